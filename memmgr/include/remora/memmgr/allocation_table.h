@@ -1,0 +1,56 @@
+// Address-range table: which [base, base+size) ranges belong to a session, and pointer
+// validation against them. Pure code. Not thread-safe: callers serialize access.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "remora/base/status.h"
+
+namespace remora {
+
+enum class AllocKind : uint8_t {
+  kDevice = 0,      // cudaMalloc / pitch / 3D
+  kDeviceAsync = 1, // cudaMallocAsync (stream ordered)
+  kPinnedHost = 2,  // cudaMallocHost / cudaHostAlloc
+  kRegisteredHost = 3,  // cudaHostRegister
+  kModule = 4,      // memory held by a loaded module
+};
+
+struct Allocation {
+  uint64_t base = 0;
+  uint64_t size = 0;
+  int32_t device = 0;      // server-side GPU index (or app ordinal, per the table's owner)
+  AllocKind kind = AllocKind::kDevice;
+  uint64_t reserved = 0;   // bytes charged to the ledger for it
+  uint64_t cookie = 0;     // owner-defined (e.g. the host mapping of an emulated allocation)
+};
+
+class AllocationTable {
+ public:
+  // Fails with kInvalidValue if the range is empty or overlaps an existing allocation.
+  Status Insert(const Allocation& a);
+  // Removes the allocation whose base is exactly `base`; kInvalidValue otherwise (CUDA's
+  // answer to freeing an interior or unknown pointer).
+  Result<Allocation> Erase(uint64_t base);
+  // The allocation containing `ptr`, if any.
+  std::optional<Allocation> Find(uint64_t ptr) const;
+  // Checks that [ptr, ptr + len) lies inside one allocation (len 0 allowed for a valid ptr).
+  Result<Allocation> CheckRange(uint64_t ptr, uint64_t len) const;
+
+  size_t size() const { return map_.size(); }
+  uint64_t total_bytes() const { return total_; }
+  std::vector<Allocation> All() const;
+  void Clear() {
+    map_.clear();
+    total_ = 0;
+  }
+
+ private:
+  std::map<uint64_t, Allocation> map_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace remora

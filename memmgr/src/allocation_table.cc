@@ -1,0 +1,58 @@
+#include "remora/memmgr/allocation_table.h"
+
+namespace remora {
+
+Status AllocationTable::Insert(const Allocation& a) {
+  if (a.size == 0) return Error(Err::kInvalidValue, "empty allocation");
+  if (a.base + a.size < a.base) return Error(Err::kInvalidValue, "allocation wraps the address space");
+  auto next = map_.lower_bound(a.base);
+  if (next != map_.end() && next->first < a.base + a.size)
+    return Error(Err::kInvalidValue, "allocation 0x{:x}+{} overlaps 0x{:x}", a.base, a.size, next->first);
+  if (next != map_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.size > a.base)
+      return Error(Err::kInvalidValue, "allocation 0x{:x}+{} overlaps 0x{:x}", a.base, a.size, prev->first);
+  }
+  map_.emplace(a.base, a);
+  total_ += a.size;
+  return Status::Ok();
+}
+
+Result<Allocation> AllocationTable::Erase(uint64_t base) {
+  auto it = map_.find(base);
+  if (it == map_.end()) {
+    if (Find(base)) return Error(Err::kInvalidValue, "0x{:x} is inside an allocation, not its start", base);
+    return Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", base);
+  }
+  Allocation a = it->second;
+  map_.erase(it);
+  total_ -= a.size;
+  return a;
+}
+
+std::optional<Allocation> AllocationTable::Find(uint64_t ptr) const {
+  auto it = map_.upper_bound(ptr);
+  if (it == map_.begin()) return std::nullopt;
+  --it;
+  if (ptr - it->first < it->second.size) return it->second;
+  return std::nullopt;
+}
+
+Result<Allocation> AllocationTable::CheckRange(uint64_t ptr, uint64_t len) const {
+  std::optional<Allocation> a = Find(ptr);
+  if (!a) return Error(Err::kInvalidValue, "0x{:x} is not device memory of this session", ptr);
+  uint64_t room = a->base + a->size - ptr;
+  if (len > room)
+    return Error(Err::kInvalidValue, "{} bytes at 0x{:x} run past the end of its {}-byte allocation at 0x{:x}", len, ptr,
+                 a->size, a->base);
+  return *a;
+}
+
+std::vector<Allocation> AllocationTable::All() const {
+  std::vector<Allocation> out;
+  out.reserve(map_.size());
+  for (auto& [_, a] : map_) out.push_back(a);
+  return out;
+}
+
+}  // namespace remora

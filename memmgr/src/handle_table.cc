@@ -1,0 +1,17 @@
+#include "remora/memmgr/handle_table.h"
+
+namespace remora {
+
+const char* HandleKindName(HandleKind kind) {
+  switch (kind) {
+    case HandleKind::kStream: return "stream";
+    case HandleKind::kEvent: return "event";
+    case HandleKind::kModule: return "module";
+    case HandleKind::kFunction: return "function";
+    case HandleKind::kVariable: return "variable";
+    case HandleKind::kPool: return "memory pool";
+  }
+  return "handle";
+}
+
+}  // namespace remora

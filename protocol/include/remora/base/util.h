@@ -1,0 +1,26 @@
+// Small helpers shared by every module: sizes, errno text, monotonic time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "remora/base/status.h"
+
+namespace remora {
+
+// Parses "4096", "512MiB", "8GiB", "1.5G", "64k", "max" (-> nullopt meaning unlimited).
+// Decimal suffixes (K, M, G, T, with or without B) are binary multiples too, as in cgroups.
+Result<std::optional<uint64_t>> ParseSize(std::string_view text);
+// 1536 -> "1.5 KiB"
+std::string FormatSize(uint64_t bytes);
+
+// strerror(errno) with the call name: "connect(/tmp/x.sock): No such file or directory".
+Status ErrnoStatus(Err code, std::string_view what, int err);
+
+uint64_t MonotonicNanos();
+
+inline uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace remora

@@ -1,0 +1,111 @@
+// Connection: the only thing the dispatch layers (shim client, worker executor) see of a
+// transport. Implementations: in-process pipe (unit tests), shm, tcp, rdma.
+//
+// A connection has two sides with different styles:
+//  - the requester (the shim) uses the blocking calls Send / Receive / ReceiveBulk;
+//  - the executor (the worker) uses the non-blocking calls Poll / PollBulkChunk /
+//    ReleaseBulkChunk / Post / AcquireBulkChunk / CommitBulkChunk / Progress, so its loop
+//    never waits on the network while GPU work completes.
+// Each side uses only its own set. Thread-safety: none internally. The requester serializes
+// Send calls among its threads with one lock and Receive/ReceiveBulk with another (the two
+// may run concurrently); the executor is single-threaded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "remora/base/bytes.h"
+#include "remora/base/status.h"
+#include "remora/protocol/frame.h"
+
+namespace remora {
+
+// What a transport can do beyond moving frames. Callers branch on these, never on the
+// transport's type.
+struct Capabilities {
+  const char* transport = "";       // "pipe", "shm", "tcp", "rdma"
+  bool shared_memory = false;       // peers can map common memory regions (zero-copy)
+  bool passes_fds = false;          // file descriptors can travel (memfd of pinned regions)
+  bool one_sided = false;           // peer memory is read/written without the peer's CPU
+  bool registered_memory = false;   // bulk memory must be registered (RDMA MRs)
+  uint64_t inline_bulk_limit = 0;   // bulk up to this size travels inside the frame's record
+};
+
+// A piece of bulk data in memory the executor may hand to a DMA engine (pinned or
+// registered, see Connection::SetStaging).
+struct BulkChunk {
+  std::byte* data = nullptr;
+  size_t size = 0;
+  uint64_t offset = 0;  // position within the frame's bulk
+  uint32_t id = 0;      // transport-private
+};
+
+// Pinned host memory for staging, provided by the executor (the worker's driver backend:
+// cuMemHostAlloc on a GPU, plain memory when emulated). Transports that need buffers for
+// bulk data they receive or send on the executor side allocate them here.
+class StagingAllocator {
+ public:
+  virtual ~StagingAllocator() = default;
+  virtual Result<std::byte*> Allocate(size_t bytes) = 0;
+  virtual void Free(std::byte* p, size_t bytes) = 0;
+};
+
+// A region of memory both peers share (shm segment): the executor registers it with its
+// driver so DMA reaches it directly.
+struct SharedRegion {
+  std::byte* base = nullptr;
+  size_t size = 0;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual const Capabilities& capabilities() const = 0;
+  // "shm /run/remora.sock", "tcp 10.0.0.2:7070" - for logs and session listings.
+  virtual std::string Describe() const = 0;
+
+  // ---- requester side (blocking) ------------------------------------------------------
+  // Sends one frame. `bulk` travels out of band and has been consumed when Send returns.
+  // `reply_bulk` is where the bulk of this request's reply will land (one-sided transports
+  // write it directly; the others deliver it in ReceiveBulk).
+  // Errors: kDevicesUnavailable when the peer is gone.
+  virtual Status Send(const OutFrame& frame, ConstBytes bulk = {}, MutableBytes reply_bulk = {}) = 0;
+  // Waits up to `timeout_ms` (-1: no limit) for the next frame. kTimeout when it passes,
+  // kDevicesUnavailable when the peer is gone. The frame stays valid until the next Receive.
+  // A frame with bulk_bytes > 0 must be followed by exactly one ReceiveBulk.
+  virtual Result<InFrame> Receive(int timeout_ms) = 0;
+  virtual Status ReceiveBulk(MutableBytes dst) = 0;
+
+  // ---- executor side (non-blocking) ---------------------------------------------------
+  // Gives the transport its source of pinned staging memory. Call once before Poll.
+  virtual void SetStaging(StagingAllocator* staging) = 0;
+  // Regions the executor should register with its driver (empty if none).
+  virtual std::vector<SharedRegion> SharedRegions() const = 0;
+  // Next complete frame, or nullopt if none is ready. The frame stays valid until the next
+  // Poll; if it carries bulk, all of it must be released before the next Poll.
+  virtual Result<std::optional<InFrame>> Poll() = 0;
+  // Next available piece of the bulk of the frame last returned by Poll (in order), or
+  // nullopt if it has not arrived yet.
+  virtual Result<std::optional<BulkChunk>> PollBulkChunk() = 0;
+  // Returns a chunk's memory once nothing reads it any more (its DMA has completed).
+  // Chunks are released in the order they were polled.
+  virtual void ReleaseBulkChunk(const BulkChunk& chunk) = 0;
+  // Queues a frame; `bulk_bytes` of payload follow through AcquireBulkChunk/CommitBulkChunk
+  // before the next Post. Never blocks; the frame body is copied.
+  virtual Status Post(const OutFrame& frame, uint64_t bulk_bytes = 0) = 0;
+  // Buffer for the next `max` (or fewer) bytes of the posted frame's bulk, or nullopt if
+  // none is free right now.
+  virtual Result<std::optional<BulkChunk>> AcquireBulkChunk(size_t max) = 0;
+  // The chunk's first `bytes` bytes are filled (e.g. its DMA completed): ship them.
+  virtual Status CommitBulkChunk(const BulkChunk& chunk, size_t bytes) = 0;
+  // Moves queued data. Returns true if anything moved; kDevicesUnavailable if the peer left.
+  virtual Result<bool> Progress() = 0;
+  // Blocks until there may be something to do or `timeout_us` passes (spin, then sleep).
+  virtual void WaitForActivity(int64_t timeout_us) = 0;
+};
+
+}  // namespace remora

@@ -1,0 +1,25 @@
+// TCP transport: frames as a byte stream, bulk as a trailer right after the frame body.
+// Private to protocol/.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "remora/base/fd.h"
+#include "remora/protocol/connection.h"
+#include "remora/protocol/transport.h"
+
+namespace remora {
+
+// Requester side over an already handshaken socket.
+std::unique_ptr<Connection> MakeTcpRequester(Fd sock, std::string peer);
+// Executor side (switches the socket to non-blocking).
+Result<std::unique_ptr<Connection>> MakeTcpExecutor(Fd sock);
+
+// Socket helpers shared with the rdma bootstrap.
+Result<Fd> TcpConnect(const std::string& host, uint16_t port, int timeout_ms);
+Result<std::unique_ptr<Listener>> TcpListen(const Endpoint& endpoint, TransportKind kind);
+void TuneTcpSocket(int fd);
+std::string SocketPeerName(int fd);
+
+}  // namespace remora

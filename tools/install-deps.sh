@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs everything Remora needs on a fresh Debian 12 machine (run as root, or with sudo
+# available). Idempotent. Also fetches the Cap'n Proto source that matches the installed
+# headers, because the shim links a position-independent, hidden copy of its runtime
+# (Debian ships libcapnp.a/libkj.a without -fPIC, which cannot go into a shared object).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  capnproto libcapnp-dev
+  libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
+  libfuse3-dev fuse3
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libsqlite3-dev sqlite3
+  libsodium-dev libcli11-dev libxxhash-dev libspdlog-dev libfmt-dev
+  python3
+  # RDMA tests boot Debian's own kernel (which has rdma_rxe) under QEMU.
+  qemu-system-x86 linux-image-amd64 busybox-static kmod cpio iproute2
+  perftest rdmacm-utils
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Cap'n Proto runtime source, same version as the installed headers.
+capver=$(dpkg-query -W -f='${Version}' libcapnp-dev | sed 's/-[^-]*$//')
+capsrc="$here/.deps/capnproto-c++-$capver"
+if [ ! -f "$capsrc/src/capnp/layout.c++" ]; then
+  echo "install-deps: fetching capnproto $capver source (for the shim's PIC runtime)"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources >"$tmp/src.sources"
+  mkdir -p "$tmp/lists/partial"
+  opts=(-o Dir::Etc::SourceList="$tmp/src.sources" -o Dir::Etc::SourceParts=/dev/null
+        -o Dir::State::Lists="$tmp/lists")
+  apt-get "${opts[@]}" update -qq
+  (cd "$tmp" && apt-get "${opts[@]}" source --download-only "capnproto=$(dpkg-query -W -f='${Version}' libcapnp-dev)" >/dev/null)
+  mkdir -p "$here/.deps"
+  tar -xzf "$tmp"/capnproto_"$capver".orig.tar.gz -C "$here/.deps"
+fi
+
+# The CUDA toolkit is not a Debian package here; it must already be installed.
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -x "$CUDA_HOME/bin/nvcc" ] || [ ! -f "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
+  echo "install-deps: ERROR: the CUDA Toolkit 13.0 was not found at $CUDA_HOME" >&2
+  echo "  (need $CUDA_HOME/bin/nvcc and $CUDA_HOME/include). Install it from NVIDIA's" >&2
+  echo "  repository or set CUDA_HOME; Remora builds its shim and test programs with it." >&2
+  exit 1
+fi
+nvv=$("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+case "$nvv" in 13.*) ;; *) echo "install-deps: WARNING: CUDA $nvv found; Remora targets CUDA 13.0" >&2 ;; esac
+echo "install-deps: ok (CUDA $nvv at $CUDA_HOME, capnproto $capver)"
