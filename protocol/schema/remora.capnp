@@ -46,6 +46,7 @@ struct Welcome {
   backend @2 :Text;            # "cuda" or "host-emulated"
   emulated @3 :Bool;
   serverName @4 :Text;
+  driverVersion @5 :Int32;     # cuDriverGetVersion of the server (CUDA_VERSION style)
 }
 
 struct Refusal {
@@ -153,6 +154,7 @@ struct Request {
     deviceSynchronize @21 :Void;
     deviceReset @22 :Void;
     goodbye @23 :Void;         # orderly end of session (process exit)
+    ping @24 :Void;            # answers with the current device generation
   }
 }
 

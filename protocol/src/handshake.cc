@@ -112,6 +112,7 @@ Result<SessionInfo> RunClientHandshake(FrameSocket& sock, const std::optional<To
     info.backend = w.getBackend();
     info.emulated = w.getEmulated();
     info.server_name = w.getServerName();
+    info.driver_version = w.getDriverVersion();
     return Status::Ok();
   });
   RETURN_IF_ERROR(st);
@@ -134,6 +135,7 @@ Status SendWelcome(FrameSocket& sock, const SessionInfo& info) {
   w.setBackend(info.backend);
   w.setEmulated(info.emulated);
   w.setServerName(info.server_name);
+  w.setDriverVersion(info.driver_version);
   return WriteHandshake(sock, msg);
 }
 

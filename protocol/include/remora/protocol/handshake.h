@@ -30,6 +30,7 @@ struct SessionInfo {
   std::string backend;  // "cuda" or "host-emulated"
   bool emulated = false;
   std::string server_name;
+  int32_t driver_version = 0;  // the server's CUDA driver version (13000 when emulated)
 };
 
 // Client side. `token` may be absent (servers started with --auth none). `fds` travel with

@@ -1,0 +1,49 @@
+#include "supervisor/gpu_inventory.h"
+
+#include <sstream>
+
+#include "supervisor/process.h"
+
+namespace remora::server {
+
+Result<Inventory> ParseProbe(const std::string& text) {
+  Inventory inv;
+  std::istringstream in(text);
+  std::string line;
+  bool saw_backend = false;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::istringstream ls(line);
+    std::string field;
+    while (std::getline(ls, field, '\t')) f.push_back(field);
+    if (f.empty()) continue;
+    if (f[0] == "backend" && f.size() == 3) {
+      inv.backend = f[1];
+      inv.emulated = f[2] == "1";
+      saw_backend = true;
+    } else if (f[0] == "driver" && f.size() == 2) {
+      inv.driver_version = std::stoi(f[1]);
+    } else if (f[0] == "gpu" && f.size() == 6) {
+      GpuInfo g;
+      g.index = std::stoi(f[1]);
+      g.total_memory = std::stoull(f[2]);
+      g.uuid = f[3];
+      g.pci_bus_id = f[4];
+      g.name = f[5];
+      inv.gpus.push_back(g);
+    } else {
+      return Error(Err::kInitializationError, "unexpected GPU probe output: '{}'", line);
+    }
+  }
+  if (!saw_backend) return Error(Err::kInitializationError, "GPU probe printed no backend line");
+  return inv;
+}
+
+Result<Inventory> ProbeGpus(const std::string& worker_path, const std::vector<std::string>& backend_args) {
+  std::vector<std::string> args = {"--probe"};
+  args.insert(args.end(), backend_args.begin(), backend_args.end());
+  ASSIGN_OR_RETURN(std::string out, RunAndCapture(worker_path, args, 60000));
+  return ParseProbe(out);
+}
+
+}  // namespace remora::server

@@ -1,0 +1,41 @@
+// remora-server: the supervisor of one GPU host.
+#include <CLI/CLI.hpp>
+
+#include "remora/base/log.h"
+#include "supervisor/supervisor.h"
+
+int main(int argc, char** argv) {
+  using namespace remora;
+  server::ServerOptions o;
+  std::string auth = "token";
+  CLI::App app{"remora-server: serves this host's GPUs to Remora clients"};
+  app.add_option("--listen", o.listen, "shm:///path/to.sock, tcp://HOST:PORT or rdma://HOST:PORT (repeatable)")->required();
+  app.add_option("--state-dir", o.state_dir, "directory of the state database (created if missing)")->required();
+  app.add_option("--backend", o.backend, "cuda (the NVIDIA driver) or host (emulated in host memory, no kernels)")
+      ->check(CLI::IsMember({"cuda", "host"}));
+  app.add_option("--host-gpus", o.host_gpus, "number of emulated GPUs (--backend host)")->check(CLI::Range(1, 16));
+  app.add_option("--host-gpu-memory", o.host_gpu_memory, "memory of each emulated GPU, e.g. 16GiB (--backend host)");
+  app.add_option("--auth", auth, "token: clients authenticate as a tenant; none: every client is tenant 'local'")
+      ->check(CLI::IsMember({"token", "none"}));
+  app.add_option("--ready-file", o.ready_file, "write the listening URLs here once ready");
+  app.add_option("--drain-timeout", o.drain_timeout_s, "seconds sessions get to end after SIGTERM");
+  app.add_option("--log-level", o.log_level, "error|warn|info|debug|trace");
+  CLI11_PARSE(app, argc, argv);
+  o.auth_required = auth == "token";
+
+  SetLogIdentity(o.backend == "host" ? "remora-server (host-emulated backend)" : "remora-server");
+  setenv("REMORA_LOG", o.log_level.c_str(), 1);
+  SetLogLevelFromEnv(LogLevel::kInfo);
+  if (!o.auth_required) {
+    for (const std::string& url : o.listen)
+      if (url.rfind("shm://", 0) != 0)
+        LOG_WARN("--auth none with {}: anyone who can reach it uses this server's GPUs", url);
+  }
+  server::Supervisor sup(o);
+  Status st = sup.Start();
+  if (!st.ok()) {
+    LOG_ERROR("cannot start: {}", st.message());
+    return 1;
+  }
+  return sup.Run();
+}

@@ -1,0 +1,521 @@
+#include "supervisor/supervisor.h"
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+
+#include <fmt/ranges.h>
+
+#include "common/worker_args.h"
+#include "control.capnp.h"
+#include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "remora/protocol/frame_socket.h"
+#include "remora/protocol/message.h"
+#include "supervisor/process.h"
+
+namespace remora::server {
+
+namespace {
+constexpr int kMaxConcurrentHandshakes = 64;
+constexpr int kHandshakeTimeoutMs = 10000;
+constexpr uint64_t kKillGraceNs = 2'000'000'000;
+}  // namespace
+
+// Stored keys for the handshake threads.
+class Supervisor::Keys final : public TenantKeys {
+ public:
+  explicit Keys(Supervisor& s) : s_(s) {}
+  std::optional<Key> StoredKey(std::string_view tenant) override {
+    std::lock_guard<std::mutex> lock(s_.tenants_mu_);
+    auto it = s_.tenants_.find(std::string(tenant));
+    if (it == s_.tenants_.end()) return std::nullopt;
+    return it->second.record.stored_key;
+  }
+
+ private:
+  Supervisor& s_;
+};
+
+namespace {
+std::atomic<int> g_active_handshakes{0};
+std::mutex g_handshake_mu;
+std::condition_variable g_handshake_cv;
+}  // namespace
+
+Supervisor::Supervisor(ServerOptions options) : options_(std::move(options)), keys_(std::make_unique<Keys>(*this)) {}
+
+Supervisor::~Supervisor() {
+  listeners_.clear();
+  if (ledger_mem_ != nullptr) ::munmap(ledger_mem_, LedgerRegionBytes());
+}
+
+Status Supervisor::Start() {
+  ASSIGN_OR_RETURN(store_, OpenSqliteStateStore(options_.state_dir));
+  if (options_.worker_path.empty()) options_.worker_path = SelfDirectory() + "/remora-worker";
+  std::vector<std::string> backend_args = {"--backend", options_.backend};
+  if (options_.backend == "host") {
+    backend_args.insert(backend_args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory",
+                                             options_.host_gpu_memory});
+  }
+  ASSIGN_OR_RETURN(inventory_, ProbeGpus(options_.worker_path, backend_args));
+  if (inventory_.gpus.size() > kLedgerMaxGpus)
+    return Error(Err::kInitializationError, "{} GPUs found; this server supports at most {}", inventory_.gpus.size(), kLedgerMaxGpus);
+  for (const GpuInfo& g : inventory_.gpus)
+    LOG_INFO("GPU {}: {} ({}, {}){}", g.index, g.name, FormatSize(g.total_memory), g.pci_bus_id,
+             inventory_.emulated ? " [host-emulated, not a GPU]" : "");
+  if (inventory_.gpus.empty()) LOG_WARN("no GPU found: sessions will see no device");
+
+  // The ledger lives in shared memory that every worker maps.
+  ledger_fd_.reset(static_cast<int>(::syscall(SYS_memfd_create, "remora-ledger", MFD_CLOEXEC)));
+  if (!ledger_fd_ || ::ftruncate(ledger_fd_.get(), static_cast<off_t>(LedgerRegionBytes())) != 0)
+    return ErrnoStatus(Err::kInitializationError, "ledger memfd", errno);
+  ledger_mem_ = ::mmap(nullptr, LedgerRegionBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, ledger_fd_.get(), 0);
+  if (ledger_mem_ == MAP_FAILED) {
+    ledger_mem_ = nullptr;
+    return ErrnoStatus(Err::kInitializationError, "mmap ledger", errno);
+  }
+  ASSIGN_OR_RETURN(Ledger l, Ledger::Create(ledger_mem_, LedgerRegionBytes()));
+  ledger_.emplace(l);
+
+  ASSIGN_OR_RETURN(std::vector<TenantRecord> records, store_->LoadTenants());
+  if (!options_.auth_required &&
+      std::none_of(records.begin(), records.end(), [](const TenantRecord& r) { return r.name == "local"; })) {
+    TenantRecord local;
+    local.name = "local";  // every session of an --auth none server (not persisted)
+    for (const GpuInfo& g : inventory_.gpus) local.gpu_uuids.push_back(g.uuid);
+    records.push_back(local);
+  }
+  for (TenantRecord& r : records) {
+    TenantState t;
+    ASSIGN_OR_RETURN(t.ledger_index, ledger_->AddTenant(r.name));
+    for (const GpuInfo& g : inventory_.gpus)
+      if (std::find(r.gpu_uuids.begin(), r.gpu_uuids.end(), g.uuid) != r.gpu_uuids.end()) t.gpus.push_back(g.index);
+    t.record = std::move(r);
+    RETURN_IF_ERROR(ApplyLimit(t));
+    std::lock_guard<std::mutex> lock(tenants_mu_);
+    tenants_.emplace(t.record.name, std::move(t));
+  }
+  LOG_INFO("state: {} tenant(s) from {}/state.db", tenants_.size(), options_.state_dir);
+
+  for (const std::string& url : options_.listen) {
+    ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(url));
+    auto l = Listen(ep);
+    if (!l.ok()) {
+      if (l.status().code() == Err::kNotSupported) {
+        LOG_WARN("not serving {}: {}", url, l.status().message());
+        continue;
+      }
+      return l.status();
+    }
+    LOG_INFO("listening on {}", (*l)->endpoint().ToUrl());
+    listeners_.push_back(std::move(*l));
+  }
+  if (listeners_.empty()) return Error(Err::kInvalidValue, "no transport to serve: give at least one usable --listen URL");
+
+  epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : {SIGTERM, SIGINT, SIGCHLD}) sigaddset(&mask, s);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  signal_fd_.reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll_ || !signal_fd_ || !wake_fd_) return ErrnoStatus(Err::kInitializationError, "event loop setup", errno);
+  auto add = [&](int fd, uint64_t tag) {
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  };
+  add(signal_fd_.get(), 1);
+  add(wake_fd_.get(), 2);
+  for (size_t i = 0; i < listeners_.size(); i++) add(listeners_[i]->fd(), 100 + i);
+  return WriteReadyFile();
+}
+
+Status Supervisor::WriteReadyFile() {
+  if (options_.ready_file.empty()) return Status::Ok();
+  std::string tmp = options_.ready_file + ".tmp";
+  {
+    std::ofstream out(tmp);
+    for (auto& l : listeners_) out << l->endpoint().ToUrl() << "\n";
+    if (!out) return Error(Err::kInitializationError, "cannot write {}", tmp);
+  }
+  if (::rename(tmp.c_str(), options_.ready_file.c_str()) != 0)
+    return ErrnoStatus(Err::kInitializationError, "rename ready file", errno);
+  return Status::Ok();
+}
+
+void Supervisor::Post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    calls_.push_back(std::move(fn));
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_fd_.get(), &one, sizeof(one));
+}
+
+int Supervisor::Run() {
+  struct epoll_event events[32];
+  for (;;) {
+    if (draining_) {
+      if (sessions_.empty()) break;
+      if (MonotonicNanos() > drain_deadline_ns_) {
+        for (auto& [pid, s] : sessions_) {
+          LOG_WARN("session {} did not end within {} s of shutdown: killing its worker", s.id, options_.drain_timeout_s);
+          ::kill(pid, SIGKILL);
+        }
+        drain_deadline_ns_ = UINT64_MAX;
+      }
+    }
+    // Workers asked to end that did not: force them.
+    uint64_t now = MonotonicNanos();
+    for (auto& [pid, s] : sessions_)
+      if (s.kill_after_ns != 0 && now > s.kill_after_ns) ::kill(pid, SIGKILL);
+    int n = ::epoll_wait(epoll_.get(), events, 32, 200);
+    for (int i = 0; i < n; i++) {
+      uint64_t tag = events[i].data.u64;
+      if (tag == 1) {
+        struct signalfd_siginfo si;
+        while (::read(signal_fd_.get(), &si, sizeof(si)) == sizeof(si)) {
+          if (si.ssi_signo == SIGCHLD) Reap();
+          else if (!draining_) BeginDrain();
+        }
+      } else if (tag == 2) {
+        uint64_t v;
+        (void)!::read(wake_fd_.get(), &v, sizeof(v));
+        std::deque<Handshaken> ready;
+        std::deque<std::function<void()>> calls;
+        {
+          std::lock_guard<std::mutex> lock(queue_mu_);
+          ready.swap(handshaken_);
+          calls.swap(calls_);
+        }
+        for (auto& h : ready) OnHandshaken(std::move(h));
+        for (auto& c : calls) c();
+      } else if (tag >= 100 && tag - 100 < listeners_.size()) {
+        OnAccept(*listeners_[tag - 100]);
+      }
+    }
+    Reap();  // in case a SIGCHLD was coalesced
+  }
+  // Let handshakes in flight finish (their sockets were shut down at drain).
+  std::unique_lock<std::mutex> lock(g_handshake_mu);
+  g_handshake_cv.wait_for(lock, std::chrono::seconds(12), [] { return g_active_handshakes.load() == 0; });
+  LOG_INFO("server stopped");
+  return 0;
+}
+
+void Supervisor::OnAccept(Listener& l) {
+  auto pc = l.Accept();
+  if (!pc.ok()) {
+    LOG_WARN("accept on {}: {}", l.endpoint().ToUrl(), pc.status().message());
+    return;
+  }
+  if (draining_) return;
+  if (g_active_handshakes.load() >= kMaxConcurrentHandshakes) {
+    LOG_WARN("refusing {} connection from {}: too many handshakes in progress", TransportName(pc->kind), pc->peer);
+    return;
+  }
+  g_active_handshakes++;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    handshake_sockets_.push_back(pc->socket.get());
+  }
+  std::thread([this, p = std::move(*pc)]() mutable { HandshakeThread(std::move(p)); }).detach();
+}
+
+void Supervisor::HandshakeThread(PendingConnection pc) {
+  int sock = pc.socket.get();
+  FrameSocket fs(sock);
+  ServerAuthPolicy policy;
+  policy.auth_required = options_.auth_required;
+  policy.keys = keys_.get();
+  policy.server_version = REMORA_VERSION;
+  auto peer = RunServerHandshake(fs, policy, &pc.fds, kHandshakeTimeoutMs);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    handshake_sockets_.erase(std::remove(handshake_sockets_.begin(), handshake_sockets_.end(), sock), handshake_sockets_.end());
+    if (peer.ok()) handshaken_.push_back(Handshaken{std::move(pc), *peer});
+  }
+  if (peer.ok()) {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_.get(), &one, sizeof(one));
+  } else {
+    LOG_WARN("{} connection from {} refused: {}", TransportName(pc.kind), pc.peer, peer.status().message());
+  }
+  std::lock_guard<std::mutex> lock(g_handshake_mu);
+  g_active_handshakes--;
+  g_handshake_cv.notify_all();
+}
+
+void Supervisor::OnHandshaken(Handshaken h) {
+  FrameSocket fs(h.conn.socket.get());
+  if (draining_) {
+    (void)SendRefusal(fs, Err::kDevicesUnavailable, "the Remora server is shutting down");
+    return;
+  }
+  SessionState s;
+  Status st = SpawnSession(h, &s);
+  if (!st.ok()) {
+    LOG_ERROR("cannot start a session for tenant '{}': {}", h.peer.tenant, st.ToString());
+    (void)SendRefusal(fs, Err::kDevicesUnavailable, "the server could not start a session: " + st.message());
+    return;
+  }
+  SessionInfo info;
+  info.session_id = s.id;
+  info.tenant = s.tenant;
+  info.backend = inventory_.backend;
+  info.emulated = inventory_.emulated;
+  info.driver_version = inventory_.driver_version;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  info.server_name = host;
+  st = SendWelcome(fs, info);
+  if (!st.ok()) LOG_WARN("session {}: client left during the handshake ({})", s.id, st.message());
+  const TenantState& t = tenants_.at(s.tenant);
+  LOG_INFO("session {} started: tenant '{}', {}@{} pid {} ({}), {} {}, GPUs [{}], worker pid {}", s.id, s.tenant,
+           s.client.user, s.client.hostname, s.client.pid, s.client.program, TransportName(s.transport), s.peer,
+           fmt::join(t.gpus, ","), s.pid);
+  sessions_.emplace(s.pid, std::move(s));
+}
+
+Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
+  ASSIGN_OR_RETURN(TenantState * t, FindTenant(h.peer.tenant));
+  ASSIGN_OR_RETURN(s->id, store_->NextSessionId());
+  ASSIGN_OR_RETURN(s->ledger_slot, ledger_->OpenSession(t->ledger_index, s->id));
+  int ctl[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+    ledger_->CloseSession(s->ledger_slot);
+    return ErrnoStatus(Err::kUnknown, "socketpair", errno);
+  }
+  Fd parent(ctl[0]), child(ctl[1]);
+  std::vector<std::string> args = {
+      "--session", std::to_string(s->id), "--tenant", t->record.name, "--transport", TransportName(h.conn.kind),
+      "--backend", options_.backend, "--gpus", fmt::format("{}", fmt::join(t->gpus, ",")),
+      "--ledger-slot", std::to_string(s->ledger_slot), "--extra-fds", std::to_string(h.conn.fds.size()),
+      "--log-level", options_.log_level};
+  if (options_.backend == "host")
+    args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
+  std::vector<std::pair<int, int>> fds = {{h.conn.socket.get(), worker_args::kClientFd},
+                                          {child.get(), worker_args::kControlFd},
+                                          {ledger_fd_.get(), worker_args::kLedgerFd}};
+  for (size_t i = 0; i < h.conn.fds.size(); i++)
+    fds.emplace_back(h.conn.fds[i].get(), worker_args::kFirstExtraFd + static_cast<int>(i));
+  auto pid = Spawn(options_.worker_path, args, fds);
+  if (!pid.ok()) {
+    ledger_->CloseSession(s->ledger_slot);
+    return pid.status();
+  }
+  s->pid = *pid;
+  s->tenant = t->record.name;
+  s->control = std::move(parent);
+  s->transport = h.conn.kind;
+  s->peer = h.conn.peer;
+  s->client = h.peer.client;
+  s->started_at = static_cast<int64_t>(std::time(nullptr));
+  h.conn.fds.clear();  // the worker has its copies now
+  return Status::Ok();
+}
+
+void Supervisor::Reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    auto it = sessions_.find(pid);
+    if (it == sessions_.end()) continue;
+    SessionState& s = it->second;
+    std::vector<uint64_t> held = ledger_->CloseSession(s.ledger_slot);
+    uint64_t total = 0;
+    for (uint64_t b : held) total += b;
+    std::string how = WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
+                                        : fmt::format("killed by signal {}", WTERMSIG(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      LOG_INFO("session {} (tenant '{}') ended; {} returned to the tenant", s.id, s.tenant, FormatSize(total));
+    else
+      LOG_WARN("session {} (tenant '{}') worker ended abnormally ({}); {} returned to the tenant", s.id, s.tenant, how,
+               FormatSize(total));
+    sessions_.erase(it);
+  }
+}
+
+void Supervisor::BeginDrain() {
+  LOG_INFO("shutting down: no new sessions; ending {} session(s)", sessions_.size());
+  draining_ = true;
+  drain_deadline_ns_ = MonotonicNanos() + uint64_t(options_.drain_timeout_s) * 1'000'000'000ull;
+  for (auto& l : listeners_) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l->fd(), nullptr);
+  listeners_.clear();
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    for (int fd : handshake_sockets_) ::shutdown(fd, SHUT_RDWR);
+  }
+  for (auto& [pid, s] : sessions_) {
+    Status st = SendControl(s, [](void* m) {
+      static_cast<control::ControlMessage::Builder*>(m)->setEndSession("the Remora server is shutting down");
+    });
+    if (!st.ok()) ::kill(pid, SIGTERM);
+  }
+}
+
+Status Supervisor::SendControl(SessionState& s, const std::function<void(void*)>& build) {
+  ScratchMessage msg;
+  auto root = msg.InitRoot<control::ControlMessage>();
+  build(&root);
+  OutFrame f;
+  f.kind = FrameKind::kNotice;
+  f.body = msg.Flatten();
+  FrameSocket fs(s.control.get());
+  return fs.Write(f);
+}
+
+void Supervisor::PushGpus(const std::string& tenant) {
+  const TenantState& t = tenants_.at(tenant);
+  for (auto& [pid, s] : sessions_) {
+    if (s.tenant != tenant) continue;
+    Status st = SendControl(s, [&](void* m) {
+      auto list = static_cast<control::ControlMessage::Builder*>(m)->initSetGpus(static_cast<unsigned>(t.gpus.size()));
+      for (size_t i = 0; i < t.gpus.size(); i++) list.set(static_cast<unsigned>(i), t.gpus[i]);
+    });
+    if (!st.ok()) LOG_WARN("session {}: cannot tell its worker about the new GPU set: {}", s.id, st.message());
+  }
+}
+
+Status Supervisor::ApplyLimit(TenantState& t) {
+  uint64_t limit = t.record.memory_limit.value_or(kUnlimited);
+  for (uint32_t g = 0; g < kLedgerMaxGpus; g++) RETURN_IF_ERROR(ledger_->SetLimit(t.ledger_index, g, limit));
+  return Status::Ok();
+}
+
+Result<TenantState*> Supervisor::FindTenant(const std::string& name) {
+  auto it = tenants_.find(name);
+  if (it == tenants_.end()) return Error(Err::kInvalidValue, "no such tenant '{}'", name);
+  return &it->second;
+}
+
+Result<std::string> Supervisor::CreateTenant(const std::string& name, std::optional<uint64_t> memory_limit,
+                                             std::optional<std::vector<int>> gpus) {
+  RETURN_IF_ERROR(ValidateTenantName(name));
+  if (tenants_.count(name)) return Error(Err::kInvalidValue, "tenant '{}' already exists", name);
+  std::vector<int> attach;
+  if (gpus) {
+    for (int g : *gpus) {
+      if (g < 0 || static_cast<size_t>(g) >= inventory_.gpus.size())
+        return Error(Err::kInvalidValue, "no GPU {} on this server (it has {})", g, inventory_.gpus.size());
+      if (std::find(attach.begin(), attach.end(), g) == attach.end()) attach.push_back(g);
+    }
+    std::sort(attach.begin(), attach.end());
+  } else {
+    for (const GpuInfo& g : inventory_.gpus) attach.push_back(g.index);
+  }
+  Token token{name, RandomSecret()};
+  TenantState t;
+  t.record.name = name;
+  t.record.stored_key = StoredKeyFor(token.secret);
+  t.record.memory_limit = memory_limit;
+  t.record.created_at = static_cast<int64_t>(std::time(nullptr));
+  for (int g : attach) t.record.gpu_uuids.push_back(inventory_.gpus[static_cast<size_t>(g)].uuid);
+  t.gpus = attach;
+  RETURN_IF_ERROR(store_->CreateTenant(t.record));
+  ASSIGN_OR_RETURN(t.ledger_index, ledger_->AddTenant(name));
+  RETURN_IF_ERROR(ApplyLimit(t));
+  {
+    std::lock_guard<std::mutex> lock(tenants_mu_);
+    tenants_.emplace(name, std::move(t));
+  }
+  LOG_INFO("tenant '{}' created (memory limit {}, GPUs [{}])", name,
+           memory_limit ? FormatSize(*memory_limit) : "unlimited", fmt::join(attach, ","));
+  return FormatToken(token);
+}
+
+Status Supervisor::DeleteTenant(const std::string& name, bool force) {
+  ASSIGN_OR_RETURN(TenantState * t, FindTenant(name));
+  std::vector<pid_t> pids;
+  for (auto& [pid, s] : sessions_)
+    if (s.tenant == name) pids.push_back(pid);
+  if (!pids.empty() && !force)
+    return Error(Err::kNotPermitted, "tenant '{}' has {} running session(s); use --force to end them", name, pids.size());
+  for (pid_t pid : pids) {
+    SessionState& s = sessions_.at(pid);
+    (void)SendControl(s, [](void* m) {
+      static_cast<control::ControlMessage::Builder*>(m)->setEndSession("the tenant was deleted by the administrator");
+    });
+    ::kill(pid, SIGKILL);
+    int status;
+    ::waitpid(pid, &status, 0);
+    ledger_->CloseSession(s.ledger_slot);
+    LOG_INFO("session {} of deleted tenant '{}' ended", s.id, name);
+    sessions_.erase(pid);
+  }
+  RETURN_IF_ERROR(store_->DeleteTenant(name));
+  RETURN_IF_ERROR(ledger_->RemoveTenant(t->ledger_index));
+  {
+    std::lock_guard<std::mutex> lock(tenants_mu_);
+    tenants_.erase(name);
+  }
+  LOG_INFO("tenant '{}' deleted", name);
+  return Status::Ok();
+}
+
+Status Supervisor::SetMemoryLimit(const std::string& name, std::optional<uint64_t> limit) {
+  ASSIGN_OR_RETURN(TenantState * t, FindTenant(name));
+  RETURN_IF_ERROR(store_->SetMemoryLimit(name, limit));
+  t->record.memory_limit = limit;
+  RETURN_IF_ERROR(ApplyLimit(*t));
+  LOG_INFO("tenant '{}' memory limit set to {}", name, limit ? FormatSize(*limit) : "unlimited");
+  return Status::Ok();
+}
+
+Status Supervisor::AttachGpu(const std::string& name, int gpu) {
+  ASSIGN_OR_RETURN(TenantState * t, FindTenant(name));
+  if (gpu < 0 || static_cast<size_t>(gpu) >= inventory_.gpus.size())
+    return Error(Err::kInvalidValue, "no GPU {} on this server (it has {})", gpu, inventory_.gpus.size());
+  if (std::find(t->gpus.begin(), t->gpus.end(), gpu) != t->gpus.end()) return Status::Ok();
+  const std::string& uuid = inventory_.gpus[static_cast<size_t>(gpu)].uuid;
+  RETURN_IF_ERROR(store_->Attach(name, uuid));
+  t->record.gpu_uuids.push_back(uuid);
+  t->gpus.push_back(gpu);
+  std::sort(t->gpus.begin(), t->gpus.end());
+  LOG_INFO("GPU {} attached to tenant '{}'", gpu, name);
+  PushGpus(name);
+  return Status::Ok();
+}
+
+Status Supervisor::DetachGpu(const std::string& name, int gpu) {
+  ASSIGN_OR_RETURN(TenantState * t, FindTenant(name));
+  auto it = std::find(t->gpus.begin(), t->gpus.end(), gpu);
+  if (it == t->gpus.end()) return Error(Err::kInvalidValue, "GPU {} is not attached to tenant '{}'", gpu, name);
+  const std::string& uuid = inventory_.gpus[static_cast<size_t>(gpu)].uuid;
+  RETURN_IF_ERROR(store_->Detach(name, uuid));
+  t->record.gpu_uuids.erase(std::remove(t->record.gpu_uuids.begin(), t->record.gpu_uuids.end(), uuid), t->record.gpu_uuids.end());
+  t->gpus.erase(it);
+  LOG_INFO("GPU {} detached from tenant '{}'", gpu, name);
+  PushGpus(name);
+  return Status::Ok();
+}
+
+Status Supervisor::KillSession(uint64_t id, const std::string& reason) {
+  for (auto& [pid, s] : sessions_) {
+    if (s.id != id) continue;
+    Status st = SendControl(s, [&](void* m) { static_cast<control::ControlMessage::Builder*>(m)->setEndSession(reason); });
+    if (!st.ok()) ::kill(pid, SIGKILL);
+    s.kill_after_ns = MonotonicNanos() + kKillGraceNs;
+    LOG_INFO("session {} (tenant '{}') ended by the administrator: {}", id, s.tenant, reason);
+    return Status::Ok();
+  }
+  return Error(Err::kInvalidValue, "no session {}", id);
+}
+
+}  // namespace remora::server

@@ -1,0 +1,147 @@
+// The supervisor of one GPU host: listens on the transports, authenticates each connection
+// as a tenant, spawns one worker process per session and reaps it, owns the quota ledger
+// and the state store. It never initialises CUDA.
+//
+// Threading: one event-loop thread (Run) owns all state. Handshakes run on short-lived
+// threads (a slow or hostile client never stalls the loop) and hand finished connections
+// back through a queue. Other threads (the admin API) call in through Call(), which runs a
+// function on the loop thread and waits for it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "remora/base/fd.h"
+#include "remora/memmgr/ledger.h"
+#include "remora/protocol/handshake.h"
+#include "remora/protocol/transport.h"
+#include "supervisor/gpu_inventory.h"
+#include "supervisor/state_store.h"
+
+namespace remora::server {
+
+struct ServerOptions {
+  std::vector<std::string> listen;      // URLs
+  std::string state_dir;
+  std::string backend = "cuda";         // cuda | host
+  int host_gpus = 1;
+  std::string host_gpu_memory = "16GiB";
+  bool auth_required = true;
+  std::string ready_file;
+  int drain_timeout_s = 10;
+  std::string worker_path;              // remora-worker
+  std::string log_level = "info";
+};
+
+struct TenantState {
+  TenantRecord record;
+  uint32_t ledger_index = 0;
+  std::vector<int> gpus;  // attached GPU indices of this server, ascending
+};
+
+struct SessionState {
+  uint64_t id = 0;
+  std::string tenant;
+  uint32_t ledger_slot = 0;
+  pid_t pid = -1;
+  Fd control;
+  TransportKind transport = TransportKind::kShm;
+  std::string peer;
+  PeerIdentity client;
+  int64_t started_at = 0;       // unix seconds
+  uint64_t kill_after_ns = 0;   // asked to end: SIGKILL if still running at this time
+
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(ServerOptions options);
+  ~Supervisor();
+
+  // Opens the state store, probes the GPUs, formats the ledger and opens the listeners.
+  Status Start();
+  // Serves until SIGTERM/SIGINT, then drains. Returns the process exit code.
+  int Run();
+
+  // Runs `fn` on the loop thread and returns its result (from any other thread).
+  template <typename Fn>
+  auto Call(Fn fn) -> decltype(fn()) {
+    using R = decltype(fn());
+    auto task = std::make_shared<std::packaged_task<R()>>(std::move(fn));
+    auto fut = task->get_future();
+    Post([task] { (*task)(); });
+    return fut.get();
+  }
+
+  // ---- loop-thread API (the admin service uses these through Call) ----------------------
+  const Inventory& inventory() const { return inventory_; }
+  const std::map<std::string, TenantState>& tenants() const { return tenants_; }
+  const std::map<pid_t, SessionState>& sessions() const { return sessions_; }
+  Ledger& ledger() { return *ledger_; }
+  const ServerOptions& options() const { return options_; }
+  // Creates a tenant; returns its token (shown once).
+  Result<std::string> CreateTenant(const std::string& name, std::optional<uint64_t> memory_limit,
+                                   std::optional<std::vector<int>> gpus);
+  Status DeleteTenant(const std::string& name, bool force);
+  Status SetMemoryLimit(const std::string& name, std::optional<uint64_t> limit);
+  Status AttachGpu(const std::string& name, int gpu);
+  Status DetachGpu(const std::string& name, int gpu);
+  Status KillSession(uint64_t id, const std::string& reason);
+
+ private:
+  struct Handshaken {
+    PendingConnection conn;
+    AuthenticatedPeer peer;
+  };
+  class Keys;
+
+  void Post(std::function<void()> fn);
+  void OnAccept(Listener& l);
+  void HandshakeThread(PendingConnection pc);
+  void OnHandshaken(Handshaken h);
+  Status SpawnSession(Handshaken& h, SessionState* out);
+  void Reap();
+  void BeginDrain();
+  Status SendControl(SessionState& s, const std::function<void(void*)>& build);
+  void PushGpus(const std::string& tenant);
+  Status ApplyLimit(TenantState& t);
+  Result<TenantState*> FindTenant(const std::string& name);
+  Status WriteReadyFile();
+
+  ServerOptions options_;
+  std::unique_ptr<StateStore> store_;
+  Inventory inventory_;
+  Fd ledger_fd_;
+  void* ledger_mem_ = nullptr;
+  std::optional<Ledger> ledger_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+
+  // tenants_ is written only on the loop thread; handshake threads read stored keys under
+  // tenants_mu_.
+  std::mutex tenants_mu_;
+  std::map<std::string, TenantState> tenants_;
+  std::unique_ptr<Keys> keys_;
+  std::map<pid_t, SessionState> sessions_;
+
+  Fd epoll_, signal_fd_, wake_fd_;
+  std::mutex queue_mu_;
+  std::deque<Handshaken> handshaken_;
+  std::deque<std::function<void()>> calls_;
+  std::vector<std::thread> handshake_threads_;
+  std::vector<int> handshake_sockets_;  // for shutdown() when draining (under queue_mu_)
+  bool draining_ = false;
+  uint64_t drain_deadline_ns_ = 0;
+};
+
+}  // namespace remora::server

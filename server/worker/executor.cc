@@ -1,0 +1,334 @@
+#include "worker/executor.h"
+
+#include <fmt/ranges.h>
+
+#include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "remora/protocol/message.h"
+#include "worker/handlers.h"
+
+namespace remora::worker {
+
+namespace {
+constexpr size_t kBounceBytes = 64 << 10;
+constexpr uint64_t kControlPollNs = 1'000'000;
+}  // namespace
+
+Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, SessionConfig config,
+                   ControlSource* control)
+    : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging) {}
+
+Result<const DeviceDescription*> Executor::Description(int gpu) {
+  auto it = descriptions_.find(gpu);
+  if (it == descriptions_.end()) {
+    ASSIGN_OR_RETURN(DeviceDescription d, driver_.Describe(gpu));
+    it = descriptions_.emplace(gpu, std::move(d)).first;
+  }
+  return &it->second;
+}
+
+Executor::~Executor() { ReleaseEverything(); }
+
+Status Executor::SetDevice(int gpu) {
+  if (gpu == current_gpu_) return Status::Ok();
+  RETURN_IF_ERROR(driver_.SetDevice(gpu));
+  current_gpu_ = gpu;
+  if (config_.ledger)
+    config_.ledger->SetContextOverhead(config_.ledger_slot, static_cast<uint32_t>(gpu), driver_.ContextOverhead());
+  return Status::Ok();
+}
+
+Result<int> Executor::GpuOf(int ordinal) const {
+  if (ordinal < 0 || static_cast<size_t>(ordinal) >= config_.gpus.size())
+    return Error(Err::kInvalidDevice, "device {} does not exist (this session has {})", ordinal, config_.gpus.size());
+  int gpu = config_.gpus[static_cast<size_t>(ordinal)];
+  if (gpu < 0)
+    return Error(Err::kDevicesUnavailable, "device {} was detached from tenant '{}' by the administrator", ordinal, config_.tenant);
+  return gpu;
+}
+
+Result<Executor::Stream> Executor::ResolveStream(wire::StreamRef::Reader ref, uint64_t thread, int ordinal) {
+  uint64_t h = ref.getHandle();
+  bool per_thread = h == 2 || (h == 0 && ref.getPerThread());
+  if (h == 0 || h == 1 || h == 2) {
+    ASSIGN_OR_RETURN(int gpu, GpuOf(ordinal));
+    if (!per_thread) return Stream{nullptr, gpu};
+    auto key = std::make_pair(thread, gpu);
+    auto it = per_thread_streams_.find(key);
+    if (it != per_thread_streams_.end()) return Stream{it->second, gpu};
+    RETURN_IF_ERROR(SetDevice(gpu));
+    // A per-thread default stream synchronises with the legacy stream, like CUDA's.
+    ASSIGN_OR_RETURN(DStream s, driver_.StreamCreate(0, 0));
+    per_thread_streams_.emplace(key, s);
+    return Stream{s, gpu};
+  }
+  ASSIGN_OR_RETURN(Stream * s, streams_.Get(h));
+  if (config_.gpus.empty() || std::find(config_.gpus.begin(), config_.gpus.end(), s->gpu) == config_.gpus.end())
+    return Error(Err::kDevicesUnavailable, "the stream's GPU was detached");
+  return *s;
+}
+
+void Executor::DeferError(const Status& st) {
+  if (!st.ok() && deferred_.ok()) {
+    LOG_DEBUG("asynchronous call failed: {}", st.ToString());
+    deferred_ = st;
+  }
+}
+
+Result<DEvent> Executor::AcquirePoolEvent(int gpu) {
+  auto& pool = event_pool_[gpu];
+  if (!pool.empty()) {
+    DEvent e = pool.back();
+    pool.pop_back();
+    return e;
+  }
+  RETURN_IF_ERROR(SetDevice(gpu));
+  ASSIGN_OR_RETURN(DEvent e, driver_.EventCreate(0x2 /* disable timing */));
+  pool_event_owner_.emplace_back(gpu, e);
+  return e;
+}
+
+void Executor::ReleasePoolEvent(int gpu, DEvent e) { event_pool_[gpu].push_back(e); }
+
+Result<std::byte*> Executor::AcquireBounce() {
+  if (!bounce_free_.empty()) {
+    std::byte* p = bounce_free_.back();
+    bounce_free_.pop_back();
+    return p;
+  }
+  ASSIGN_OR_RETURN(void* p, driver_.HostAlloc(kBounceBytes));
+  bounce_all_.push_back(static_cast<std::byte*>(p));
+  return static_cast<std::byte*>(p);
+}
+
+void Executor::ReleaseBounce(std::byte* p) { bounce_free_.push_back(p); }
+
+Status Executor::EndBulkReply() {
+  bulk_reply_active_ = false;
+  while (!queued_replies_.empty()) {
+    QueuedReply& q = queued_replies_.front();
+    OutFrame f;
+    f.kind = FrameKind::kReply;
+    f.tag = q.tag;
+    f.body = {q.body.data(), q.body.size()};
+    RETURN_IF_ERROR(conn_.Post(f, 0));
+    queued_replies_.pop_front();
+  }
+  return Status::Ok();
+}
+
+Status Executor::Dispatch(const InFrame& frame) {
+  if (frame.kind() != FrameKind::kRequest)
+    return Error(Err::kInvalidValue, "client sent a frame of kind {} where a request was expected", frame.header.kind);
+  uint64_t tag = frame.header.tag;
+  Status decoded = GuardDecode("request", [&]() -> Status {
+    BodyReader reader(frame.body);
+    auto req = reader.Root<wire::Request>();
+    using W = wire::Request;
+    switch (req.which()) {
+      case W::GET_DEVICES: return Handlers::GetDevices(*this, tag, req);
+      case W::MEM_ALLOC: return Handlers::MemAlloc(*this, tag, req);
+      case W::MEM_FREE: return Handlers::MemFree(*this, tag, req);
+      case W::MEMCPY_HTO_D: return Handlers::MemcpyHtoD(*this, frame, req);
+      case W::MEMCPY_DTO_H: return Handlers::MemcpyDtoH(*this, tag, req);
+      case W::MEMCPY_DTO_D: return Handlers::MemcpyDtoD(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::MEMSET: return Handlers::Memset(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::MEM_GET_INFO: return Handlers::MemGetInfo(*this, tag, req);
+      case W::STREAM_CREATE: return Handlers::StreamCreate(*this, tag, req);
+      case W::STREAM_DESTROY: return Handlers::StreamDestroy(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::STREAM_SYNCHRONIZE: return Handlers::StreamSynchronize(*this, tag, req);
+      case W::STREAM_QUERY: return Handlers::StreamQuery(*this, tag, req);
+      case W::STREAM_WAIT_EVENT: return Handlers::StreamWaitEvent(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::EVENT_CREATE: return Handlers::EventCreate(*this, tag, req);
+      case W::EVENT_DESTROY: return Handlers::EventDestroy(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::EVENT_RECORD: return Handlers::EventRecord(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::EVENT_SYNCHRONIZE: return Handlers::EventSynchronize(*this, tag, req);
+      case W::EVENT_QUERY: return Handlers::EventQuery(*this, tag, req);
+      case W::EVENT_ELAPSED_TIME: return Handlers::EventElapsedTime(*this, tag, req);
+      case W::DEVICE_SYNCHRONIZE: return Handlers::DeviceSynchronize(*this, tag, req);
+      case W::DEVICE_RESET: return Handlers::DeviceReset(*this, tag, req);
+      case W::GOODBYE:
+        goodbye_ = true;
+        return Handlers::ExpectsReply(frame) ? PostReply(tag, Status::Ok()) : Status::Ok();
+      case W::PING:
+        return PostReply(tag, Status::Ok());
+    }
+    // A call this worker does not know (a newer shim): answer, never crash.
+    Status st = Error(Err::kNotSupported, "request type {} is not supported by this server", static_cast<int>(req.which()));
+    return Handlers::ExpectsReply(frame) ? PostReply(tag, st) : (DeferError(st), Status::Ok());
+  });
+  if (decoded.code() == Err::kInvalidValue && decoded.message().rfind("malformed", 0) == 0) {
+    // A request that does not decode: report it to the caller, keep serving. Its bulk (if
+    // any) was announced in the frame header and must still be drained.
+    LOG_WARN("session {}: {}", config_.session_id, decoded.message());
+    if (frame.header.bulk_bytes > 0) return decoded;  // cannot resynchronise safely: end
+    if (Handlers::ExpectsReply(frame)) return PostReply(tag, decoded);
+    DeferError(decoded);
+    return Status::Ok();
+  }
+  return decoded;
+}
+
+Result<bool> Executor::PollPending() {
+  bool progressed = false;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    ASSIGN_OR_RETURN(bool done, (*it)->Poll(*this));
+    if (done) {
+      it = pending_.erase(it);
+      progressed = true;
+    } else {
+      ++it;
+    }
+  }
+  return progressed;
+}
+
+Status Executor::ApplyControl(const ControlEvent& ev) {
+  if (ev.kind == ControlEvent::Kind::kEndSession) {
+    end_reason_ = ev.reason;
+    ScratchMessage msg;
+    msg.InitRoot<wire::Notice>().setSessionEnding(ev.reason);
+    OutFrame f;
+    f.kind = FrameKind::kNotice;
+    f.body = msg.Flatten();
+    if (!bulk_reply_active_) (void)conn_.Post(f, 0);
+    stop_.store(true);
+    return Status::Ok();
+  }
+  // Ordinals are stable: a detached GPU keeps its ordinal (its calls fail), new GPUs append.
+  std::vector<int> next = config_.gpus;
+  for (int& g : next)
+    if (g >= 0 && std::find(ev.gpus.begin(), ev.gpus.end(), g) == ev.gpus.end()) g = -1;
+  for (int g : ev.gpus) {
+    auto it = std::find(config_.gpus.begin(), config_.gpus.end(), g);
+    if (it != config_.gpus.end()) next[static_cast<size_t>(it - config_.gpus.begin())] = g;
+    else next.push_back(g);
+  }
+  if (next == config_.gpus) return Status::Ok();
+  config_.gpus = next;
+  generation_++;
+  LOG_INFO("session {}: devices are now {} (generation {})", config_.session_id, fmt::join(next, ","), generation_);
+  ScratchMessage msg;
+  msg.InitRoot<wire::Notice>().setDevicesChanged(generation_);
+  OutFrame f;
+  f.kind = FrameKind::kNotice;
+  f.body = msg.Flatten();
+  if (!bulk_reply_active_) return conn_.Post(f, 0);
+  return Status::Ok();
+}
+
+Status Executor::PollControl() {
+  if (control_ == nullptr) return Status::Ok();
+  uint64_t now = MonotonicNanos();
+  if (now - last_control_poll_ns_ < kControlPollNs) return Status::Ok();
+  last_control_poll_ns_ = now;
+  for (;;) {
+    ASSIGN_OR_RETURN(std::optional<ControlEvent> ev, control_->Poll());
+    if (!ev) return Status::Ok();
+    RETURN_IF_ERROR(ApplyControl(*ev));
+  }
+}
+
+Status Executor::Run() {
+  conn_.SetStaging(&staging_);
+  for (const SharedRegion& r : conn_.SharedRegions()) {
+    // Let the GPU reach the client's shared segment directly (zero-copy staging).
+    Status st = driver_.HostRegister(r.base, r.size);
+    if (!st.ok()) LOG_WARN("cannot register the shared segment with the driver ({}); copies will be slower", st.ToString());
+    else registered_.push_back(r);
+  }
+  uint64_t idle_since = 0;
+  Status exit_status;
+  while (!stop_.load(std::memory_order_relaxed) && !goodbye_) {
+    bool progressed = false;
+    auto pending = PollPending();
+    if (!pending.ok()) {
+      exit_status = pending.take_status();
+      break;
+    }
+    progressed |= *pending;
+    bool held = false;
+    for (auto& op : pending_) held |= op->HoldsQueue();
+    for (int budget = 64; !held && budget > 0 && !goodbye_; budget--) {
+      auto frame = conn_.Poll();
+      if (!frame.ok()) {
+        exit_status = frame.take_status();
+        break;
+      }
+      if (!*frame) break;
+      Status st = Dispatch(**frame);
+      if (!st.ok()) {
+        exit_status = st;
+        break;
+      }
+      progressed = true;
+      held = !pending_.empty() && pending_.back()->HoldsQueue();
+    }
+    if (!exit_status.ok()) break;
+    auto moved = conn_.Progress();
+    if (!moved.ok()) {
+      exit_status = moved.take_status();
+      break;
+    }
+    progressed |= *moved;
+    Status cs = PollControl();
+    if (!cs.ok()) {
+      exit_status = cs;
+      break;
+    }
+    if (progressed) {
+      idle_since = 0;
+      continue;
+    }
+    // Nothing moved. With GPU work pending, poll it again soon (backing off for long
+    // kernels); otherwise sleep until the client or the supervisor has something.
+    uint64_t now = MonotonicNanos();
+    if (idle_since == 0) idle_since = now;
+    int64_t wait_us = 10'000;
+    if (!pending_.empty()) {
+      uint64_t idle = now - idle_since;
+      wait_us = idle < 2'000'000 ? 20 : idle < 20'000'000 ? 200 : 1000;
+    }
+    conn_.WaitForActivity(wait_us);
+  }
+  if (goodbye_) {
+    // Flush the goodbye reply (best effort: the client may already be gone).
+    for (int i = 0; i < 100; i++) {
+      auto r = conn_.Progress();
+      if (!r.ok() || !*r) break;
+    }
+  }
+  if (!end_reason_.empty()) return Error(Err::kDevicesUnavailable, "session ended: {}", end_reason_);
+  if (goodbye_ || stop_.load()) return Status::Ok();
+  return exit_status;
+}
+
+void Executor::ReleaseEverything() {
+  pending_.clear();
+  for (auto& [key, s] : per_thread_streams_) {
+    if (SetDevice(key.second).ok()) (void)driver_.StreamDestroy(s);
+  }
+  per_thread_streams_.clear();
+  streams_.ForEach([&](uint64_t, Stream& s) {
+    if (SetDevice(s.gpu).ok()) (void)driver_.StreamDestroy(s.stream);
+  });
+  events_.ForEach([&](uint64_t, Event& e) {
+    if (SetDevice(e.gpu).ok()) (void)driver_.EventDestroy(e.event);
+  });
+  for (auto& [gpu, e] : pool_event_owner_)
+    if (SetDevice(gpu).ok()) (void)driver_.EventDestroy(e);
+  pool_event_owner_.clear();
+  event_pool_.clear();
+  for (const Allocation& a : allocs_.All()) {
+    if (SetDevice(a.device).ok()) (void)driver_.MemFree(a.base);
+    ReleaseCharge(a.device, a.reserved);
+  }
+  allocs_.Clear();
+  for (std::byte* b : bounce_all_) driver_.HostFree(b);
+  bounce_all_.clear();
+  bounce_free_.clear();
+  for (const SharedRegion& r : registered_) driver_.HostUnregister(r.base);
+  registered_.clear();
+}
+
+}  // namespace remora::worker

@@ -1,0 +1,177 @@
+// Executor: runs one session's calls on the Driver. Single-threaded and non-blocking: it
+// polls the connection for requests and the GPU for completions, so a synchronising call
+// (stream/event/device synchronize, a copy to the host) is answered when the GPU work
+// finishes while other streams of the same client keep flowing.
+//
+// Ownership: the executor borrows the Connection, Driver and Ledger (all must outlive it)
+// and owns every handle the session creates; on exit it releases them all and returns the
+// session's memory to the ledger.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "remora.capnp.h"
+#include "remora/memmgr/allocation_table.h"
+#include "remora/memmgr/handle_table.h"
+#include "remora/memmgr/ledger.h"
+#include "remora/protocol/connection.h"
+#include "worker/driver.h"
+
+namespace remora::worker {
+
+struct SessionConfig {
+  uint64_t session_id = 0;
+  std::string tenant;
+  // Application device ordinal -> server GPU index (= driver device); -1 once detached.
+  std::vector<int> gpus;
+  Ledger* ledger = nullptr;  // null: no quota (unit tests)
+  uint32_t ledger_slot = 0;
+};
+
+// Supervisor-to-worker events, polled by the executor (about every millisecond).
+struct ControlEvent {
+  enum class Kind { kSetDevices, kEndSession } kind = Kind::kEndSession;
+  std::vector<int> gpus;
+  std::string reason;
+};
+
+class ControlSource {
+ public:
+  virtual ~ControlSource() = default;
+  virtual Result<std::optional<ControlEvent>> Poll() = 0;
+};
+
+class Executor;
+
+// Work started by a request that finishes later (a GPU completion, a bulk transfer).
+class PendingOp {
+ public:
+  virtual ~PendingOp() = default;
+  // Advances; true once finished (its reply, if any, posted). An error ends the session.
+  virtual Result<bool> Poll(Executor& ex) = 0;
+  // A bulk transfer in progress: no further request is dispatched until it completes.
+  virtual bool HoldsQueue() const { return false; }
+};
+
+class Executor {
+ public:
+  // `staging` (pinned memory for the transport) must outlive `conn`, which frees into it.
+  Executor(Connection& conn, Driver& driver, StagingAllocator& staging, SessionConfig config,
+           ControlSource* control = nullptr);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Serves until the client says goodbye (OK), leaves (kDevicesUnavailable), the session is
+  // ended by the supervisor, or Stop() is called.
+  Status Run();
+  // Thread-safe and async-signal-safe: asks Run() to finish the calls in flight and return.
+  void Stop() { stop_.store(true); }
+
+  // ---- used by handlers and pending ops -----------------------------------------------
+  struct Stream {
+    DStream stream = nullptr;
+    int gpu = 0;
+  };
+  struct Event {
+    DEvent event = nullptr;
+    int gpu = 0;
+    unsigned flags = 0;
+  };
+
+  Connection& conn() { return conn_; }
+  Driver& driver() { return driver_; }
+
+  // Posts a Reply for `tag`. `fill` sets the result member; bulk follows if bulk_bytes > 0.
+  template <typename Fill>
+  Status PostReply(uint64_t tag, const Status& status, Fill&& fill, uint64_t bulk_bytes = 0);
+  Status PostReply(uint64_t tag, const Status& status) {
+    return PostReply(tag, status, [](wire::Reply::Builder&) {});
+  }
+  // Records the failure of an asynchronous call: the next synchronising reply carries it.
+  void DeferError(const Status& st);
+
+  // A pinned event of `gpu` from a pool (timing disabled) for completion tracking.
+  Result<DEvent> AcquirePoolEvent(int gpu);
+  void ReleasePoolEvent(int gpu, DEvent e);
+  // 64 KiB pinned bounce buffers for small asynchronous host-to-device copies.
+  Result<std::byte*> AcquireBounce();
+  void ReleaseBounce(std::byte* p);
+  Status SetDevice(int gpu);
+
+  // Marks the start and end of a reply whose bulk is being produced (other replies queue).
+  void BeginBulkReply() { bulk_reply_active_ = true; }
+  Status EndBulkReply();
+
+  Result<const DeviceDescription*> Description(int gpu);
+  const SessionConfig& config() const { return config_; }
+  AllocationTable& allocations() { return allocs_; }
+  HandleTable<Stream>& streams() { return streams_; }
+  HandleTable<Event>& events() { return events_; }
+  std::map<std::pair<uint64_t, int>, DStream>& per_thread_streams() { return per_thread_streams_; }
+  void AddPending(std::unique_ptr<PendingOp> op) { pending_.push_back(std::move(op)); }
+  Result<int> GpuOf(int ordinal) const;
+  Result<Stream> ResolveStream(wire::StreamRef::Reader ref, uint64_t thread, int ordinal);
+
+  Ledger* ledger() { return config_.ledger; }
+  uint32_t ledger_slot() const { return config_.ledger_slot; }
+  void ReleaseCharge(int gpu, uint64_t bytes) {
+    if (config_.ledger && bytes) config_.ledger->Release(config_.ledger_slot, static_cast<uint32_t>(gpu), bytes);
+  }
+
+ private:
+  friend class Handlers;
+
+  Status Dispatch(const InFrame& frame);
+  Result<bool> PollPending();
+  Status PollControl();
+  Status ApplyControl(const ControlEvent& ev);
+  void ReleaseEverything();
+
+
+  Connection& conn_;
+  Driver& driver_;
+  SessionConfig config_;
+  ControlSource* control_;
+  std::atomic<bool> stop_{false};
+  bool goodbye_ = false;
+  std::string end_reason_;
+  uint64_t generation_ = 1;
+  int current_gpu_ = -1;
+
+  HandleTable<Stream> streams_{HandleKind::kStream};
+  HandleTable<Event> events_{HandleKind::kEvent};
+  AllocationTable allocs_;
+  std::map<std::pair<uint64_t, int>, DStream> per_thread_streams_;
+
+  std::deque<std::unique_ptr<PendingOp>> pending_;
+  Status deferred_;  // first asynchronous failure not yet reported
+
+  std::map<int, std::vector<DEvent>> event_pool_;
+  std::vector<DEvent> all_pool_events_;
+  std::vector<std::pair<int, DEvent>> pool_event_owner_;
+  std::vector<std::byte*> bounce_free_;
+  std::vector<std::byte*> bounce_all_;
+
+  bool bulk_reply_active_ = false;
+  struct QueuedReply {
+    uint64_t tag;
+    std::vector<uint64_t> body;
+  };
+  std::deque<QueuedReply> queued_replies_;
+
+  StagingAllocator& staging_;
+  std::map<int, DeviceDescription> descriptions_;  // by GPU, kept after a detach
+  std::vector<SharedRegion> registered_;
+  uint64_t last_control_poll_ns_ = 0;
+};
+
+}  // namespace remora::worker
+
+#include "worker/executor_inl.h"

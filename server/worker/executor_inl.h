@@ -1,0 +1,32 @@
+#pragma once
+
+#include "remora/protocol/message.h"
+
+namespace remora::worker {
+
+template <typename Fill>
+Status Executor::PostReply(uint64_t tag, const Status& status, Fill&& fill, uint64_t bulk_bytes) {
+  ScratchMessage msg;
+  auto r = msg.InitRoot<wire::Reply>();
+  r.setError(static_cast<uint32_t>(status.code()));
+  if (!status.ok()) r.setMessage(status.message());
+  if (!deferred_.ok()) {
+    r.setAsyncError(static_cast<uint32_t>(deferred_.code()));
+    r.setAsyncMessage(deferred_.message());
+    deferred_ = Status();
+  }
+  r.setDeviceGeneration(generation_);
+  fill(r);
+  OutFrame f;
+  f.kind = FrameKind::kReply;
+  f.tag = tag;
+  f.body = msg.Flatten();
+  if (bulk_reply_active_ || !queued_replies_.empty()) {
+    if (bulk_bytes > 0) return Error(Err::kUnknown, "two bulk replies at once");
+    queued_replies_.push_back(QueuedReply{tag, std::vector<uint64_t>(f.body.begin(), f.body.end())});
+    return Status::Ok();
+  }
+  return conn_.Post(f, bulk_bytes);
+}
+
+}  // namespace remora::worker

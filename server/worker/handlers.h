@@ -1,0 +1,50 @@
+// Request handlers, one per member of wire::Request's union, grouped by family in
+// ops_*.cc. Private to the worker. Each validates everything it receives against the
+// session's own tables before touching the driver.
+#pragma once
+
+#include "worker/executor.h"
+
+namespace remora::worker {
+
+class Handlers {
+ public:
+  using Req = wire::Request::Reader;
+
+  // ops_device.cc
+  static Status GetDevices(Executor& ex, uint64_t tag, Req req);
+  static Status MemGetInfo(Executor& ex, uint64_t tag, Req req);
+  static Status DeviceSynchronize(Executor& ex, uint64_t tag, Req req);
+  static Status DeviceReset(Executor& ex, uint64_t tag, Req req);
+
+  // ops_memory.cc
+  static Status MemAlloc(Executor& ex, uint64_t tag, Req req);
+  static Status MemFree(Executor& ex, uint64_t tag, Req req);
+  static Status MemcpyHtoD(Executor& ex, const InFrame& frame, Req req);
+  static Status MemcpyDtoH(Executor& ex, uint64_t tag, Req req);
+  static Status MemcpyDtoD(Executor& ex, uint64_t tag, Req req);
+  static Status Memset(Executor& ex, uint64_t tag, Req req);
+
+  // ops_sync.cc
+  static Status StreamCreate(Executor& ex, uint64_t tag, Req req);
+  static Status StreamDestroy(Executor& ex, uint64_t tag, Req req);
+  static Status StreamSynchronize(Executor& ex, uint64_t tag, Req req);
+  static Status StreamQuery(Executor& ex, uint64_t tag, Req req);
+  static Status StreamWaitEvent(Executor& ex, uint64_t tag, Req req);
+  static Status EventCreate(Executor& ex, uint64_t tag, Req req);
+  static Status EventDestroy(Executor& ex, uint64_t tag, Req req);
+  static Status EventRecord(Executor& ex, uint64_t tag, Req req);
+  static Status EventSynchronize(Executor& ex, uint64_t tag, Req req);
+  static Status EventQuery(Executor& ex, uint64_t tag, Req req);
+  static Status EventElapsedTime(Executor& ex, uint64_t tag, Req req);
+
+  // Shared helpers.
+  // Replies to `tag` once the work issued so far on `streams` completes.
+  static Status ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor::Stream> streams);
+  // All streams of `gpu` the session knows (legacy, created, per-thread).
+  static std::vector<Executor::Stream> StreamsOf(Executor& ex, int gpu);
+  // The flag of a request that wants no reply (asynchronous call).
+  static bool ExpectsReply(const InFrame& f) { return (f.header.flags & kFlagExpectsReply) != 0; }
+};
+
+}  // namespace remora::worker

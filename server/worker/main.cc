@@ -1,0 +1,204 @@
+// remora-worker: one process per client session, spawned by remora-server. Owns the
+// session's CUDA contexts (or the host-emulated backend) and executes its calls.
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstring>
+
+#include "common/worker_args.h"
+#include "control.capnp.h"
+#include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "remora/protocol/frame_socket.h"
+#include "remora/protocol/message.h"
+#include "remora/protocol/transport.h"
+#include "worker/driver.h"
+#include "worker/executor.h"
+
+namespace remora::worker {
+namespace {
+
+Executor* g_executor = nullptr;
+
+std::string ToHexString(const uint8_t* p, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; i++) s += fmt::format("{:02x}", p[i]);
+  return s;
+}
+
+void OnSignal(int) {
+  if (g_executor != nullptr) g_executor->Stop();
+}
+
+// Control messages from the supervisor on the inherited socketpair.
+class SocketControl final : public ControlSource {
+ public:
+  explicit SocketControl(int fd) : fd_(fd), fs_(fd) {}
+  Result<std::optional<ControlEvent>> Poll() override {
+    struct pollfd p = {fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return std::optional<ControlEvent>();
+    auto frame = fs_.Read(1000);
+    if (!frame.ok()) {
+      // The supervisor is gone: nobody tracks this session's quota any more.
+      ControlEvent ev;
+      ev.reason = "the Remora server supervisor exited";
+      return std::optional<ControlEvent>(ev);
+    }
+    ControlEvent ev;
+    Status st = GuardDecode("control message", [&]() -> Status {
+      BodyReader r(frame->body);
+      auto m = r.Root<control::ControlMessage>();
+      if (m.isSetGpus()) {
+        ev.kind = ControlEvent::Kind::kSetDevices;
+        for (int32_t g : m.getSetGpus()) ev.gpus.push_back(g);
+      } else {
+        ev.kind = ControlEvent::Kind::kEndSession;
+        ev.reason = m.getEndSession();
+      }
+      return Status::Ok();
+    });
+    RETURN_IF_ERROR(st);
+    return std::optional<ControlEvent>(ev);
+  }
+
+ private:
+  int fd_;
+  FrameSocket fs_;
+};
+
+Result<std::unique_ptr<Driver>> MakeDriver(const std::string& backend, int host_gpus, const std::string& host_mem) {
+  if (backend == "host") {
+    ASSIGN_OR_RETURN(std::optional<uint64_t> mem, ParseSize(host_mem));
+    HostDriverOptions o;
+    o.gpus = host_gpus;
+    o.memory_per_gpu = mem.value_or(16ull << 30);
+    return MakeHostDriver(o);
+  }
+  if (backend == "cuda") return MakeCudaDriver();
+  return Error(Err::kInvalidValue, "unknown backend '{}' (cuda or host)", backend);
+}
+
+int Probe(Driver& d) {
+  auto n = d.DeviceCount();
+  if (!n.ok()) {
+    std::fprintf(stderr, "%s\n", n.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("backend\t%s\t%d\n", d.name(), d.emulated() ? 1 : 0);
+  std::printf("driver\t%d\n", d.DriverVersion());
+  for (int i = 0; i < *n; i++) {
+    auto desc = d.Describe(i);
+    if (!desc.ok()) {
+      std::fprintf(stderr, "GPU %d: %s\n", i, desc.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("gpu\t%d\t%llu\t%s\t%s\t%s\n", i, static_cast<unsigned long long>(desc->total_memory),
+                ToHexString(desc->uuid, 16).c_str(), desc->pci_bus_id.c_str(), desc->name.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace remora::worker
+
+int main(int argc, char** argv) {
+  using namespace remora;
+  using namespace remora::worker;
+  CLI::App app{"remora-worker: executes one Remora session (spawned by remora-server)"};
+  bool probe = false;
+  uint64_t session = 0;
+  std::string tenant, transport = "shm", backend = "host", host_mem = "16GiB", gpus_arg, log_level = "info";
+  int host_gpus = 1, extra_fds = 0;
+  uint32_t slot = 0;
+  app.add_flag("--probe", probe, "print the GPU inventory and exit");
+  app.add_option("--session", session);
+  app.add_option("--tenant", tenant);
+  app.add_option("--transport", transport);
+  app.add_option("--backend", backend);
+  app.add_option("--host-gpus", host_gpus);
+  app.add_option("--host-gpu-memory", host_mem);
+  app.add_option("--gpus", gpus_arg, "comma-separated server GPU indices, in ordinal order");
+  app.add_option("--ledger-slot", slot);
+  app.add_option("--extra-fds", extra_fds);
+  app.add_option("--log-level", log_level);
+  CLI11_PARSE(app, argc, argv);
+
+  auto driver = MakeDriver(backend, host_gpus, host_mem);
+  if (probe) {
+    if (!driver.ok()) {
+      std::fprintf(stderr, "%s\n", driver.status().message().c_str());
+      return 1;
+    }
+    return Probe(**driver);
+  }
+
+  std::string emulated = backend == "host" ? " (host-emulated, not a GPU)" : "";
+  SetLogIdentity(fmt::format("remora-worker s{} tenant={}{}", session, tenant, emulated));
+  setenv("REMORA_LOG", log_level.c_str(), 0);
+  SetLogLevelFromEnv(LogLevel::kInfo);
+  if (!driver.ok()) {
+    LOG_ERROR("{}", driver.status().message());
+    return 2;
+  }
+
+  // The quota ledger, shared with the supervisor and the other workers.
+  void* ledger_mem = ::mmap(nullptr, LedgerRegionBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, worker_args::kLedgerFd, 0);
+  if (ledger_mem == MAP_FAILED) {
+    LOG_ERROR("cannot map the quota ledger: {}", std::strerror(errno));
+    return 2;
+  }
+  auto ledger = Ledger::Attach(ledger_mem, LedgerRegionBytes());
+  if (!ledger.ok()) {
+    LOG_ERROR("{}", ledger.status().message());
+    return 2;
+  }
+
+  TransportKind kind = transport == "tcp" ? TransportKind::kTcp : transport == "rdma" ? TransportKind::kRdma : TransportKind::kShm;
+  std::vector<Fd> fds;
+  for (int i = 0; i < extra_fds; i++) fds.emplace_back(worker_args::kFirstExtraFd + i);
+  DriverStaging staging(**driver);
+  auto conn = AdoptConnection(kind, Fd(worker_args::kClientFd), std::move(fds));
+  if (!conn.ok()) {
+    LOG_ERROR("cannot set up the {} connection: {}", transport, conn.status().ToString());
+    return 3;
+  }
+
+  SessionConfig config;
+  config.session_id = session;
+  config.tenant = tenant;
+  for (size_t pos = 0; pos < gpus_arg.size();) {
+    size_t comma = gpus_arg.find(',', pos);
+    if (comma == std::string::npos) comma = gpus_arg.size();
+    if (comma > pos) config.gpus.push_back(std::stoi(gpus_arg.substr(pos, comma - pos)));
+    pos = comma + 1;
+  }
+  config.ledger = &*ledger;
+  config.ledger_slot = slot;
+
+  SocketControl control(worker_args::kControlFd);
+  int rc = 0;
+  {
+    Executor executor(**conn, **driver, staging, config, &control);
+    g_executor = &executor;
+    struct sigaction sa = {};
+    sa.sa_handler = OnSignal;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    LOG_INFO("serving {} on {} with {} GPU(s) [{}]", (*conn)->Describe(), (*driver)->name(), config.gpus.size(), gpus_arg);
+    Status st = executor.Run();
+    g_executor = nullptr;
+    if (st.ok()) LOG_INFO("session ended normally");
+    else if (st.code() == Err::kDevicesUnavailable) LOG_INFO("session ended: {}", st.message());
+    else {
+      LOG_WARN("session ended with an error: {}", st.ToString());
+      rc = 4;
+    }
+  }
+  conn->reset();
+  return rc;
+}

@@ -1,0 +1,127 @@
+// Device enumeration, the tenant's view of memory, device-wide synchronisation and reset.
+#include <algorithm>
+
+#include "remora/base/log.h"
+#include "worker/handlers.h"
+
+namespace remora::worker {
+
+namespace {
+
+// What a tenant sees of a GPU's memory: its limit, not the physical card.
+struct MemoryView {
+  uint64_t total;
+  uint64_t free;
+};
+
+MemoryView ViewOf(Executor& ex, int gpu, uint64_t physical_total, uint64_t physical_free) {
+  MemoryView v{physical_total, physical_free};
+  if (ex.ledger() == nullptr) return v;
+  uint32_t tenant = ex.ledger()->SessionTenant(ex.ledger_slot());
+  TenantUsage u = ex.ledger()->Tenant(tenant, static_cast<uint32_t>(gpu));
+  v.total = std::min(u.limit, physical_total);
+  uint64_t room = v.total > u.used ? v.total - u.used : 0;
+  v.free = std::min(room, physical_free);
+  return v;
+}
+
+}  // namespace
+
+Status Handlers::GetDevices(Executor& ex, uint64_t tag, Req) {
+  const std::vector<int>& gpus = ex.config().gpus;
+  std::vector<const DeviceDescription*> descs;
+  std::vector<int> ids;
+  for (int gpu : gpus) {
+    // A detached GPU keeps its ordinal; describe it from the cache if possible.
+    int id = gpu;
+    if (id < 0) {
+      descs.push_back(nullptr);
+      ids.push_back(-1);
+      continue;
+    }
+    auto d = ex.Description(id);
+    if (!d.ok()) return ex.PostReply(tag, d.status());
+    descs.push_back(*d);
+    ids.push_back(id);
+  }
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
+    auto list = r.initDevices(static_cast<unsigned>(gpus.size()));
+    for (size_t i = 0; i < gpus.size(); i++) {
+      auto d = list[static_cast<unsigned>(i)];
+      d.setOrdinal(static_cast<int32_t>(i));
+      d.setEmulated(ex.driver().emulated());
+      if (descs[i] == nullptr) {
+        d.setGpuId(UINT32_MAX);
+        d.setName("(detached)");
+        continue;
+      }
+      const DeviceDescription& desc = *descs[i];
+      d.setGpuId(static_cast<uint32_t>(ids[i]));
+      d.setName(desc.name);
+      d.setUuid(capnp::Data::Reader(desc.uuid, 16));
+      d.setPhysicalMemory(desc.total_memory);
+      d.setTotalMemory(ViewOf(ex, ids[i], desc.total_memory, desc.total_memory).total);
+      d.setPciBusId(desc.pci_bus_id);
+      auto attrs = d.initAttributes(static_cast<unsigned>(desc.attributes.size()));
+      for (size_t a = 0; a < desc.attributes.size(); a++) attrs.set(static_cast<unsigned>(a), desc.attributes[a]);
+    }
+  });
+}
+
+Status Handlers::MemGetInfo(Executor& ex, uint64_t tag, Req req) {
+  auto gpu = ex.GpuOf(req.getDevice());
+  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+  Status st = ex.SetDevice(*gpu);
+  if (!st.ok()) return ex.PostReply(tag, st);
+  auto info = ex.driver().MemGetInfo();
+  if (!info.ok()) return ex.PostReply(tag, info.status());
+  MemoryView v = ViewOf(ex, *gpu, info->total, info->free);
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
+    auto m = r.initMemInfo();
+    m.setFree(v.free);
+    m.setTotal(v.total);
+  });
+}
+
+Status Handlers::DeviceSynchronize(Executor& ex, uint64_t tag, Req req) {
+  auto gpu = ex.GpuOf(req.getDevice());
+  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+  return ReplyWhenDone(ex, tag, StreamsOf(ex, *gpu));
+}
+
+Status Handlers::DeviceReset(Executor& ex, uint64_t tag, Req req) {
+  auto gpu = ex.GpuOf(req.getDevice());
+  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+  Status st = ex.SetDevice(*gpu);
+  if (!st.ok()) return ex.PostReply(tag, st);
+  // Everything the session holds on this device goes away, as with cudaDeviceReset.
+  for (uint64_t id : ex.streams().Ids()) {
+    Executor::Stream* s = ex.streams().Find(id);
+    if (s->gpu != *gpu) continue;
+    (void)ex.driver().StreamDestroy(s->stream);
+    ex.streams().Erase(id);
+  }
+  for (uint64_t id : ex.events().Ids()) {
+    Executor::Event* e = ex.events().Find(id);
+    if (e->gpu != *gpu) continue;
+    (void)ex.driver().EventDestroy(e->event);
+    ex.events().Erase(id);
+  }
+  for (auto it = ex.per_thread_streams().begin(); it != ex.per_thread_streams().end();) {
+    if (it->first.second != *gpu) {
+      ++it;
+      continue;
+    }
+    (void)ex.driver().StreamDestroy(it->second);
+    it = ex.per_thread_streams().erase(it);
+  }
+  for (const Allocation& a : ex.allocations().All()) {
+    if (a.device != *gpu) continue;
+    (void)ex.driver().MemFree(a.base);
+    ex.ReleaseCharge(a.device, a.reserved);
+    (void)ex.allocations().Erase(a.base);
+  }
+  return ex.PostReply(tag, Status::Ok());
+}
+
+}  // namespace remora::worker

@@ -1,0 +1,201 @@
+// Streams, events and the synchronising calls.
+#include "remora/base/log.h"
+#include "worker/handlers.h"
+
+namespace remora::worker {
+namespace {
+
+// Replies once every tracked event has completed (first error wins).
+class SyncWaitOp final : public PendingOp {
+ public:
+  struct Item {
+    int gpu;
+    DEvent event;
+    bool pooled;
+  };
+  SyncWaitOp(uint64_t tag, std::vector<Item> items) : tag_(tag), items_(std::move(items)) {}
+  ~SyncWaitOp() override {
+    for (auto& it : items_) (void)it;  // pooled events are returned in Poll or by the executor at exit
+  }
+
+  Result<bool> Poll(Executor& ex) override {
+    for (auto it = items_.begin(); it != items_.end();) {
+      RETURN_IF_ERROR(ex.SetDevice(it->gpu));
+      Status st = ex.driver().EventQuery(it->event);
+      if (st.code() == Err::kNotReady) {
+        ++it;
+        continue;
+      }
+      if (!st.ok() && result_.ok()) result_ = st;
+      if (it->pooled) ex.ReleasePoolEvent(it->gpu, it->event);
+      it = items_.erase(it);
+    }
+    if (!items_.empty()) return false;
+    if (tag_ != 0) RETURN_IF_ERROR(ex.PostReply(tag_, result_));
+    else ex.DeferError(result_);
+    return true;
+  }
+
+ private:
+  uint64_t tag_;
+  std::vector<Item> items_;
+  Status result_;
+};
+
+Status ReplyOrDefer(Executor& ex, uint64_t tag, const Status& st) {
+  if (tag != 0) return ex.PostReply(tag, st);
+  ex.DeferError(st);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<Executor::Stream> Handlers::StreamsOf(Executor& ex, int gpu) {
+  std::vector<Executor::Stream> out{{nullptr, gpu}};
+  ex.streams().ForEach([&](uint64_t, Executor::Stream& s) {
+    if (s.gpu == gpu) out.push_back(s);
+  });
+  for (auto& [key, s] : ex.per_thread_streams())
+    if (key.second == gpu) out.push_back({s, gpu});
+  return out;
+}
+
+Status Handlers::ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor::Stream> streams) {
+  std::vector<SyncWaitOp::Item> items;
+  for (const auto& s : streams) {
+    Status st = ex.SetDevice(s.gpu);
+    DEvent e = nullptr;
+    if (st.ok()) {
+      auto ev = ex.AcquirePoolEvent(s.gpu);
+      if (ev.ok()) {
+        e = *ev;
+        st = ex.driver().EventRecord(e, s.stream);
+        if (!st.ok()) ex.ReleasePoolEvent(s.gpu, e);
+      } else {
+        st = ev.status();
+      }
+    }
+    if (!st.ok()) {
+      for (auto& it : items) ex.ReleasePoolEvent(it.gpu, it.event);
+      return ReplyOrDefer(ex, tag, st);
+    }
+    items.push_back({s.gpu, e, true});
+  }
+  ex.AddPending(std::make_unique<SyncWaitOp>(tag, std::move(items)));
+  return Status::Ok();
+}
+
+Status Handlers::StreamCreate(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getStreamCreate();
+  auto gpu = ex.GpuOf(req.getDevice());
+  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+  Status st = ex.SetDevice(*gpu);
+  if (!st.ok()) return ex.PostReply(tag, st);
+  auto s = ex.driver().StreamCreate(a.getFlags(), a.getPriority());
+  if (!s.ok()) return ex.PostReply(tag, s.status());
+  uint64_t h = ex.streams().Insert({*s, *gpu});
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
+}
+
+Status Handlers::StreamDestroy(Executor& ex, uint64_t tag, Req req) {
+  uint64_t h = req.getStreamDestroy().getHandle();
+  auto s = ex.streams().Get(h);
+  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
+  Executor::Stream stream = **s;
+  ex.streams().Erase(h);
+  Status st = ex.SetDevice(stream.gpu);
+  // Like cuStreamDestroy, returns at once; work already queued still completes.
+  if (st.ok()) st = ex.driver().StreamDestroy(stream.stream);
+  return ReplyOrDefer(ex, tag, st);
+}
+
+Status Handlers::StreamSynchronize(Executor& ex, uint64_t tag, Req req) {
+  auto s = ex.ResolveStream(req.getStreamSynchronize(), req.getThread(), req.getDevice());
+  if (!s.ok()) return ex.PostReply(tag, s.status());
+  return ReplyWhenDone(ex, tag, {*s});
+}
+
+Status Handlers::StreamQuery(Executor& ex, uint64_t tag, Req req) {
+  auto s = ex.ResolveStream(req.getStreamQuery(), req.getThread(), req.getDevice());
+  if (!s.ok()) return ex.PostReply(tag, s.status());
+  Status st = ex.SetDevice(s->gpu);
+  if (st.ok()) st = ex.driver().StreamQuery(s->stream);
+  return ex.PostReply(tag, st);
+}
+
+Status Handlers::StreamWaitEvent(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getStreamWaitEvent();
+  auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
+  auto e = ex.events().Get(a.getEvent());
+  if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
+  Status st = ex.SetDevice(s->gpu);
+  if (st.ok()) st = ex.driver().StreamWaitEvent(s->stream, (*e)->event, a.getFlags());
+  return ReplyOrDefer(ex, tag, st);
+}
+
+Status Handlers::EventCreate(Executor& ex, uint64_t tag, Req req) {
+  unsigned flags = req.getEventCreate();
+  auto gpu = ex.GpuOf(req.getDevice());
+  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+  Status st = ex.SetDevice(*gpu);
+  if (!st.ok()) return ex.PostReply(tag, st);
+  auto e = ex.driver().EventCreate(flags);
+  if (!e.ok()) return ex.PostReply(tag, e.status());
+  uint64_t h = ex.events().Insert({*e, *gpu, flags});
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
+}
+
+Status Handlers::EventDestroy(Executor& ex, uint64_t tag, Req req) {
+  uint64_t h = req.getEventDestroy();
+  auto e = ex.events().Get(h);
+  if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
+  Executor::Event ev = **e;
+  ex.events().Erase(h);
+  Status st = ex.SetDevice(ev.gpu);
+  if (st.ok()) st = ex.driver().EventDestroy(ev.event);
+  return ReplyOrDefer(ex, tag, st);
+}
+
+Status Handlers::EventRecord(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getEventRecord();
+  auto e = ex.events().Get(a.getEvent());
+  if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
+  auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
+  if (s->gpu != (*e)->gpu)
+    return ReplyOrDefer(ex, tag, Error(Err::kInvalidResourceHandle, "event and stream belong to different devices"));
+  Status st = ex.SetDevice(s->gpu);
+  if (st.ok()) st = ex.driver().EventRecord((*e)->event, s->stream);
+  return ReplyOrDefer(ex, tag, st);
+}
+
+Status Handlers::EventSynchronize(Executor& ex, uint64_t tag, Req req) {
+  auto e = ex.events().Get(req.getEventSynchronize());
+  if (!e.ok()) return ex.PostReply(tag, e.status());
+  ex.AddPending(std::make_unique<SyncWaitOp>(tag, std::vector<SyncWaitOp::Item>{{(*e)->gpu, (*e)->event, false}}));
+  return Status::Ok();
+}
+
+Status Handlers::EventQuery(Executor& ex, uint64_t tag, Req req) {
+  auto e = ex.events().Get(req.getEventQuery());
+  if (!e.ok()) return ex.PostReply(tag, e.status());
+  Status st = ex.SetDevice((*e)->gpu);
+  if (st.ok()) st = ex.driver().EventQuery((*e)->event);
+  return ex.PostReply(tag, st);
+}
+
+Status Handlers::EventElapsedTime(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getEventElapsedTime();
+  auto s = ex.events().Get(a.getStart());
+  if (!s.ok()) return ex.PostReply(tag, s.status());
+  auto e = ex.events().Get(a.getEnd());
+  if (!e.ok()) return ex.PostReply(tag, e.status());
+  Status st = ex.SetDevice((*s)->gpu);
+  if (!st.ok()) return ex.PostReply(tag, st);
+  auto ms = ex.driver().EventElapsedMs((*s)->event, (*e)->event);
+  if (!ms.ok()) return ex.PostReply(tag, ms.status());
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setElapsedMs(*ms); });
+}
+
+}  // namespace remora::worker

@@ -1,0 +1,254 @@
+// Memory: device allocation, pinned host allocation, copies in every direction, memset and
+// pointer attributes. Pointers are checked against this process's own tables first, so a
+// bad argument fails at once, as with CUDA; the worker checks them again authoritatively.
+#include <cuda_runtime_api.h>
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "export.h"
+#include "remora/base/util.h"
+#include "runtime.h"
+
+namespace remora::shim {
+namespace {
+
+uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+void SetStream(wire::StreamRef::Builder b, cudaStream_t s, bool per_thread) {
+  b.setHandle(U(s));
+  b.setPerThread(per_thread);
+}
+
+cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread, const char* call) {
+  Runtime& rt = Runtime::Get();
+  auto c = rt.Session();
+  if (!c.ok()) return Finish(c.status(), call);
+  int device = 0;
+  Status st = rt.CheckStream(stream, &device);
+  if (st.ok() && n > 0) st = rt.CheckDeviceRange(U(dst), n);
+  if (!st.ok()) return Finish(st, call);
+  if (n == 0) return cudaSuccess;
+  // Asynchronous with respect to the host (for device memory), as in CUDA.
+  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
+    auto m = r.initMemset();
+    m.setDst(U(dst));
+    m.setValue(static_cast<uint8_t>(value));
+    m.setSize(n);
+    SetStream(m.initStream(), stream, per_thread);
+    m.setAsync(true);
+  });
+  return Finish(st, call);
+}
+
+enum class Side { kHost, kDevice };
+
+// Where a pointer lives for cudaMemcpyDefault: device memory if it is one of this
+// process's device allocations (unified addressing), the host otherwise.
+Side Classify(const void* p) { return Runtime::Get().FindDevice(U(p)) ? Side::kDevice : Side::kHost; }
+
+cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread,
+                   bool async, const char* call) {
+  Runtime& rt = Runtime::Get();
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+    return Finish(Error(Err::kInvalidMemcpyDirection, "invalid cudaMemcpyKind {}", static_cast<int>(kind)), call);
+  auto c = rt.Session();
+  if (!c.ok()) return Finish(c.status(), call);
+  int device = 0;
+  Status st = rt.CheckStream(stream, &device);
+  if (!st.ok()) return Finish(st, call);
+  if (n == 0) return cudaSuccess;
+  if (dst == nullptr || src == nullptr) return Finish(Error(Err::kInvalidValue, "NULL pointer"), call);
+
+  Side from = Classify(src), to = Classify(dst);
+  switch (kind) {
+    case cudaMemcpyHostToDevice:
+      if (to != Side::kDevice || from != Side::kHost)
+        return Finish(Error(Err::kInvalidValue, "cudaMemcpyHostToDevice needs a host source and a device destination"), call);
+      break;
+    case cudaMemcpyDeviceToHost:
+      if (from != Side::kDevice || to != Side::kHost)
+        return Finish(Error(Err::kInvalidValue, "cudaMemcpyDeviceToHost needs a device source and a host destination"), call);
+      break;
+    case cudaMemcpyDeviceToDevice:
+      if (from != Side::kDevice || to != Side::kDevice)
+        return Finish(Error(Err::kInvalidValue, "cudaMemcpyDeviceToDevice needs device pointers"), call);
+      break;
+    case cudaMemcpyHostToHost:
+      if (from != Side::kHost || to != Side::kHost)
+        return Finish(Error(Err::kInvalidValue, "cudaMemcpyHostToHost needs host pointers"), call);
+      break;
+    default:
+      break;
+  }
+  if (from == Side::kDevice) st = rt.CheckDeviceRange(U(src), n);
+  if (st.ok() && to == Side::kDevice) st = rt.CheckDeviceRange(U(dst), n);
+  if (!st.ok()) return Finish(st, call);
+  Client* cl = *c;
+
+  if (from == Side::kHost && to == Side::kHost) {
+    std::memmove(dst, src, n);
+    return cudaSuccess;
+  }
+  if (from == Side::kHost) {
+    // The source is shipped before this returns: the application may reuse it at once.
+    auto build = [&](wire::Request::Builder& r) {
+      auto m = r.initMemcpyHtoD();
+      m.setDst(U(dst));
+      m.setSize(n);
+      SetStream(m.initStream(), stream, per_thread);
+      m.setAsync(async);
+    };
+    if (async) return Finish(cl->Post(device, build, AsBytes(src, n)), call);
+    st = cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, AsBytes(src, n));
+    return FinishSync(cl, st, call);
+  }
+  if (to == Side::kHost) {
+    auto build = [&](wire::Request::Builder& r) {
+      auto m = r.initMemcpyDtoH();
+      m.setSrc(U(src));
+      m.setSize(n);
+      SetStream(m.initStream(), stream, per_thread);
+    };
+    // Into pinned memory an asynchronous copy really is asynchronous: the data lands when
+    // the stream reaches it. Into pageable memory CUDA returns only once it is there.
+    auto pinned = rt.FindHost(dst);
+    if (async && pinned && U(dst) + n <= pinned->base + pinned->size)
+      return Finish(cl->PostExpectingBulk(device, build, AsWritableBytes(dst, n)), call);
+    st = cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, {}, AsWritableBytes(dst, n));
+    return async ? Finish(st, call) : FinishSync(cl, st, call);
+  }
+  // Device to device: asynchronous with respect to the host in both forms.
+  st = cl->Post(device, [&](wire::Request::Builder& r) {
+    auto m = r.initMemcpyDtoD();
+    m.setDst(U(dst));
+    m.setSrc(U(src));
+    m.setSize(n);
+    SetStream(m.initStream(), stream, per_thread);
+    m.setAsync(true);
+  });
+  return Finish(st, call);
+}
+
+cudaError_t HostAlloc(void** ptr, size_t size, unsigned flags, const char* call) {
+  if (ptr == nullptr) return Finish(Error(Err::kInvalidValue, "ptr is NULL"), call);
+  *ptr = nullptr;
+  if (size == 0) return cudaSuccess;
+  void* p = ::mmap(nullptr, AlignUp(size, 4096), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return Finish(Error(Err::kMemoryAllocation, "cannot allocate {} of host memory", FormatSize(size)), call);
+  Runtime::Get().AddHostAllocation(p, size, flags);
+  *ptr = p;
+  return cudaSuccess;
+}
+
+}  // namespace
+}  // namespace remora::shim
+
+using namespace remora;
+using namespace remora::shim;
+
+REMORA_API cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  if (devPtr == nullptr) return Finish(Error(Err::kInvalidValue, "devPtr is NULL"), "cudaMalloc");
+  Runtime& rt = Runtime::Get();
+  auto dev = rt.CurrentDevice();
+  if (!dev.ok()) return Finish(dev.status(), "cudaMalloc");
+  *devPtr = nullptr;
+  if (size == 0) return cudaSuccess;
+  uint64_t ptr = 0;
+  Client* c = *rt.Session();
+  Status st = c->Call(*dev, [&](wire::Request::Builder& r) { r.initMemAlloc().setSize(size); },
+                      [&](wire::Reply::Reader& r) -> Status {
+                        ptr = r.getPointer();
+                        return Status::Ok();
+                      });
+  if (!st.ok()) return Finish(st, "cudaMalloc");
+  rt.AddDeviceAllocation(ptr, size, *dev);
+  *devPtr = reinterpret_cast<void*>(ptr);
+  return cudaSuccess;
+}
+
+REMORA_API cudaError_t cudaFree(void* devPtr) {
+  Runtime& rt = Runtime::Get();
+  auto c = rt.Session();
+  if (!c.ok()) return Finish(c.status(), "cudaFree");
+  if (devPtr == nullptr) return cudaSuccess;
+  auto a = rt.FindDevice(U(devPtr));
+  if (!a || a->base != U(devPtr))
+    return Finish(Error(Err::kInvalidValue, "{} is not a device allocation of this process", devPtr), "cudaFree");
+  Status st = (*c)->Call(a->device, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(U(devPtr)); },
+                         [](wire::Reply::Reader&) { return Status::Ok(); });
+  if (st.ok() || st.code() == Err::kInvalidValue) (void)rt.RemoveDeviceAllocation(U(devPtr));
+  return FinishSync(*c, st, "cudaFree");
+}
+
+REMORA_API cudaError_t cudaMallocHost(void** ptr, size_t size) { return HostAlloc(ptr, size, 0, "cudaMallocHost"); }
+
+REMORA_API cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
+  return HostAlloc(pHost, size, flags, "cudaHostAlloc");
+}
+
+REMORA_API cudaError_t cudaFreeHost(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  auto a = Runtime::Get().RemoveHostAllocation(ptr);
+  if (!a.ok()) return Finish(Error(Err::kInvalidValue, "{} was not allocated with cudaMallocHost/cudaHostAlloc", ptr), "cudaFreeHost");
+  ::munmap(ptr, AlignUp(a->size, 4096));
+  return cudaSuccess;
+}
+
+REMORA_API cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
+  if (flags == nullptr) return Finish(Error(Err::kInvalidValue, "flags is NULL"), "cudaHostGetFlags");
+  auto a = Runtime::Get().FindHost(host);
+  if (!a) return Finish(Error(Err::kInvalidValue, "{} is not pinned host memory of this process", host), "cudaHostGetFlags");
+  *flags = static_cast<unsigned>(a->cookie);
+  return cudaSuccess;
+}
+
+REMORA_API cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  return Memset(devPtr, value, count, nullptr, false, "cudaMemset");
+}
+REMORA_API cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
+  return Memset(devPtr, value, count, nullptr, true, "cudaMemset");
+}
+REMORA_API cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  return Memset(devPtr, value, count, stream, false, "cudaMemsetAsync");
+}
+REMORA_API cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  return Memset(devPtr, value, count, stream, true, "cudaMemsetAsync");
+}
+
+REMORA_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  return Memcpy(dst, src, count, kind, nullptr, false, false, "cudaMemcpy");
+}
+REMORA_API cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  return Memcpy(dst, src, count, kind, nullptr, true, false, "cudaMemcpy");
+}
+REMORA_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+  return Memcpy(dst, src, count, kind, stream, false, true, "cudaMemcpyAsync");
+}
+REMORA_API cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                                            cudaStream_t stream) {
+  return Memcpy(dst, src, count, kind, stream, true, true, "cudaMemcpyAsync");
+}
+
+REMORA_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  if (attributes == nullptr) return Finish(Error(Err::kInvalidValue, "attributes is NULL"), "cudaPointerGetAttributes");
+  Runtime& rt = Runtime::Get();
+  auto c = rt.Session();
+  if (!c.ok()) return Finish(c.status(), "cudaPointerGetAttributes");
+  std::memset(attributes, 0, sizeof(*attributes));
+  if (auto d = rt.FindDevice(U(ptr))) {
+    attributes->type = cudaMemoryTypeDevice;
+    attributes->device = d->device;
+    attributes->devicePointer = const_cast<void*>(ptr);
+  } else if (auto h = rt.FindHost(ptr)) {
+    attributes->type = cudaMemoryTypeHost;
+    attributes->device = Thread().device;
+    attributes->hostPointer = const_cast<void*>(ptr);
+    attributes->devicePointer = const_cast<void*>(ptr);
+  } else {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = -2;
+    attributes->hostPointer = const_cast<void*>(ptr);
+  }
+  return cudaSuccess;
+}

@@ -1,0 +1,116 @@
+// The hidden entry points nvcc's host stubs call: module registration at load time and the
+// launch configuration stack. Registration is recorded locally (registry.h); nothing is
+// sent until a kernel or variable is used.
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "export.h"
+#include "registry.h"
+#include "remora/base/log.h"
+#include "runtime.h"
+
+namespace remora::shim {
+namespace {
+
+struct CallConfig {
+  dim3 grid, block;
+  size_t shared_mem;
+  void* stream;
+};
+
+std::vector<CallConfig>& ConfigStack() {
+  thread_local std::vector<CallConfig> s;
+  return s;
+}
+
+}  // namespace
+}  // namespace remora::shim
+
+using namespace remora;
+using namespace remora::shim;
+
+REMORA_API void** __cudaRegisterFatBinary(void* fatCubin) {
+  FatbinRecord* f = Registry::Get().AddFatbin(fatCubin);
+  if (f->data == nullptr) LOG_WARN("a fat binary with an unknown layout was registered; its kernels cannot be used");
+  return reinterpret_cast<void**>(f);
+}
+
+REMORA_API void __cudaRegisterFatBinaryEnd(void** fatCubinHandle) {
+  reinterpret_cast<FatbinRecord*>(fatCubinHandle)->complete = true;
+}
+
+REMORA_API void __cudaUnregisterFatBinary(void** fatCubinHandle) {
+  Registry::Get().RemoveFatbin(reinterpret_cast<FatbinRecord*>(fatCubinHandle));
+}
+
+REMORA_API void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun, const char* deviceName,
+                                       int thread_limit, uint3*, uint3*, dim3*, dim3*, int*) {
+  FunctionRecord r;
+  r.fatbin = reinterpret_cast<FatbinRecord*>(fatCubinHandle);
+  r.host_fun = hostFun;
+  r.device_name = deviceName != nullptr ? deviceName : deviceFun;
+  r.thread_limit = thread_limit;
+  Registry::Get().AddFunction(std::move(r));
+}
+
+REMORA_API void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress, const char* deviceName,
+                                  int, size_t size, int constant, int) {
+  VariableRecord r;
+  r.fatbin = reinterpret_cast<FatbinRecord*>(fatCubinHandle);
+  r.host_var = hostVar;
+  r.device_name = deviceName != nullptr ? deviceName : deviceAddress;
+  r.size = size;
+  r.constant = constant != 0;
+  Registry::Get().AddVariable(std::move(r));
+}
+
+REMORA_API void __cudaRegisterManagedVar(void** fatCubinHandle, void** hostVarPtrAddress, char* deviceAddress,
+                                         const char* deviceName, int, size_t size, int constant, int) {
+  VariableRecord r;
+  r.fatbin = reinterpret_cast<FatbinRecord*>(fatCubinHandle);
+  r.host_var = hostVarPtrAddress;
+  r.device_name = deviceName != nullptr ? deviceName : deviceAddress;
+  r.size = size;
+  r.constant = constant != 0;
+  r.managed = true;
+  Registry::Get().AddVariable(std::move(r));
+  LOG_DEBUG("managed variable {} registered; managed memory is not supported by Remora", r.device_name);
+}
+
+// Undocumented registration hooks: accepted and ignored (nvcc does not emit them for the
+// programs Remora supports); their arguments are not interpreted.
+REMORA_API void __cudaRegisterHostVar(void**, const char* deviceName, char*, size_t) {
+  LOG_DEBUG("__cudaRegisterHostVar({}) ignored", deviceName ? deviceName : "?");
+}
+REMORA_API void __cudaRegisterUnifiedTable(void*) { LOG_DEBUG("__cudaRegisterUnifiedTable ignored"); }
+
+REMORA_API char __cudaInitModule(void**) { return 1; }
+
+REMORA_API unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st* stream) {
+  ConfigStack().push_back({gridDim, blockDim, sharedMem, stream});
+  return 0;
+}
+
+REMORA_API cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem, void* stream) {
+  auto& s = ConfigStack();
+  if (s.empty()) return Finish(Error(Err::kInvalidConfiguration, "no launch configuration pushed"), "__cudaPopCallConfiguration");
+  CallConfig c = s.back();
+  s.pop_back();
+  *gridDim = c.grid;
+  *blockDim = c.block;
+  *sharedMem = c.shared_mem;
+  *static_cast<void**>(stream) = c.stream;
+  return cudaSuccess;
+}
+
+REMORA_API cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun) {
+  const FunctionRecord* f = Registry::Get().FindFunction(hostFun);
+  if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "no kernel registered at {}", hostFun), "__cudaGetKernel");
+  *kernel = reinterpret_cast<cudaKernel_t>(const_cast<FunctionRecord*>(f));
+  return cudaSuccess;
+}
+
+REMORA_API struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f) {
+  return cudaChannelFormatDesc{x, y, z, w, f};
+}

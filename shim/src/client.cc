@@ -1,0 +1,234 @@
+#include "client.h"
+
+#include <vector>
+
+#include "remora/base/log.h"
+#include "remora/protocol/message.h"
+
+namespace remora::shim {
+
+uint64_t ThreadId() {
+  static std::atomic<uint64_t> next{1};
+  thread_local uint64_t id = next.fetch_add(1);
+  return id;
+}
+
+Client::Client(std::unique_ptr<Connection> conn, SessionInfo session)
+    : conn_(std::move(conn)), session_(std::move(session)) {}
+
+Client::~Client() = default;
+
+Status Client::broken() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return broken_;
+}
+
+Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk) {
+  ScratchMessage msg;
+  auto req = msg.InitRoot<wire::Request>();
+  req.setDevice(device);
+  req.setThread(ThreadId());
+  build(req);
+  OutFrame f;
+  f.kind = FrameKind::kRequest;
+  f.flags = flags;
+  f.tag = tag;
+  f.body = msg.Flatten();
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    st = conn_->Send(f, bulk, reply_bulk);
+  }
+  if (!st.ok()) MarkBroken(st);
+  return st;
+}
+
+Status Client::Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk, MutableBytes reply_bulk) {
+  uint64_t tag = next_tag_.fetch_add(1);
+  Waiter w;
+  w.on_reply = &on_reply;
+  w.reply_bulk = reply_bulk;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) return broken_;
+    waiters_.emplace(tag, &w);
+  }
+  Status st = Send(device, build, kFlagExpectsReply, tag, bulk, reply_bulk);
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiters_.erase(tag);
+    return broken_.ok() ? st : broken_;
+  }
+  WaitFor(w);
+  return w.status;
+}
+
+Status Client::Post(int device, BuildFn build, ConstBytes bulk) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) return broken_;
+  }
+  return Send(device, build, 0, next_tag_.fetch_add(1), bulk, {});
+}
+
+Status Client::PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk) {
+  uint64_t tag = next_tag_.fetch_add(1);
+  auto* w = new Waiter;
+  w->reply_bulk = reply_bulk;
+  w->detached = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) {
+      delete w;
+      return broken_;
+    }
+    waiters_.emplace(tag, w);
+  }
+  Status st = Send(device, build, kFlagExpectsReply, tag, {}, reply_bulk);
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // MarkBroken already completed and freed every waiter, this one included.
+    return broken_.ok() ? st : broken_;
+  }
+  return Status::Ok();
+}
+
+Status Client::TakeAsyncError() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status st = std::move(async_error_);
+  async_error_ = Status();
+  return st;
+}
+
+void Client::WaitFor(Waiter& w) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!w.done) {
+    if (!receiving_) {
+      receiving_ = true;
+      lock.unlock();
+      ReceiveOne();
+      lock.lock();
+      receiving_ = false;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock);
+    }
+  }
+}
+
+void Client::ReceiveOne() {
+  auto frame = conn_->Receive(-1);
+  if (!frame.ok()) {
+    MarkBroken(frame.status());
+    return;
+  }
+  switch (frame->kind()) {
+    case FrameKind::kReply:
+      HandleReply(*frame);
+      return;
+    case FrameKind::kNotice:
+      HandleNotice(*frame);
+      if (frame->header.bulk_bytes > 0) (void)DrainBulk(frame->header.bulk_bytes);
+      return;
+    default:
+      MarkBroken(Error(Err::kDevicesUnavailable, "protocol error: unexpected frame kind {} from the server", frame->header.kind));
+  }
+}
+
+Status Client::DrainBulk(uint64_t bytes) {
+  std::vector<std::byte> sink(bytes);
+  return conn_->ReceiveBulk(sink);
+}
+
+void Client::HandleReply(const InFrame& f) {
+  Waiter* w = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = waiters_.find(f.header.tag);
+    if (it != waiters_.end()) {
+      w = it->second;
+      waiters_.erase(it);
+    }
+  }
+  if (w == nullptr) {
+    LOG_WARN("reply for unknown request {} ignored", f.header.tag);
+    if (f.header.bulk_bytes > 0 && !DrainBulk(f.header.bulk_bytes).ok()) MarkBroken(Error(Err::kDevicesUnavailable, "lost the server while discarding data"));
+    return;
+  }
+  Status own;
+  Status decoded = GuardDecode("reply", [&]() -> Status {
+    BodyReader reader(f.body);
+    auto r = reader.Root<wire::Reply>();
+    generation_.store(r.getDeviceGeneration(), std::memory_order_relaxed);
+    if (r.getAsyncError() != 0)
+      NoteAsyncError(Status(static_cast<Err>(r.getAsyncError()), r.getAsyncMessage().cStr()));
+    if (r.getError() != 0) {
+      own = Status(static_cast<Err>(r.getError()), r.getMessage().cStr());
+    } else if (w->on_reply != nullptr) {
+      own = (*w->on_reply)(r);
+    }
+    return Status::Ok();
+  });
+  if (!decoded.ok()) own = decoded;
+  if (f.header.bulk_bytes > 0) {
+    Status st = f.header.bulk_bytes == w->reply_bulk.size()
+                    ? conn_->ReceiveBulk(w->reply_bulk)
+                    : DrainBulk(f.header.bulk_bytes);
+    if (!st.ok()) {
+      own = st;
+      MarkBroken(st);
+    } else if (f.header.bulk_bytes != w->reply_bulk.size()) {
+      own = Error(Err::kUnknown, "server sent {} bytes where {} were expected", f.header.bulk_bytes, w->reply_bulk.size());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (w->detached) {
+    if (!own.ok() && async_error_.ok()) async_error_ = own;
+    delete w;
+    return;
+  }
+  w->status = own;
+  w->done = true;
+}
+
+void Client::HandleNotice(const InFrame& f) {
+  Status st = GuardDecode("notice", [&]() -> Status {
+    BodyReader reader(f.body);
+    auto n = reader.Root<wire::Notice>();
+    if (n.isDevicesChanged()) {
+      generation_.store(n.getDevicesChanged(), std::memory_order_relaxed);
+      LOG_INFO("the server changed this session's devices (generation {})", n.getDevicesChanged());
+    } else if (n.isSessionEnding()) {
+      std::string why = n.getSessionEnding();
+      LOG_ERROR("the Remora server ended this session: {}", why);
+      MarkBroken(Status(Err::kDevicesUnavailable, "the Remora server ended this session: " + why));
+    }
+    return Status::Ok();
+  });
+  if (!st.ok()) LOG_WARN("{}", st.message());
+}
+
+void Client::NoteAsyncError(const Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (async_error_.ok()) async_error_ = st;
+}
+
+void Client::MarkBroken(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.ok()) return;
+  broken_ = Status(Err::kDevicesUnavailable,
+                   why.code() == Err::kDevicesUnavailable ? why.message() : "lost the Remora server: " + why.ToString());
+  LOG_ERROR("{}", broken_.message());
+  for (auto& [tag, w] : waiters_) {
+    if (w->detached) {
+      delete w;
+      continue;
+    }
+    w->status = broken_;
+    w->done = true;
+  }
+  waiters_.clear();
+  cv_.notify_all();
+}
+
+}  // namespace remora::shim

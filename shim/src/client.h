@@ -1,0 +1,87 @@
+// Client: the shim's end of a session. Sends requests over the Connection and routes each
+// reply to the thread waiting for it.
+//
+// Threading: any number of application threads call in concurrently. Sends are serialised
+// by one lock; one waiting thread at a time receives frames on behalf of all (the others
+// sleep on a condition variable and take over when it is done), so replies to different
+// streams complete independently.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "remora.capnp.h"
+#include "remora/protocol/connection.h"
+#include "remora/protocol/handshake.h"
+#include "function_ref.h"
+
+namespace remora::shim {
+
+using BuildFn = FunctionRef<void(wire::Request::Builder&)>;
+using ReplyFn = FunctionRef<Status(wire::Reply::Reader&)>;
+
+class Client {
+ public:
+  Client(std::unique_ptr<Connection> conn, SessionInfo session);
+  ~Client();
+
+  const SessionInfo& session() const { return session_; }
+  const Capabilities& capabilities() const { return conn_->capabilities(); }
+
+  // Sends a request and waits for its reply. `on_reply` runs (on whichever thread receives
+  // the reply) only if the call itself succeeded; `reply_bulk` receives the reply's bulk.
+  // Returns the call's own status. An earlier asynchronous failure reported with the reply
+  // is kept for TakeAsyncError().
+  Status Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk = {}, MutableBytes reply_bulk = {});
+  // Sends a request nobody waits for (asynchronous call); its errors surface later.
+  Status Post(int device, BuildFn build, ConstBytes bulk = {});
+  // Sends a request whose reply bulk lands in `reply_bulk` whenever a thread next receives
+  // (an asynchronous device-to-host copy). The memory must stay valid until then.
+  Status PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk);
+
+  // The first asynchronous failure not yet reported, cleared by the call.
+  Status TakeAsyncError();
+  // Device-list generation last seen from the server.
+  uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
+  // Why the session is unusable (lost server, ended by the administrator), or OK.
+  Status broken() const;
+
+ private:
+  struct Waiter {
+    ReplyFn* on_reply = nullptr;
+    MutableBytes reply_bulk;
+    bool detached = false;  // nobody waits: an asynchronous call with a reply
+    bool done = false;
+    Status status;
+  };
+
+  Status Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk);
+  void WaitFor(Waiter& w);
+  void ReceiveOne();
+  void HandleReply(const InFrame& f);
+  void HandleNotice(const InFrame& f);
+  void MarkBroken(const Status& why);
+  void NoteAsyncError(const Status& st);
+  Status DrainBulk(uint64_t bytes);
+
+  std::unique_ptr<Connection> conn_;
+  SessionInfo session_;
+  std::atomic<uint64_t> next_tag_{1};
+  std::atomic<uint64_t> generation_{0};
+
+  std::mutex send_mu_;
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  bool receiving_ = false;
+  std::unordered_map<uint64_t, Waiter*> waiters_;
+  Status broken_;
+  Status async_error_;
+};
+
+// A small, stable id for the calling thread (per-thread default streams).
+uint64_t ThreadId();
+
+}  // namespace remora::shim

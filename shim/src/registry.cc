@@ -1,0 +1,110 @@
+#include "registry.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace remora::shim {
+namespace {
+
+constexpr uint32_t kWrapperMagic = 0x466243b1;
+constexpr uint32_t kFatbinMagic = 0xBA55ED50;
+
+struct Wrapper {  // __fatBinC_Wrapper_t
+  int32_t magic;
+  int32_t version;
+  const uint64_t* data;
+  void* filename_or_fatbins;
+};
+
+struct FatbinHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t header_size;
+  uint64_t fat_size;  // bytes after the header
+};
+
+}  // namespace
+
+bool DecodeFatbinWrapper(const void* wrapper, const void** data, size_t* size) {
+  if (wrapper == nullptr) return false;
+  Wrapper w;
+  std::memcpy(&w, wrapper, sizeof(w));
+  if (static_cast<uint32_t>(w.magic) != kWrapperMagic || w.data == nullptr) return false;
+  FatbinHeader h;
+  std::memcpy(&h, w.data, sizeof(h));
+  if (h.magic != kFatbinMagic) return false;
+  *data = w.data;
+  *size = h.header_size + h.fat_size;
+  return true;
+}
+
+Registry& Registry::Get() {
+  static Registry* r = new Registry();  // outlives every static destructor
+  return *r;
+}
+
+FatbinRecord* Registry::AddFatbin(const void* wrapper) {
+  auto* f = new FatbinRecord;
+  f->wrapper = wrapper;
+  DecodeFatbinWrapper(wrapper, &f->data, &f->size);
+  std::lock_guard<std::mutex> lock(mu_);
+  fatbins_.push_back(f);
+  return f;
+}
+
+void Registry::RemoveFatbin(FatbinRecord* f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find(fatbins_.begin(), fatbins_.end(), f);
+  if (it == fatbins_.end()) return;
+  fatbins_.erase(it);
+  for (auto i = functions_.begin(); i != functions_.end();) {
+    if (i->second->fatbin == f) {
+      delete i->second;
+      i = functions_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  for (auto i = variables_.begin(); i != variables_.end();) {
+    if (i->second->fatbin == f) {
+      delete i->second;
+      i = variables_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  delete f;
+}
+
+void Registry::AddFunction(FunctionRecord r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = functions_[r.host_fun];
+  delete slot;
+  slot = new FunctionRecord(std::move(r));
+}
+
+void Registry::AddVariable(VariableRecord r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = variables_[r.host_var];
+  delete slot;
+  slot = new VariableRecord(std::move(r));
+}
+
+const FunctionRecord* Registry::FindFunction(const void* host_fun) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = functions_.find(host_fun);
+  return it == functions_.end() ? nullptr : it->second;
+}
+
+const VariableRecord* Registry::FindVariable(const void* host_var) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = variables_.find(host_var);
+  return it == variables_.end() ? nullptr : it->second;
+}
+
+size_t Registry::fatbin_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fatbins_.size();
+}
+
+}  // namespace remora::shim

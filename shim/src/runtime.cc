@@ -1,0 +1,342 @@
+#include "runtime.h"
+
+#include "stubs.h"
+
+#include <pthread.h>
+
+#include <fstream>
+#include <new>
+#include <set>
+#include <sstream>
+
+#include "remora/base/log.h"
+#include "remora/protocol/transport.h"
+
+namespace remora::shim {
+
+// Status codes are cudaError_t numbers: keep the two vocabularies in step.
+#define REMORA_SAME(k, c) static_assert(static_cast<int>(Err::k) == static_cast<int>(c), #k);
+REMORA_SAME(kSuccess, cudaSuccess)
+REMORA_SAME(kInvalidValue, cudaErrorInvalidValue)
+REMORA_SAME(kMemoryAllocation, cudaErrorMemoryAllocation)
+REMORA_SAME(kInitializationError, cudaErrorInitializationError)
+REMORA_SAME(kCudartUnloading, cudaErrorCudartUnloading)
+REMORA_SAME(kInvalidConfiguration, cudaErrorInvalidConfiguration)
+REMORA_SAME(kInvalidPitchValue, cudaErrorInvalidPitchValue)
+REMORA_SAME(kInvalidSymbol, cudaErrorInvalidSymbol)
+REMORA_SAME(kInvalidHostPointer, cudaErrorInvalidHostPointer)
+REMORA_SAME(kInvalidDevicePointer, cudaErrorInvalidDevicePointer)
+REMORA_SAME(kInvalidMemcpyDirection, cudaErrorInvalidMemcpyDirection)
+REMORA_SAME(kDevicesUnavailable, cudaErrorDevicesUnavailable)
+REMORA_SAME(kInvalidKernelImage, cudaErrorInvalidKernelImage)
+REMORA_SAME(kInvalidDeviceFunction, cudaErrorInvalidDeviceFunction)
+REMORA_SAME(kNoDevice, cudaErrorNoDevice)
+REMORA_SAME(kInvalidDevice, cudaErrorInvalidDevice)
+REMORA_SAME(kNoKernelImageForDevice, cudaErrorNoKernelImageForDevice)
+REMORA_SAME(kInvalidResourceHandle, cudaErrorInvalidResourceHandle)
+REMORA_SAME(kSymbolNotFound, cudaErrorSymbolNotFound)
+REMORA_SAME(kNotReady, cudaErrorNotReady)
+REMORA_SAME(kIllegalAddress, cudaErrorIllegalAddress)
+REMORA_SAME(kLaunchOutOfResources, cudaErrorLaunchOutOfResources)
+REMORA_SAME(kPeerAccessAlreadyEnabled, cudaErrorPeerAccessAlreadyEnabled)
+REMORA_SAME(kPeerAccessNotEnabled, cudaErrorPeerAccessNotEnabled)
+REMORA_SAME(kHostMemoryAlreadyRegistered, cudaErrorHostMemoryAlreadyRegistered)
+REMORA_SAME(kHostMemoryNotRegistered, cudaErrorHostMemoryNotRegistered)
+REMORA_SAME(kLaunchFailure, cudaErrorLaunchFailure)
+REMORA_SAME(kNotPermitted, cudaErrorNotPermitted)
+REMORA_SAME(kNotSupported, cudaErrorNotSupported)
+REMORA_SAME(kTimeout, cudaErrorTimeout)
+REMORA_SAME(kUnknown, cudaErrorUnknown)
+#undef REMORA_SAME
+
+std::atomic<Client*> g_client{nullptr};
+
+namespace {
+
+constexpr const char* kDefaultServer = "shm:///run/remora/remora.sock";
+
+void ChildAfterFork() { Runtime::Get().AfterForkInChild(); }
+
+Result<std::optional<Token>> TokenFromEnvironment() {
+  std::string text;
+  if (const char* t = std::getenv("REMORA_TOKEN"); t != nullptr && *t) {
+    text = t;
+  } else if (const char* f = std::getenv("REMORA_TOKEN_FILE"); f != nullptr && *f) {
+    std::ifstream in(f);
+    if (!in) return Error(Err::kNoDevice, "cannot read REMORA_TOKEN_FILE {}", f);
+    std::getline(in, text);
+  } else {
+    return std::optional<Token>();
+  }
+  auto tok = ParseToken(text);
+  if (!tok.ok()) return Error(Err::kNoDevice, "bad Remora token: {}", tok.status().message());
+  return std::optional<Token>(*tok);
+}
+
+}  // namespace
+
+ThreadState& Thread() {
+  thread_local ThreadState t;
+  return t;
+}
+
+Runtime& Runtime::Get() {
+  static Runtime* r = new Runtime();  // never destroyed: calls may arrive during exit
+  return *r;
+}
+
+Runtime::Runtime() {
+  SetLogIdentity("remora-shim");
+  SetLogLevelFromEnv(LogLevel::kWarn);
+  pthread_atfork(nullptr, nullptr, ChildAfterFork);
+}
+
+Result<Client*> Runtime::Session() {
+  if (Client* c = g_client.load(std::memory_order_acquire)) return c;
+  std::lock_guard<std::mutex> lock(connect_mu_);
+  if (Client* c = g_client.load(std::memory_order_acquire)) return c;
+  if (connect_error_) return *connect_error_;
+  Status st = Connect();
+  if (!st.ok()) {
+    connect_error_ = st;
+    return st;
+  }
+  return g_client.load();
+}
+
+Status Runtime::Connect() {
+  const char* env = std::getenv("REMORA_SERVER");
+  std::string url = env && *env ? env : kDefaultServer;
+  auto fail = [&](const Status& why) {
+    Status st(Err::kNoDevice, fmt::format("cannot use the Remora server at {}: {}", url, why.message()));
+    LOG_ERROR("{}", st.message());
+    return st;
+  };
+  auto token = TokenFromEnvironment();
+  if (!token.ok()) return fail(token.status());
+  auto ep = ParseEndpoint(url);
+  if (!ep.ok()) return fail(ep.status());
+  ConnectOptions options;
+  options.token = *token;
+  auto conn = remora::Connect(*ep, options);
+  if (!conn.ok()) return fail(conn.status());
+  const SessionInfo& s = conn->session;
+  SetLogIdentity(fmt::format("remora-shim s{}{}", s.session_id, s.emulated ? " (host-emulated)" : ""));
+  LOG_INFO("session {} as tenant '{}' on {} ({} backend, {})", s.session_id, s.tenant, s.server_name, s.backend,
+           conn->connection->Describe());
+  if (s.emulated)
+    LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
+  client_ = std::make_unique<Client>(std::move(conn->connection), s);
+  g_client.store(client_.get(), std::memory_order_release);
+  return Status::Ok();
+}
+
+Result<std::vector<DeviceEntry>> Runtime::Devices(bool force_refresh) {
+  ASSIGN_OR_RETURN(Client * c, Session());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!force_refresh && devices_generation_ == c->generation()) return devices_;
+  }
+  std::vector<DeviceEntry> list;
+  Status st = c->Call(
+      0, [](wire::Request::Builder& r) { r.setGetDevices(); },
+      [&](wire::Reply::Reader& r) -> Status {
+        if (!r.isDevices()) return Error(Err::kUnknown, "malformed device list");
+        for (auto d : r.getDevices()) {
+          DeviceEntry e;
+          e.ordinal = d.getOrdinal();
+          e.detached = d.getGpuId() == UINT32_MAX;
+          e.name = d.getName();
+          auto u = d.getUuid();
+          if (u.size() == 16) std::memcpy(e.uuid, u.begin(), 16);
+          e.total_memory = d.getTotalMemory();
+          e.pci_bus_id = d.getPciBusId();
+          e.emulated = d.getEmulated();
+          for (int32_t a : d.getAttributes()) e.attributes.push_back(a);
+          list.push_back(std::move(e));
+        }
+        return Status::Ok();
+      });
+  RETURN_IF_ERROR(st);
+  std::lock_guard<std::mutex> lock(mu_);
+  devices_ = list;
+  devices_generation_ = c->generation();
+  return list;
+}
+
+Result<DeviceEntry> Runtime::Device(int ordinal) {
+  ASSIGN_OR_RETURN(std::vector<DeviceEntry> devs, Devices());
+  if (ordinal < 0 || static_cast<size_t>(ordinal) >= devs.size())
+    return Error(Err::kInvalidDevice, "device {} does not exist ({} device(s))", ordinal, devs.size());
+  return devs[static_cast<size_t>(ordinal)];
+}
+
+Result<int> Runtime::CurrentDevice() {
+  ASSIGN_OR_RETURN(std::vector<DeviceEntry> devs, Devices());
+  int d = Thread().device;
+  if (devs.empty()) return Error(Err::kNoDevice, "no device is attached to this tenant");
+  if (d < 0 || static_cast<size_t>(d) >= devs.size()) return Error(Err::kInvalidDevice, "device {} does not exist", d);
+  if (devs[static_cast<size_t>(d)].detached)
+    return Error(Err::kDevicesUnavailable, "device {} was detached by the administrator", d);
+  return d;
+}
+
+void Runtime::AddDeviceAllocation(uint64_t base, uint64_t size, int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Allocation a;
+  a.base = base;
+  a.size = size;
+  a.device = device;
+  (void)device_allocs_.Insert(a);
+}
+
+Result<Allocation> Runtime::RemoveDeviceAllocation(uint64_t base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_allocs_.Erase(base);
+}
+
+std::optional<Allocation> Runtime::FindDevice(uint64_t ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_allocs_.Find(ptr);
+}
+
+Status Runtime::CheckDeviceRange(uint64_t ptr, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_allocs_.CheckRange(ptr, size).status();
+}
+
+void Runtime::AddHostAllocation(void* base, uint64_t size, unsigned flags) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Allocation a;
+  a.base = reinterpret_cast<uint64_t>(base);
+  a.size = size;
+  a.kind = AllocKind::kPinnedHost;
+  a.cookie = flags;
+  (void)host_allocs_.Insert(a);
+}
+
+Result<Allocation> Runtime::RemoveHostAllocation(void* base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return host_allocs_.Erase(reinterpret_cast<uint64_t>(base));
+}
+
+std::optional<Allocation> Runtime::FindHost(const void* ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return host_allocs_.Find(reinterpret_cast<uint64_t>(ptr));
+}
+
+void Runtime::AddStream(uint64_t handle, int device, unsigned flags, int priority) {
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_[handle] = StreamEntry{device, flags, priority};
+}
+
+bool Runtime::RemoveStream(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return streams_.erase(handle) > 0;
+}
+
+Status Runtime::StreamInfo(cudaStream_t s, unsigned* flags, int* priority, int* device) {
+  auto h = reinterpret_cast<uint64_t>(s);
+  if (h == 0 || h == 1 || h == 2) {
+    *flags = 0;
+    *priority = 0;
+    *device = Thread().device;
+    return Status::Ok();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(h);
+  if (it == streams_.end()) return Error(Err::kInvalidValue, "stream 0x{:x} is not a live stream of this process", h);
+  *flags = it->second.flags;
+  *priority = it->second.priority;
+  *device = it->second.device;
+  return Status::Ok();
+}
+
+Status Runtime::CheckStream(cudaStream_t s, int* device) {
+  unsigned flags;
+  int priority;
+  return StreamInfo(s, &flags, &priority, device);
+}
+
+void Runtime::AddEvent(uint64_t handle, int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_[handle] = device;
+}
+
+bool Runtime::RemoveEvent(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_.erase(handle) > 0;
+}
+
+Status Runtime::CheckEvent(cudaEvent_t e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (events_.count(reinterpret_cast<uint64_t>(e)) == 0)
+    return Error(Err::kInvalidValue, "event {} is not a live event of this process", static_cast<const void*>(e));
+  return Status::Ok();
+}
+
+void Runtime::ForgetDevice(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Allocation& a : device_allocs_.All())
+    if (a.device == device) (void)device_allocs_.Erase(a.base);
+  for (auto it = streams_.begin(); it != streams_.end();) it = it->second.device == device ? streams_.erase(it) : std::next(it);
+  for (auto it = events_.begin(); it != events_.end();) it = it->second == device ? events_.erase(it) : std::next(it);
+}
+
+void Runtime::AfterForkInChild() {
+  // The parent's session is not ours: forget it without touching it (other parent threads
+  // may have held its locks at fork time).
+  new (&connect_mu_) std::mutex();
+  new (&mu_) std::mutex();
+  (void)client_.release();
+  g_client.store(nullptr);
+  connect_error_.reset();
+  devices_.clear();
+  devices_generation_ = ~0ull;
+  device_allocs_.Clear();
+  streams_.clear();
+  events_.clear();
+}
+
+void Runtime::Shutdown() {
+  Client* c = g_client.load();  // never constructs the runtime
+  if (c == nullptr || !c->broken().ok()) return;
+  (void)c->Post(0, [](wire::Request::Builder& r) { r.setGoodbye(); });
+}
+
+cudaError_t Finish(const Status& st, const char* call) {
+  if (st.ok()) return cudaSuccess;
+  auto e = static_cast<cudaError_t>(st.code());
+  if (e == cudaErrorNotReady) return e;
+  Thread().last_error = e;
+  LOG_INFO("{} -> {}", call, st.ToString());
+  return e;
+}
+
+cudaError_t FinishSync(Client* c, const Status& st, const char* call) {
+  if (!st.ok() || c == nullptr) return Finish(st, call);
+  return Finish(c->TakeAsyncError(), call);
+}
+
+cudaError_t NotSupported(const char* call) {
+  static std::mutex mu;
+  static std::set<std::string>* seen = new std::set<std::string>();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (seen->insert(call).second)
+      LOG_WARN("{} is not supported by Remora yet: returning cudaErrorNotSupported", call);
+  }
+  Thread().last_error = cudaErrorNotSupported;
+  return cudaErrorNotSupported;
+}
+
+}  // namespace remora::shim
+
+// Sends the session's goodbye after the application's own destructors have run.
+__attribute__((destructor)) static void RemoraShimFini() {
+  if (remora::shim::g_client.load() != nullptr) remora::shim::Runtime::Get().Shutdown();
+}
+
+namespace remora::shim {
+int NotSupportedCode(const char* call) { return static_cast<int>(NotSupported(call)); }
+}  // namespace remora::shim

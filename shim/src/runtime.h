@@ -1,0 +1,114 @@
+// The shim's process-wide state: the session (connected lazily on the first CUDA call),
+// the device list, and the local tables that let asynchronous calls be validated without a
+// round trip. This is the one singleton the entry points need.
+//
+// Thread-safety: every member function is thread-safe.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "client.h"
+#include "remora/memmgr/allocation_table.h"
+
+namespace remora::shim {
+
+struct DeviceEntry {
+  int ordinal = 0;
+  bool detached = false;
+  std::string name;
+  uint8_t uuid[16] = {};
+  uint64_t total_memory = 0;  // the tenant's view
+  std::string pci_bus_id;
+  bool emulated = false;
+  std::vector<int32_t> attributes;
+};
+
+// What the calling thread carries: its current device and last error, as in CUDA.
+struct ThreadState {
+  int device = 0;
+  cudaError_t last_error = cudaSuccess;
+};
+ThreadState& Thread();
+
+enum class HostAllocKind { kPinned };
+
+class Runtime {
+ public:
+  static Runtime& Get();
+
+  // The session, connecting on first use. The failure of the first attempt is remembered
+  // (as CUDA remembers a failed initialisation) and returned by every later call.
+  Result<Client*> Session();
+  // The device list, refreshed when the server's generation moved.
+  Result<std::vector<DeviceEntry>> Devices(bool force_refresh = false);
+  Result<DeviceEntry> Device(int ordinal);
+  // Checks that the calling thread's current device can be used (and resolves it).
+  Result<int> CurrentDevice();
+
+  // ---- local tables (validated again by the worker, which is authoritative) ----------
+  void AddDeviceAllocation(uint64_t base, uint64_t size, int device);
+  Result<Allocation> RemoveDeviceAllocation(uint64_t base);
+  std::optional<Allocation> FindDevice(uint64_t ptr);
+  Status CheckDeviceRange(uint64_t ptr, uint64_t size);
+
+  void AddHostAllocation(void* base, uint64_t size, unsigned flags);
+  Result<Allocation> RemoveHostAllocation(void* base);
+  std::optional<Allocation> FindHost(const void* ptr);
+
+  // Streams and events created by this process: handle -> device ordinal.
+  void AddStream(uint64_t handle, int device, unsigned flags, int priority);
+  bool RemoveStream(uint64_t handle);
+  // Resolves an application stream: 0, cudaStreamLegacy, cudaStreamPerThread or a live
+  // handle of this process; kInvalidValue otherwise. Sets *device to its device.
+  Status CheckStream(cudaStream_t s, int* device);
+  Status StreamInfo(cudaStream_t s, unsigned* flags, int* priority, int* device);
+  void AddEvent(uint64_t handle, int device);
+  bool RemoveEvent(uint64_t handle);
+  Status CheckEvent(cudaEvent_t e);
+
+  // Forgets what lived on `device` (after cudaDeviceReset).
+  void ForgetDevice(int device);
+  // Forgets the session in a forked child (it reconnects on its first call).
+  void AfterForkInChild();
+  // Ends the session at process exit.
+  void Shutdown();
+
+ private:
+  Runtime();
+  Status Connect();
+
+  std::mutex connect_mu_;
+  std::unique_ptr<Client> client_;
+  std::optional<Status> connect_error_;
+
+  std::mutex mu_;  // tables and device cache
+  uint64_t devices_generation_ = ~0ull;
+  std::vector<DeviceEntry> devices_;
+  AllocationTable device_allocs_;
+  AllocationTable host_allocs_;
+  struct StreamEntry {
+    int device;
+    unsigned flags;
+    int priority;
+  };
+  std::unordered_map<uint64_t, StreamEntry> streams_;
+  std::unordered_map<uint64_t, int> events_;
+};
+
+// ---- the extern "C" boundary ----------------------------------------------------------
+// Converts a Status to the cudaError_t the application sees, recording it as the thread's
+// last error (cudaErrorNotReady is not an error and is not recorded, as in CUDA).
+cudaError_t Finish(const Status& st, const char* call);
+// Synchronising calls also report the first earlier asynchronous failure.
+cudaError_t FinishSync(Client* c, const Status& st, const char* call);
+// Logs `call` the first time and returns cudaErrorNotSupported.
+cudaError_t NotSupported(const char* call);
+
+}  // namespace remora::shim
