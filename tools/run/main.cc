@@ -1,0 +1,196 @@
+// remora-run [--server URL] -- CMD ARGS: runs an unmodified CUDA program under the shim.
+// Without --server it starts a private remora-server for the duration of the command (the
+// embedded default): on this machine's GPUs when an NVIDIA driver is present, otherwise
+// on the host-emulated backend, and it says so.
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+pid_t g_child = -1;
+
+void Forward(int sig) {
+  if (g_child > 0) ::kill(g_child, sig);
+}
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  return fs::path(std::string(buf, static_cast<size_t>(n))).parent_path().string();
+}
+
+bool HaveNvidiaDriver() {
+  void* h = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  ::dlclose(h);
+  return true;
+}
+
+int ExitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+pid_t Start(const std::vector<std::string>& argv, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  if (!log.empty()) {
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f != nullptr) {
+      ::dup2(fileno(f), 1);
+      ::dup2(fileno(f), 2);
+    }
+  }
+  std::vector<char*> a;
+  for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  ::execvp(a[0], a.data());
+  std::fprintf(stderr, "remora-run: cannot run %s: %s\n", a[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+void PrintTail(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  size_t from = lines.size() > 20 ? lines.size() - 20 : 0;
+  for (size_t i = from; i < lines.size(); i++) std::fprintf(stderr, "  %s\n", lines[i].c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"remora-run: run a CUDA program on Remora GPUs (remote or a private local server)"};
+  std::string server, backend = "auto", transport = "shm", shim, token_file, host_gpus = "1", host_mem = "16GiB";
+  bool verbose = false;
+  std::vector<std::string> command;
+  app.add_option("--server", server, "a running server: shm:///path.sock, tcp://HOST:PORT or rdma://HOST:PORT");
+  app.add_option("--token-file", token_file, "tenant token file for --server (or set REMORA_TOKEN)");
+  app.add_option("--backend", backend, "private server only: cuda, host or auto (cuda if a driver is present)")
+      ->check(CLI::IsMember({"auto", "cuda", "host"}));
+  app.add_option("--transport", transport, "private server only: shm or tcp")->check(CLI::IsMember({"shm", "tcp"}));
+  app.add_option("--host-gpus", host_gpus, "private host-emulated server: number of GPUs");
+  app.add_option("--host-gpu-memory", host_mem, "private host-emulated server: memory per GPU");
+  app.add_option("--shim", shim, "path of libremora.so (default: next to this tool's build)");
+  app.add_flag("-v,--verbose", verbose, "show the private server's log and the shim's info lines");
+  app.add_option("command", command, "the program and its arguments")->required();
+  app.prefix_command(false);
+  app.allow_extras(false);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  std::string dir = SelfDir();
+  if (shim.empty()) shim = fs::weakly_canonical(fs::path(dir) / ".." / "lib" / "libremora.so").string();
+  if (!fs::exists(shim)) {
+    std::fprintf(stderr, "remora-run: the shim %s does not exist (use --shim)\n", shim.c_str());
+    return 1;
+  }
+  std::string preload = shim;
+  if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old) preload += std::string(":") + old;
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  if (verbose && std::getenv("REMORA_LOG") == nullptr) setenv("REMORA_LOG", "info", 1);
+  if (!token_file.empty()) setenv("REMORA_TOKEN_FILE", token_file.c_str(), 1);
+
+  if (!server.empty()) {
+    setenv("REMORA_SERVER", server.c_str(), 1);
+    std::vector<char*> a;
+    for (auto& s : command) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    ::execvp(a[0], a.data());
+    std::fprintf(stderr, "remora-run: cannot run %s: %s\n", a[0], std::strerror(errno));
+    return 127;
+  }
+
+  // The private server.
+  if (backend == "auto") {
+    backend = HaveNvidiaDriver() ? "cuda" : "host";
+    if (backend == "host")
+      std::fprintf(stderr,
+                   "remora-run: no NVIDIA driver on this machine: using the HOST-EMULATED backend "
+                   "(device memory in host RAM, kernels are not executed)\n");
+  }
+  char tmpl[] = "/tmp/remora-run.XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    std::perror("remora-run: mkdtemp");
+    return 1;
+  }
+  std::string tmp = tmpl;
+  std::string url = transport == "tcp" ? "tcp://127.0.0.1:0" : "shm://" + tmp + "/remora.sock";
+  std::vector<std::string> sargs = {dir + "/remora-server", "--listen", url, "--state-dir", tmp + "/state",
+                                    "--backend", backend, "--auth", "none", "--ready-file", tmp + "/ready",
+                                    "--drain-timeout", "5", "--log-level", verbose ? "info" : "warn"};
+  if (backend == "host") sargs.insert(sargs.end(), {"--host-gpus", host_gpus, "--host-gpu-memory", host_mem});
+  std::string log = verbose ? "" : tmp + "/server.log";
+  pid_t srv = Start(sargs, log);
+  auto cleanup = [&] {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  };
+  std::string ready_url;
+  for (int i = 0; i < 600; i++) {  // 30 s
+    int status;
+    if (::waitpid(srv, &status, WNOHANG) == srv) {
+      std::fprintf(stderr, "remora-run: the private remora-server exited (status %d) before it was ready:\n", ExitCodeOf(status));
+      if (!log.empty()) PrintTail(log);
+      cleanup();
+      return 1;
+    }
+    std::ifstream in(tmp + "/ready");
+    if (in && std::getline(in, ready_url) && !ready_url.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (ready_url.empty()) {
+    std::fprintf(stderr, "remora-run: the private remora-server did not become ready within 30 s\n");
+    ::kill(srv, SIGKILL);
+    ::waitpid(srv, nullptr, 0);
+    cleanup();
+    return 1;
+  }
+  setenv("REMORA_SERVER", ready_url.c_str(), 1);
+
+  struct sigaction sa = {};
+  sa.sa_handler = Forward;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  g_child = Start(command, "");
+  int status = 0;
+  while (::waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = -1;
+
+  ::kill(srv, SIGTERM);
+  int sstatus = 0;
+  bool stopped = false;
+  for (int i = 0; i < 200 && !stopped; i++) {  // 10 s
+    stopped = ::waitpid(srv, &sstatus, WNOHANG) == srv;
+    if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!stopped) {
+    ::kill(srv, SIGKILL);
+    ::waitpid(srv, &sstatus, 0);
+  }
+  if (ExitCodeOf(status) != 0 && !log.empty() && std::getenv("REMORA_RUN_SHOW_LOG")) PrintTail(log);
+  cleanup();
+  return ExitCodeOf(status);
+}
