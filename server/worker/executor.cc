@@ -319,10 +319,14 @@ void Executor::ReleaseEverything() {
     if (SetDevice(gpu).ok()) (void)driver_.EventDestroy(e);
   pool_event_owner_.clear();
   event_pool_.clear();
+  uint64_t left = 0;
   for (const Allocation& a : allocs_.All()) {
     if (SetDevice(a.device).ok()) (void)driver_.MemFree(a.base);
     ReleaseCharge(a.device, a.reserved);
+    left += a.size;
   }
+  if (allocs_.size() > 0)
+    LOG_INFO("released {} in {} allocation(s) the client left behind", FormatSize(left), allocs_.size());
   allocs_.Clear();
   for (std::byte* b : bounce_all_) driver_.HostFree(b);
   bounce_all_.clear();

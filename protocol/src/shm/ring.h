@@ -66,7 +66,9 @@ class RingConsumer {
       : ctl_(ctl), data_(data), size_(size), inline_limit_(inline_limit),
         tail_(ctl->tail.load(std::memory_order_relaxed)) {}
 
-  bool HasData() const { return ctl_->head.load(std::memory_order_acquire) != tail_; }
+  // Whether the producer published anything past the first `held` bytes (the record the
+  // consumer is still holding).
+  bool HasDataBeyond(uint64_t held) const { return ctl_->head.load(std::memory_order_acquire) - tail_ > held; }
 
   // The next record, nullopt if none; an error if the producer wrote garbage.
   Result<std::optional<Record>> Peek() {

@@ -252,16 +252,21 @@ class ShmConnection final : public Connection {
 
   void WaitForActivity(int64_t timeout_us) override {
     auto ready = [&] {
-      if (in_ring_.HasData()) return true;
+      if (in_ring_.HasDataBeyond(current_ ? current_->bytes : 0)) return true;
       if (current_ && bulk_given_ < current_->header.bulk_bytes && in_slots_.NextFull()) return true;
       if (out_acquired_ < out_total_ && !inline_out_ && out_slots_.NextFree()) return true;
       if (!pending_.empty() && pending_.front().complete) return true;  // ring space may have freed
       return false;
     };
     int64_t slice = std::min<int64_t>(timeout_us, kLivenessCheckUs);
-    if (!shm::WaitOn(my_bell_, std::min<int64_t>(kExecutorSpinNs, timeout_us * 1000), slice, ready) &&
-        PeerGone(sock_.get()))
-      peer_gone_ = true;
+    bool woke = shm::WaitOn(my_bell_, std::min<int64_t>(kExecutorSpinNs, timeout_us * 1000), slice, ready);
+    // Look for a dead client when the wait timed out, and at least every check period even
+    // while busy.
+    uint64_t now = MonotonicNanos();
+    if (!woke || now - last_liveness_ns_ > uint64_t(kLivenessCheckUs) * 1000) {
+      last_liveness_ns_ = now;
+      if (PeerGone(sock_.get())) peer_gone_ = true;
+    }
   }
 
  private:
@@ -345,6 +350,7 @@ class ShmConnection final : public Connection {
   uint64_t bulk_given_ = 0;
   int chunks_out_ = 0;
   bool peer_gone_ = false;
+  uint64_t last_liveness_ns_ = 0;
 
   StagingAllocator* staging_ = nullptr;
   std::deque<Pending> pending_;

@@ -1,0 +1,62 @@
+// Bad calls get CUDA's error codes, the process keeps working afterwards, and the error
+// state (cudaGetLastError / cudaPeekAtLastError) behaves as in CUDA.
+#include "app_check.h"
+
+int main() {
+  int count = 0;
+  CHECK(cudaGetDeviceCount(&count));
+  char* d;
+  CHECK(cudaMalloc(&d, 4096));
+  std::vector<char> host(8192, 1);
+
+  // Free of a pointer that was never allocated, and of an interior pointer.
+  EXPECT_ERR(cudaFree(reinterpret_cast<void*>(0x7e5e0000)), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaFree(d + 16), cudaErrorInvalidValue);
+  // Copies past an allocation's end, in both directions and device to device.
+  EXPECT_ERR(cudaMemcpy(d, host.data(), 4097, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemcpy(host.data(), d + 1, 4096, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemcpy(d, d + 2048, 4096, cudaMemcpyDeviceToDevice), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemset(d + 4000, 0, 100), cudaErrorInvalidValue);
+  // Direction that contradicts the pointers, and an invalid kind.
+  EXPECT_ERR(cudaMemcpy(host.data(), host.data() + 10, 10, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemcpy(d, host.data(), 10, static_cast<cudaMemcpyKind>(42)), cudaErrorInvalidMemcpyDirection);
+  // Invalid and destroyed streams and events.
+  cudaStream_t bogus = reinterpret_cast<cudaStream_t>(0xdead0000);
+  EXPECT_ERR(cudaStreamSynchronize(bogus), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemcpyAsync(d, host.data(), 16, cudaMemcpyHostToDevice, bogus), cudaErrorInvalidValue);
+  cudaStream_t s;
+  CHECK(cudaStreamCreate(&s));
+  CHECK(cudaStreamDestroy(s));
+  EXPECT_ERR(cudaStreamQuery(s), cudaErrorInvalidValue);
+  cudaEvent_t ev;
+  CHECK(cudaEventCreate(&ev));
+  CHECK(cudaEventDestroy(ev));
+  EXPECT_ERR(cudaEventRecord(ev, 0), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaStreamCreateWithFlags(&s, 0x40), cudaErrorInvalidValue);
+  // Devices that do not exist.
+  EXPECT_ERR(cudaSetDevice(count + 5), cudaErrorInvalidDevice);
+  cudaDeviceProp prop;
+  EXPECT_ERR(cudaGetDeviceProperties(&prop, -1), cudaErrorInvalidDevice);
+  // Freeing host memory that cudaMallocHost did not allocate.
+  EXPECT_ERR(cudaFreeHost(host.data()), cudaErrorInvalidValue);
+
+  // Error state: the last error sticks until read; peek does not clear it.
+  EXPECT_ERR(cudaFree(d + 1), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaPeekAtLastError(), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaPeekAtLastError(), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
+  CHECK(cudaGetLastError());
+  REQUIRE(std::strcmp(cudaGetErrorName(cudaErrorMemoryAllocation), "cudaErrorMemoryAllocation") == 0, "error name");
+  REQUIRE(std::strcmp(cudaGetErrorString(cudaErrorInvalidValue), "invalid argument") == 0, "error string");
+  REQUIRE(std::strcmp(cudaGetErrorString(static_cast<cudaError_t>(12345)), "unrecognized error code") == 0, "unknown code");
+
+  // Everything still works after the errors.
+  CHECK(cudaMemcpy(d, host.data(), 4096, cudaMemcpyHostToDevice));
+  std::vector<char> back(4096, 0);
+  CHECK(cudaMemcpy(back.data(), d, 4096, cudaMemcpyDeviceToHost));
+  REQUIRE(std::memcmp(back.data(), host.data(), 4096) == 0, "copy after errors differs");
+  CHECK(cudaFree(d));
+  CHECK(cudaDeviceSynchronize());
+  std::printf("PASS bad_calls\n");
+  return 0;
+}

@@ -1,0 +1,62 @@
+// Streams and events without kernels: creation flags and priorities, records, waits,
+// queries, synchronisation, elapsed time, per-thread and legacy default streams.
+#include "app_check.h"
+
+int main() {
+  int lo = 0;
+  cudaStream_t a, b, c;
+  CHECK(cudaStreamCreate(&a));
+  CHECK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  CHECK(cudaStreamCreateWithPriority(&c, cudaStreamNonBlocking, -1));
+  unsigned flags = 99;
+  CHECK(cudaStreamGetFlags(b, &flags));
+  REQUIRE(flags == cudaStreamNonBlocking, "stream flags %u", flags);
+  CHECK(cudaStreamGetPriority(c, &lo));
+  REQUIRE(lo == -1, "stream priority %d", lo);
+  int dev = -1;
+  CHECK(cudaStreamGetDevice(b, &dev));
+  REQUIRE(dev == 0, "stream device %d", dev);
+
+  cudaEvent_t start, stop, nt;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  CHECK(cudaEventCreateWithFlags(&nt, cudaEventDisableTiming));
+
+  const size_t n = 8 << 20;
+  char* d;
+  CHECK(cudaMalloc(&d, n));
+  std::vector<char> h = [&] { auto v = RandomBytes(n, 11); return std::vector<char>(v.begin(), v.end()); }();
+  CHECK(cudaEventRecord(start, a));
+  CHECK(cudaMemcpyAsync(d, h.data(), n, cudaMemcpyHostToDevice, a));
+  CHECK(cudaEventRecord(stop, a));
+  CHECK(cudaEventRecord(nt, a));
+  CHECK(cudaStreamWaitEvent(b, stop, 0));
+  std::vector<char> back(n);
+  CHECK(cudaMemcpyAsync(back.data(), d, n, cudaMemcpyDeviceToHost, b));
+  CHECK(cudaStreamSynchronize(b));
+  REQUIRE(std::memcmp(back.data(), h.data(), n) == 0, "data through two streams differs");
+  CHECK(cudaEventSynchronize(stop));
+  CHECK(cudaEventQuery(stop));
+  CHECK(cudaStreamQuery(a));
+  float ms = -1;
+  CHECK(cudaEventElapsedTime(&ms, start, stop));
+  REQUIRE(ms >= 0, "elapsed time %f", ms);
+  EXPECT_ERR(cudaEventElapsedTime(&ms, start, nt), cudaErrorInvalidResourceHandle);
+
+  // The default streams.
+  CHECK(cudaMemsetAsync(d, 1, 100, cudaStreamPerThread));
+  CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+  CHECK(cudaMemsetAsync(d, 2, 100, cudaStreamLegacy));
+  CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  CHECK(cudaStreamSynchronize(0));
+  CHECK(cudaDeviceSynchronize());
+  char x = 0;
+  CHECK(cudaMemcpy(&x, d + 50, 1, cudaMemcpyDeviceToHost));
+  REQUIRE(x == 2, "memset on the legacy stream gave %d", x);
+
+  for (cudaStream_t s : {a, b, c}) CHECK(cudaStreamDestroy(s));
+  for (cudaEvent_t e : {start, stop, nt}) CHECK(cudaEventDestroy(e));
+  CHECK(cudaFree(d));
+  std::printf("PASS streams_events\n");
+  return 0;
+}

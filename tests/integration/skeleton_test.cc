@@ -1,0 +1,139 @@
+// The walking skeleton end to end: our CUDA programs through the shim against a real
+// remora-server (host-emulated backend) over each transport.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "process_harness.h"
+#include "remora/protocol/transport.h"
+
+namespace remora::testing {
+namespace {
+
+class Skeleton : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess();
+    ServerOptions o;
+    o.host_gpus = 2;
+    ASSERT_TRUE(server_->Start(o));
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Stop(), 0) << server_->Log();
+    delete server_;
+  }
+  std::string url() { return server_->Url(GetParam()); }
+  static ServerProcess* server_;
+};
+ServerProcess* Skeleton::server_ = nullptr;
+
+#define EXPECT_PASSES(result, name)                                  \
+  do {                                                               \
+    RunResult r_ = (result);                                         \
+    EXPECT_EQ(r_.exit_code, 0) << r_.output;                         \
+    EXPECT_NE(r_.output.find("PASS " name), std::string::npos) << r_.output; \
+  } while (0)
+
+TEST_P(Skeleton, DataRoundTripsByteForByte) { EXPECT_PASSES(RunApp("app_roundtrip", url()), "roundtrip"); }
+
+TEST_P(Skeleton, BadCallsGetCudaErrorCodes) { EXPECT_PASSES(RunApp("app_bad_calls", url()), "bad_calls"); }
+
+TEST_P(Skeleton, StreamsAndEvents) { EXPECT_PASSES(RunApp("app_streams_events", url()), "streams_events"); }
+
+TEST_P(Skeleton, DevicesAndProperties) {
+  RunResult r = RunApp("app_device_info", url(), {"2"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("host-emulated"), std::string::npos) << "an emulated device must say so: " << r.output;
+}
+
+TEST_P(Skeleton, ClientKilledMidCopyLeavesTheServerServing) {
+  BackgroundProcess app({BinDir() + "/app_copy_loop"}, ShimEnv(url()));
+  ASSERT_TRUE(app.WaitForOutput("copying")) << app.Output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // well inside a 64 MiB copy
+  app.Kill(SIGKILL);
+  EXPECT_EQ(app.Wait(), 128 + SIGKILL);
+  EXPECT_TRUE(server_->Alive());
+  EXPECT_PASSES(RunApp("app_roundtrip", url()), "roundtrip");
+  // The killed session's worker freed what it left behind.
+  for (int i = 0; i < 100 && server_->Log().find("released 64 MiB in 1 allocation") == std::string::npos; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_NE(server_->Log().find("released 64 MiB in 1 allocation"), std::string::npos) << server_->Log();
+}
+
+TEST_P(Skeleton, ManyClientsAtOnce) {
+  std::vector<std::unique_ptr<BackgroundProcess>> apps;
+  for (int i = 0; i < 4; i++)
+    apps.push_back(std::make_unique<BackgroundProcess>(std::vector<std::string>{BinDir() + "/app_bad_calls"}, ShimEnv(url())));
+  for (auto& a : apps) EXPECT_EQ(a->Wait(), 0) << a->Output();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Skeleton, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return info.param; });
+
+// ---- the server survives hostile and broken peers ----------------------------------------
+
+class Robustness : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.Start()); }
+  void TearDown() override { EXPECT_EQ(server_.Stop(), 0) << server_.Log(); }
+  ServerProcess server_;
+};
+
+TEST_F(Robustness, GarbageOnTheWire) {
+  auto ep = ParseEndpoint(server_.Url("tcp"));
+  ASSERT_TRUE(ep.ok());
+  for (int round = 0; round < 3; round++) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(ep->port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    std::string junk(round == 0 ? 7 : 4096, static_cast<char>(0x5a + round));
+    (void)!::write(fd, junk.data(), junk.size());
+    ::close(fd);
+  }
+  // The shm socket too: a client that connects and says nothing, then one that sends junk.
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un u = {};
+  u.sun_family = AF_UNIX;
+  std::string path = server_.Url("shm").substr(6);
+  std::strncpy(u.sun_path, path.c_str(), sizeof(u.sun_path) - 1);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&u), sizeof(u)), 0);
+  (void)!::write(fd, "RMR1garbagegarbagegarbagegarbage", 32);
+  ::close(fd);
+  EXPECT_TRUE(server_.Alive());
+  RunResult r = RunApp("app_roundtrip", server_.Url("shm"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(server_.Log().find("refused"), std::string::npos) << server_.Log();
+}
+
+TEST_F(Robustness, NoServerMeansNoDevice) {
+  RunResult r = RunApp("app_device_info", "shm://" + server_.dir() + "/nobody-here.sock");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("cudaErrorNoDevice"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cannot use the Remora server"), std::string::npos) << r.output;
+}
+
+TEST_F(Robustness, SigtermDrainsSessionsAndExitsCleanly) {
+  BackgroundProcess app({BinDir() + "/app_hold_memory", "1048576", "30"}, ShimEnv(server_.Url("shm")));
+  ASSERT_TRUE(app.WaitForOutput("holding")) << app.Output();
+  std::string sock = server_.Url("shm").substr(6);
+  EXPECT_EQ(server_.Stop(), 0) << server_.Log();
+  // The application learns its server is gone: its next call fails instead of hanging.
+  EXPECT_EQ(app.Wait(30), 1) << app.Output();
+  EXPECT_NE(app.Output().find("cudaErrorDevicesUnavailable"), std::string::npos) << app.Output();
+  struct stat st;
+  EXPECT_NE(::stat(sock.c_str(), &st), 0) << "the socket file must be removed";
+  ASSERT_TRUE(server_.Start());  // for TearDown
+}
+
+}  // namespace
+}  // namespace remora::testing

@@ -1,0 +1,259 @@
+#include "process_harness.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace remora::testing {
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t NowMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+int ExitCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+// fork+exec with stdout/stderr to `out_fd` (or a file if out_path given).
+pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int out_fd) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::setpgid(0, 0);
+  if (out_fd >= 0) {
+    ::dup2(out_fd, 1);
+    ::dup2(out_fd, 2);
+  }
+  int devnull = ::open("/dev/null", O_RDONLY);
+  ::dup2(devnull, 0);
+  for (auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+  std::vector<char*> a;
+  for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  ::execvp(a[0], a.data());
+  std::fprintf(stderr, "cannot exec %s: %s\n", a[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::string BinDir() {
+  const char* d = std::getenv("REMORA_BIN_DIR");
+  return d ? d : "bin";
+}
+
+std::string ShimPath() {
+  const char* s = std::getenv("REMORA_SHIM");
+  return s ? s : BinDir() + "/../lib/libremora.so";
+}
+
+TempDir::TempDir() {
+  std::string base = std::getenv("REMORA_TEST_TMP") ? std::getenv("REMORA_TEST_TMP") : "/tmp";
+  std::string tmpl = base + "/remora-test.XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) std::abort();
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!std::getenv("REMORA_KEEP_TEST_DIRS")) fs::remove_all(path_, ec);
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) Stop(10);
+}
+
+bool ServerProcess::Start(const ServerOptions& o) {
+  state_dir_ = o.state_dir.empty() ? dir_.path() + "/state" : o.state_dir;
+  std::vector<std::string> argv = {BinDir() + "/remora-server", "--state-dir", state_dir_, "--backend", o.backend,
+                                   "--ready-file", dir_.path() + "/ready", "--auth", o.auth ? "token" : "none",
+                                   "--log-level", "debug", "--drain-timeout", "5"};
+  if (o.backend == "host") {
+    argv.insert(argv.end(), {"--host-gpus", std::to_string(o.host_gpus), "--host-gpu-memory", o.host_gpu_memory});
+  }
+  for (const std::string& t : o.transports) {
+    argv.push_back("--listen");
+    if (t == "shm") argv.push_back("shm://" + dir_.path() + "/remora.sock");
+    else if (t == "tcp") argv.push_back("tcp://127.0.0.1:0");
+    else if (t == "rdma") argv.push_back("rdma://" + o.rdma_host + ":0");
+  }
+  argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
+  int log = ::open((dir_.path() + "/server.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  ::unlink((dir_.path() + "/ready").c_str());
+  pid_ = Spawn(argv, {}, log);
+  ::close(log);
+  uint64_t deadline = NowMs() + 30000;
+  while (NowMs() < deadline) {
+    int status;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      std::fprintf(stderr, "remora-server exited early (%d):\n%s\n", ExitCode(status), Log().c_str());
+      pid_ = -1;
+      return false;
+    }
+    std::ifstream in(dir_.path() + "/ready");
+    urls_.clear();
+    for (std::string l; std::getline(in, l);)
+      if (!l.empty()) urls_.push_back(l);
+    if (!urls_.empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::fprintf(stderr, "remora-server not ready after 30 s:\n%s\n", Log().c_str());
+  return false;
+}
+
+int ServerProcess::Stop(int timeout_s) {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_s) * 1000;
+  int status = 0;
+  while (NowMs() < deadline) {
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return ExitCode(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(-pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return -1;
+}
+
+bool ServerProcess::Alive() const { return pid_ > 0 && ::kill(pid_, 0) == 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+std::string ServerProcess::Url(const std::string& transport) const {
+  for (const std::string& u : urls_)
+    if (u.rfind(transport + "://", 0) == 0) return u;
+  return "";
+}
+
+std::string ServerProcess::Log() const {
+  std::ifstream in(dir_.path() + "/server.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::map<std::string, std::string> ShimEnv(const std::string& url) {
+  return {{"LD_PRELOAD", ShimPath()}, {"REMORA_SERVER", url}};
+}
+
+RunResult Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int timeout_s) {
+  BackgroundProcess p(argv, env);
+  RunResult r;
+  r.exit_code = p.Wait(timeout_s);
+  r.output = p.Output();
+  return r;
+}
+
+RunResult RunApp(const std::string& name, const std::string& url, const std::vector<std::string>& args,
+                 const std::map<std::string, std::string>& env, int timeout_s) {
+  std::vector<std::string> argv = {BinDir() + "/" + name};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto e = ShimEnv(url);
+  for (auto& [k, v] : env) e[k] = v;
+  return Run(argv, e, timeout_s);
+}
+
+BackgroundProcess::BackgroundProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) std::abort();
+  pid_ = Spawn(argv, env, p[1]);
+  ::close(p[1]);
+  out_fd_ = p[0];
+  ::fcntl(out_fd_, F_SETFL, O_NONBLOCK);
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (!exited_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    Wait(10);
+  }
+  if (out_fd_ >= 0) ::close(out_fd_);
+}
+
+void BackgroundProcess::Drain() {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(out_fd_, buf, sizeof(buf));
+    if (n <= 0) return;
+    output_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+bool BackgroundProcess::WaitForOutput(const std::string& text, int timeout_s) {
+  uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_s) * 1000;
+  while (NowMs() < deadline) {
+    Drain();
+    if (output_.find(text) != std::string::npos) return true;
+    int status;
+    if (!exited_ && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      status_ = status;
+    }
+    if (exited_) {
+      Drain();
+      return output_.find(text) != std::string::npos;
+    }
+    struct pollfd pf = {out_fd_, POLLIN, 0};
+    ::poll(&pf, 1, 20);
+  }
+  return false;
+}
+
+void BackgroundProcess::Kill(int sig) {
+  if (!exited_) ::kill(pid_, sig);
+}
+
+int BackgroundProcess::Wait(int timeout_s) {
+  uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_s) * 1000;
+  while (!exited_) {
+    Drain();
+    int status;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      status_ = status;
+      break;
+    }
+    if (NowMs() >= deadline) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      exited_ = true;
+      Drain();
+      return -1;
+    }
+    struct pollfd pf = {out_fd_, POLLIN, 0};
+    ::poll(&pf, 1, 20);
+  }
+  Drain();
+  return ExitCode(status_);
+}
+
+std::string BackgroundProcess::Output() {
+  Drain();
+  return output_;
+}
+
+}  // namespace remora::testing
