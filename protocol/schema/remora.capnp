@@ -128,6 +128,162 @@ struct EventPair {
   end @1 :UInt64;
 }
 
+struct Dim3 {
+  x @0 :UInt32;
+  y @1 :UInt32;
+  z @2 :UInt32;
+}
+
+# A fat binary, identified by the XXH3-128 hash of its image. The first load of a session
+# sends no image; the worker answers needImage unless its server-wide cache has it.
+struct ModuleLoad {
+  hash @0 :Data;               # 16 bytes
+  size @1 :UInt64;
+  hasImage @2 :Bool;           # the frame's bulk is the image
+}
+
+struct GetFunction {
+  module @0 :UInt64;
+  name @1 :Text;               # mangled device name
+}
+
+struct GetGlobal {
+  module @0 :UInt64;
+  name @1 :Text;
+  size @2 :UInt64;             # registered size (the host-emulated backend allocates it)
+}
+
+struct LaunchAttribute {
+  id @0 :UInt32;               # cudaLaunchAttributeID
+  value @1 :Data;              # the cudaLaunchAttributeValue bytes
+}
+
+struct LaunchKernel {
+  function @0 :UInt64;
+  grid @1 :Dim3;
+  block @2 :Dim3;
+  sharedMem @3 :UInt32;
+  stream @4 :StreamRef;
+  params @5 :Data;             # packed at the offsets the worker reported
+  cooperative @6 :Bool;
+  attributes @7 :List(LaunchAttribute);
+}
+
+struct FuncAttribute {
+  function @0 :UInt64;
+  attribute @1 :Int32;         # cudaFuncAttribute / CUfunction_attribute
+  value @2 :Int32;
+}
+
+struct Occupancy {
+  function @0 :UInt64;
+  kind @1 :Kind;
+  blockSize @2 :Int32;
+  dynamicSmem @3 :UInt64;
+  flags @4 :UInt32;
+  numBlocks @5 :Int32;
+  launch @6 :LaunchKernel;     # for maxActiveClusters
+  enum Kind {
+    maxActiveBlocks @0;
+    availableDynamicSmem @1;
+    maxActiveClusters @2;
+  }
+}
+
+# A strided copy of `height` x `depth` rows of `width` bytes (1D: height = depth = 1). Host
+# sides are packed (rows back to back) on the wire: H2D carries them as bulk, D2H returns
+# them as the reply's bulk.
+struct Copy3D {
+  dst @0 :UInt64;
+  dstPitch @1 :UInt64;
+  dstHeight @2 :UInt64;        # rows per slice on the destination
+  src @3 :UInt64;
+  srcPitch @4 :UInt64;
+  srcHeight @5 :UInt64;
+  width @6 :UInt64;
+  height @7 :UInt64;
+  depth @8 :UInt64;
+  kind @9 :Kind;
+  stream @10 :StreamRef;
+  async @11 :Bool;
+  enum Kind {
+    hostToDevice @0;
+    deviceToHost @1;
+    deviceToDevice @2;
+  }
+}
+
+struct Memset3D {
+  dst @0 :UInt64;
+  pitch @1 :UInt64;
+  rowsPerSlice @2 :UInt64;
+  value @3 :UInt8;
+  width @4 :UInt64;
+  height @5 :UInt64;
+  depth @6 :UInt64;
+  stream @7 :StreamRef;
+  async @8 :Bool;
+}
+
+struct MallocPitch {
+  width @0 :UInt64;
+  height @1 :UInt64;
+}
+
+struct MallocAsync {
+  size @0 :UInt64;
+  stream @1 :StreamRef;
+  pool @2 :UInt64;             # 0: the device's current pool
+}
+
+struct FreeAsync {
+  ptr @0 :UInt64;
+  stream @1 :StreamRef;
+}
+
+struct PoolAttribute {
+  pool @0 :UInt64;
+  attribute @1 :Int32;         # cudaMemPoolAttr
+  value @2 :UInt64;
+}
+
+struct PoolCreate {
+  device @0 :Int32;
+  maxSize @1 :UInt64;
+  handleTypes @2 :UInt32;
+}
+
+struct MemcpyPeer {
+  dst @0 :UInt64;
+  dstDevice @1 :Int32;
+  src @2 :UInt64;
+  srcDevice @3 :Int32;
+  size @4 :UInt64;
+  stream @5 :StreamRef;
+  async @6 :Bool;
+}
+
+struct PeerAccess {
+  peer @0 :Int32;
+  op @1 :Op;
+  enum Op {
+    query @0;
+    enable @1;
+    disable @2;
+  }
+}
+
+struct DeviceLimit {
+  limit @0 :Int32;             # cudaLimit
+  value @1 :UInt64;
+  set @2 :Bool;
+}
+
+struct HostFunc {
+  stream @0 :StreamRef;
+  id @1 :UInt64;               # the shim's callback id, echoed in Notice.hostCallback
+}
+
 struct Request {
   device @0 :Int32;            # the calling thread's current device ordinal
   thread @1 :UInt64;           # calling thread (for per-thread default streams)
@@ -155,6 +311,33 @@ struct Request {
     deviceReset @22 :Void;
     goodbye @23 :Void;         # orderly end of session (process exit)
     ping @24 :Void;            # answers with the current device generation
+    moduleLoad @25 :ModuleLoad;
+    getFunction @26 :GetFunction;
+    getGlobal @27 :GetGlobal;
+    launchKernel @28 :LaunchKernel;
+    funcGetAttributes @29 :UInt64;       # function
+    funcSetAttribute @30 :FuncAttribute;
+    funcSetCacheConfig @31 :FuncAttribute;
+    occupancy @32 :Occupancy;
+    copy3D @33 :Copy3D;
+    memset3D @34 :Memset3D;
+    mallocPitch @35 :MallocPitch;
+    mallocAsync @36 :MallocAsync;
+    freeAsync @37 :FreeAsync;
+    defaultMemPool @38 :Void;
+    getMemPool @39 :Void;
+    setMemPool @40 :UInt64;
+    poolCreate @41 :PoolCreate;
+    poolDestroy @42 :UInt64;
+    poolSetAttribute @43 :PoolAttribute;
+    poolGetAttribute @44 :PoolAttribute;
+    poolTrimTo @45 :PoolAttribute;       # value = minBytesToKeep
+    memcpyPeer @46 :MemcpyPeer;
+    peerAccess @47 :PeerAccess;
+    deviceLimit @48 :DeviceLimit;
+    streamPriorityRange @49 :Void;
+    hostFunc @50 :HostFunc;
+    callbackDone @51 :UInt64;            # id: the client ran the callback
   }
 }
 
@@ -168,6 +351,37 @@ struct DeviceInfo {
   attributes @6 :List(Int32);  # indexed by cudaDeviceAttr; 0 where unknown
   emulated @7 :Bool;
   pciBusId @8 :Text;
+}
+
+struct ParamInfo {
+  offset @0 :UInt32;
+  size @1 :UInt32;
+}
+
+struct FunctionInfo {
+  handle @0 :UInt64;
+  params @1 :List(ParamInfo);
+  attributes @2 :List(Int32); # indexed by CUfunction_attribute
+}
+
+struct GlobalInfo {
+  ptr @0 :UInt64;
+  size @1 :UInt64;
+}
+
+struct PitchedPtr {
+  ptr @0 :UInt64;
+  pitch @1 :UInt64;
+}
+
+struct ModuleLoaded {
+  handle @0 :UInt64;
+  needImage @1 :Bool;
+}
+
+struct IntPair {
+  first @0 :Int64;
+  second @1 :Int64;
 }
 
 struct MemInfo {
@@ -188,6 +402,13 @@ struct Reply {
     handle @8 :UInt64;
     memInfo @9 :MemInfo;
     elapsedMs @10 :Float32;
+    module @11 :ModuleLoaded;
+    function @12 :FunctionInfo;
+    global @13 :GlobalInfo;
+    value @14 :Int64;
+    pitched @15 :PitchedPtr;
+    pair @16 :IntPair;
+    attributes @17 :List(Int32);
   }
 }
 
@@ -196,5 +417,6 @@ struct Notice {
   union {
     devicesChanged @0 :UInt64; # new generation
     sessionEnding @1 :Text;    # reason (admin kill, tenant deleted, server shutdown)
+    hostCallback @2 :UInt64;   # run callback id, then send callbackDone(id)
   }
 }

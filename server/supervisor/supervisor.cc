@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +64,9 @@ Supervisor::~Supervisor() {
 
 Status Supervisor::Start() {
   ASSIGN_OR_RETURN(store_, OpenSqliteStateStore(options_.state_dir));
+  // Fat binaries shipped by one session serve the next ones (see worker/ops_module.cc).
+  if (::mkdir((options_.state_dir + "/modules").c_str(), 0700) != 0 && errno != EEXIST)
+    return ErrnoStatus(Err::kInitializationError, "create the module cache directory", errno);
   if (options_.worker_path.empty()) options_.worker_path = SelfDirectory() + "/remora-worker";
   std::vector<std::string> backend_args = {"--backend", options_.backend};
   if (options_.backend == "host") {
@@ -306,7 +310,7 @@ Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
       "--session", std::to_string(s->id), "--tenant", t->record.name, "--transport", TransportName(h.conn.kind),
       "--backend", options_.backend, "--gpus", fmt::format("{}", fmt::join(t->gpus, ",")),
       "--ledger-slot", std::to_string(s->ledger_slot), "--extra-fds", std::to_string(h.conn.fds.size()),
-      "--log-level", options_.log_level};
+      "--log-level", options_.log_level, "--module-cache", options_.state_dir + "/modules"};
   if (options_.backend == "host")
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
   std::vector<std::pair<int, int>> fds = {{h.conn.socket.get(), worker_args::kClientFd},

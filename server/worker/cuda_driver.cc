@@ -24,7 +24,17 @@ namespace {
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemHostAlloc) X(cuMemFreeHost)             \
   X(cuMemHostRegister) X(cuMemHostUnregister) X(cuStreamCreateWithPriority)              \
   X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate)              \
-  X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventElapsedTime)
+  X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventElapsedTime)                \
+  X(cuLaunchHostFunc) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
+  X(cuModuleGetGlobal) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)   \
+  X(cuFuncSetCacheConfig) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuOccupancyAvailableDynamicSMemPerBlock) \
+  X(cuOccupancyMaxActiveClusters) X(cuMemAllocPitch) X(cuMemcpy3DAsync) X(cuMemsetD2D8Async) \
+  X(cuMemAllocAsync) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool) \
+  X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)        \
+  X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemcpyPeerAsync) \
+  X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) X(cuCtxGetLimit) \
+  X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange)
 
 struct Api {
 #define REMORA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -178,6 +188,223 @@ class CudaDriver final : public Driver {
     float ms = 0;
     RETURN_IF_ERROR(Check(api_.cuEventElapsedTime(&ms, static_cast<CUevent>(a), static_cast<CUevent>(b)), "cuEventElapsedTime"));
     return ms;
+  }
+
+  Status LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) override {
+    return Check(api_.cuLaunchHostFunc(static_cast<CUstream>(s), fn, arg), "cuLaunchHostFunc");
+  }
+
+  // ---- modules and kernels ----
+  Result<DModule> ModuleLoad(const void* image, size_t) override {
+    CUmodule m = nullptr;
+    RETURN_IF_ERROR(Check(api_.cuModuleLoadData(&m, image), "cuModuleLoadData"));
+    return static_cast<DModule>(m);
+  }
+  Status ModuleUnload(DModule m) override { return Check(api_.cuModuleUnload(static_cast<CUmodule>(m)), "cuModuleUnload"); }
+  Result<DFunction> ModuleGetFunction(DModule m, const char* name) override {
+    CUfunction f = nullptr;
+    RETURN_IF_ERROR(Check(api_.cuModuleGetFunction(&f, static_cast<CUmodule>(m), name), "cuModuleGetFunction"));
+    return static_cast<DFunction>(f);
+  }
+  Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t) override {
+    CUdeviceptr p = 0;
+    size_t n = 0;
+    RETURN_IF_ERROR(Check(api_.cuModuleGetGlobal(&p, &n, static_cast<CUmodule>(m), name), "cuModuleGetGlobal"));
+    return std::make_pair(static_cast<DevPtr>(p), n);
+  }
+  Result<std::vector<ParamInfo>> FuncParams(DFunction f) override {
+    std::vector<ParamInfo> out;
+    for (size_t i = 0;; i++) {
+      size_t off = 0, size = 0;
+      // The driver answers CUDA_ERROR_INVALID_VALUE past the last parameter.
+      if (api_.cuFuncGetParamInfo(static_cast<CUfunction>(f), i, &off, &size) != CUDA_SUCCESS) break;
+      out.push_back(ParamInfo{static_cast<uint32_t>(off), static_cast<uint32_t>(size)});
+    }
+    return out;
+  }
+  Result<int> FuncGetAttribute(DFunction f, int attribute) override {
+    int v = 0;
+    RETURN_IF_ERROR(Check(api_.cuFuncGetAttribute(&v, static_cast<CUfunction_attribute>(attribute), static_cast<CUfunction>(f)), "cuFuncGetAttribute"));
+    return v;
+  }
+  Status FuncSetAttribute(DFunction f, int attribute, int value) override {
+    return Check(api_.cuFuncSetAttribute(static_cast<CUfunction>(f), static_cast<CUfunction_attribute>(attribute), value), "cuFuncSetAttribute");
+  }
+  Status FuncSetCacheConfig(DFunction f, int config) override {
+    return Check(api_.cuFuncSetCacheConfig(static_cast<CUfunction>(f), static_cast<CUfunc_cache>(config)), "cuFuncSetCacheConfig");
+  }
+  static CUlaunchConfig ToDriver(const LaunchConfig& c, std::vector<CUlaunchAttribute>* attrs) {
+    CUlaunchConfig lc = {};
+    lc.gridDimX = c.grid[0];
+    lc.gridDimY = c.grid[1];
+    lc.gridDimZ = c.grid[2];
+    lc.blockDimX = c.block[0];
+    lc.blockDimY = c.block[1];
+    lc.blockDimZ = c.block[2];
+    lc.sharedMemBytes = c.shared_mem;
+    lc.hStream = static_cast<CUstream>(c.stream);
+    for (const LaunchAttr& a : c.attrs) {
+      CUlaunchAttribute d = {};
+      d.id = static_cast<CUlaunchAttributeID>(a.id);
+      static_assert(sizeof(d.value) == sizeof(a.value));
+      std::memcpy(&d.value, a.value, sizeof(a.value));
+      attrs->push_back(d);
+    }
+    if (c.cooperative) {
+      CUlaunchAttribute d = {};
+      d.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      d.value.cooperative = 1;
+      attrs->push_back(d);
+    }
+    lc.attrs = attrs->data();
+    lc.numAttrs = static_cast<unsigned>(attrs->size());
+    return lc;
+  }
+  Status Launch(DFunction f, const LaunchConfig& c) override {
+    if (c.attrs.empty() && !c.cooperative)
+      return Check(api_.cuLaunchKernel(static_cast<CUfunction>(f), c.grid[0], c.grid[1], c.grid[2], c.block[0],
+                                       c.block[1], c.block[2], c.shared_mem, static_cast<CUstream>(c.stream), c.params,
+                                       nullptr), "cuLaunchKernel");
+    std::vector<CUlaunchAttribute> attrs;
+    CUlaunchConfig lc = ToDriver(c, &attrs);
+    return Check(api_.cuLaunchKernelEx(&lc, static_cast<CUfunction>(f), c.params, nullptr), "cuLaunchKernelEx");
+  }
+  Result<int> OccupancyMaxActiveBlocks(DFunction f, int block_size, size_t smem, unsigned flags) override {
+    int n = 0;
+    RETURN_IF_ERROR(Check(api_.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, static_cast<CUfunction>(f), block_size, smem, flags),
+                          "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"));
+    return n;
+  }
+  Result<size_t> OccupancyAvailableDynamicSmem(DFunction f, int num_blocks, int block_size) override {
+    size_t n = 0;
+    RETURN_IF_ERROR(Check(api_.cuOccupancyAvailableDynamicSMemPerBlock(&n, static_cast<CUfunction>(f), num_blocks, block_size),
+                          "cuOccupancyAvailableDynamicSMemPerBlock"));
+    return n;
+  }
+  Result<int> OccupancyMaxActiveClusters(DFunction f, const LaunchConfig& c) override {
+    std::vector<CUlaunchAttribute> attrs;
+    CUlaunchConfig lc = ToDriver(c, &attrs);
+    int n = 0;
+    RETURN_IF_ERROR(Check(api_.cuOccupancyMaxActiveClusters(&n, static_cast<CUfunction>(f), &lc), "cuOccupancyMaxActiveClusters"));
+    return n;
+  }
+
+  // ---- more memory ----
+  Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) override {
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    RETURN_IF_ERROR(Check(api_.cuMemAllocPitch(&p, &pitch, width, height, 16), "cuMemAllocPitch"));
+    return std::make_pair(static_cast<DevPtr>(p), pitch);
+  }
+  Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth, DStream s) override {
+    CUDA_MEMCPY3D c = {};
+    c.srcMemoryType = src.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    if (src.host) c.srcHost = reinterpret_cast<const void*>(src.addr);
+    else c.srcDevice = src.addr;
+    c.srcPitch = src.pitch;
+    c.srcHeight = src.height;
+    c.dstMemoryType = dst.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    if (dst.host) c.dstHost = reinterpret_cast<void*>(dst.addr);
+    else c.dstDevice = dst.addr;
+    c.dstPitch = dst.pitch;
+    c.dstHeight = dst.height;
+    c.WidthInBytes = width;
+    c.Height = height;
+    c.Depth = depth;
+    return Check(api_.cuMemcpy3DAsync(&c, static_cast<CUstream>(s)), "cuMemcpy3DAsync");
+  }
+  Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream s) override {
+    return Check(api_.cuMemsetD2D8Async(dst, pitch, value, width, height, static_cast<CUstream>(s)), "cuMemsetD2D8Async");
+  }
+  Result<DevPtr> MemAllocAsync(size_t bytes, DPool pool, DStream s) override {
+    CUdeviceptr p = 0;
+    if (pool == nullptr) RETURN_IF_ERROR(Check(api_.cuMemAllocAsync(&p, bytes, static_cast<CUstream>(s)), "cuMemAllocAsync"));
+    else RETURN_IF_ERROR(Check(api_.cuMemAllocFromPoolAsync(&p, bytes, static_cast<CUmemoryPool>(pool), static_cast<CUstream>(s)), "cuMemAllocFromPoolAsync"));
+    return static_cast<DevPtr>(p);
+  }
+  Status MemFreeAsync(DevPtr p, DStream s) override { return Check(api_.cuMemFreeAsync(p, static_cast<CUstream>(s)), "cuMemFreeAsync"); }
+  Result<DPool> DefaultMemPool(int device) override {
+    CUmemoryPool p = nullptr;
+    RETURN_IF_ERROR(Check(api_.cuDeviceGetDefaultMemPool(&p, device), "cuDeviceGetDefaultMemPool"));
+    return static_cast<DPool>(p);
+  }
+  Result<DPool> GetMemPool(int device) override {
+    CUmemoryPool p = nullptr;
+    RETURN_IF_ERROR(Check(api_.cuDeviceGetMemPool(&p, device), "cuDeviceGetMemPool"));
+    return static_cast<DPool>(p);
+  }
+  Status SetMemPool(int device, DPool pool) override {
+    return Check(api_.cuDeviceSetMemPool(device, static_cast<CUmemoryPool>(pool)), "cuDeviceSetMemPool");
+  }
+  Result<DPool> MemPoolCreate(int device, uint64_t max_size, unsigned handle_types) override {
+    CUmemPoolProps props = {};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = static_cast<CUmemAllocationHandleType>(handle_types);
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = device;
+    props.maxSize = max_size;
+    CUmemoryPool p = nullptr;
+    RETURN_IF_ERROR(Check(api_.cuMemPoolCreate(&p, &props), "cuMemPoolCreate"));
+    return static_cast<DPool>(p);
+  }
+  Status MemPoolDestroy(DPool pool) override { return Check(api_.cuMemPoolDestroy(static_cast<CUmemoryPool>(pool)), "cuMemPoolDestroy"); }
+  static bool IntPoolAttribute(int a) {
+    return a == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES || a == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
+           a == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+  }
+  Status MemPoolSetAttribute(DPool pool, int a, uint64_t value) override {
+    int iv = static_cast<int>(value);
+    cuuint64_t uv = value;
+    void* v = IntPoolAttribute(a) ? static_cast<void*>(&iv) : static_cast<void*>(&uv);
+    return Check(api_.cuMemPoolSetAttribute(static_cast<CUmemoryPool>(pool), static_cast<CUmemPool_attribute>(a), v), "cuMemPoolSetAttribute");
+  }
+  Result<uint64_t> MemPoolGetAttribute(DPool pool, int a) override {
+    int iv = 0;
+    cuuint64_t uv = 0;
+    void* v = IntPoolAttribute(a) ? static_cast<void*>(&iv) : static_cast<void*>(&uv);
+    RETURN_IF_ERROR(Check(api_.cuMemPoolGetAttribute(static_cast<CUmemoryPool>(pool), static_cast<CUmemPool_attribute>(a), v), "cuMemPoolGetAttribute"));
+    return IntPoolAttribute(a) ? static_cast<uint64_t>(iv) : uv;
+  }
+  Status MemPoolTrimTo(DPool pool, size_t keep) override {
+    return Check(api_.cuMemPoolTrimTo(static_cast<CUmemoryPool>(pool), keep), "cuMemPoolTrimTo");
+  }
+  Status MemcpyPeer(DevPtr dst, int dst_device, DevPtr src, int src_device, size_t n, DStream s) override {
+    int cur = current_;  // both contexts must exist; the caller's current device stays current
+    RETURN_IF_ERROR(SetDevice(dst_device));
+    RETURN_IF_ERROR(SetDevice(src_device));
+    RETURN_IF_ERROR(SetDevice(cur));
+    CUcontext dctx = contexts_[static_cast<size_t>(dst_device)], sctx = contexts_[static_cast<size_t>(src_device)];
+    return Check(api_.cuMemcpyPeerAsync(dst, dctx, src, sctx, n, static_cast<CUstream>(s)), "cuMemcpyPeerAsync");
+  }
+  Result<bool> CanAccessPeer(int device, int peer) override {
+    int can = 0;
+    RETURN_IF_ERROR(Check(api_.cuDeviceCanAccessPeer(&can, device, peer), "cuDeviceCanAccessPeer"));
+    return can != 0;
+  }
+  Status EnablePeerAccess(int peer) override {
+    int cur = current_;
+    RETURN_IF_ERROR(SetDevice(peer));
+    RETURN_IF_ERROR(SetDevice(cur));
+    return Check(api_.cuCtxEnablePeerAccess(contexts_[static_cast<size_t>(peer)], 0), "cuCtxEnablePeerAccess");
+  }
+  Status DisablePeerAccess(int peer) override {
+    int cur = current_;
+    RETURN_IF_ERROR(SetDevice(peer));
+    RETURN_IF_ERROR(SetDevice(cur));
+    return Check(api_.cuCtxDisablePeerAccess(contexts_[static_cast<size_t>(peer)]), "cuCtxDisablePeerAccess");
+  }
+  Result<uint64_t> GetLimit(int limit) override {
+    size_t v = 0;
+    RETURN_IF_ERROR(Check(api_.cuCtxGetLimit(&v, static_cast<CUlimit>(limit)), "cuCtxGetLimit"));
+    return static_cast<uint64_t>(v);
+  }
+  Status SetLimit(int limit, uint64_t value) override {
+    return Check(api_.cuCtxSetLimit(static_cast<CUlimit>(limit), value), "cuCtxSetLimit");
+  }
+  Result<std::pair<int, int>> StreamPriorityRange() override {
+    int least = 0, greatest = 0;
+    RETURN_IF_ERROR(Check(api_.cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange"));
+    return std::make_pair(least, greatest);
   }
 
  private:

@@ -21,6 +21,39 @@ namespace remora::worker {
 using DevPtr = uint64_t;
 using DStream = void*;   // nullptr = the legacy default stream of the current device
 using DEvent = void*;
+using DModule = void*;
+using DFunction = void*;
+using DPool = void*;
+
+inline constexpr int kNumFunctionAttributes = 16;  // >= CU_FUNC_ATTRIBUTE_MAX
+
+struct ParamInfo {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
+
+// One side of a strided copy: `height` rows per slice, `pitch` bytes apart.
+struct CopySide {
+  bool host = false;     // addr is a host pointer (pinned staging), else device memory
+  uint64_t addr = 0;
+  uint64_t pitch = 0;
+  uint64_t height = 0;
+};
+
+struct LaunchAttr {
+  uint32_t id = 0;             // CUlaunchAttributeID (= cudaLaunchAttributeID)
+  uint8_t value[64] = {};      // CUlaunchAttributeValue bytes, handles already translated
+};
+
+struct LaunchConfig {
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t shared_mem = 0;
+  DStream stream = nullptr;
+  void** params = nullptr;     // one pointer per parameter
+  bool cooperative = false;
+  std::vector<LaunchAttr> attrs;
+};
 
 inline constexpr int kNumDeviceAttributes = 160;  // >= cudaDevAttrMax
 
@@ -74,11 +107,53 @@ class Driver {
   virtual Status StreamQuery(DStream s) = 0;
   virtual Status StreamWaitEvent(DStream s, DEvent e, unsigned flags) = 0;
 
+  // Runs fn(arg) on a driver thread when the stream reaches this point; later work on the
+  // stream waits until fn returns (cuLaunchHostFunc).
+  virtual Status LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) = 0;
+
   virtual Result<DEvent> EventCreate(unsigned flags) = 0;
   virtual Status EventDestroy(DEvent e) = 0;
   virtual Status EventRecord(DEvent e, DStream s) = 0;
   virtual Status EventQuery(DEvent e) = 0;  // like StreamQuery
   virtual Result<float> EventElapsedMs(DEvent start, DEvent end) = 0;
+
+  // ---- modules and kernels (current device) -------------------------------------------
+  virtual Result<DModule> ModuleLoad(const void* image, size_t size) = 0;
+  virtual Status ModuleUnload(DModule m) = 0;
+  virtual Result<DFunction> ModuleGetFunction(DModule m, const char* name) = 0;
+  // `size_hint`: the size the application registered (used where the driver cannot tell).
+  virtual Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) = 0;
+  virtual Result<std::vector<ParamInfo>> FuncParams(DFunction f) = 0;
+  virtual Result<int> FuncGetAttribute(DFunction f, int attribute) = 0;
+  virtual Status FuncSetAttribute(DFunction f, int attribute, int value) = 0;
+  virtual Status FuncSetCacheConfig(DFunction f, int config) = 0;
+  virtual Status Launch(DFunction f, const LaunchConfig& config) = 0;
+  virtual Result<int> OccupancyMaxActiveBlocks(DFunction f, int block_size, size_t dynamic_smem, unsigned flags) = 0;
+  virtual Result<size_t> OccupancyAvailableDynamicSmem(DFunction f, int num_blocks, int block_size) = 0;
+  virtual Result<int> OccupancyMaxActiveClusters(DFunction f, const LaunchConfig& config) = 0;
+
+  // ---- more memory ---------------------------------------------------------------------
+  virtual Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) = 0;
+  virtual Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth,
+                        DStream s) = 0;  // async on s
+  virtual Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream s) = 0;
+  virtual Result<DevPtr> MemAllocAsync(size_t bytes, DPool pool, DStream s) = 0;  // pool null: current
+  virtual Status MemFreeAsync(DevPtr p, DStream s) = 0;
+  virtual Result<DPool> DefaultMemPool(int device) = 0;
+  virtual Result<DPool> GetMemPool(int device) = 0;
+  virtual Status SetMemPool(int device, DPool pool) = 0;
+  virtual Result<DPool> MemPoolCreate(int device, uint64_t max_size, unsigned handle_types) = 0;
+  virtual Status MemPoolDestroy(DPool pool) = 0;
+  virtual Status MemPoolSetAttribute(DPool pool, int attribute, uint64_t value) = 0;
+  virtual Result<uint64_t> MemPoolGetAttribute(DPool pool, int attribute) = 0;
+  virtual Status MemPoolTrimTo(DPool pool, size_t keep) = 0;
+  virtual Status MemcpyPeer(DevPtr dst, int dst_device, DevPtr src, int src_device, size_t n, DStream s) = 0;
+  virtual Result<bool> CanAccessPeer(int device, int peer) = 0;
+  virtual Status EnablePeerAccess(int peer) = 0;   // from the current device
+  virtual Status DisablePeerAccess(int peer) = 0;
+  virtual Result<uint64_t> GetLimit(int limit) = 0;
+  virtual Status SetLimit(int limit, uint64_t value) = 0;
+  virtual Result<std::pair<int, int>> StreamPriorityRange() = 0;  // {least, greatest}
 };
 
 // Pinned staging memory for transports, from the driver's host allocator.

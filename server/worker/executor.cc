@@ -108,7 +108,7 @@ Status Executor::EndBulkReply() {
   while (!queued_replies_.empty()) {
     QueuedReply& q = queued_replies_.front();
     OutFrame f;
-    f.kind = FrameKind::kReply;
+    f.kind = q.kind;
     f.tag = q.tag;
     f.body = {q.body.data(), q.body.size()};
     RETURN_IF_ERROR(conn_.Post(f, 0));
@@ -125,23 +125,25 @@ Status Executor::Dispatch(const InFrame& frame) {
     BodyReader reader(frame.body);
     auto req = reader.Root<wire::Request>();
     using W = wire::Request;
+    // Calls that may be asynchronous answer only when the client waits for them.
+    uint64_t async_tag = Handlers::ExpectsReply(frame) ? tag : 0;
     switch (req.which()) {
       case W::GET_DEVICES: return Handlers::GetDevices(*this, tag, req);
       case W::MEM_ALLOC: return Handlers::MemAlloc(*this, tag, req);
       case W::MEM_FREE: return Handlers::MemFree(*this, tag, req);
       case W::MEMCPY_HTO_D: return Handlers::MemcpyHtoD(*this, frame, req);
       case W::MEMCPY_DTO_H: return Handlers::MemcpyDtoH(*this, tag, req);
-      case W::MEMCPY_DTO_D: return Handlers::MemcpyDtoD(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
-      case W::MEMSET: return Handlers::Memset(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::MEMCPY_DTO_D: return Handlers::MemcpyDtoD(*this, async_tag, req);
+      case W::MEMSET: return Handlers::Memset(*this, async_tag, req);
       case W::MEM_GET_INFO: return Handlers::MemGetInfo(*this, tag, req);
       case W::STREAM_CREATE: return Handlers::StreamCreate(*this, tag, req);
-      case W::STREAM_DESTROY: return Handlers::StreamDestroy(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::STREAM_DESTROY: return Handlers::StreamDestroy(*this, async_tag, req);
       case W::STREAM_SYNCHRONIZE: return Handlers::StreamSynchronize(*this, tag, req);
       case W::STREAM_QUERY: return Handlers::StreamQuery(*this, tag, req);
-      case W::STREAM_WAIT_EVENT: return Handlers::StreamWaitEvent(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::STREAM_WAIT_EVENT: return Handlers::StreamWaitEvent(*this, async_tag, req);
       case W::EVENT_CREATE: return Handlers::EventCreate(*this, tag, req);
-      case W::EVENT_DESTROY: return Handlers::EventDestroy(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
-      case W::EVENT_RECORD: return Handlers::EventRecord(*this, Handlers::ExpectsReply(frame) ? tag : 0, req);
+      case W::EVENT_DESTROY: return Handlers::EventDestroy(*this, async_tag, req);
+      case W::EVENT_RECORD: return Handlers::EventRecord(*this, async_tag, req);
       case W::EVENT_SYNCHRONIZE: return Handlers::EventSynchronize(*this, tag, req);
       case W::EVENT_QUERY: return Handlers::EventQuery(*this, tag, req);
       case W::EVENT_ELAPSED_TIME: return Handlers::EventElapsedTime(*this, tag, req);
@@ -152,6 +154,33 @@ Status Executor::Dispatch(const InFrame& frame) {
         return Handlers::ExpectsReply(frame) ? PostReply(tag, Status::Ok()) : Status::Ok();
       case W::PING:
         return PostReply(tag, Status::Ok());
+      case W::MODULE_LOAD: return Handlers::ModuleLoad(*this, frame, req);
+      case W::GET_FUNCTION: return Handlers::GetFunction(*this, tag, req);
+      case W::GET_GLOBAL: return Handlers::GetGlobal(*this, tag, req);
+      case W::LAUNCH_KERNEL: return Handlers::LaunchKernel(*this, async_tag, req);
+      case W::FUNC_GET_ATTRIBUTES: return Handlers::FuncGetAttributes(*this, tag, req);
+      case W::FUNC_SET_ATTRIBUTE: return Handlers::FuncSetAttribute(*this, tag, req);
+      case W::FUNC_SET_CACHE_CONFIG: return Handlers::FuncSetCacheConfig(*this, tag, req);
+      case W::OCCUPANCY: return Handlers::Occupancy(*this, tag, req);
+      case W::COPY3_D: return Handlers::Copy3D(*this, frame, req);
+      case W::MEMSET3_D: return Handlers::Memset3D(*this, async_tag, req);
+      case W::MALLOC_PITCH: return Handlers::MallocPitch(*this, tag, req);
+      case W::MALLOC_ASYNC: return Handlers::MallocAsync(*this, tag, req);
+      case W::FREE_ASYNC: return Handlers::FreeAsync(*this, async_tag, req);
+      case W::DEFAULT_MEM_POOL:
+      case W::GET_MEM_POOL:
+      case W::SET_MEM_POOL:
+      case W::POOL_CREATE:
+      case W::POOL_DESTROY:
+      case W::POOL_SET_ATTRIBUTE:
+      case W::POOL_GET_ATTRIBUTE:
+      case W::POOL_TRIM_TO: return Handlers::MemPool(*this, tag, req);
+      case W::MEMCPY_PEER: return Handlers::MemcpyPeer(*this, async_tag, req);
+      case W::PEER_ACCESS: return Handlers::PeerAccess(*this, tag, req);
+      case W::DEVICE_LIMIT: return Handlers::DeviceLimit(*this, tag, req);
+      case W::STREAM_PRIORITY_RANGE: return Handlers::StreamPriorityRange(*this, tag, req);
+      case W::HOST_FUNC: return Handlers::HostFunc(*this, async_tag, req);
+      case W::CALLBACK_DONE: return Handlers::CallbackDone(*this, async_tag, req);
     }
     // A call this worker does not know (a newer shim): answer, never crash.
     Status st = Error(Err::kNotSupported, "request type {} is not supported by this server", static_cast<int>(req.which()));
@@ -186,12 +215,7 @@ Result<bool> Executor::PollPending() {
 Status Executor::ApplyControl(const ControlEvent& ev) {
   if (ev.kind == ControlEvent::Kind::kEndSession) {
     end_reason_ = ev.reason;
-    ScratchMessage msg;
-    msg.InitRoot<wire::Notice>().setSessionEnding(ev.reason);
-    OutFrame f;
-    f.kind = FrameKind::kNotice;
-    f.body = msg.Flatten();
-    if (!bulk_reply_active_) (void)conn_.Post(f, 0);
+    (void)PostNotice([&](wire::Notice::Builder& n) { n.setSessionEnding(ev.reason); });
     stop_.store(true);
     return Status::Ok();
   }
@@ -208,13 +232,7 @@ Status Executor::ApplyControl(const ControlEvent& ev) {
   config_.gpus = next;
   generation_++;
   LOG_INFO("session {}: devices are now {} (generation {})", config_.session_id, fmt::join(next, ","), generation_);
-  ScratchMessage msg;
-  msg.InitRoot<wire::Notice>().setDevicesChanged(generation_);
-  OutFrame f;
-  f.kind = FrameKind::kNotice;
-  f.body = msg.Flatten();
-  if (!bulk_reply_active_) return conn_.Post(f, 0);
-  return Status::Ok();
+  return PostNotice([&](wire::Notice::Builder& n) { n.setDevicesChanged(generation_); });
 }
 
 Status Executor::PollControl() {
@@ -304,6 +322,13 @@ Status Executor::Run() {
 }
 
 void Executor::ReleaseEverything() {
+  // Driver threads blocked in host functions must not wait for a client that is gone.
+  for (auto& [id, cb] : host_callbacks_) {
+    std::lock_guard<std::mutex> lock(cb->mu);
+    cb->done = true;
+    cb->cv.notify_all();
+  }
+  host_callbacks_.clear();
   pending_.clear();
   for (auto& [key, s] : per_thread_streams_) {
     if (SetDevice(key.second).ok()) (void)driver_.StreamDestroy(s);
@@ -315,12 +340,20 @@ void Executor::ReleaseEverything() {
   events_.ForEach([&](uint64_t, Event& e) {
     if (SetDevice(e.gpu).ok()) (void)driver_.EventDestroy(e.event);
   });
+  modules_.ForEach([&](uint64_t, Module& m) {
+    if (SetDevice(m.gpu).ok()) (void)driver_.ModuleUnload(m.module);
+    ReleaseCharge(m.gpu, m.charged);
+  });
+  pools_.ForEach([&](uint64_t, Pool& p) {
+    if (p.created && SetDevice(p.gpu).ok()) (void)driver_.MemPoolDestroy(p.pool);
+  });
   for (auto& [gpu, e] : pool_event_owner_)
     if (SetDevice(gpu).ok()) (void)driver_.EventDestroy(e);
   pool_event_owner_.clear();
   event_pool_.clear();
   uint64_t left = 0;
   for (const Allocation& a : allocs_.All()) {
+    if (a.kind == AllocKind::kModule) continue;  // goes with its module
     if (SetDevice(a.device).ok()) (void)driver_.MemFree(a.base);
     ReleaseCharge(a.device, a.reserved);
     left += a.size;

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <deque>
 #include <map>
 #include <memory>
@@ -27,6 +29,8 @@ namespace remora::worker {
 
 struct SessionConfig {
   uint64_t session_id = 0;
+  // Server-wide cache of fat binaries by content hash (empty: no cache).
+  std::string module_cache_dir;
   std::string tenant;
   // Application device ordinal -> server GPU index (= driver device); -1 once detached.
   std::vector<int> gpus;
@@ -84,6 +88,32 @@ class Executor {
     int gpu = 0;
     unsigned flags = 0;
   };
+  struct Module {
+    DModule module = nullptr;
+    int gpu = 0;
+    std::string hash;        // hex
+    uint64_t charged = 0;    // bytes charged to the tenant for its code and data
+  };
+  struct Function {
+    DFunction function = nullptr;
+    int gpu = 0;
+    uint64_t module = 0;
+    std::vector<ParamInfo> params;
+  };
+  struct Pool {
+    DPool pool = nullptr;
+    int gpu = 0;
+    bool created = false;    // by this session (destroyed with it)
+  };
+  // A host function waiting in a stream: the driver thread blocks in it until the client
+  // has run the callback. Shared between the executor and that thread.
+  struct HostCallback {
+    uint64_t id = 0;
+    std::atomic<bool> reached{false};
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
 
   Connection& conn() { return conn_; }
   Driver& driver() { return driver_; }
@@ -94,6 +124,9 @@ class Executor {
   Status PostReply(uint64_t tag, const Status& status) {
     return PostReply(tag, status, [](wire::Reply::Builder&) {});
   }
+  // Posts an unsolicited Notice (queued behind a bulk reply in progress).
+  template <typename Fill>
+  Status PostNotice(Fill&& fill);
   // Records the failure of an asynchronous call: the next synchronising reply carries it.
   void DeferError(const Status& st);
 
@@ -114,6 +147,16 @@ class Executor {
   AllocationTable& allocations() { return allocs_; }
   HandleTable<Stream>& streams() { return streams_; }
   HandleTable<Event>& events() { return events_; }
+  HandleTable<Module>& modules() { return modules_; }
+  HandleTable<Function>& functions() { return functions_; }
+  HandleTable<Pool>& pools() { return pools_; }
+  // Module handle already loaded for (hash, gpu), function handle for (module, name).
+  std::map<std::pair<std::string, int>, uint64_t>& module_index() { return module_index_; }
+  std::map<std::pair<uint64_t, std::string>, uint64_t>& function_index() { return function_index_; }
+  std::map<uint64_t, std::shared_ptr<HostCallback>>& host_callbacks() { return host_callbacks_; }
+  Status Charge(int gpu, uint64_t bytes) {
+    return config_.ledger ? config_.ledger->Reserve(config_.ledger_slot, static_cast<uint32_t>(gpu), bytes) : Status::Ok();
+  }
   std::map<std::pair<uint64_t, int>, DStream>& per_thread_streams() { return per_thread_streams_; }
   void AddPending(std::unique_ptr<PendingOp> op) { pending_.push_back(std::move(op)); }
   Result<int> GpuOf(int ordinal) const;
@@ -147,6 +190,12 @@ class Executor {
 
   HandleTable<Stream> streams_{HandleKind::kStream};
   HandleTable<Event> events_{HandleKind::kEvent};
+  HandleTable<Module> modules_{HandleKind::kModule};
+  HandleTable<Function> functions_{HandleKind::kFunction};
+  HandleTable<Pool> pools_{HandleKind::kPool};
+  std::map<std::pair<std::string, int>, uint64_t> module_index_;
+  std::map<std::pair<uint64_t, std::string>, uint64_t> function_index_;
+  std::map<uint64_t, std::shared_ptr<HostCallback>> host_callbacks_;
   AllocationTable allocs_;
   std::map<std::pair<uint64_t, int>, DStream> per_thread_streams_;
 
@@ -161,6 +210,7 @@ class Executor {
 
   bool bulk_reply_active_ = false;
   struct QueuedReply {
+    FrameKind kind;
     uint64_t tag;
     std::vector<uint64_t> body;
   };

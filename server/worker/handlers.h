@@ -20,10 +20,12 @@ class Handlers {
   // ops_memory.cc
   static Status MemAlloc(Executor& ex, uint64_t tag, Req req);
   static Status MemFree(Executor& ex, uint64_t tag, Req req);
+  static Status Memset(Executor& ex, uint64_t tag, Req req);
+
+  // ops_transfer.cc
   static Status MemcpyHtoD(Executor& ex, const InFrame& frame, Req req);
   static Status MemcpyDtoH(Executor& ex, uint64_t tag, Req req);
   static Status MemcpyDtoD(Executor& ex, uint64_t tag, Req req);
-  static Status Memset(Executor& ex, uint64_t tag, Req req);
 
   // ops_sync.cc
   static Status StreamCreate(Executor& ex, uint64_t tag, Req req);
@@ -38,6 +40,35 @@ class Handlers {
   static Status EventQuery(Executor& ex, uint64_t tag, Req req);
   static Status EventElapsedTime(Executor& ex, uint64_t tag, Req req);
 
+  static Status PeerAccess(Executor& ex, uint64_t tag, Req req);
+  static Status DeviceLimit(Executor& ex, uint64_t tag, Req req);
+  static Status StreamPriorityRange(Executor& ex, uint64_t tag, Req req);
+
+  // ops_memory.cc
+  static Status Memset3D(Executor& ex, uint64_t tag, Req req);
+  static Status MallocPitch(Executor& ex, uint64_t tag, Req req);
+  static Status MallocAsync(Executor& ex, uint64_t tag, Req req);
+  static Status FreeAsync(Executor& ex, uint64_t tag, Req req);
+  static Status MemPool(Executor& ex, uint64_t tag, Req req);  // every pool request
+
+  // ops_transfer.cc
+  static Status Copy3D(Executor& ex, const InFrame& frame, Req req);
+  static Status MemcpyPeer(Executor& ex, uint64_t tag, Req req);
+
+  // ops_module.cc
+  static Status ModuleLoad(Executor& ex, const InFrame& frame, Req req);
+  static Status GetFunction(Executor& ex, uint64_t tag, Req req);
+  static Status GetGlobal(Executor& ex, uint64_t tag, Req req);
+  static Status LaunchKernel(Executor& ex, uint64_t tag, Req req);
+  static Status FuncGetAttributes(Executor& ex, uint64_t tag, Req req);
+  static Status FuncSetAttribute(Executor& ex, uint64_t tag, Req req);
+  static Status FuncSetCacheConfig(Executor& ex, uint64_t tag, Req req);
+  static Status Occupancy(Executor& ex, uint64_t tag, Req req);
+
+  // ops_sync.cc (host callbacks)
+  static Status HostFunc(Executor& ex, uint64_t tag, Req req);
+  static Status CallbackDone(Executor& ex, uint64_t tag, Req req);
+
   // Shared helpers.
   // Replies to `tag` once the work issued so far on `streams` completes.
   static Status ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor::Stream> streams);
@@ -45,6 +76,13 @@ class Handlers {
   static std::vector<Executor::Stream> StreamsOf(Executor& ex, int gpu);
   // The flag of a request that wants no reply (asynchronous call).
   static bool ExpectsReply(const InFrame& f) { return (f.header.flags & kFlagExpectsReply) != 0; }
+  // Answers `tag` with `st`, or, for an asynchronous call (tag 0), keeps a failure for the
+  // next synchronising reply.
+  static Status ReplyOrDefer(Executor& ex, uint64_t tag, const Status& st) {
+    if (tag != 0) return ex.PostReply(tag, st);
+    ex.DeferError(st);
+    return Status::Ok();
+  }
 };
 
 }  // namespace remora::worker

@@ -6,7 +6,13 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -103,10 +109,74 @@ class EmulatedHeap {
   std::map<DevPtr, Block> blocks_;
 };
 
+struct EmuModule {
+  std::map<std::string, std::pair<DevPtr, size_t>> globals;
+};
+
+struct EmuFunction {
+  std::string name;
+  int attrs[kNumFunctionAttributes] = {};
+};
+
+struct EmuPool {
+  int device;
+  std::map<int, uint64_t> attrs;
+};
+
+constexpr uint32_t kFatbinMagic = 0xBA55ED50;
+
+// An emulated stream. Copies and memsets complete at once; host functions run in order on
+// the stream's own thread, and work recorded after one completes only once it has returned.
+struct EmuStream {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<void (*)(void*), void*>> queue;
+  uint64_t issued = 0;                 // host functions enqueued (under mu)
+  std::atomic<uint64_t> completed{0};  // host functions that returned
+  bool running = false;                // the thread exists
+  bool closing = false;
+
+  void Enqueue(std::shared_ptr<EmuStream> self, void (*fn)(void*), void* arg) {
+    std::lock_guard<std::mutex> lock(mu);
+    queue.emplace_back(fn, arg);
+    issued++;
+    if (!running) {
+      running = true;
+      std::thread([self] { self->Run(); }).detach();
+    }
+    cv.notify_all();
+  }
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return !queue.empty() || closing; });
+      if (queue.empty()) break;
+      auto [fn, arg] = queue.front();
+      queue.pop_front();
+      lock.unlock();
+      fn(arg);
+      completed.fetch_add(1);
+      lock.lock();
+    }
+    running = false;
+  }
+  uint64_t Issued() {
+    std::lock_guard<std::mutex> lock(mu);
+    return issued;
+  }
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu);
+    closing = true;
+    cv.notify_all();
+  }
+};
+
 struct EmuEvent {
   unsigned flags;
   bool recorded = false;
   uint64_t nanos = 0;
+  std::shared_ptr<EmuStream> stream;  // complete once its host functions up to `target` ran
+  uint64_t target = 0;
 };
 
 std::vector<int32_t> EmulatedAttributes(int device) {
@@ -229,22 +299,29 @@ class HostDriver final : public Driver {
   void HostUnregister(void*) override {}
 
   Result<DStream> StreamCreate(unsigned, int) override {
-    auto* s = new int(0);
-    streams_.insert(s);
-    return static_cast<DStream>(s);
+    auto s = std::make_shared<EmuStream>();
+    DStream h = s.get();
+    streams_.emplace(h, std::move(s));
+    return h;
   }
   Status StreamDestroy(DStream s) override {
-    if (streams_.erase(s) == 0) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
-    delete static_cast<int*>(s);
+    auto it = streams_.find(s);
+    if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
+    it->second->Close();  // its thread finishes the queued host functions, then exits
+    streams_.erase(it);
     return Status::Ok();
   }
-  Status StreamQuery(DStream) override { return Status::Ok(); }
+  Status StreamQuery(DStream s) override {
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    return st->completed.load() >= st->Issued() ? Status::Ok() : Status(Err::kNotReady, "");
+  }
   Status StreamWaitEvent(DStream, DEvent e, unsigned) override {
     return events_.count(e) ? Status::Ok() : Error(Err::kInvalidResourceHandle, "unknown emulated event");
   }
 
   Result<DEvent> EventCreate(unsigned flags) override {
-    auto* e = new EmuEvent{flags};
+    auto* e = new EmuEvent;
+    e->flags = flags;
     events_.insert(e);
     return static_cast<DEvent>(e);
   }
@@ -253,13 +330,20 @@ class HostDriver final : public Driver {
     delete static_cast<EmuEvent*>(e);
     return Status::Ok();
   }
-  Status EventRecord(DEvent e, DStream) override {
+  Status EventRecord(DEvent e, DStream s) override {
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     auto* ev = static_cast<EmuEvent*>(e);
     ev->recorded = true;
     ev->nanos = MonotonicNanos();
+    ev->stream = st;
+    ev->target = st->Issued();
     return Status::Ok();
   }
-  Status EventQuery(DEvent) override { return Status::Ok(); }
+  Status EventQuery(DEvent e) override {
+    auto* ev = static_cast<EmuEvent*>(e);
+    if (ev->stream && ev->stream->completed.load() < ev->target) return Status(Err::kNotReady, "");
+    return Status::Ok();
+  }
   Result<float> EventElapsedMs(DEvent a, DEvent b) override {
     auto* x = static_cast<EmuEvent*>(a);
     auto* y = static_cast<EmuEvent*>(b);
@@ -269,12 +353,208 @@ class HostDriver final : public Driver {
     return static_cast<float>(static_cast<double>(static_cast<int64_t>(y->nanos - x->nanos)) / 1e6);
   }
 
+  Status LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) override {
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    st->Enqueue(st, fn, arg);
+    return Status::Ok();
+  }
+
+  // ---- modules and kernels: loaded and looked up, never executed ----
+  Result<DModule> ModuleLoad(const void* image, size_t size) override {
+    uint32_t magic = 0;
+    if (size >= 4) std::memcpy(&magic, image, 4);
+    if (magic != kFatbinMagic) return Error(Err::kInvalidKernelImage, "not a fat binary (magic 0x{:08x})", magic);
+    auto* m = new EmuModule;
+    modules_.insert(m);
+    return static_cast<DModule>(m);
+  }
+  Status ModuleUnload(DModule m) override {
+    auto* mod = static_cast<EmuModule*>(m);
+    if (modules_.erase(mod) == 0) return Error(Err::kInvalidResourceHandle, "unknown emulated module");
+    for (auto& [name, g] : mod->globals) (void)MemFree(g.first);
+    delete mod;
+    return Status::Ok();
+  }
+  Result<DFunction> ModuleGetFunction(DModule, const char* name) override {
+    auto* f = new EmuFunction;
+    f->name = name;
+    f->attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+    f->attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;
+    f->attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
+    f->attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = 32;
+    f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+    f->attrs[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
+    functions_.emplace_back(f);
+    return static_cast<DFunction>(f);
+  }
+  Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) override {
+    auto* mod = static_cast<EmuModule*>(m);
+    auto it = mod->globals.find(name);
+    if (it != mod->globals.end()) return it->second;
+    if (size_hint == 0) return Error(Err::kInvalidSymbol, "emulated module has no global '{}' of known size", name);
+    ASSIGN_OR_RETURN(DevPtr p, MemAlloc(size_hint));
+    ASSIGN_OR_RETURN(std::byte * host, Translate(p, size_hint));
+    std::memset(host, 0, size_hint);
+    mod->globals.emplace(name, std::make_pair(p, size_hint));
+    return std::make_pair(p, size_hint);
+  }
+  // Without a driver the parameter layout is unknown: launches carry no parameters (they are
+  // not executed anyway).
+  Result<std::vector<ParamInfo>> FuncParams(DFunction) override { return std::vector<ParamInfo>(); }
+  Result<int> FuncGetAttribute(DFunction f, int a) override {
+    if (a < 0 || a >= kNumFunctionAttributes) return Error(Err::kInvalidValue, "bad function attribute {}", a);
+    return static_cast<EmuFunction*>(f)->attrs[a];
+  }
+  Status FuncSetAttribute(DFunction f, int a, int value) override {
+    if (a != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && a != CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT &&
+        a != CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH && a != CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT &&
+        a != CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH && a != CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED &&
+        a != CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE)
+      return Error(Err::kInvalidValue, "function attribute {} cannot be set", a);
+    if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (value < 0 || value > 232448))
+      return Error(Err::kInvalidValue, "dynamic shared memory of {} bytes exceeds the device's limit", value);
+    static_cast<EmuFunction*>(f)->attrs[a] = value;
+    return Status::Ok();
+  }
+  Status FuncSetCacheConfig(DFunction, int) override { return Status::Ok(); }
+  Status Launch(DFunction f, const LaunchConfig& c) override {
+    uint64_t threads = uint64_t{c.block[0]} * c.block[1] * c.block[2];
+    if (threads == 0 || threads > 1024 || c.grid[0] == 0 || c.grid[1] == 0 || c.grid[2] == 0)
+      return Error(Err::kInvalidConfiguration, "invalid launch configuration");
+    LOG_TRACE("host-emulated: kernel {} not executed", static_cast<EmuFunction*>(f)->name);
+    return Status::Ok();
+  }
+  Result<int> OccupancyMaxActiveBlocks(DFunction, int block_size, size_t, unsigned) override {
+    if (block_size <= 0 || block_size > 1024) return Error(Err::kInvalidValue, "bad block size {}", block_size);
+    return std::min(32, 2048 / block_size);
+  }
+  Result<size_t> OccupancyAvailableDynamicSmem(DFunction, int num_blocks, int) override {
+    if (num_blocks <= 0) return Error(Err::kInvalidValue, "bad block count");
+    return size_t{232448} / static_cast<size_t>(num_blocks);
+  }
+  Result<int> OccupancyMaxActiveClusters(DFunction, const LaunchConfig&) override { return 4; }
+
+  // ---- more memory ----
+  Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) override {
+    size_t pitch = AlignUp(std::max<size_t>(width, 1), 512);
+    ASSIGN_OR_RETURN(DevPtr p, MemAlloc(pitch * height));
+    return std::make_pair(p, pitch);
+  }
+  Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth, DStream) override {
+    for (uint64_t z = 0; z < depth; z++) {
+      for (uint64_t y = 0; y < height; y++) {
+        uint64_t so = (z * src.height + y) * src.pitch, d_o = (z * dst.height + y) * dst.pitch;
+        ASSIGN_OR_RETURN(std::byte * s, Side(src, so, width));
+        ASSIGN_OR_RETURN(std::byte * d, Side(dst, d_o, width));
+        std::memmove(d, s, width);
+      }
+    }
+    return Status::Ok();
+  }
+  Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream) override {
+    for (size_t y = 0; y < height; y++) {
+      ASSIGN_OR_RETURN(std::byte * d, Translate(dst + y * pitch, width));
+      std::memset(d, value, width);
+    }
+    return Status::Ok();
+  }
+  Result<DevPtr> MemAllocAsync(size_t bytes, DPool, DStream) override { return MemAlloc(bytes); }
+  Status MemFreeAsync(DevPtr p, DStream) override { return MemFree(p); }
+  Result<DPool> DefaultMemPool(int device) override {
+    if (device < 0 || device >= options_.gpus) return Error(Err::kInvalidDevice, "no emulated GPU {}", device);
+    auto& p = default_pools_[device];
+    if (!p) p = std::make_unique<EmuPool>(EmuPool{device, {}});
+    return static_cast<DPool>(p.get());
+  }
+  Result<DPool> GetMemPool(int device) override {
+    auto it = current_pools_.find(device);
+    if (it != current_pools_.end()) return it->second;
+    return DefaultMemPool(device);
+  }
+  Status SetMemPool(int device, DPool pool) override {
+    current_pools_[device] = pool;
+    return Status::Ok();
+  }
+  Result<DPool> MemPoolCreate(int device, uint64_t, unsigned) override {
+    auto* p = new EmuPool{device, {}};
+    pools_.insert(p);
+    return static_cast<DPool>(p);
+  }
+  Status MemPoolDestroy(DPool pool) override {
+    if (pools_.erase(static_cast<EmuPool*>(pool)) == 0) return Error(Err::kInvalidValue, "unknown emulated pool");
+    delete static_cast<EmuPool*>(pool);
+    return Status::Ok();
+  }
+  Status MemPoolSetAttribute(DPool pool, int a, uint64_t value) override {
+    static_cast<EmuPool*>(pool)->attrs[a] = value;
+    return Status::Ok();
+  }
+  Result<uint64_t> MemPoolGetAttribute(DPool pool, int a) override {
+    auto& attrs = static_cast<EmuPool*>(pool)->attrs;
+    auto it = attrs.find(a);
+    return it == attrs.end() ? uint64_t{0} : it->second;
+  }
+  Status MemPoolTrimTo(DPool, size_t) override { return Status::Ok(); }
+  Status MemcpyPeer(DevPtr dst, int, DevPtr src, int, size_t n, DStream s) override { return MemcpyDtoD(dst, src, n, s); }
+  Result<bool> CanAccessPeer(int device, int peer) override {
+    if (device < 0 || device >= options_.gpus || peer < 0 || peer >= options_.gpus)
+      return Error(Err::kInvalidDevice, "no such emulated GPU");
+    return device != peer;
+  }
+  Status EnablePeerAccess(int peer) override {
+    if (!peers_.insert({current_, peer}).second) return Error(Err::kPeerAccessAlreadyEnabled, "peer access already enabled");
+    return Status::Ok();
+  }
+  Status DisablePeerAccess(int peer) override {
+    if (peers_.erase({current_, peer}) == 0) return Error(Err::kPeerAccessNotEnabled, "peer access was not enabled");
+    return Status::Ok();
+  }
+  Result<uint64_t> GetLimit(int limit) override {
+    auto it = limits_.find(limit);
+    if (it != limits_.end()) return it->second;
+    switch (limit) {
+      case CU_LIMIT_STACK_SIZE: return uint64_t{1024};
+      case CU_LIMIT_PRINTF_FIFO_SIZE: return uint64_t{1} << 20;
+      case CU_LIMIT_MALLOC_HEAP_SIZE: return uint64_t{8} << 20;
+      case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH: return uint64_t{2};
+      case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: return uint64_t{2048};
+      case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: return uint64_t{32};
+      case CU_LIMIT_PERSISTING_L2_CACHE_SIZE: return uint64_t{0};
+      default: return Error(Err::kInvalidValue, "unknown limit {}", limit);
+    }
+  }
+  Status SetLimit(int limit, uint64_t value) override {
+    RETURN_IF_ERROR(GetLimit(limit).status());
+    limits_[limit] = value;
+    return Status::Ok();
+  }
+  Result<std::pair<int, int>> StreamPriorityRange() override { return std::make_pair(0, -5); }
+
   ~HostDriver() override {
-    for (auto* s : streams_) delete static_cast<int*>(s);
+    for (auto& [h, st] : streams_) st->Close();
+    for (auto& [d, st] : legacy_streams_) st->Close();
     for (auto* e : events_) delete static_cast<EmuEvent*>(e);
+    for (auto* m : modules_) delete m;
+    for (auto* p : pools_) delete p;
   }
 
  private:
+  // The emulated stream behind a handle; nullptr is the current device's legacy stream.
+  Result<std::shared_ptr<EmuStream>> Stream(DStream s) {
+    if (s == nullptr) {
+      auto& legacy = legacy_streams_[current_];
+      if (!legacy) legacy = std::make_shared<EmuStream>();
+      return legacy;
+    }
+    auto it = streams_.find(s);
+    if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
+    return it->second;
+  }
+  // Host address of `n` bytes at `offset` into one side of a copy.
+  Result<std::byte*> Side(const CopySide& side, uint64_t offset, uint64_t n) {
+    if (side.host) return reinterpret_cast<std::byte*>(side.addr + offset);
+    return Translate(side.addr + offset, n);
+  }
   Result<EmulatedHeap*> HeapOf(DevPtr p) {
     for (auto& h : heaps_)
       if (h.Owns(p)) return &h;
@@ -288,8 +568,16 @@ class HostDriver final : public Driver {
   HostDriverOptions options_;
   std::vector<EmulatedHeap> heaps_;
   int current_ = 0;
-  std::unordered_set<void*> streams_;
+  std::unordered_map<void*, std::shared_ptr<EmuStream>> streams_;
+  std::map<int, std::shared_ptr<EmuStream>> legacy_streams_;
   std::unordered_set<void*> events_;
+  std::unordered_set<EmuModule*> modules_;
+  std::vector<std::unique_ptr<EmuFunction>> functions_;
+  std::map<int, std::unique_ptr<EmuPool>> default_pools_;
+  std::map<int, DPool> current_pools_;
+  std::unordered_set<EmuPool*> pools_;
+  std::set<std::pair<int, int>> peers_;
+  std::map<int, uint64_t> limits_;
 };
 
 }  // namespace

@@ -125,6 +125,8 @@ int main(int argc, char** argv) {
   app.add_option("--ledger-slot", slot);
   app.add_option("--extra-fds", extra_fds);
   app.add_option("--log-level", log_level);
+  std::string module_cache;
+  app.add_option("--module-cache", module_cache, "server-wide cache of fat binaries");
   CLI11_PARSE(app, argc, argv);
 
   auto driver = MakeDriver(backend, host_gpus, host_mem);
@@ -177,6 +179,7 @@ int main(int argc, char** argv) {
     pos = comma + 1;
   }
   config.ledger = &*ledger;
+  config.module_cache_dir = module_cache;
   config.ledger_slot = slot;
 
   SocketControl control(worker_args::kControlFd);

@@ -2,7 +2,6 @@
 // copies in every direction and memset. Every pointer is checked against the session's own
 // allocation table first: memory of another session is never touched.
 #include <cstring>
-#include <deque>
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -11,183 +10,7 @@
 namespace remora::worker {
 namespace {
 
-constexpr size_t kMaxChunksInFlight = 4;
-constexpr uint64_t kBounceLimit = 64 << 10;
 
-Status ReplyOrDefer(Executor& ex, uint64_t tag, const Status& st) {
-  if (tag != 0) return ex.PostReply(tag, st);
-  ex.DeferError(st);
-  return Status::Ok();
-}
-
-// Consumes and discards the bulk of a request that was refused, then answers it: the
-// transport must stay in step with the client.
-class DrainOp final : public PendingOp {
- public:
-  DrainOp(uint64_t tag, uint64_t total, Status error) : tag_(tag), total_(total), error_(std::move(error)) {}
-  bool HoldsQueue() const override { return true; }
-  Result<bool> Poll(Executor& ex) override {
-    while (seen_ < total_) {
-      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().PollBulkChunk());
-      if (!c) return false;
-      seen_ += c->size;
-      ex.conn().ReleaseBulkChunk(*c);
-    }
-    RETURN_IF_ERROR(ReplyOrDefer(ex, tag_, error_));
-    return true;
-  }
-
- private:
-  uint64_t tag_, total_, seen_ = 0;
-  Status error_;
-};
-
-// Host-to-device copy: each chunk is DMA'd as it arrives; chunk memory is returned to the
-// transport when its DMA completes. Small asynchronous copies are bounced through a pinned
-// buffer so the transport (and the request queue) is free at once.
-class HtoDOp final : public PendingOp {
- public:
-  HtoDOp(uint64_t tag, Executor::Stream stream, DevPtr dst, uint64_t total)
-      : tag_(tag), stream_(stream), dst_(dst), total_(total) {}
-
-  bool HoldsQueue() const override { return received_ < total_ || holds_transport_chunks_ > 0; }
-
-  Result<bool> Poll(Executor& ex) override {
-    while (received_ < total_ && inflight_.size() < kMaxChunksInFlight) {
-      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().PollBulkChunk());
-      if (!c) break;
-      received_ += c->size;
-      Item item{*c, nullptr, nullptr};
-      const std::byte* src = c->data;
-      if (total_ <= kBounceLimit) {
-        auto b = ex.AcquireBounce();
-        if (b.ok()) {
-          std::memcpy(*b, c->data, c->size);
-          ex.conn().ReleaseBulkChunk(*c);
-          item.bounce = *b;
-          src = *b;
-        }
-      }
-      if (item.bounce == nullptr) holds_transport_chunks_++;
-      Status st = ex.SetDevice(stream_.gpu);
-      if (st.ok() && error_.ok()) st = ex.driver().MemcpyHtoD(dst_ + c->offset, src, c->size, stream_.stream);
-      if (st.ok() && error_.ok()) {
-        auto e = ex.AcquirePoolEvent(stream_.gpu);
-        if (e.ok()) {
-          st = ex.driver().EventRecord(*e, stream_.stream);
-          if (st.ok()) item.event = *e;
-          else ex.ReleasePoolEvent(stream_.gpu, *e);
-        } else {
-          st = e.status();
-        }
-      }
-      if (!st.ok() && error_.ok()) error_ = st;
-      inflight_.push_back(item);
-    }
-    while (!inflight_.empty()) {
-      Item& it = inflight_.front();
-      if (it.event != nullptr) {
-        Status st = ex.driver().EventQuery(it.event);
-        if (st.code() == Err::kNotReady) break;
-        if (!st.ok() && error_.ok()) error_ = st;
-        ex.ReleasePoolEvent(stream_.gpu, it.event);
-      }
-      if (it.bounce != nullptr) {
-        ex.ReleaseBounce(it.bounce);
-      } else {
-        ex.conn().ReleaseBulkChunk(it.chunk);
-        holds_transport_chunks_--;
-      }
-      inflight_.pop_front();
-    }
-    if (received_ < total_ || !inflight_.empty()) return false;
-    RETURN_IF_ERROR(ReplyOrDefer(ex, tag_, error_));
-    return true;
-  }
-
- private:
-  struct Item {
-    BulkChunk chunk;
-    DEvent event;
-    std::byte* bounce;
-  };
-  uint64_t tag_;
-  Executor::Stream stream_;
-  DevPtr dst_;
-  uint64_t total_, received_ = 0;
-  int holds_transport_chunks_ = 0;
-  std::deque<Item> inflight_;
-  Status error_;
-};
-
-// Device-to-host copy: DMA into transport chunks, shipped in order as each completes. The
-// reply header went out first; a failure after that ships zeros for the rest and surfaces
-// as the session's pending error at the next synchronising call.
-class DtoHOp final : public PendingOp {
- public:
-  DtoHOp(Executor::Stream stream, DevPtr src, uint64_t total) : stream_(stream), src_(src), total_(total) {}
-  bool HoldsQueue() const override { return true; }
-
-  Result<bool> Poll(Executor& ex) override {
-    while (acquired_ < total_ && inflight_.size() < kMaxChunksInFlight) {
-      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().AcquireBulkChunk(total_ - acquired_));
-      if (!c) break;
-      acquired_ += c->size;
-      Item item{*c, nullptr};
-      Status st = error_.ok() ? ex.SetDevice(stream_.gpu) : error_;
-      if (st.ok()) st = ex.driver().MemcpyDtoH(c->data, src_ + c->offset, c->size, stream_.stream);
-      if (st.ok()) {
-        auto e = ex.AcquirePoolEvent(stream_.gpu);
-        if (e.ok()) {
-          st = ex.driver().EventRecord(*e, stream_.stream);
-          if (st.ok()) item.event = *e;
-          else ex.ReleasePoolEvent(stream_.gpu, *e);
-        } else {
-          st = e.status();
-        }
-      }
-      if (!st.ok()) {
-        Fail(ex, st);
-        std::memset(c->data, 0, c->size);
-      }
-      inflight_.push_back(item);
-    }
-    while (!inflight_.empty()) {
-      Item& it = inflight_.front();
-      if (it.event != nullptr) {
-        Status st = ex.driver().EventQuery(it.event);
-        if (st.code() == Err::kNotReady) break;
-        ex.ReleasePoolEvent(stream_.gpu, it.event);
-        if (!st.ok()) {
-          Fail(ex, st);
-          std::memset(it.chunk.data, 0, it.chunk.size);
-        }
-      }
-      RETURN_IF_ERROR(ex.conn().CommitBulkChunk(it.chunk, it.chunk.size));
-      committed_ += it.chunk.size;
-      inflight_.pop_front();
-    }
-    if (committed_ < total_) return false;
-    RETURN_IF_ERROR(ex.EndBulkReply());
-    return true;
-  }
-
- private:
-  void Fail(Executor& ex, const Status& st) {
-    if (!error_.ok()) return;
-    error_ = st;
-    ex.DeferError(st);
-  }
-  struct Item {
-    BulkChunk chunk;
-    DEvent event;
-  };
-  Executor::Stream stream_;
-  DevPtr src_;
-  uint64_t total_, acquired_ = 0, committed_ = 0;
-  std::deque<Item> inflight_;
-  Status error_;
-};
 
 // cudaFree synchronises the device; the free happens once the work issued before it is done.
 class FreeOp final : public PendingOp {
@@ -255,6 +78,9 @@ Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   uint64_t ptr = req.getMemFree().getPtr();
   if (ptr == 0) return ex.PostReply(tag, Status::Ok());
+  auto found = ex.allocations().Find(ptr);
+  if (found && found->base == ptr && found->kind == AllocKind::kModule)
+    return ex.PostReply(tag, Error(Err::kInvalidValue, "0x{:x} is a module variable, not an allocation", ptr));
   auto a = ex.allocations().Erase(ptr);
   if (!a.ok()) return ex.PostReply(tag, a.status());
   std::vector<std::pair<int, DEvent>> events;
@@ -269,62 +95,6 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   return Status::Ok();
 }
 
-Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
-  auto a = req.getMemcpyHtoD();
-  uint64_t tag = a.getAsync() ? 0 : frame.header.tag;
-  uint64_t size = a.getSize();
-  if (size != frame.header.bulk_bytes)
-    return Error(Err::kInvalidValue, "memcpyHtoD of {} bytes carries {} bytes of data", size, frame.header.bulk_bytes);
-  Status st;
-  auto range = ex.allocations().CheckRange(a.getDst(), size);
-  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
-  if (!range.ok()) st = range.status();
-  else if (!stream.ok()) st = stream.status();
-  if (!st.ok()) {
-    if (size == 0) return ReplyOrDefer(ex, tag, st);
-    ex.AddPending(std::make_unique<DrainOp>(tag, size, st));
-    return Status::Ok();
-  }
-  if (size == 0) return ReplyOrDefer(ex, tag, Status::Ok());
-  ex.AddPending(std::make_unique<HtoDOp>(tag, *stream, a.getDst(), size));
-  return Status::Ok();
-}
-
-Status Handlers::MemcpyDtoH(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getMemcpyDtoH();
-  uint64_t size = a.getSize();
-  auto range = ex.allocations().CheckRange(a.getSrc(), size);
-  if (!range.ok()) return ex.PostReply(tag, range.status());
-  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
-  if (!stream.ok()) return ex.PostReply(tag, stream.status());
-  Status st = ex.SetDevice(stream->gpu);
-  // A context already broken by an earlier fault answers with its error, before any data.
-  if (st.ok()) {
-    st = ex.driver().StreamQuery(stream->stream);
-    if (st.code() == Err::kNotReady) st = Status::Ok();
-  }
-  if (!st.ok() || size == 0) return ex.PostReply(tag, st);
-  RETURN_IF_ERROR(ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, size));
-  ex.BeginBulkReply();
-  ex.AddPending(std::make_unique<DtoHOp>(*stream, a.getSrc(), size));
-  return Status::Ok();
-}
-
-Status Handlers::MemcpyDtoD(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getMemcpyDtoD();
-  uint64_t size = a.getSize();
-  auto dst = ex.allocations().CheckRange(a.getDst(), size);
-  if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
-  auto src = ex.allocations().CheckRange(a.getSrc(), size);
-  if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
-  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
-  if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
-  Status st = ex.SetDevice(stream->gpu);
-  if (st.ok() && size > 0) st = ex.driver().MemcpyDtoD(a.getDst(), a.getSrc(), size, stream->stream);
-  if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
-  return ReplyWhenDone(ex, tag, {*stream});
-}
-
 Status Handlers::Memset(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getMemset();
   uint64_t size = a.getSize();
@@ -336,6 +106,190 @@ Status Handlers::Memset(Executor& ex, uint64_t tag, Req req) {
   if (st.ok() && size > 0) st = ex.driver().Memset8(a.getDst(), a.getValue(), size, stream->stream);
   if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
   return ReplyWhenDone(ex, tag, {*stream});
+}
+
+Status Handlers::Memset3D(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getMemset3D();
+  uint64_t w = a.getWidth(), h = a.getHeight(), d = a.getDepth(), pitch = a.getPitch(), rps = a.getRowsPerSlice();
+  if (w > 0 && h > 0 && d > 0) {
+    if ((h > 1 || d > 1) && pitch < w) return ReplyOrDefer(ex, tag, Error(Err::kInvalidPitchValue, "pitch {} < width {}", pitch, w));
+    if (d > 1 && rps < h) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "slice of {} rows < height {}", rps, h));
+    uint64_t extent = ((d - 1) * rps + (h - 1)) * pitch + w;
+    auto range = ex.allocations().CheckRange(a.getDst(), extent);
+    if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
+  }
+  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
+  Status st = ex.SetDevice(stream->gpu);
+  for (uint64_t z = 0; st.ok() && z < d && w > 0 && h > 0; z++)
+    st = ex.driver().Memset2D8(a.getDst() + z * rps * pitch, pitch, a.getValue(), w, h, stream->stream);
+  if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
+  return ReplyWhenDone(ex, tag, {*stream});
+}
+
+Status Handlers::MallocPitch(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getMallocPitch();
+  uint64_t w = a.getWidth(), h = a.getHeight();
+  auto gpu = ex.GpuOf(req.getDevice());
+  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+  if (w == 0 || h == 0)
+    return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.initPitched(); });
+  if (w > (1ull << 40) || h > (1ull << 32)) return ex.PostReply(tag, Error(Err::kMemoryAllocation, "pitched allocation too large"));
+  // Charge a bound first (pitch is a multiple of at most 512), then settle to the real size.
+  uint64_t bound = AlignUp(w, 512) * h;
+  Status st = ex.Charge(*gpu, bound);
+  if (!st.ok()) return ex.PostReply(tag, st);
+  st = ex.SetDevice(*gpu);
+  auto p = st.ok() ? ex.driver().MemAllocPitch(w, h) : Result<std::pair<DevPtr, size_t>>(st);
+  if (!p.ok()) {
+    ex.ReleaseCharge(*gpu, bound);
+    return ex.PostReply(tag, p.status());
+  }
+  uint64_t actual = p->second * h;
+  if (actual < bound) {
+    ex.ReleaseCharge(*gpu, bound - actual);
+  } else if (actual > bound) {
+    Status more = ex.Charge(*gpu, actual - bound);
+    if (!more.ok()) {
+      (void)ex.driver().MemFree(p->first);
+      ex.ReleaseCharge(*gpu, bound);
+      return ex.PostReply(tag, more);
+    }
+  }
+  Allocation al;
+  al.base = p->first;
+  al.size = actual;
+  al.device = *gpu;
+  al.reserved = actual;
+  (void)ex.allocations().Insert(al);
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
+    auto pp = r.initPitched();
+    pp.setPtr(p->first);
+    pp.setPitch(p->second);
+  });
+}
+
+Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getMallocAsync();
+  uint64_t size = a.getSize();
+  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!stream.ok()) return ex.PostReply(tag, stream.status());
+  DPool pool = nullptr;
+  int gpu = stream->gpu;
+  if (a.getPool() != 0) {
+    auto p = ex.pools().Get(a.getPool());
+    if (!p.ok()) return ex.PostReply(tag, p.status());
+    pool = (*p)->pool;
+    gpu = (*p)->gpu;
+  }
+  if (size == 0) return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.setPointer(0); });
+  Status st = ex.Charge(gpu, size);
+  if (!st.ok()) return ex.PostReply(tag, st);
+  st = ex.SetDevice(stream->gpu);
+  auto p = st.ok() ? ex.driver().MemAllocAsync(size, pool, stream->stream) : Result<DevPtr>(st);
+  if (!p.ok()) {
+    ex.ReleaseCharge(gpu, size);
+    return ex.PostReply(tag, p.status());
+  }
+  Allocation al;
+  al.base = *p;
+  al.size = size;
+  al.device = gpu;
+  al.kind = AllocKind::kDeviceAsync;
+  al.reserved = size;
+  (void)ex.allocations().Insert(al);
+  DevPtr ptr = *p;
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setPointer(ptr); });
+}
+
+Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getFreeAsync();
+  auto found = ex.allocations().Find(a.getPtr());
+  if (!found || found->base != a.getPtr() || found->kind == AllocKind::kModule)
+    return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", a.getPtr()));
+  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
+  (void)ex.allocations().Erase(a.getPtr());
+  Status st = ex.SetDevice(stream->gpu);
+  if (st.ok()) st = ex.driver().MemFreeAsync(a.getPtr(), stream->stream);
+  // The tenant gets the memory back when the application gives it back.
+  ex.ReleaseCharge(found->device, found->reserved);
+  return ReplyOrDefer(ex, tag, st);
+}
+
+namespace {
+
+// The handle of a driver pool, inserting it if this session has not seen it yet.
+uint64_t PoolHandle(Executor& ex, DPool pool, int gpu, bool created) {
+  uint64_t found = 0;
+  ex.pools().ForEach([&](uint64_t id, Executor::Pool& p) {
+    if (p.pool == pool) found = id;
+  });
+  return found != 0 ? found : ex.pools().Insert({pool, gpu, created});
+}
+
+Status ReplyHandle(Executor& ex, uint64_t tag, uint64_t h) {
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
+}
+
+}  // namespace
+
+Status Handlers::MemPool(Executor& ex, uint64_t tag, Req req) {
+  using W = wire::Request;
+  auto gpu = ex.GpuOf(req.getDevice());
+  switch (req.which()) {
+    case W::DEFAULT_MEM_POOL:
+    case W::GET_MEM_POOL: {
+      if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+      Status st = ex.SetDevice(*gpu);
+      if (!st.ok()) return ex.PostReply(tag, st);
+      auto p = req.which() == W::DEFAULT_MEM_POOL ? ex.driver().DefaultMemPool(*gpu) : ex.driver().GetMemPool(*gpu);
+      if (!p.ok()) return ex.PostReply(tag, p.status());
+      return ReplyHandle(ex, tag, PoolHandle(ex, *p, *gpu, false));
+    }
+    case W::SET_MEM_POOL: {
+      auto p = ex.pools().Get(req.getSetMemPool());
+      if (!p.ok()) return ex.PostReply(tag, p.status());
+      if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+      if ((*p)->gpu != *gpu) return ex.PostReply(tag, Error(Err::kInvalidDevice, "the pool belongs to another device"));
+      return ex.PostReply(tag, ex.driver().SetMemPool(*gpu, (*p)->pool));
+    }
+    case W::POOL_CREATE: {
+      auto a = req.getPoolCreate();
+      auto pg = ex.GpuOf(a.getDevice());
+      if (!pg.ok()) return ex.PostReply(tag, pg.status());
+      Status st = ex.SetDevice(*pg);
+      if (!st.ok()) return ex.PostReply(tag, st);
+      auto p = ex.driver().MemPoolCreate(*pg, a.getMaxSize(), a.getHandleTypes());
+      if (!p.ok()) return ex.PostReply(tag, p.status());
+      return ReplyHandle(ex, tag, ex.pools().Insert({*p, *pg, true}));
+    }
+    case W::POOL_DESTROY: {
+      auto p = ex.pools().Get(req.getPoolDestroy());
+      if (!p.ok()) return ex.PostReply(tag, p.status());
+      if (!(*p)->created) return ex.PostReply(tag, Error(Err::kInvalidValue, "a device's default pool cannot be destroyed"));
+      Status st = ex.driver().MemPoolDestroy((*p)->pool);
+      ex.pools().Erase(req.getPoolDestroy());
+      return ex.PostReply(tag, st);
+    }
+    case W::POOL_SET_ATTRIBUTE:
+    case W::POOL_GET_ATTRIBUTE:
+    case W::POOL_TRIM_TO: {
+      auto a = req.which() == W::POOL_SET_ATTRIBUTE ? req.getPoolSetAttribute()
+               : req.which() == W::POOL_GET_ATTRIBUTE ? req.getPoolGetAttribute() : req.getPoolTrimTo();
+      auto p = ex.pools().Get(a.getPool());
+      if (!p.ok()) return ex.PostReply(tag, p.status());
+      Status st = ex.SetDevice((*p)->gpu);
+      if (!st.ok()) return ex.PostReply(tag, st);
+      if (req.which() == W::POOL_SET_ATTRIBUTE) return ex.PostReply(tag, ex.driver().MemPoolSetAttribute((*p)->pool, a.getAttribute(), a.getValue()));
+      if (req.which() == W::POOL_TRIM_TO) return ex.PostReply(tag, ex.driver().MemPoolTrimTo((*p)->pool, a.getValue()));
+      auto v = ex.driver().MemPoolGetAttribute((*p)->pool, a.getAttribute());
+      if (!v.ok()) return ex.PostReply(tag, v.status());
+      return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setValue(static_cast<int64_t>(*v)); });
+    }
+    default:
+      return ex.PostReply(tag, Error(Err::kNotSupported, "unknown pool request"));
+  }
 }
 
 }  // namespace remora::worker

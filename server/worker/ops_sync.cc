@@ -42,11 +42,6 @@ class SyncWaitOp final : public PendingOp {
   Status result_;
 };
 
-Status ReplyOrDefer(Executor& ex, uint64_t tag, const Status& st) {
-  if (tag != 0) return ex.PostReply(tag, st);
-  ex.DeferError(st);
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -196,6 +191,62 @@ Status Handlers::EventElapsedTime(Executor& ex, uint64_t tag, Req req) {
   auto ms = ex.driver().EventElapsedMs((*s)->event, (*e)->event);
   if (!ms.ok()) return ex.PostReply(tag, ms.status());
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setElapsedMs(*ms); });
+}
+
+namespace {
+
+// Runs on the driver's callback thread when the stream reaches the host function: tells the
+// executor, then blocks (and with it the stream) until the client has run the callback.
+void HostFuncTrampoline(void* arg) {
+  auto* cb = static_cast<Executor::HostCallback*>(arg);
+  cb->reached.store(true, std::memory_order_release);
+  std::unique_lock<std::mutex> lock(cb->mu);
+  cb->cv.wait(lock, [&] { return cb->done; });
+}
+
+// Announces the callback to the client once the stream gets there.
+class HostFuncOp final : public PendingOp {
+ public:
+  explicit HostFuncOp(std::shared_ptr<Executor::HostCallback> cb) : cb_(std::move(cb)) {}
+  Result<bool> Poll(Executor& ex) override {
+    if (!cb_->reached.load(std::memory_order_acquire)) return false;
+    RETURN_IF_ERROR(ex.PostNotice([&](wire::Notice::Builder& n) { n.setHostCallback(cb_->id); }));
+    return true;
+  }
+
+ private:
+  std::shared_ptr<Executor::HostCallback> cb_;
+};
+
+}  // namespace
+
+Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getHostFunc();
+  auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
+  if (ex.host_callbacks().count(a.getId())) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "duplicate callback id"));
+  auto cb = std::make_shared<Executor::HostCallback>();
+  cb->id = a.getId();
+  Status st = ex.SetDevice(s->gpu);
+  // The driver thread holds a raw pointer: the executor keeps `cb` alive until callbackDone
+  // (or until the session ends, when it releases every waiting driver thread).
+  if (st.ok()) st = ex.driver().LaunchHostFunc(s->stream, HostFuncTrampoline, cb.get());
+  if (!st.ok()) return ReplyOrDefer(ex, tag, st);
+  ex.host_callbacks()[cb->id] = cb;
+  ex.AddPending(std::make_unique<HostFuncOp>(cb));
+  return ReplyOrDefer(ex, tag, Status::Ok());
+}
+
+Status Handlers::CallbackDone(Executor& ex, uint64_t tag, Req req) {
+  auto it = ex.host_callbacks().find(req.getCallbackDone());
+  if (it == ex.host_callbacks().end()) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "unknown callback id"));
+  {
+    std::lock_guard<std::mutex> lock(it->second->mu);
+    it->second->done = true;
+  }
+  it->second->cv.notify_all();
+  ex.host_callbacks().erase(it);
+  return ReplyOrDefer(ex, tag, Status::Ok());
 }
 
 }  // namespace remora::worker

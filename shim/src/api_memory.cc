@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "export.h"
+#include "memops.h"
 #include "remora/base/util.h"
 #include "runtime.h"
 
@@ -19,6 +20,8 @@ void SetStream(wire::StreamRef::Builder b, cudaStream_t s, bool per_thread) {
   b.setHandle(U(s));
   b.setPerThread(per_thread);
 }
+
+}  // namespace
 
 cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread, const char* call) {
   Runtime& rt = Runtime::Get();
@@ -41,10 +44,6 @@ cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per
   return Finish(st, call);
 }
 
-enum class Side { kHost, kDevice };
-
-// Where a pointer lives for cudaMemcpyDefault: device memory if it is one of this
-// process's device allocations (unified addressing), the host otherwise.
 Side Classify(const void* p) { return Runtime::Get().FindDevice(U(p)) ? Side::kDevice : Side::kHost; }
 
 cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread,
@@ -130,6 +129,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   return Finish(st, call);
 }
 
+namespace {
+
 cudaError_t HostAlloc(void** ptr, size_t size, unsigned flags, const char* call) {
   if (ptr == nullptr) return Finish(Error(Err::kInvalidValue, "ptr is NULL"), call);
   *ptr = nullptr;
@@ -173,7 +174,7 @@ REMORA_API cudaError_t cudaFree(void* devPtr) {
   if (!c.ok()) return Finish(c.status(), "cudaFree");
   if (devPtr == nullptr) return cudaSuccess;
   auto a = rt.FindDevice(U(devPtr));
-  if (!a || a->base != U(devPtr))
+  if (!a || a->base != U(devPtr) || a->kind == AllocKind::kModule)
     return Finish(Error(Err::kInvalidValue, "{} is not a device allocation of this process", devPtr), "cudaFree");
   Status st = (*c)->Call(a->device, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(U(devPtr)); },
                          [](wire::Reply::Reader&) { return Status::Ok(); });

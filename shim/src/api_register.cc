@@ -46,36 +46,21 @@ REMORA_API void __cudaUnregisterFatBinary(void** fatCubinHandle) {
 
 REMORA_API void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun, const char* deviceName,
                                        int thread_limit, uint3*, uint3*, dim3*, dim3*, int*) {
-  FunctionRecord r;
-  r.fatbin = reinterpret_cast<FatbinRecord*>(fatCubinHandle);
-  r.host_fun = hostFun;
-  r.device_name = deviceName != nullptr ? deviceName : deviceFun;
-  r.thread_limit = thread_limit;
-  Registry::Get().AddFunction(std::move(r));
+  Registry::Get().AddFunction(reinterpret_cast<FatbinRecord*>(fatCubinHandle), hostFun,
+                              deviceName != nullptr ? deviceName : deviceFun, thread_limit);
 }
 
 REMORA_API void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress, const char* deviceName,
                                   int, size_t size, int constant, int) {
-  VariableRecord r;
-  r.fatbin = reinterpret_cast<FatbinRecord*>(fatCubinHandle);
-  r.host_var = hostVar;
-  r.device_name = deviceName != nullptr ? deviceName : deviceAddress;
-  r.size = size;
-  r.constant = constant != 0;
-  Registry::Get().AddVariable(std::move(r));
+  Registry::Get().AddVariable(reinterpret_cast<FatbinRecord*>(fatCubinHandle), hostVar,
+                              deviceName != nullptr ? deviceName : deviceAddress, size, constant != 0, false);
 }
 
 REMORA_API void __cudaRegisterManagedVar(void** fatCubinHandle, void** hostVarPtrAddress, char* deviceAddress,
                                          const char* deviceName, int, size_t size, int constant, int) {
-  VariableRecord r;
-  r.fatbin = reinterpret_cast<FatbinRecord*>(fatCubinHandle);
-  r.host_var = hostVarPtrAddress;
-  r.device_name = deviceName != nullptr ? deviceName : deviceAddress;
-  r.size = size;
-  r.constant = constant != 0;
-  r.managed = true;
-  Registry::Get().AddVariable(std::move(r));
-  LOG_DEBUG("managed variable {} registered; managed memory is not supported by Remora", r.device_name);
+  Registry::Get().AddVariable(reinterpret_cast<FatbinRecord*>(fatCubinHandle), hostVarPtrAddress,
+                              deviceName != nullptr ? deviceName : deviceAddress, size, constant != 0, true);
+  LOG_DEBUG("managed variable {} registered; managed memory is not supported by Remora", deviceName ? deviceName : "?");
 }
 
 // Undocumented registration hooks: accepted and ignored (nvcc does not emit them for the
@@ -105,9 +90,9 @@ REMORA_API cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim,
 }
 
 REMORA_API cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun) {
-  const FunctionRecord* f = Registry::Get().FindFunction(hostFun);
+  FunctionRecord* f = Registry::Get().FindFunction(hostFun);
   if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "no kernel registered at {}", hostFun), "__cudaGetKernel");
-  *kernel = reinterpret_cast<cudaKernel_t>(const_cast<FunctionRecord*>(f));
+  *kernel = reinterpret_cast<cudaKernel_t>(f);
   return cudaSuccess;
 }
 

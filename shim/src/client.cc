@@ -106,7 +106,7 @@ void Client::WaitFor(Waiter& w) {
     if (!receiving_) {
       receiving_ = true;
       lock.unlock();
-      ReceiveOne();
+      ReceiveOne(-1);
       lock.lock();
       receiving_ = false;
       cv_.notify_all();
@@ -116,10 +116,25 @@ void Client::WaitFor(Waiter& w) {
   }
 }
 
-void Client::ReceiveOne() {
-  auto frame = conn_->Receive(-1);
+void Client::Pump(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!broken_.ok()) return;
+  if (receiving_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms));
+    return;
+  }
+  receiving_ = true;
+  lock.unlock();
+  ReceiveOne(timeout_ms);
+  lock.lock();
+  receiving_ = false;
+  cv_.notify_all();
+}
+
+void Client::ReceiveOne(int timeout_ms) {
+  auto frame = conn_->Receive(timeout_ms);
   if (!frame.ok()) {
-    MarkBroken(frame.status());
+    if (frame.status().code() != Err::kTimeout) MarkBroken(frame.status());
     return;
   }
   switch (frame->kind()) {
@@ -198,6 +213,8 @@ void Client::HandleNotice(const InFrame& f) {
     if (n.isDevicesChanged()) {
       generation_.store(n.getDevicesChanged(), std::memory_order_relaxed);
       LOG_INFO("the server changed this session's devices (generation {})", n.getDevicesChanged());
+    } else if (n.isHostCallback()) {
+      if (callback_sink_) callback_sink_(n.getHostCallback());
     } else if (n.isSessionEnding()) {
       std::string why = n.getSessionEnding();
       LOG_ERROR("the Remora server ended this session: {}", why);

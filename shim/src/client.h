@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -48,6 +49,11 @@ class Client {
   uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
   // Why the session is unusable (lost server, ended by the administrator), or OK.
   Status broken() const;
+  // Where hostCallback notices go (called on the receiving thread; must not block).
+  void SetCallbackSink(std::function<void(uint64_t)> sink) { callback_sink_ = std::move(sink); }
+  // Receives one frame if no other thread is receiving, waiting at most timeout_ms; used by
+  // the callback thread so a notice arrives even when no application thread waits.
+  void Pump(int timeout_ms);
 
  private:
   struct Waiter {
@@ -60,7 +66,7 @@ class Client {
 
   Status Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk);
   void WaitFor(Waiter& w);
-  void ReceiveOne();
+  void ReceiveOne(int timeout_ms);
   void HandleReply(const InFrame& f);
   void HandleNotice(const InFrame& f);
   void MarkBroken(const Status& why);
@@ -79,6 +85,7 @@ class Client {
   std::unordered_map<uint64_t, Waiter*> waiters_;
   Status broken_;
   Status async_error_;
+  std::function<void(uint64_t)> callback_sink_;
 };
 
 // A small, stable id for the calling thread (per-thread default streams).

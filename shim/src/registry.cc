@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace remora::shim {
 namespace {
@@ -59,6 +60,8 @@ void Registry::RemoveFatbin(FatbinRecord* f) {
   fatbins_.erase(it);
   for (auto i = functions_.begin(); i != functions_.end();) {
     if (i->second->fatbin == f) {
+      for (auto& k : i->second->kernel) delete k.load();
+      records_.erase(i->second);
       delete i->second;
       i = functions_.erase(i);
     } else {
@@ -76,27 +79,65 @@ void Registry::RemoveFatbin(FatbinRecord* f) {
   delete f;
 }
 
-void Registry::AddFunction(FunctionRecord r) {
+void Registry::AddFunction(FatbinRecord* fatbin, const void* host_fun, std::string device_name, int thread_limit) {
+  auto* r = new FunctionRecord;
+  r->fatbin = fatbin;
+  r->host_fun = host_fun;
+  r->device_name = std::move(device_name);
+  r->thread_limit = thread_limit;
   std::lock_guard<std::mutex> lock(mu_);
-  auto& slot = functions_[r.host_fun];
-  delete slot;
-  slot = new FunctionRecord(std::move(r));
+  auto& slot = functions_[host_fun];
+  if (slot != nullptr) {
+    records_.erase(slot);
+    delete slot;
+  }
+  slot = r;
+  records_[r] = r;
 }
 
-void Registry::AddVariable(VariableRecord r) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& slot = variables_[r.host_var];
-  delete slot;
-  slot = new VariableRecord(std::move(r));
+void Registry::ForgetSession() {
+  new (&mu_) std::mutex();
+  for (FatbinRecord* f : fatbins_) {
+    new (&f->mu) std::mutex();
+    f->module.fill(0);
+  }
+  for (auto& [_, fn] : functions_) {
+    new (&fn->mu) std::mutex();
+    for (auto& k : fn->kernel) k.store(nullptr);  // leaked: another thread of the parent may have held it
+  }
+  for (auto& [_, v] : variables_) {
+    new (&v->mu) std::mutex();
+    v->global.fill({0, 0});
+  }
 }
 
-const FunctionRecord* Registry::FindFunction(const void* host_fun) {
+bool Registry::IsFunctionRecord(const void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_.count(p) > 0;
+}
+
+void Registry::AddVariable(FatbinRecord* fatbin, const void* host_var, std::string device_name, size_t size, bool constant,
+                           bool managed) {
+  auto* r = new VariableRecord;
+  r->fatbin = fatbin;
+  r->host_var = host_var;
+  r->device_name = std::move(device_name);
+  r->size = size;
+  r->constant = constant;
+  r->managed = managed;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = variables_[host_var];
+  delete slot;
+  slot = r;
+}
+
+FunctionRecord* Registry::FindFunction(const void* host_fun) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = functions_.find(host_fun);
   return it == functions_.end() ? nullptr : it->second;
 }
 
-const VariableRecord* Registry::FindVariable(const void* host_var) {
+VariableRecord* Registry::FindVariable(const void* host_var) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = variables_.find(host_var);
   return it == variables_.end() ? nullptr : it->second;

@@ -4,8 +4,11 @@
 // used. Thread-safe.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -13,11 +16,25 @@
 
 namespace remora::shim {
 
+inline constexpr int kMaxDevices = 16;
+
 struct FatbinRecord {
   const void* wrapper = nullptr;   // the __fatBinC_Wrapper_t the app passed
   const void* data = nullptr;      // the fat binary image (0xBA55ED50 header)
   size_t size = 0;                 // image size in bytes, header included
   bool complete = false;           // __cudaRegisterFatBinaryEnd seen
+  // Filled on first use (modules.cc): content hash and module handle per device.
+  std::mutex mu;
+  std::string hash;                // 16 bytes
+  std::array<uint64_t, kMaxDevices> module{};
+};
+
+// What the worker told us about a kernel on one device. Immutable once published.
+struct KernelInfo {
+  uint64_t handle = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> params;  // offset, size
+  uint32_t param_bytes = 0;
+  std::vector<int32_t> attributes;                    // CUfunction_attribute values
 };
 
 struct FunctionRecord {
@@ -25,6 +42,12 @@ struct FunctionRecord {
   const void* host_fun = nullptr;
   std::string device_name;
   int thread_limit = -1;
+  // Per-device kernel info, published once (launches read it without a lock).
+  std::array<std::atomic<const KernelInfo*>, kMaxDevices> kernel{};
+  // Attributes the application set, re-applied when the kernel loads on another device.
+  std::mutex mu;
+  std::map<int, int> set_attributes;
+  int cache_config = -1;
 };
 
 struct VariableRecord {
@@ -34,6 +57,9 @@ struct VariableRecord {
   size_t size = 0;
   bool constant = false;
   bool managed = false;
+  // Device address and size per device (0 until first used there).
+  std::mutex mu;
+  std::array<std::pair<uint64_t, uint64_t>, kMaxDevices> global{};
 };
 
 class Registry {
@@ -42,17 +68,24 @@ class Registry {
 
   FatbinRecord* AddFatbin(const void* wrapper);
   void RemoveFatbin(FatbinRecord* f);
-  void AddFunction(FunctionRecord r);
-  void AddVariable(VariableRecord r);
-  // nullptr if unknown.
-  const FunctionRecord* FindFunction(const void* host_fun);
-  const VariableRecord* FindVariable(const void* host_var);
+  void AddFunction(FatbinRecord* fatbin, const void* host_fun, std::string device_name, int thread_limit);
+  void AddVariable(FatbinRecord* fatbin, const void* host_var, std::string device_name, size_t size, bool constant,
+                   bool managed);
+  // nullptr if unknown. Records live until their fat binary is unregistered.
+  FunctionRecord* FindFunction(const void* host_fun);
+  VariableRecord* FindVariable(const void* host_var);
   size_t fatbin_count();
+  // Drops everything learned from the server (module handles, kernels, variable
+  // addresses): a forked child starts a new session.
+  void ForgetSession();
+  // Whether `p` is one of the function records (a cudaKernel_t handed out earlier).
+  bool IsFunctionRecord(const void* p);
 
  private:
   std::mutex mu_;
   std::vector<FatbinRecord*> fatbins_;
   std::unordered_map<const void*, FunctionRecord*> functions_;
+  std::unordered_map<const void*, FunctionRecord*> records_;  // record address -> record
   std::unordered_map<const void*, VariableRecord*> variables_;
 };
 

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "callbacks.h"
+#include "registry.h"
 #include "remora/base/log.h"
 #include "remora/protocol/transport.h"
 
@@ -127,6 +129,7 @@ Status Runtime::Connect() {
   if (s.emulated)
     LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
   client_ = std::make_unique<Client>(std::move(conn->connection), s);
+  client_->SetCallbackSink([](uint64_t id) { HostCallbacks::Get().Reached(id); });
   g_client.store(client_.get(), std::memory_order_release);
   return Status::Ok();
 }
@@ -181,12 +184,13 @@ Result<int> Runtime::CurrentDevice() {
   return d;
 }
 
-void Runtime::AddDeviceAllocation(uint64_t base, uint64_t size, int device) {
+void Runtime::AddDeviceAllocation(uint64_t base, uint64_t size, int device, AllocKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
   Allocation a;
   a.base = base;
   a.size = size;
   a.device = device;
+  a.kind = kind;
   (void)device_allocs_.Insert(a);
 }
 
@@ -296,6 +300,8 @@ void Runtime::AfterForkInChild() {
   device_allocs_.Clear();
   streams_.clear();
   events_.clear();
+  Registry::Get().ForgetSession();
+  HostCallbacks::Get().AfterFork();
 }
 
 void Runtime::Shutdown() {

@@ -53,7 +53,7 @@ class Runtime {
   Result<int> CurrentDevice();
 
   // ---- local tables (validated again by the worker, which is authoritative) ----------
-  void AddDeviceAllocation(uint64_t base, uint64_t size, int device);
+  void AddDeviceAllocation(uint64_t base, uint64_t size, int device, AllocKind kind = AllocKind::kDevice);
   Result<Allocation> RemoveDeviceAllocation(uint64_t base);
   std::optional<Allocation> FindDevice(uint64_t ptr);
   Status CheckDeviceRange(uint64_t ptr, uint64_t size);

@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <map>
 #include <thread>
 
 #include "process_harness.h"
@@ -53,6 +54,12 @@ TEST_P(Skeleton, DevicesAndProperties) {
   EXPECT_NE(r.output.find("host-emulated"), std::string::npos) << "an emulated device must say so: " << r.output;
 }
 
+TEST_P(Skeleton, KernelPathPlumbing) {
+  // Modules, launches (not executed on this backend), variables, attributes, occupancy,
+  // 2D/3D copies, pools, peer copies and host callbacks.
+  EXPECT_PASSES(RunApp("app_plumbing", url()), "plumbing");
+}
+
 TEST_P(Skeleton, ClientKilledMidCopyLeavesTheServerServing) {
   BackgroundProcess app({BinDir() + "/app_copy_loop"}, ShimEnv(url()));
   ASSERT_TRUE(app.WaitForOutput("copying")) << app.Output();
@@ -65,6 +72,14 @@ TEST_P(Skeleton, ClientKilledMidCopyLeavesTheServerServing) {
   for (int i = 0; i < 100 && server_->Log().find("released 64 MiB in 1 allocation") == std::string::npos; i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_NE(server_->Log().find("released 64 MiB in 1 allocation"), std::string::npos) << server_->Log();
+}
+
+TEST_P(Skeleton, DropInLibcudartOnLibraryPath) {
+  // No LD_PRELOAD: the dynamic linker finds our libcudart.so.13 first.
+  RunResult r = remora::testing::Run({BinDir() + "/app_roundtrip"},
+                    {{"LD_LIBRARY_PATH", BinDir() + "/../lib"}, {"REMORA_SERVER", url()}, {"REMORA_LOG", "info"}});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("remora-shim"), std::string::npos) << "the shim did not serve the calls: " << r.output;
 }
 
 TEST_P(Skeleton, ManyClientsAtOnce) {
@@ -113,6 +128,26 @@ TEST_F(Robustness, GarbageOnTheWire) {
   RunResult r = RunApp("app_roundtrip", server_.Url("shm"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(server_.Log().find("refused"), std::string::npos) << server_.Log();
+}
+
+TEST_F(Robustness, FatBinariesShipOnceAcrossSessionsAndRestarts) {
+  std::map<std::string, std::string> debug = {{"REMORA_LOG", "debug"}};
+  RunResult first = RunApp("app_plumbing", server_.Url("shm"), {}, debug);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("shipping a"), std::string::npos) << "the first session must ship the code: " << first.output;
+  RunResult second = RunApp("app_plumbing", server_.Url("tcp"), {}, debug);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_EQ(second.output.find("shipping a"), std::string::npos) << "a later session must ship no code: " << second.output;
+  // The cache lives in the state directory: it survives a restart.
+  std::string state = server_.state_dir();
+  ASSERT_EQ(server_.Stop(), 0);
+  ServerOptions o;
+  o.state_dir = state;
+  o.host_gpus = 2;
+  ASSERT_TRUE(server_.Start(o));
+  RunResult third = RunApp("app_plumbing", server_.Url("shm"), {}, debug);
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_EQ(third.output.find("shipping a"), std::string::npos) << third.output;
 }
 
 TEST_F(Robustness, NoServerMeansNoDevice) {

@@ -106,6 +106,22 @@ class Connection {
   virtual Result<bool> Progress() = 0;
   // Blocks until there may be something to do or `timeout_us` passes (spin, then sleep).
   virtual void WaitForActivity(int64_t timeout_us) = 0;
+
+  // ---- registered client memory (requester side) ---------------------------------------
+  // Long-lived application memory (cudaHostAlloc / cudaMallocHost / cudaHostRegister):
+  // transports with registered_memory register it once, and bulk from or into any part of
+  // it then moves without staging (RDMA: read or written in place). The memory must stay
+  // mapped until UnregisterHostMemory. Thread-safe like Send. Other transports: nothing to
+  // do. Errors: kHostMemoryAlreadyRegistered (overlap), kHostMemoryNotRegistered (unknown p).
+  virtual Status RegisterHostMemory(const void* p, size_t bytes) {
+    (void)p;
+    (void)bytes;
+    return Status::Ok();
+  }
+  virtual Status UnregisterHostMemory(const void* p) {
+    (void)p;
+    return Status::Ok();
+  }
 };
 
 }  // namespace remora

@@ -1,0 +1,383 @@
+// Copies: host to device (the bytes arrive as the request's bulk and are DMA'd chunk by
+// chunk as they arrive), device to host (DMA into transport chunks, shipped in order),
+// device to device, strided 2D/3D copies and copies between devices. Every device range is
+// checked against the session's own allocations first.
+#include <cstring>
+#include <deque>
+
+#include "remora/base/log.h"
+#include "worker/handlers.h"
+
+namespace remora::worker {
+namespace {
+
+constexpr size_t kMaxChunksInFlight = 4;
+constexpr uint64_t kBounceLimit = 64 << 10;
+
+// Where the packed bytes of a copy go on the device: `height` rows of `width` bytes per
+// slice, `depth` slices; rows `pitch` apart, slices `rows_per_slice * pitch` apart. A plain
+// copy is one row of `width` = size bytes.
+struct DeviceLayout {
+  DevPtr base = 0;
+  uint64_t pitch = 0, rows_per_slice = 1, width = 0, height = 1, depth = 1;
+
+  static DeviceLayout Linear(DevPtr p, uint64_t n) { return {p, n, 1, n, 1, 1}; }
+  uint64_t total() const { return width * height * depth; }
+  DevPtr Row(uint64_t r) const { return base + ((r / height) * rows_per_slice + r % height) * pitch; }
+  // The device range the layout touches, for validation.
+  uint64_t extent() const { return total() == 0 ? 0 : ((depth - 1) * rows_per_slice + (height - 1)) * pitch + width; }
+
+  // Calls copy(device side, host side, width, rows) for the packed bytes [off, off + n)
+  // living at `host`: a partial first row, whole rows per slice, a partial last row.
+  template <typename Copy>
+  Status ForEachRun(uint64_t off, uint64_t n, std::byte* host, Copy&& copy) const {
+    uint64_t end = off + n;
+    while (off < end) {
+      uint64_t row = off / width, col = off % width;
+      if (col != 0 || end - off < width) {
+        uint64_t len = std::min(width - col, end - off);
+        RETURN_IF_ERROR(copy(CopySide{false, Row(row) + col, len, 1}, CopySide{true, reinterpret_cast<uint64_t>(host), len, 1}, len, 1));
+        off += len;
+        host += len;
+        continue;
+      }
+      uint64_t rows = std::min((end - off) / width, height - row % height);  // stay in the slice
+      RETURN_IF_ERROR(copy(CopySide{false, Row(row), pitch, rows}, CopySide{true, reinterpret_cast<uint64_t>(host), width, rows}, width, rows));
+      off += rows * width;
+      host += rows * width;
+    }
+    return Status::Ok();
+  }
+};
+
+// Consumes and discards the bulk of a request that was refused, then answers it: the
+// transport must stay in step with the client.
+class DrainOp final : public PendingOp {
+ public:
+  DrainOp(uint64_t tag, uint64_t total, Status error) : tag_(tag), total_(total), error_(std::move(error)) {}
+  bool HoldsQueue() const override { return true; }
+  Result<bool> Poll(Executor& ex) override {
+    while (seen_ < total_) {
+      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().PollBulkChunk());
+      if (!c) return false;
+      seen_ += c->size;
+      ex.conn().ReleaseBulkChunk(*c);
+    }
+    RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
+    return true;
+  }
+
+ private:
+  uint64_t tag_, total_, seen_ = 0;
+  Status error_;
+};
+
+// Host-to-device copy: each chunk is DMA'd as it arrives; chunk memory is returned to the
+// transport when its DMA completes. Small asynchronous copies are bounced through a pinned
+// buffer so the transport (and the request queue) is free at once.
+class HtoDOp final : public PendingOp {
+ public:
+  HtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst)
+      : tag_(tag), stream_(stream), dst_(dst), total_(dst.total()) {}
+
+  bool HoldsQueue() const override { return received_ < total_ || holds_transport_chunks_ > 0; }
+
+  Result<bool> Poll(Executor& ex) override {
+    while (received_ < total_ && inflight_.size() < kMaxChunksInFlight) {
+      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().PollBulkChunk());
+      if (!c) break;
+      received_ += c->size;
+      Item item{*c, nullptr, nullptr};
+      const std::byte* src = c->data;
+      if (total_ <= kBounceLimit) {
+        auto b = ex.AcquireBounce();
+        if (b.ok()) {
+          std::memcpy(*b, c->data, c->size);
+          ex.conn().ReleaseBulkChunk(*c);
+          item.bounce = *b;
+          src = *b;
+        }
+      }
+      if (item.bounce == nullptr) holds_transport_chunks_++;
+      Status st = ex.SetDevice(stream_.gpu);
+      if (st.ok() && error_.ok()) st = Issue(ex, c->offset, c->size, const_cast<std::byte*>(src));
+      if (st.ok() && error_.ok()) {
+        auto e = ex.AcquirePoolEvent(stream_.gpu);
+        if (e.ok()) {
+          st = ex.driver().EventRecord(*e, stream_.stream);
+          if (st.ok()) item.event = *e;
+          else ex.ReleasePoolEvent(stream_.gpu, *e);
+        } else {
+          st = e.status();
+        }
+      }
+      if (!st.ok() && error_.ok()) error_ = st;
+      inflight_.push_back(item);
+    }
+    while (!inflight_.empty()) {
+      Item& it = inflight_.front();
+      if (it.event != nullptr) {
+        Status st = ex.driver().EventQuery(it.event);
+        if (st.code() == Err::kNotReady) break;
+        if (!st.ok() && error_.ok()) error_ = st;
+        ex.ReleasePoolEvent(stream_.gpu, it.event);
+      }
+      if (it.bounce != nullptr) {
+        ex.ReleaseBounce(it.bounce);
+      } else {
+        ex.conn().ReleaseBulkChunk(it.chunk);
+        holds_transport_chunks_--;
+      }
+      inflight_.pop_front();
+    }
+    if (received_ < total_ || !inflight_.empty()) return false;
+    RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
+    return true;
+  }
+
+ private:
+  Status Issue(Executor& ex, uint64_t off, uint64_t n, std::byte* src) {
+    if (dst_.height == 1 && dst_.depth == 1) return ex.driver().MemcpyHtoD(dst_.base + off, src, n, stream_.stream);
+    return dst_.ForEachRun(off, n, src, [&](const CopySide& dev, const CopySide& host, uint64_t w, uint64_t rows) {
+      return ex.driver().Copy3D(dev, host, w, rows, 1, stream_.stream);
+    });
+  }
+  struct Item {
+    BulkChunk chunk;
+    DEvent event;
+    std::byte* bounce;
+  };
+  uint64_t tag_;
+  Executor::Stream stream_;
+  DeviceLayout dst_;
+  uint64_t total_, received_ = 0;
+  int holds_transport_chunks_ = 0;
+  std::deque<Item> inflight_;
+  Status error_;
+};
+
+// Device-to-host copy: DMA into transport chunks, shipped in order as each completes. The
+// reply header went out first; a failure after that ships zeros for the rest and surfaces
+// as the session's pending error at the next synchronising call.
+class DtoHOp final : public PendingOp {
+ public:
+  DtoHOp(Executor::Stream stream, DeviceLayout src) : stream_(stream), src_(src), total_(src.total()) {}
+  bool HoldsQueue() const override { return true; }
+
+  Result<bool> Poll(Executor& ex) override {
+    while (acquired_ < total_ && inflight_.size() < kMaxChunksInFlight) {
+      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().AcquireBulkChunk(total_ - acquired_));
+      if (!c) break;
+      acquired_ += c->size;
+      Item item{*c, nullptr};
+      Status st = error_.ok() ? ex.SetDevice(stream_.gpu) : error_;
+      if (st.ok()) st = Issue(ex, c->offset, c->size, c->data);
+      if (st.ok()) {
+        auto e = ex.AcquirePoolEvent(stream_.gpu);
+        if (e.ok()) {
+          st = ex.driver().EventRecord(*e, stream_.stream);
+          if (st.ok()) item.event = *e;
+          else ex.ReleasePoolEvent(stream_.gpu, *e);
+        } else {
+          st = e.status();
+        }
+      }
+      if (!st.ok()) {
+        Fail(ex, st);
+        std::memset(c->data, 0, c->size);
+      }
+      inflight_.push_back(item);
+    }
+    while (!inflight_.empty()) {
+      Item& it = inflight_.front();
+      if (it.event != nullptr) {
+        Status st = ex.driver().EventQuery(it.event);
+        if (st.code() == Err::kNotReady) break;
+        ex.ReleasePoolEvent(stream_.gpu, it.event);
+        if (!st.ok()) {
+          Fail(ex, st);
+          std::memset(it.chunk.data, 0, it.chunk.size);
+        }
+      }
+      RETURN_IF_ERROR(ex.conn().CommitBulkChunk(it.chunk, it.chunk.size));
+      committed_ += it.chunk.size;
+      inflight_.pop_front();
+    }
+    if (committed_ < total_) return false;
+    RETURN_IF_ERROR(ex.EndBulkReply());
+    return true;
+  }
+
+ private:
+  Status Issue(Executor& ex, uint64_t off, uint64_t n, std::byte* dst) {
+    if (src_.height == 1 && src_.depth == 1) return ex.driver().MemcpyDtoH(dst, src_.base + off, n, stream_.stream);
+    return src_.ForEachRun(off, n, dst, [&](const CopySide& dev, const CopySide& host, uint64_t w, uint64_t rows) {
+      return ex.driver().Copy3D(host, dev, w, rows, 1, stream_.stream);
+    });
+  }
+  void Fail(Executor& ex, const Status& st) {
+    if (!error_.ok()) return;
+    error_ = st;
+    ex.DeferError(st);
+  }
+  struct Item {
+    BulkChunk chunk;
+    DEvent event;
+  };
+  Executor::Stream stream_;
+  DeviceLayout src_;
+  uint64_t total_, acquired_ = 0, committed_ = 0;
+  std::deque<Item> inflight_;
+  Status error_;
+};
+
+// Checks a strided device region against the session's allocations.
+Result<DeviceLayout> CheckLayout(Executor& ex, DevPtr base, uint64_t pitch, uint64_t rows_per_slice, uint64_t width,
+                                 uint64_t height, uint64_t depth) {
+  if (width == 0 || height == 0 || depth == 0) return DeviceLayout{base, pitch, rows_per_slice, width, height, depth};
+  if ((height > 1 || depth > 1) && pitch < width)
+    return Error(Err::kInvalidPitchValue, "pitch {} is smaller than the row width {}", pitch, width);
+  if (depth > 1 && rows_per_slice < height)
+    return Error(Err::kInvalidValue, "a slice of {} rows cannot hold {} rows", rows_per_slice, height);
+  if (width > (1ull << 40) || height > (1ull << 32) || depth > (1ull << 32) || pitch > (1ull << 40))
+    return Error(Err::kInvalidValue, "copy extent is out of range");
+  DeviceLayout l{base, pitch, rows_per_slice, width, height, depth};
+  RETURN_IF_ERROR(ex.allocations().CheckRange(base, l.extent()).status());
+  return l;
+}
+
+}  // namespace
+
+Status Handlers::Copy3D(Executor& ex, const InFrame& frame, Req req) {
+  auto a = req.getCopy3D();
+  uint64_t tag = a.getAsync() ? 0 : frame.header.tag;
+  uint64_t w = a.getWidth(), h = a.getHeight(), d = a.getDepth();
+  bool h2d = a.getKind() == wire::Copy3D::Kind::HOST_TO_DEVICE;
+  if (h2d && w * h * d != frame.header.bulk_bytes)
+    return Error(Err::kInvalidValue, "2D/3D copy of {} bytes carries {} bytes of data", w * h * d, frame.header.bulk_bytes);
+  if (!h2d && frame.header.bulk_bytes != 0) return Error(Err::kInvalidValue, "unexpected data with a 2D/3D copy");
+  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  switch (a.getKind()) {
+    case wire::Copy3D::Kind::HOST_TO_DEVICE: {
+      auto dst = CheckLayout(ex, a.getDst(), a.getDstPitch(), a.getDstHeight(), w, h, d);
+      Status st = !dst.ok() ? dst.status() : stream.status();
+      if (!st.ok()) {
+        if (frame.header.bulk_bytes == 0) return ReplyOrDefer(ex, tag, st);
+        ex.AddPending(std::make_unique<DrainOp>(tag, frame.header.bulk_bytes, st));
+        return Status::Ok();
+      }
+      if (dst->total() == 0) return ReplyOrDefer(ex, tag, Status::Ok());
+      ex.AddPending(std::make_unique<HtoDOp>(tag, *stream, *dst));
+      return Status::Ok();
+    }
+    case wire::Copy3D::Kind::DEVICE_TO_HOST: {
+      tag = frame.header.tag;  // the data is the reply
+      auto src = CheckLayout(ex, a.getSrc(), a.getSrcPitch(), a.getSrcHeight(), w, h, d);
+      if (!src.ok()) return ex.PostReply(tag, src.status());
+      if (!stream.ok()) return ex.PostReply(tag, stream.status());
+      Status st = ex.SetDevice(stream->gpu);
+      if (st.ok()) {
+        st = ex.driver().StreamQuery(stream->stream);
+        if (st.code() == Err::kNotReady) st = Status::Ok();
+      }
+      if (!st.ok() || src->total() == 0) return ex.PostReply(tag, st);
+      RETURN_IF_ERROR(ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, src->total()));
+      ex.BeginBulkReply();
+      ex.AddPending(std::make_unique<DtoHOp>(*stream, *src));
+      return Status::Ok();
+    }
+    case wire::Copy3D::Kind::DEVICE_TO_DEVICE: {
+      auto dst = CheckLayout(ex, a.getDst(), a.getDstPitch(), a.getDstHeight(), w, h, d);
+      if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
+      auto src = CheckLayout(ex, a.getSrc(), a.getSrcPitch(), a.getSrcHeight(), w, h, d);
+      if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
+      if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
+      Status st = ex.SetDevice(stream->gpu);
+      if (st.ok() && w * h * d > 0)
+        st = ex.driver().Copy3D(CopySide{false, dst->base, dst->pitch, dst->rows_per_slice},
+                                CopySide{false, src->base, src->pitch, src->rows_per_slice}, w, h, d, stream->stream);
+      if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
+      return ReplyWhenDone(ex, tag, {*stream});
+    }
+  }
+  return ReplyOrDefer(ex, tag, Error(Err::kInvalidMemcpyDirection, "unknown copy kind"));
+}
+
+Status Handlers::MemcpyPeer(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getMemcpyPeer();
+  auto dst_gpu = ex.GpuOf(a.getDstDevice());
+  if (!dst_gpu.ok()) return ReplyOrDefer(ex, tag, dst_gpu.status());
+  auto src_gpu = ex.GpuOf(a.getSrcDevice());
+  if (!src_gpu.ok()) return ReplyOrDefer(ex, tag, src_gpu.status());
+  auto dst = ex.allocations().CheckRange(a.getDst(), a.getSize());
+  if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
+  auto src = ex.allocations().CheckRange(a.getSrc(), a.getSize());
+  if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
+  if (dst->device != *dst_gpu || src->device != *src_gpu)
+    return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "a pointer does not belong to the device named with it"));
+  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
+  Status st = ex.SetDevice(stream->gpu);
+  if (st.ok() && a.getSize() > 0)
+    st = ex.driver().MemcpyPeer(a.getDst(), *dst_gpu, a.getSrc(), *src_gpu, a.getSize(), stream->stream);
+  if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
+  return ReplyWhenDone(ex, tag, {*stream});
+}
+
+Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
+  auto a = req.getMemcpyHtoD();
+  uint64_t tag = a.getAsync() ? 0 : frame.header.tag;
+  uint64_t size = a.getSize();
+  if (size != frame.header.bulk_bytes)
+    return Error(Err::kInvalidValue, "memcpyHtoD of {} bytes carries {} bytes of data", size, frame.header.bulk_bytes);
+  Status st;
+  auto range = ex.allocations().CheckRange(a.getDst(), size);
+  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!range.ok()) st = range.status();
+  else if (!stream.ok()) st = stream.status();
+  if (!st.ok()) {
+    if (size == 0) return ReplyOrDefer(ex, tag, st);
+    ex.AddPending(std::make_unique<DrainOp>(tag, size, st));
+    return Status::Ok();
+  }
+  if (size == 0) return ReplyOrDefer(ex, tag, Status::Ok());
+  ex.AddPending(std::make_unique<HtoDOp>(tag, *stream, DeviceLayout::Linear(a.getDst(), size)));
+  return Status::Ok();
+}
+
+Status Handlers::MemcpyDtoH(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getMemcpyDtoH();
+  uint64_t size = a.getSize();
+  auto range = ex.allocations().CheckRange(a.getSrc(), size);
+  if (!range.ok()) return ex.PostReply(tag, range.status());
+  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!stream.ok()) return ex.PostReply(tag, stream.status());
+  Status st = ex.SetDevice(stream->gpu);
+  // A context already broken by an earlier fault answers with its error, before any data.
+  if (st.ok()) {
+    st = ex.driver().StreamQuery(stream->stream);
+    if (st.code() == Err::kNotReady) st = Status::Ok();
+  }
+  if (!st.ok() || size == 0) return ex.PostReply(tag, st);
+  RETURN_IF_ERROR(ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, size));
+  ex.BeginBulkReply();
+  ex.AddPending(std::make_unique<DtoHOp>(*stream, DeviceLayout::Linear(a.getSrc(), size)));
+  return Status::Ok();
+}
+
+Status Handlers::MemcpyDtoD(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getMemcpyDtoD();
+  uint64_t size = a.getSize();
+  auto dst = ex.allocations().CheckRange(a.getDst(), size);
+  if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
+  auto src = ex.allocations().CheckRange(a.getSrc(), size);
+  if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
+  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
+  Status st = ex.SetDevice(stream->gpu);
+  if (st.ok() && size > 0) st = ex.driver().MemcpyDtoD(a.getDst(), a.getSrc(), size, stream->stream);
+  if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
+  return ReplyWhenDone(ex, tag, {*stream});
+}
+
+}  // namespace remora::worker

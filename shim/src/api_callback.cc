@@ -1,0 +1,92 @@
+// cudaLaunchHostFunc and cudaStreamAddCallback; device limits and stream priorities.
+#include <cuda_runtime_api.h>
+
+#include "callbacks.h"
+#include "export.h"
+#include "runtime.h"
+
+namespace remora::shim {
+namespace {
+
+cudaError_t HostFunc(cudaStream_t stream, std::function<void()> fn, bool per_thread, const char* call) {
+  Runtime& rt = Runtime::Get();
+  auto c = rt.Session();
+  if (!c.ok()) return Finish(c.status(), call);
+  int device = 0;
+  Status st = rt.CheckStream(stream, &device);
+  if (!st.ok()) return Finish(st, call);
+  uint64_t id = HostCallbacks::Get().Add(std::move(fn));
+  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
+    auto h = r.initHostFunc();
+    auto s = h.initStream();
+    s.setHandle(reinterpret_cast<uint64_t>(stream));
+    s.setPerThread(per_thread);
+    h.setId(id);
+  });
+  if (!st.ok()) HostCallbacks::Get().Cancel(id);
+  return Finish(st, call);
+}
+
+}  // namespace
+}  // namespace remora::shim
+
+using namespace remora;
+using namespace remora::shim;
+
+REMORA_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  if (fn == nullptr) return Finish(Error(Err::kInvalidValue, "fn is NULL"), "cudaLaunchHostFunc");
+  return HostFunc(stream, [fn, userData] { fn(userData); }, false, "cudaLaunchHostFunc");
+}
+REMORA_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  if (fn == nullptr) return Finish(Error(Err::kInvalidValue, "fn is NULL"), "cudaLaunchHostFunc");
+  return HostFunc(stream, [fn, userData] { fn(userData); }, true, "cudaLaunchHostFunc");
+}
+REMORA_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                                             unsigned int flags) {
+  if (callback == nullptr || flags != 0) return Finish(Error(Err::kInvalidValue, "bad callback or flags"), "cudaStreamAddCallback");
+  return HostFunc(stream, [stream, callback, userData] { callback(stream, cudaSuccess, userData); }, false, "cudaStreamAddCallback");
+}
+REMORA_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                                                  unsigned int flags) {
+  if (callback == nullptr || flags != 0) return Finish(Error(Err::kInvalidValue, "bad callback or flags"), "cudaStreamAddCallback");
+  return HostFunc(stream, [stream, callback, userData] { callback(stream, cudaSuccess, userData); }, true, "cudaStreamAddCallback");
+}
+
+namespace {
+cudaError_t Limit(cudaLimit limit, size_t* get, size_t set, const char* call) {
+  auto dev = Runtime::Get().CurrentDevice();
+  if (!dev.ok()) return Finish(dev.status(), call);
+  Status st = (*Runtime::Get().Session())->Call(*dev, [&](wire::Request::Builder& r) {
+    auto l = r.initDeviceLimit();
+    l.setLimit(static_cast<int32_t>(limit));
+    l.setValue(set);
+    l.setSet(get == nullptr);
+  }, [&](wire::Reply::Reader& r) -> Status {
+    if (get != nullptr) *get = static_cast<size_t>(r.getValue());
+    return Status::Ok();
+  });
+  return Finish(st, call);
+}
+}  // namespace
+
+REMORA_API cudaError_t cudaDeviceGetLimit(size_t* pValue, cudaLimit limit) {
+  if (pValue == nullptr) return Finish(Error(Err::kInvalidValue, "pValue is NULL"), "cudaDeviceGetLimit");
+  return Limit(limit, pValue, 0, "cudaDeviceGetLimit");
+}
+REMORA_API cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) { return Limit(limit, nullptr, value, "cudaDeviceSetLimit"); }
+
+REMORA_API cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  auto dev = Runtime::Get().CurrentDevice();
+  if (!dev.ok()) return Finish(dev.status(), "cudaDeviceGetStreamPriorityRange");
+  int64_t least = 0, greatest = 0;
+  Status st = (*Runtime::Get().Session())->Call(*dev, [](wire::Request::Builder& r) { r.setStreamPriorityRange(); },
+                                                [&](wire::Reply::Reader& r) -> Status {
+                                                  least = r.getPair().getFirst();
+                                                  greatest = r.getPair().getSecond();
+                                                  return Status::Ok();
+                                                });
+  if (!st.ok()) return Finish(st, "cudaDeviceGetStreamPriorityRange");
+  if (leastPriority) *leastPriority = static_cast<int>(least);
+  if (greatestPriority) *greatestPriority = static_cast<int>(greatest);
+  return cudaSuccess;
+}

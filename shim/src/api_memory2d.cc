@@ -1,0 +1,325 @@
+// Pitched and 3D memory (linear memory only; CUDA arrays are not supported), strided copies
+// and memsets, and copies between devices. A strided copy travels as one request: host
+// rows are packed back to back on the wire.
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <vector>
+
+#include "export.h"
+#include "memops.h"
+#include "runtime.h"
+
+namespace remora::shim {
+namespace {
+
+uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+void SetStream(wire::StreamRef::Builder b, cudaStream_t s, bool per_thread) {
+  b.setHandle(U(s));
+  b.setPerThread(per_thread);
+}
+
+// A strided region: `depth` slices of `height` rows of `width` bytes; rows `pitch` apart,
+// slices `rows` rows apart.
+struct Region {
+  char* base;
+  size_t pitch, rows;
+  char* Row(size_t y, size_t z) const { return base + (z * rows + y) * pitch; }
+  bool Packed(size_t width, size_t height, size_t depth) const {
+    return pitch == width && (depth == 1 || rows == height);
+  }
+};
+
+uint64_t Extent(const Region& r, size_t width, size_t height, size_t depth) {
+  return ((depth - 1) * r.rows + (height - 1)) * r.pitch + width;
+}
+
+void Pack(const Region& r, size_t width, size_t height, size_t depth, char* out) {
+  for (size_t z = 0; z < depth; z++)
+    for (size_t y = 0; y < height; y++, out += width) std::memcpy(out, r.Row(y, z), width);
+}
+
+void Unpack(const char* in, size_t width, size_t height, size_t depth, const Region& r) {
+  for (size_t z = 0; z < depth; z++)
+    for (size_t y = 0; y < height; y++, in += width) std::memcpy(r.Row(y, z), in, width);
+}
+
+cudaError_t Copy3D(Region dst, Region src, size_t width, size_t height, size_t depth, cudaMemcpyKind kind,
+                   cudaStream_t stream, bool per_thread, bool async, const char* call) {
+  Runtime& rt = Runtime::Get();
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+    return Finish(Error(Err::kInvalidMemcpyDirection, "invalid cudaMemcpyKind {}", static_cast<int>(kind)), call);
+  auto c = rt.Session();
+  if (!c.ok()) return Finish(c.status(), call);
+  int device = 0;
+  Status st = rt.CheckStream(stream, &device);
+  if (!st.ok()) return Finish(st, call);
+  if (width == 0 || height == 0 || depth == 0) return cudaSuccess;
+  if ((height > 1 || depth > 1) && (dst.pitch < width || src.pitch < width))
+    return Finish(Error(Err::kInvalidPitchValue, "a pitch is smaller than the width {}", width), call);
+  Side from = Classify(src.base), to = Classify(dst.base);
+  bool ok = (kind == cudaMemcpyDefault) || (kind == cudaMemcpyHostToDevice && from == Side::kHost && to == Side::kDevice) ||
+            (kind == cudaMemcpyDeviceToHost && from == Side::kDevice && to == Side::kHost) ||
+            (kind == cudaMemcpyDeviceToDevice && from == Side::kDevice && to == Side::kDevice) ||
+            (kind == cudaMemcpyHostToHost && from == Side::kHost && to == Side::kHost);
+  if (!ok) return Finish(Error(Err::kInvalidValue, "the copy direction contradicts the pointers"), call);
+  if (from == Side::kDevice) st = rt.CheckDeviceRange(U(src.base), Extent(src, width, height, depth));
+  if (st.ok() && to == Side::kDevice) st = rt.CheckDeviceRange(U(dst.base), Extent(dst, width, height, depth));
+  if (!st.ok()) return Finish(st, call);
+  Client* cl = *c;
+  size_t total = width * height * depth;
+
+  if (from == Side::kHost && to == Side::kHost) {
+    for (size_t z = 0; z < depth; z++)
+      for (size_t y = 0; y < height; y++) std::memmove(dst.Row(y, z), src.Row(y, z), width);
+    return cudaSuccess;
+  }
+  auto build = [&](wire::Copy3D::Kind k, bool is_async) {
+    return [&, k, is_async](wire::Request::Builder& r) {
+      auto m = r.initCopy3D();
+      m.setDst(U(dst.base));
+      m.setDstPitch(dst.pitch);
+      m.setDstHeight(dst.rows);
+      m.setSrc(U(src.base));
+      m.setSrcPitch(src.pitch);
+      m.setSrcHeight(src.rows);
+      m.setWidth(width);
+      m.setHeight(height);
+      m.setDepth(depth);
+      m.setKind(k);
+      SetStream(m.initStream(), stream, per_thread);
+      m.setAsync(is_async);
+    };
+  };
+  if (from == Side::kHost) {
+    std::vector<char> packed;
+    const char* data = src.base;
+    if (!src.Packed(width, height, depth)) {
+      packed.resize(total);
+      Pack(src, width, height, depth, packed.data());
+      data = packed.data();
+    }
+    if (async) return Finish(cl->Post(device, build(wire::Copy3D::Kind::HOST_TO_DEVICE, true), AsBytes(data, total)), call);
+    st = cl->Call(device, build(wire::Copy3D::Kind::HOST_TO_DEVICE, false), [](wire::Reply::Reader&) { return Status::Ok(); },
+                  AsBytes(data, total));
+    return FinishSync(cl, st, call);
+  }
+  if (to == Side::kHost) {
+    // Returns when the data is in place (into pinned or pageable memory alike).
+    std::vector<char> packed;
+    char* out = dst.base;
+    if (!dst.Packed(width, height, depth)) {
+      packed.resize(total);
+      out = packed.data();
+    }
+    st = cl->Call(device, build(wire::Copy3D::Kind::DEVICE_TO_HOST, false), [](wire::Reply::Reader&) { return Status::Ok(); },
+                  {}, AsWritableBytes(out, total));
+    if (st.ok() && !packed.empty()) Unpack(packed.data(), width, height, depth, dst);
+    return async ? Finish(st, call) : FinishSync(cl, st, call);
+  }
+  return Finish(cl->Post(device, build(wire::Copy3D::Kind::DEVICE_TO_DEVICE, true)), call);
+}
+
+cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                   cudaMemcpyKind kind, cudaStream_t stream, bool per_thread, bool async, const char* call) {
+  return Copy3D(Region{static_cast<char*>(dst), dpitch, height}, Region{const_cast<char*>(static_cast<const char*>(src)), spitch, height},
+                width, height, 1, kind, stream, per_thread, async, call);
+}
+
+cudaError_t Copy3DParms(const cudaMemcpy3DParms* p, cudaStream_t stream, bool per_thread, bool async, const char* call) {
+  if (p == nullptr) return Finish(Error(Err::kInvalidValue, "p is NULL"), call);
+  if (p->srcArray != nullptr || p->dstArray != nullptr)
+    return Finish(Error(Err::kNotSupported, "CUDA arrays are not supported by Remora"), call);
+  auto region = [](const cudaPitchedPtr& pp, const cudaPos& pos) {
+    char* base = static_cast<char*>(pp.ptr) + (pos.z * pp.ysize + pos.y) * pp.pitch + pos.x;
+    return Region{base, pp.pitch, pp.ysize};
+  };
+  return Copy3D(region(p->dstPtr, p->dstPos), region(p->srcPtr, p->srcPos), p->extent.width, p->extent.height,
+                p->extent.depth, p->kind, stream, per_thread, async, call);
+}
+
+cudaError_t Memset3D(char* dst, size_t pitch, size_t rows, int value, size_t width, size_t height, size_t depth,
+                     cudaStream_t stream, bool per_thread, const char* call) {
+  Runtime& rt = Runtime::Get();
+  auto c = rt.Session();
+  if (!c.ok()) return Finish(c.status(), call);
+  int device = 0;
+  Status st = rt.CheckStream(stream, &device);
+  if (!st.ok()) return Finish(st, call);
+  if (width == 0 || height == 0 || depth == 0) return cudaSuccess;
+  if ((height > 1 || depth > 1) && pitch < width) return Finish(Error(Err::kInvalidPitchValue, "pitch < width"), call);
+  st = rt.CheckDeviceRange(U(dst), ((depth - 1) * rows + (height - 1)) * pitch + width);
+  if (!st.ok()) return Finish(st, call);
+  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
+    auto m = r.initMemset3D();
+    m.setDst(U(dst));
+    m.setPitch(pitch);
+    m.setRowsPerSlice(rows);
+    m.setValue(static_cast<uint8_t>(value));
+    m.setWidth(width);
+    m.setHeight(height);
+    m.setDepth(depth);
+    SetStream(m.initStream(), stream, per_thread);
+    m.setAsync(true);
+  });
+  return Finish(st, call);
+}
+
+Result<std::pair<uint64_t, uint64_t>> MallocPitch(size_t width, size_t height) {
+  Runtime& rt = Runtime::Get();
+  ASSIGN_OR_RETURN(int device, rt.CurrentDevice());
+  std::pair<uint64_t, uint64_t> p{0, 0};
+  RETURN_IF_ERROR((*rt.Session())->Call(device, [&](wire::Request::Builder& r) {
+    auto m = r.initMallocPitch();
+    m.setWidth(width);
+    m.setHeight(height);
+  }, [&](wire::Reply::Reader& r) -> Status {
+    p = {r.getPitched().getPtr(), r.getPitched().getPitch()};
+    return Status::Ok();
+  }));
+  if (p.first != 0) rt.AddDeviceAllocation(p.first, p.second * height, device);
+  return p;
+}
+
+cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream,
+                       bool async, const char* call) {
+  Runtime& rt = Runtime::Get();
+  auto c = rt.Session();
+  if (!c.ok()) return Finish(c.status(), call);
+  int device = 0;
+  Status st = rt.CheckStream(stream, &device);
+  if (!st.ok()) return Finish(st, call);
+  if (count == 0) return cudaSuccess;
+  auto d = rt.FindDevice(U(dst));
+  auto s = rt.FindDevice(U(src));
+  if (!d || d->device != dst_device || !s || s->device != src_device)
+    return Finish(Error(Err::kInvalidValue, "a pointer is not device memory of the device given with it"), call);
+  st = rt.CheckDeviceRange(U(dst), count);
+  if (st.ok()) st = rt.CheckDeviceRange(U(src), count);
+  if (!st.ok()) return Finish(st, call);
+  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
+    auto m = r.initMemcpyPeer();
+    m.setDst(U(dst));
+    m.setDstDevice(dst_device);
+    m.setSrc(U(src));
+    m.setSrcDevice(src_device);
+    m.setSize(count);
+    SetStream(m.initStream(), stream, false);
+    m.setAsync(true);
+  });
+  (void)async;  // asynchronous with respect to the host either way, as in CUDA
+  return Finish(st, call);
+}
+
+cudaError_t PeerAccess(int device, int peer, wire::PeerAccess::Op op, int64_t* value, const char* call) {
+  auto c = Runtime::Get().Session();
+  if (!c.ok()) return Finish(c.status(), call);
+  Status st = (*c)->Call(device, [&](wire::Request::Builder& r) {
+    auto p = r.initPeerAccess();
+    p.setPeer(peer);
+    p.setOp(op);
+  }, [&](wire::Reply::Reader& r) -> Status {
+    if (value != nullptr) *value = r.getValue();
+    return Status::Ok();
+  });
+  return Finish(st, call);
+}
+
+}  // namespace
+}  // namespace remora::shim
+
+using namespace remora;
+using namespace remora::shim;
+
+REMORA_API cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height) {
+  if (devPtr == nullptr || pitch == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), "cudaMallocPitch");
+  auto p = MallocPitch(width, height);
+  if (!p.ok()) return Finish(p.status(), "cudaMallocPitch");
+  *devPtr = reinterpret_cast<void*>(p->first);
+  *pitch = p->second;
+  return cudaSuccess;
+}
+
+REMORA_API cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent) {
+  if (pitchedDevPtr == nullptr) return Finish(Error(Err::kInvalidValue, "pitchedDevPtr is NULL"), "cudaMalloc3D");
+  auto p = MallocPitch(extent.width, extent.height * extent.depth);
+  if (!p.ok()) return Finish(p.status(), "cudaMalloc3D");
+  *pitchedDevPtr = cudaPitchedPtr{reinterpret_cast<void*>(p->first), p->second, extent.width, extent.height};
+  return cudaSuccess;
+}
+
+REMORA_API cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                                    cudaMemcpyKind kind) {
+  return Copy2D(dst, dpitch, src, spitch, width, height, kind, nullptr, false, false, "cudaMemcpy2D");
+}
+REMORA_API cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                         size_t height, cudaMemcpyKind kind) {
+  return Copy2D(dst, dpitch, src, spitch, width, height, kind, nullptr, true, false, "cudaMemcpy2D");
+}
+REMORA_API cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                         size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+  return Copy2D(dst, dpitch, src, spitch, width, height, kind, stream, false, true, "cudaMemcpy2DAsync");
+}
+REMORA_API cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                              size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+  return Copy2D(dst, dpitch, src, spitch, width, height, kind, stream, true, true, "cudaMemcpy2DAsync");
+}
+REMORA_API cudaError_t cudaMemcpy3D(const cudaMemcpy3DParms* p) { return Copy3DParms(p, nullptr, false, false, "cudaMemcpy3D"); }
+REMORA_API cudaError_t cudaMemcpy3D_ptds(const cudaMemcpy3DParms* p) { return Copy3DParms(p, nullptr, true, false, "cudaMemcpy3D"); }
+REMORA_API cudaError_t cudaMemcpy3DAsync(const cudaMemcpy3DParms* p, cudaStream_t stream) {
+  return Copy3DParms(p, stream, false, true, "cudaMemcpy3DAsync");
+}
+REMORA_API cudaError_t cudaMemcpy3DAsync_ptsz(const cudaMemcpy3DParms* p, cudaStream_t stream) {
+  return Copy3DParms(p, stream, true, true, "cudaMemcpy3DAsync");
+}
+
+REMORA_API cudaError_t cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width, size_t height) {
+  return Memset3D(static_cast<char*>(devPtr), pitch, height, value, width, height, 1, nullptr, false, "cudaMemset2D");
+}
+REMORA_API cudaError_t cudaMemset2D_ptds(void* devPtr, size_t pitch, int value, size_t width, size_t height) {
+  return Memset3D(static_cast<char*>(devPtr), pitch, height, value, width, height, 1, nullptr, true, "cudaMemset2D");
+}
+REMORA_API cudaError_t cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width, size_t height,
+                                         cudaStream_t stream) {
+  return Memset3D(static_cast<char*>(devPtr), pitch, height, value, width, height, 1, stream, false, "cudaMemset2DAsync");
+}
+REMORA_API cudaError_t cudaMemset2DAsync_ptsz(void* devPtr, size_t pitch, int value, size_t width, size_t height,
+                                              cudaStream_t stream) {
+  return Memset3D(static_cast<char*>(devPtr), pitch, height, value, width, height, 1, stream, true, "cudaMemset2DAsync");
+}
+REMORA_API cudaError_t cudaMemset3D(cudaPitchedPtr p, int value, cudaExtent e) {
+  return Memset3D(static_cast<char*>(p.ptr), p.pitch, p.ysize, value, e.width, e.height, e.depth, nullptr, false, "cudaMemset3D");
+}
+REMORA_API cudaError_t cudaMemset3D_ptds(cudaPitchedPtr p, int value, cudaExtent e) {
+  return Memset3D(static_cast<char*>(p.ptr), p.pitch, p.ysize, value, e.width, e.height, e.depth, nullptr, true, "cudaMemset3D");
+}
+REMORA_API cudaError_t cudaMemset3DAsync(cudaPitchedPtr p, int value, cudaExtent e, cudaStream_t stream) {
+  return Memset3D(static_cast<char*>(p.ptr), p.pitch, p.ysize, value, e.width, e.height, e.depth, stream, false, "cudaMemset3DAsync");
+}
+REMORA_API cudaError_t cudaMemset3DAsync_ptsz(cudaPitchedPtr p, int value, cudaExtent e, cudaStream_t stream) {
+  return Memset3D(static_cast<char*>(p.ptr), p.pitch, p.ysize, value, e.width, e.height, e.depth, stream, true, "cudaMemset3DAsync");
+}
+
+REMORA_API cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {
+  return MemcpyPeer(dst, dstDevice, src, srcDevice, count, nullptr, false, "cudaMemcpyPeer");
+}
+REMORA_API cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
+                                           cudaStream_t stream) {
+  return MemcpyPeer(dst, dstDevice, src, srcDevice, count, stream, true, "cudaMemcpyPeerAsync");
+}
+
+REMORA_API cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
+  if (canAccessPeer == nullptr) return Finish(Error(Err::kInvalidValue, "canAccessPeer is NULL"), "cudaDeviceCanAccessPeer");
+  int64_t v = 0;
+  cudaError_t e = PeerAccess(device, peerDevice, wire::PeerAccess::Op::QUERY, &v, "cudaDeviceCanAccessPeer");
+  if (e == cudaSuccess) *canAccessPeer = static_cast<int>(v);
+  return e;
+}
+REMORA_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+  if (flags != 0) return Finish(Error(Err::kInvalidValue, "flags must be 0"), "cudaDeviceEnablePeerAccess");
+  return PeerAccess(Thread().device, peerDevice, wire::PeerAccess::Op::ENABLE, nullptr, "cudaDeviceEnablePeerAccess");
+}
+REMORA_API cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
+  return PeerAccess(Thread().device, peerDevice, wire::PeerAccess::Op::DISABLE, nullptr, "cudaDeviceDisablePeerAccess");
+}

@@ -1,0 +1,145 @@
+#define XXH_INLINE_ALL
+#include "modules.h"
+
+#include <xxhash.h>
+
+#include "remora/base/log.h"
+#include "remora/base/util.h"
+
+namespace remora::shim {
+namespace {
+
+Status NeedsDevice(int device) {
+  if (device < 0 || device >= kMaxDevices) return Error(Err::kInvalidDevice, "device {} is beyond Remora's limit", device);
+  return Status::Ok();
+}
+
+// Loads the fat binary on `device` (caller holds fatbin->mu).
+Result<uint64_t> ModuleOn(FatbinRecord* fb, int device) {
+  if (fb->module[static_cast<size_t>(device)] != 0) return fb->module[static_cast<size_t>(device)];
+  if (fb->data == nullptr || fb->size == 0)
+    return Error(Err::kInvalidKernelImage, "the fat binary of this kernel has a layout Remora does not know");
+  if (fb->hash.empty()) {
+    XXH128_hash_t h = XXH3_128bits(fb->data, fb->size);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    fb->hash.assign(reinterpret_cast<const char*>(c.digest), 16);
+  }
+  ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
+  uint64_t handle = 0;
+  bool need_image = false;
+  auto build = [&](bool with_image) {
+    return [fb, with_image](wire::Request::Builder& r) {
+      auto m = r.initModuleLoad();
+      m.setHash(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(fb->hash.data()), 16));
+      m.setSize(fb->size);
+      m.setHasImage(with_image);
+    };
+  };
+  auto on_reply = [&](wire::Reply::Reader& r) -> Status {
+    if (!r.isModule()) return Error(Err::kUnknown, "malformed module reply");
+    handle = r.getModule().getHandle();
+    need_image = r.getModule().getNeedImage();
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(client->Call(device, build(false), on_reply));
+  if (need_image) {
+    LOG_DEBUG("shipping a {} fat binary to the server", FormatSize(fb->size));
+    RETURN_IF_ERROR(client->Call(device, build(true), on_reply, AsBytes(fb->data, fb->size)));
+  }
+  if (handle == 0) return Error(Err::kInvalidKernelImage, "the server did not load the fat binary");
+  fb->module[static_cast<size_t>(device)] = handle;
+  return handle;
+}
+
+}  // namespace
+
+FunctionRecord* FunctionFromHost(const void* func) {
+  // A cudaKernel_t from __cudaGetKernel is the record itself; anything else is a host stub.
+  if (FunctionRecord* f = Registry::Get().FindFunction(func)) return f;
+  return Registry::Get().IsFunctionRecord(func) ? const_cast<FunctionRecord*>(static_cast<const FunctionRecord*>(func)) : nullptr;
+}
+
+Result<const KernelInfo*> KernelOn(FunctionRecord* f, int device) {
+  RETURN_IF_ERROR(NeedsDevice(device));
+  if (const KernelInfo* k = f->kernel[static_cast<size_t>(device)].load(std::memory_order_acquire)) return k;
+  std::lock_guard<std::mutex> lock(f->fatbin->mu);
+  if (const KernelInfo* k = f->kernel[static_cast<size_t>(device)].load(std::memory_order_acquire)) return k;
+  ASSIGN_OR_RETURN(uint64_t module, ModuleOn(f->fatbin, device));
+  ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
+  auto info = std::make_unique<KernelInfo>();
+  Status st = client->Call(device, [&](wire::Request::Builder& r) {
+    auto g = r.initGetFunction();
+    g.setModule(module);
+    g.setName(f->device_name);
+  }, [&](wire::Reply::Reader& r) -> Status {
+    if (!r.isFunction()) return Error(Err::kUnknown, "malformed function reply");
+    auto fi = r.getFunction();
+    info->handle = fi.getHandle();
+    for (auto p : fi.getParams()) {
+      info->params.emplace_back(p.getOffset(), p.getSize());
+      info->param_bytes = std::max(info->param_bytes, p.getOffset() + p.getSize());
+    }
+    for (int32_t a : fi.getAttributes()) info->attributes.push_back(a);
+    return Status::Ok();
+  });
+  RETURN_IF_ERROR(st);
+  // Attributes the application set before this device used the kernel.
+  std::map<int, int> attrs;
+  int cache_config;
+  {
+    std::lock_guard<std::mutex> l2(f->mu);
+    attrs = f->set_attributes;
+    cache_config = f->cache_config;
+  }
+  for (auto [attr, value] : attrs) {
+    RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
+      auto a = r.initFuncSetAttribute();
+      a.setFunction(info->handle);
+      a.setAttribute(attr);
+      a.setValue(value);
+    }, [](wire::Reply::Reader&) { return Status::Ok(); }));
+    if (static_cast<size_t>(attr) < info->attributes.size()) info->attributes[static_cast<size_t>(attr)] = value;
+  }
+  if (cache_config >= 0) {
+    RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
+      auto a = r.initFuncSetCacheConfig();
+      a.setFunction(info->handle);
+      a.setValue(cache_config);
+    }, [](wire::Reply::Reader&) { return Status::Ok(); }));
+  }
+  const KernelInfo* k = info.release();
+  f->kernel[static_cast<size_t>(device)].store(k, std::memory_order_release);
+  return k;
+}
+
+Result<std::pair<uint64_t, uint64_t>> GlobalOn(VariableRecord* v, int device) {
+  RETURN_IF_ERROR(NeedsDevice(device));
+  {
+    std::lock_guard<std::mutex> lock(v->mu);
+    if (v->global[static_cast<size_t>(device)].first != 0) return v->global[static_cast<size_t>(device)];
+  }
+  uint64_t module;
+  {
+    std::lock_guard<std::mutex> lock(v->fatbin->mu);
+    ASSIGN_OR_RETURN(module, ModuleOn(v->fatbin, device));
+  }
+  ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
+  std::pair<uint64_t, uint64_t> g;
+  RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
+    auto q = r.initGetGlobal();
+    q.setModule(module);
+    q.setName(v->device_name);
+    q.setSize(v->size);
+  }, [&](wire::Reply::Reader& r) -> Status {
+    if (!r.isGlobal()) return Error(Err::kUnknown, "malformed global reply");
+    g = {r.getGlobal().getPtr(), r.getGlobal().getSize()};
+    return Status::Ok();
+  }));
+  Runtime::Get().AddDeviceAllocation(g.first, g.second, device, AllocKind::kModule);
+  std::lock_guard<std::mutex> lock(v->mu);
+  v->global[static_cast<size_t>(device)] = g;
+  return g;
+}
+
+}  // namespace remora::shim
