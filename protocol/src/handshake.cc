@@ -141,7 +141,15 @@ Status SendWelcome(FrameSocket& sock, const SessionInfo& info) {
 
 Result<AuthenticatedPeer> RunServerHandshake(FrameSocket& sock, const ServerAuthPolicy& policy,
                                              std::vector<Fd>* hello_fds, int timeout_ms) {
-  ASSIGN_OR_RETURN(InFrame hello_frame, sock.Read(timeout_ms, hello_fds));
+  auto hello_read = sock.Read(timeout_ms, hello_fds);
+  if (!hello_read.ok()) {
+    // Not a Remora frame (another protocol, another framing version): say so, if the
+    // socket still works, before dropping the connection.
+    if (hello_read.status().code() == Err::kInvalidValue)
+      (void)SendRefusal(sock, Err::kInvalidValue, hello_read.status().message());
+    return hello_read.take_status();
+  }
+  InFrame hello_frame = *hello_read;
   AuthenticatedPeer peer;
   Nonce client_nonce{};
   uint32_t version = 0;

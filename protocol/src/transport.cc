@@ -61,6 +61,8 @@ Result<Endpoint> ParseEndpoint(std::string_view url) {
     if (colon == std::string_view::npos) return Error(Err::kInvalidValue, "invalid URL '{}': missing :PORT", url);
     host = rest.substr(0, colon);
     port = rest.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos)
+      return Error(Err::kInvalidValue, "invalid URL '{}': put an IPv6 address in brackets, e.g. tcp://[::1]:7070", url);
   }
   unsigned p = 0;
   auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), p);

@@ -1,10 +1,24 @@
 #include "supervisor/gpu_inventory.h"
 
+#include <charconv>
+#include <optional>
 #include <sstream>
 
 #include "supervisor/process.h"
 
 namespace remora::server {
+
+namespace {
+
+// Whole-field unsigned number, or nullopt.
+std::optional<uint64_t> Number(const std::string& s) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
 
 Result<Inventory> ParseProbe(const std::string& text) {
   Inventory inv;
@@ -21,12 +35,12 @@ Result<Inventory> ParseProbe(const std::string& text) {
       inv.backend = f[1];
       inv.emulated = f[2] == "1";
       saw_backend = true;
-    } else if (f[0] == "driver" && f.size() == 2) {
-      inv.driver_version = std::stoi(f[1]);
-    } else if (f[0] == "gpu" && f.size() == 6) {
+    } else if (f[0] == "driver" && f.size() == 2 && Number(f[1]) && *Number(f[1]) <= INT32_MAX) {
+      inv.driver_version = static_cast<int>(*Number(f[1]));
+    } else if (f[0] == "gpu" && f.size() == 6 && Number(f[1]) && *Number(f[1]) <= INT32_MAX && Number(f[2])) {
       GpuInfo g;
-      g.index = std::stoi(f[1]);
-      g.total_memory = std::stoull(f[2]);
+      g.index = static_cast<int>(*Number(f[1]));
+      g.total_memory = *Number(f[2]);
       g.uuid = f[3];
       g.pci_bus_id = f[4];
       g.name = f[5];

@@ -66,6 +66,14 @@ class SqliteStore final : public StateStore {
       std::string verdict = reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0));
       if (verdict != "ok") return Error(Err::kInitializationError, "state database {} is corrupt: {}", path_, verdict);
     }
+    {
+      // A database with tables but no Remora meta table belongs to someone else.
+      Stmt q(db_, "SELECT (SELECT count(*) FROM sqlite_master WHERE type='table'), "
+                  "(SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta')");
+      if (!q.ok() || q.Step() != SQLITE_ROW) return Fail("inspect the state database");
+      if (sqlite3_column_int(q.get(), 0) > 0 && sqlite3_column_int(q.get(), 1) == 0)
+        return Error(Err::kInitializationError, "{} is not a Remora state database (it has other tables)", path_);
+    }
     RETURN_IF_ERROR(Exec(kSchema));
     Stmt get(db_, "SELECT value FROM meta WHERE key='schema_version'");
     if (!get.ok()) return Fail("read schema version");

@@ -52,15 +52,15 @@ Result<Executor::Stream> Executor::ResolveStream(wire::StreamRef::Reader ref, ui
   bool per_thread = h == 2 || (h == 0 && ref.getPerThread());
   if (h == 0 || h == 1 || h == 2) {
     ASSIGN_OR_RETURN(int gpu, GpuOf(ordinal));
-    if (!per_thread) return Stream{nullptr, gpu};
+    if (!per_thread) return Stream{nullptr, gpu, 0};
     auto key = std::make_pair(thread, gpu);
     auto it = per_thread_streams_.find(key);
-    if (it != per_thread_streams_.end()) return Stream{it->second, gpu};
+    if (it != per_thread_streams_.end()) return Stream{it->second, gpu, 0};
     RETURN_IF_ERROR(SetDevice(gpu));
     // A per-thread default stream synchronises with the legacy stream, like CUDA's.
     ASSIGN_OR_RETURN(DStream s, driver_.StreamCreate(0, 0));
     per_thread_streams_.emplace(key, s);
-    return Stream{s, gpu};
+    return Stream{s, gpu, 0};
   }
   ASSIGN_OR_RETURN(Stream * s, streams_.Get(h));
   if (config_.gpus.empty() || std::find(config_.gpus.begin(), config_.gpus.end(), s->gpu) == config_.gpus.end())
@@ -198,6 +198,49 @@ Status Executor::Dispatch(const InFrame& frame) {
   return decoded;
 }
 
+bool Executor::IsControl(const InFrame& frame) {
+  if (frame.kind() != FrameKind::kRequest || frame.header.bulk_bytes != 0) return false;
+  bool control = false;
+  (void)GuardDecode("request", [&]() -> Status {
+    BodyReader reader(frame.body);
+    control = reader.Root<wire::Request>().which() == wire::Request::CALLBACK_DONE;
+    return Status::Ok();
+  });
+  return control;
+}
+
+Result<bool> Executor::DispatchFrames() {
+  bool any = false;
+  for (int budget = 64; budget > 0 && !goodbye_; budget--) {
+    bool held = false, transport_held = false;
+    for (auto& op : pending_) {
+      held |= op->HoldsQueue();
+      transport_held |= op->HoldsTransport();
+    }
+    if (!held && !backlog_.empty()) {
+      Backlogged b = std::move(backlog_.front());
+      backlog_.pop_front();
+      if (b.header.bulk_bytes > 0) backlog_has_bulk_ = false;
+      RETURN_IF_ERROR(Dispatch(InFrame{b.header, {b.body.data(), b.body.size()}}));
+      any = true;
+      continue;
+    }
+    if (transport_held || backlog_has_bulk_) break;
+    ASSIGN_OR_RETURN(std::optional<InFrame> frame, conn_.Poll());
+    if (!frame) break;
+    any = true;
+    if (!held || IsControl(*frame)) {
+      RETURN_IF_ERROR(Dispatch(*frame));
+      continue;
+    }
+    // A transfer holds the queue: keep the frame for later, in order. (A host function
+    // waiting in a stream needs the client's callbackDone to get through meanwhile.)
+    backlog_.push_back(Backlogged{frame->header, std::vector<uint64_t>(frame->body.begin(), frame->body.end())});
+    if (frame->header.bulk_bytes > 0) backlog_has_bulk_ = true;
+  }
+  return any;
+}
+
 Result<bool> Executor::PollPending() {
   bool progressed = false;
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -248,6 +291,13 @@ Status Executor::PollControl() {
 }
 
 Status Executor::Run() {
+  // Pinned staging and host registration need a context: make the first GPU current.
+  for (int gpu : config_.gpus) {
+    if (gpu < 0) continue;
+    Status st = SetDevice(gpu);
+    if (!st.ok()) LOG_WARN("cannot initialise GPU {}: {}", gpu, st.ToString());
+    break;
+  }
   conn_.SetStaging(&staging_);
   for (const SharedRegion& r : conn_.SharedRegions()) {
     // Let the GPU reach the client's shared segment directly (zero-copy staging).
@@ -265,24 +315,12 @@ Status Executor::Run() {
       break;
     }
     progressed |= *pending;
-    bool held = false;
-    for (auto& op : pending_) held |= op->HoldsQueue();
-    for (int budget = 64; !held && budget > 0 && !goodbye_; budget--) {
-      auto frame = conn_.Poll();
-      if (!frame.ok()) {
-        exit_status = frame.take_status();
-        break;
-      }
-      if (!*frame) break;
-      Status st = Dispatch(**frame);
-      if (!st.ok()) {
-        exit_status = st;
-        break;
-      }
-      progressed = true;
-      held = !pending_.empty() && pending_.back()->HoldsQueue();
+    auto dispatched = DispatchFrames();
+    if (!dispatched.ok()) {
+      exit_status = dispatched.take_status();
+      break;
     }
-    if (!exit_status.ok()) break;
+    progressed |= *dispatched;
     auto moved = conn_.Progress();
     if (!moved.ok()) {
       exit_status = moved.take_status();
@@ -298,16 +336,22 @@ Status Executor::Run() {
       idle_since = 0;
       continue;
     }
-    // Nothing moved. With GPU work pending, poll it again soon (backing off for long
-    // kernels); otherwise sleep until the client or the supervisor has something.
     uint64_t now = MonotonicNanos();
     if (idle_since == 0) idle_since = now;
-    int64_t wait_us = 10'000;
-    if (!pending_.empty()) {
-      uint64_t idle = now - idle_since;
-      wait_us = idle < 2'000'000 ? 20 : idle < 20'000'000 ? 200 : 1000;
+    uint64_t idle = now - idle_since;
+    if (pending_.empty()) {
+      conn_.WaitForActivity(10'000);  // nothing in flight: sleep until the client acts
+      continue;
     }
-    conn_.WaitForActivity(wait_us);
+    // GPU work in flight: poll it (and the client) in a tight loop at first, so a short
+    // kernel's completion is answered within a microsecond; back off for long ones.
+    if (idle < 2'000'000) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    conn_.WaitForActivity(idle < 20'000'000 ? 20 : idle < 200'000'000 ? 200 : 1000);
   }
   if (goodbye_) {
     // Flush the goodbye reply (best effort: the client may already be gone).
@@ -329,6 +373,7 @@ void Executor::ReleaseEverything() {
     cb->cv.notify_all();
   }
   host_callbacks_.clear();
+  for (auto& op : pending_) op->Abandon(*this);
   pending_.clear();
   for (auto& [key, s] : per_thread_streams_) {
     if (SetDevice(key.second).ok()) (void)driver_.StreamDestroy(s);

@@ -59,8 +59,13 @@ class PendingOp {
   virtual ~PendingOp() = default;
   // Advances; true once finished (its reply, if any, posted). An error ends the session.
   virtual Result<bool> Poll(Executor& ex) = 0;
-  // A bulk transfer in progress: no further request is dispatched until it completes.
+  // Later requests must wait (stream order across a transfer that is only partly issued).
+  // The executor keeps reading frames meanwhile and runs control requests at once.
   virtual bool HoldsQueue() const { return false; }
+  // The op is still consuming the current frame's incoming bulk: no frame can be read.
+  virtual bool HoldsTransport() const { return false; }
+  // The session ends with this op unfinished: give back what it owns (no reply is sent).
+  virtual void Abandon(Executor& ex) { (void)ex; }
 };
 
 class Executor {
@@ -82,6 +87,7 @@ class Executor {
   struct Stream {
     DStream stream = nullptr;
     int gpu = 0;
+    unsigned flags = 0;  // cudaStreamNonBlocking or 0
   };
   struct Event {
     DEvent event = nullptr;
@@ -172,6 +178,9 @@ class Executor {
   friend class Handlers;
 
   Status Dispatch(const InFrame& frame);
+  // Reads and dispatches frames (up to a budget); true if any was handled.
+  Result<bool> DispatchFrames();
+  bool IsControl(const InFrame& frame);
   Result<bool> PollPending();
   Status PollControl();
   Status ApplyControl(const ControlEvent& ev);
@@ -207,6 +216,15 @@ class Executor {
   std::vector<std::pair<int, DEvent>> pool_event_owner_;
   std::vector<std::byte*> bounce_free_;
   std::vector<std::byte*> bounce_all_;
+
+  // Frames read while an op held the queue, in arrival order. Only the last may have bulk,
+  // which then stays in the transport until the frame is dispatched.
+  struct Backlogged {
+    FrameHeader header;
+    std::vector<uint64_t> body;
+  };
+  std::deque<Backlogged> backlog_;
+  bool backlog_has_bulk_ = false;
 
   bool bulk_reply_active_ = false;
   struct QueuedReply {

@@ -31,6 +31,12 @@ class FreeOp final : public PendingOp {
     RETURN_IF_ERROR(ex.PostReply(tag_, st));
     return true;
   }
+  void Abandon(Executor& ex) override {
+    for (auto& [gpu, e] : events_) ex.ReleasePoolEvent(gpu, e);
+    events_.clear();
+    if (ex.SetDevice(alloc_.device).ok()) (void)ex.driver().MemFree(alloc_.base);
+    ex.ReleaseCharge(alloc_.device, alloc_.reserved);
+  }
 
  private:
   uint64_t tag_;

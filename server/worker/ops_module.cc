@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <fstream>
 
@@ -89,6 +90,7 @@ class ImageOp final : public PendingOp {
     image_.reserve(size);
   }
   bool HoldsQueue() const override { return true; }
+  bool HoldsTransport() const override { return true; }
   Result<bool> Poll(Executor& ex) override {
     while (image_.size() < image_.capacity()) {
       ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().PollBulkChunk());
@@ -232,14 +234,21 @@ Status Handlers::LaunchKernel(Executor& ex, uint64_t tag, Req req) {
   // The parameter buffer stays valid for the call; the driver copies the values.
   auto data = a.getParams();
   const std::vector<ParamInfo>& layout = (*f)->params;
-  std::vector<void*> params(layout.size());
+  // No allocation for the usual parameter counts (the launch path is hot).
+  std::array<void*, 64> fixed;
+  std::vector<void*> many;
+  void** params = fixed.data();
+  if (layout.size() > fixed.size()) {
+    many.resize(layout.size());
+    params = many.data();
+  }
   for (size_t i = 0; i < layout.size(); i++) {
     if (uint64_t{layout[i].offset} + layout[i].size > data.size())
       return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "kernel parameters are {} bytes, parameter {} needs {}",
                                          data.size(), i, layout[i].offset + layout[i].size));
     params[i] = const_cast<unsigned char*>(data.begin() + layout[i].offset);
   }
-  c.params = params.empty() ? nullptr : params.data();
+  c.params = layout.empty() ? nullptr : params;
   for (auto at : a.getAttributes()) {
     uint32_t id = at.getId();
     // Attributes that carry event handles would need translating: not supported.

@@ -46,12 +46,12 @@ class SyncWaitOp final : public PendingOp {
 }  // namespace
 
 std::vector<Executor::Stream> Handlers::StreamsOf(Executor& ex, int gpu) {
-  std::vector<Executor::Stream> out{{nullptr, gpu}};
+  // The legacy stream waits for every blocking stream (per-thread ones included), so an
+  // event there covers them; non-blocking streams need their own.
+  std::vector<Executor::Stream> out{{nullptr, gpu, 0}};
   ex.streams().ForEach([&](uint64_t, Executor::Stream& s) {
-    if (s.gpu == gpu) out.push_back(s);
+    if (s.gpu == gpu && (s.flags & 0x1)) out.push_back(s);
   });
-  for (auto& [key, s] : ex.per_thread_streams())
-    if (key.second == gpu) out.push_back({s, gpu});
   return out;
 }
 
@@ -88,7 +88,7 @@ Status Handlers::StreamCreate(Executor& ex, uint64_t tag, Req req) {
   if (!st.ok()) return ex.PostReply(tag, st);
   auto s = ex.driver().StreamCreate(a.getFlags(), a.getPriority());
   if (!s.ok()) return ex.PostReply(tag, s.status());
-  uint64_t h = ex.streams().Insert({*s, *gpu});
+  uint64_t h = ex.streams().Insert({*s, *gpu, a.getFlags()});
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
 }
 
@@ -197,11 +197,16 @@ namespace {
 
 // Runs on the driver's callback thread when the stream reaches the host function: tells the
 // executor, then blocks (and with it the stream) until the client has run the callback.
+// Owns one reference to the callback state (the executor may drop its own meanwhile).
 void HostFuncTrampoline(void* arg) {
-  auto* cb = static_cast<Executor::HostCallback*>(arg);
-  cb->reached.store(true, std::memory_order_release);
-  std::unique_lock<std::mutex> lock(cb->mu);
-  cb->cv.wait(lock, [&] { return cb->done; });
+  auto* ref = static_cast<std::shared_ptr<Executor::HostCallback>*>(arg);
+  Executor::HostCallback& cb = **ref;
+  cb.reached.store(true, std::memory_order_release);
+  {
+    std::unique_lock<std::mutex> lock(cb.mu);
+    cb.cv.wait(lock, [&] { return cb.done; });
+  }
+  delete ref;
 }
 
 // Announces the callback to the client once the stream gets there.
@@ -228,10 +233,13 @@ Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
   auto cb = std::make_shared<Executor::HostCallback>();
   cb->id = a.getId();
   Status st = ex.SetDevice(s->gpu);
-  // The driver thread holds a raw pointer: the executor keeps `cb` alive until callbackDone
-  // (or until the session ends, when it releases every waiting driver thread).
-  if (st.ok()) st = ex.driver().LaunchHostFunc(s->stream, HostFuncTrampoline, cb.get());
-  if (!st.ok()) return ReplyOrDefer(ex, tag, st);
+  // The driver thread gets its own reference; the session's end releases every waiting one.
+  auto* ref = new std::shared_ptr<Executor::HostCallback>(cb);
+  if (st.ok()) st = ex.driver().LaunchHostFunc(s->stream, HostFuncTrampoline, ref);
+  if (!st.ok()) {
+    delete ref;
+    return ReplyOrDefer(ex, tag, st);
+  }
   ex.host_callbacks()[cb->id] = cb;
   ex.AddPending(std::make_unique<HostFuncOp>(cb));
   return ReplyOrDefer(ex, tag, Status::Ok());

@@ -56,6 +56,7 @@ class DrainOp final : public PendingOp {
  public:
   DrainOp(uint64_t tag, uint64_t total, Status error) : tag_(tag), total_(total), error_(std::move(error)) {}
   bool HoldsQueue() const override { return true; }
+  bool HoldsTransport() const override { return true; }
   Result<bool> Poll(Executor& ex) override {
     while (seen_ < total_) {
       ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().PollBulkChunk());
@@ -80,7 +81,8 @@ class HtoDOp final : public PendingOp {
   HtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst)
       : tag_(tag), stream_(stream), dst_(dst), total_(dst.total()) {}
 
-  bool HoldsQueue() const override { return received_ < total_ || holds_transport_chunks_ > 0; }
+  bool HoldsQueue() const override { return HoldsTransport(); }
+  bool HoldsTransport() const override { return received_ < total_ || holds_transport_chunks_ > 0; }
 
   Result<bool> Poll(Executor& ex) override {
     while (received_ < total_ && inflight_.size() < kMaxChunksInFlight) {

@@ -118,7 +118,7 @@ REMORA_API cudaError_t cudaGetDeviceCount(int* count) {
   if (!st.ok()) return Finish(st, "cudaGetDeviceCount");
   auto devs = Runtime::Get().Devices();
   if (!devs.ok()) return Finish(devs.status(), "cudaGetDeviceCount");
-  *count = static_cast<int>(devs->size());
+  *count = static_cast<int>((*devs)->size());
   if (*count == 0) return Finish(Error(Err::kNoDevice, "no GPU is attached to this tenant"), "cudaGetDeviceCount");
   return cudaSuccess;
 }
@@ -134,7 +134,7 @@ REMORA_API cudaError_t cudaGetDevice(int* device) {
 REMORA_API cudaError_t cudaSetDevice(int device) {
   auto d = Runtime::Get().Device(device);
   if (!d.ok()) return Finish(d.status(), "cudaSetDevice");
-  if (d->detached) return Finish(Error(Err::kDevicesUnavailable, "device {} was detached", device), "cudaSetDevice");
+  if ((*d)->detached) return Finish(Error(Err::kDevicesUnavailable, "device {} was detached", device), "cudaSetDevice");
   Thread().device = device;
   return cudaSuccess;
 }
@@ -160,7 +160,7 @@ REMORA_API cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device)
   if (prop == nullptr) return Finish(Error(Err::kInvalidValue, "prop is NULL"), "cudaGetDeviceProperties");
   auto d = Runtime::Get().Device(device);
   if (!d.ok()) return Finish(d.status(), "cudaGetDeviceProperties");
-  FillProperties(*d, prop);
+  FillProperties(**d, prop);
   return cudaSuccess;
 }
 
@@ -169,9 +169,9 @@ REMORA_API cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, i
   auto d = Runtime::Get().Device(device);
   if (!d.ok()) return Finish(d.status(), "cudaDeviceGetAttribute");
   int a = static_cast<int>(attr);
-  if (a <= 0 || a >= static_cast<int>(d->attributes.size()))
+  if (a <= 0 || a >= static_cast<int>((*d)->attributes.size()))
     return Finish(Error(Err::kInvalidValue, "unknown device attribute {}", a), "cudaDeviceGetAttribute");
-  *value = d->attributes[static_cast<size_t>(a)];
+  *value = (*d)->attributes[static_cast<size_t>(a)];
   return cudaSuccess;
 }
 
@@ -179,7 +179,7 @@ REMORA_API cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device
   if (pciBusId == nullptr || len <= 0) return Finish(Error(Err::kInvalidValue, "bad buffer"), "cudaDeviceGetPCIBusId");
   auto d = Runtime::Get().Device(device);
   if (!d.ok()) return Finish(d.status(), "cudaDeviceGetPCIBusId");
-  std::strncpy(pciBusId, d->pci_bus_id.c_str(), static_cast<size_t>(len) - 1);
+  std::strncpy(pciBusId, (*d)->pci_bus_id.c_str(), static_cast<size_t>(len) - 1);
   pciBusId[len - 1] = '\0';
   return cudaSuccess;
 }
@@ -188,7 +188,7 @@ REMORA_API cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId
   if (device == nullptr || pciBusId == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), "cudaDeviceGetByPCIBusId");
   auto devs = Runtime::Get().Devices();
   if (!devs.ok()) return Finish(devs.status(), "cudaDeviceGetByPCIBusId");
-  for (const DeviceEntry& d : *devs) {
+  for (const DeviceEntry& d : **devs) {
     if (strcasecmp(d.pci_bus_id.c_str(), pciBusId) == 0) {
       *device = d.ordinal;
       return cudaSuccess;
@@ -203,7 +203,7 @@ REMORA_API cudaError_t cudaChooseDevice(int* device, const cudaDeviceProp* prop)
   if (!devs.ok()) return Finish(devs.status(), "cudaChooseDevice");
   // The closest compute capability among attached devices.
   int best = -1, best_score = INT32_MAX;
-  for (const DeviceEntry& d : *devs) {
+  for (const DeviceEntry& d : **devs) {
     if (d.detached) continue;
     int cc = Attr(d, cudaDevAttrComputeCapabilityMajor) * 10 + Attr(d, cudaDevAttrComputeCapabilityMinor);
     int score = std::abs(cc - (prop->major * 10 + prop->minor));

@@ -28,24 +28,31 @@ struct Launch {
 // returned by the launch itself.
 Status Validate(const Launch& l, const KernelInfo& k, const DeviceEntry& d) {
   auto attr = [&](cudaDeviceAttr a) { return static_cast<size_t>(a) < d.attributes.size() ? d.attributes[a] : 0; };
+  // CUDA 13 answers these with cudaErrorInvalidValue (checked against the native runtime).
   if (l.grid.x == 0 || l.grid.y == 0 || l.grid.z == 0 || l.block.x == 0 || l.block.y == 0 || l.block.z == 0)
-    return Error(Err::kInvalidConfiguration, "a grid or block dimension is 0");
+    return Error(Err::kInvalidValue, "a grid or block dimension is 0");
   if (l.block.x > static_cast<unsigned>(attr(cudaDevAttrMaxBlockDimX)) || l.block.y > static_cast<unsigned>(attr(cudaDevAttrMaxBlockDimY)) ||
       l.block.z > static_cast<unsigned>(attr(cudaDevAttrMaxBlockDimZ)) || l.grid.x > static_cast<unsigned>(attr(cudaDevAttrMaxGridDimX)) ||
       l.grid.y > static_cast<unsigned>(attr(cudaDevAttrMaxGridDimY)) || l.grid.z > static_cast<unsigned>(attr(cudaDevAttrMaxGridDimZ)))
-    return Error(Err::kInvalidConfiguration, "grid ({},{},{}) or block ({},{},{}) exceeds the device's limits", l.grid.x,
+    return Error(Err::kInvalidValue, "grid ({},{},{}) or block ({},{},{}) exceeds the device's limits", l.grid.x,
                  l.grid.y, l.grid.z, l.block.x, l.block.y, l.block.z);
   uint64_t threads = uint64_t{l.block.x} * l.block.y * l.block.z;
   if (threads > static_cast<uint64_t>(attr(cudaDevAttrMaxThreadsPerBlock)))
-    return Error(Err::kInvalidConfiguration, "{} threads per block exceed the device's {}", threads, attr(cudaDevAttrMaxThreadsPerBlock));
+    return Error(Err::kInvalidValue, "{} threads per block exceed the device's {}", threads, attr(cudaDevAttrMaxThreadsPerBlock));
   if (!k.attributes.empty() && k.attributes[0] > 0 && threads > static_cast<uint64_t>(k.attributes[0]))
     return Error(Err::kLaunchOutOfResources, "{} threads per block exceed this kernel's {}", threads, k.attributes[0]);
+  // Dynamic shared memory beyond the kernel's limit (raised with cudaFuncSetAttribute).
+  constexpr size_t kMaxDynamicSmem = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  if (k.attributes.size() > kMaxDynamicSmem && l.shared_mem > static_cast<size_t>(k.attributes[kMaxDynamicSmem]))
+    return Error(Err::kInvalidValue, "{} bytes of dynamic shared memory exceed this kernel's {} (see cudaFuncAttributeMaxDynamicSharedMemorySize)",
+                 l.shared_mem, k.attributes[kMaxDynamicSmem]);
   return Status::Ok();
 }
 
 cudaError_t DoLaunch(FunctionRecord* f, const Launch& l, void** args, const char* call) {
   Runtime& rt = Runtime::Get();
-  if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "not a registered kernel"), call);
+  // What CUDA 13 answers for a pointer that is not a kernel.
+  if (f == nullptr) return Finish(Error(Err::kInvalidResourceHandle, "not a registered kernel"), call);
   auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), call);
   int device = 0;
@@ -55,7 +62,7 @@ cudaError_t DoLaunch(FunctionRecord* f, const Launch& l, void** args, const char
   if (!dev.ok()) return Finish(dev.status(), call);
   auto k = KernelOn(f, device);
   if (!k.ok()) return Finish(k.status(), call);
-  st = Validate(l, **k, *dev);
+  st = Validate(l, **k, **dev);
   if (!st.ok()) return Finish(st, call);
   const KernelInfo& info = **k;
   if (!info.params.empty() && args == nullptr)

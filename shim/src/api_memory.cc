@@ -59,23 +59,23 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   if (n == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr) return Finish(Error(Err::kInvalidValue, "NULL pointer"), call);
 
+  // An explicit kind is trusted for the host side (a remote device address may equal a
+  // local host address); cudaMemcpyDefault infers both sides from this process's tables.
   Side from = Classify(src), to = Classify(dst);
   switch (kind) {
     case cudaMemcpyHostToDevice:
-      if (to != Side::kDevice || from != Side::kHost)
-        return Finish(Error(Err::kInvalidValue, "cudaMemcpyHostToDevice needs a host source and a device destination"), call);
+      from = Side::kHost;
+      to = Side::kDevice;
       break;
     case cudaMemcpyDeviceToHost:
-      if (from != Side::kDevice || to != Side::kHost)
-        return Finish(Error(Err::kInvalidValue, "cudaMemcpyDeviceToHost needs a device source and a host destination"), call);
+      from = Side::kDevice;
+      to = Side::kHost;
       break;
     case cudaMemcpyDeviceToDevice:
-      if (from != Side::kDevice || to != Side::kDevice)
-        return Finish(Error(Err::kInvalidValue, "cudaMemcpyDeviceToDevice needs device pointers"), call);
+      from = to = Side::kDevice;
       break;
     case cudaMemcpyHostToHost:
-      if (from != Side::kHost || to != Side::kHost)
-        return Finish(Error(Err::kInvalidValue, "cudaMemcpyHostToHost needs host pointers"), call);
+      from = to = Side::kHost;
       break;
     default:
       break;

@@ -58,12 +58,11 @@ cudaError_t Copy3D(Region dst, Region src, size_t width, size_t height, size_t d
   if (width == 0 || height == 0 || depth == 0) return cudaSuccess;
   if ((height > 1 || depth > 1) && (dst.pitch < width || src.pitch < width))
     return Finish(Error(Err::kInvalidPitchValue, "a pitch is smaller than the width {}", width), call);
-  Side from = Classify(src.base), to = Classify(dst.base);
-  bool ok = (kind == cudaMemcpyDefault) || (kind == cudaMemcpyHostToDevice && from == Side::kHost && to == Side::kDevice) ||
-            (kind == cudaMemcpyDeviceToHost && from == Side::kDevice && to == Side::kHost) ||
-            (kind == cudaMemcpyDeviceToDevice && from == Side::kDevice && to == Side::kDevice) ||
-            (kind == cudaMemcpyHostToHost && from == Side::kHost && to == Side::kHost);
-  if (!ok) return Finish(Error(Err::kInvalidValue, "the copy direction contradicts the pointers"), call);
+  Side from = Classify(src.base), to = Classify(dst.base);  // cudaMemcpyDefault; explicit kinds decide
+  if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost) from = Side::kHost;
+  if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) from = Side::kDevice;
+  if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) to = Side::kHost;
+  if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) to = Side::kDevice;
   if (from == Side::kDevice) st = rt.CheckDeviceRange(U(src.base), Extent(src, width, height, depth));
   if (st.ok() && to == Side::kDevice) st = rt.CheckDeviceRange(U(dst.base), Extent(dst, width, height, depth));
   if (!st.ok()) return Finish(st, call);

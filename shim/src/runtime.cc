@@ -134,13 +134,13 @@ Status Runtime::Connect() {
   return Status::Ok();
 }
 
-Result<std::vector<DeviceEntry>> Runtime::Devices(bool force_refresh) {
+Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
   ASSIGN_OR_RETURN(Client * c, Session());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!force_refresh && devices_generation_ == c->generation()) return devices_;
+    if (!force_refresh && devices_ && devices_generation_ == c->generation()) return devices_;
   }
-  std::vector<DeviceEntry> list;
+  auto list = std::make_shared<std::vector<DeviceEntry>>();
   Status st = c->Call(
       0, [](wire::Request::Builder& r) { r.setGetDevices(); },
       [&](wire::Reply::Reader& r) -> Status {
@@ -156,7 +156,7 @@ Result<std::vector<DeviceEntry>> Runtime::Devices(bool force_refresh) {
           e.pci_bus_id = d.getPciBusId();
           e.emulated = d.getEmulated();
           for (int32_t a : d.getAttributes()) e.attributes.push_back(a);
-          list.push_back(std::move(e));
+          list->push_back(std::move(e));
         }
         return Status::Ok();
       });
@@ -164,22 +164,23 @@ Result<std::vector<DeviceEntry>> Runtime::Devices(bool force_refresh) {
   std::lock_guard<std::mutex> lock(mu_);
   devices_ = list;
   devices_generation_ = c->generation();
-  return list;
+  return devices_;
 }
 
-Result<DeviceEntry> Runtime::Device(int ordinal) {
-  ASSIGN_OR_RETURN(std::vector<DeviceEntry> devs, Devices());
-  if (ordinal < 0 || static_cast<size_t>(ordinal) >= devs.size())
-    return Error(Err::kInvalidDevice, "device {} does not exist ({} device(s))", ordinal, devs.size());
-  return devs[static_cast<size_t>(ordinal)];
+Result<std::shared_ptr<const DeviceEntry>> Runtime::Device(int ordinal) {
+  ASSIGN_OR_RETURN(DeviceList devs, Devices());
+  if (ordinal < 0 || static_cast<size_t>(ordinal) >= devs->size())
+    return Error(Err::kInvalidDevice, "device {} does not exist ({} device(s))", ordinal, devs->size());
+  // Aliasing: the entry keeps the whole snapshot alive.
+  return std::shared_ptr<const DeviceEntry>(devs, &(*devs)[static_cast<size_t>(ordinal)]);
 }
 
 Result<int> Runtime::CurrentDevice() {
-  ASSIGN_OR_RETURN(std::vector<DeviceEntry> devs, Devices());
+  ASSIGN_OR_RETURN(DeviceList devs, Devices());
   int d = Thread().device;
-  if (devs.empty()) return Error(Err::kNoDevice, "no device is attached to this tenant");
-  if (d < 0 || static_cast<size_t>(d) >= devs.size()) return Error(Err::kInvalidDevice, "device {} does not exist", d);
-  if (devs[static_cast<size_t>(d)].detached)
+  if (devs->empty()) return Error(Err::kNoDevice, "no device is attached to this tenant");
+  if (d < 0 || static_cast<size_t>(d) >= devs->size()) return Error(Err::kInvalidDevice, "device {} does not exist", d);
+  if ((*devs)[static_cast<size_t>(d)].detached)
     return Error(Err::kDevicesUnavailable, "device {} was detached by the administrator", d);
   return d;
 }
@@ -295,7 +296,7 @@ void Runtime::AfterForkInChild() {
   (void)client_.release();
   g_client.store(nullptr);
   connect_error_.reset();
-  devices_.clear();
+  devices_.reset();
   devices_generation_ = ~0ull;
   device_allocs_.Clear();
   streams_.clear();

@@ -46,9 +46,12 @@ class Runtime {
   // The session, connecting on first use. The failure of the first attempt is remembered
   // (as CUDA remembers a failed initialisation) and returned by every later call.
   Result<Client*> Session();
-  // The device list, refreshed when the server's generation moved.
-  Result<std::vector<DeviceEntry>> Devices(bool force_refresh = false);
-  Result<DeviceEntry> Device(int ordinal);
+  // The device list, refreshed when the server's generation moved. A snapshot: cheap to
+  // take (no copy), immutable, valid as long as it is held.
+  using DeviceList = std::shared_ptr<const std::vector<DeviceEntry>>;
+  Result<DeviceList> Devices(bool force_refresh = false);
+  // One device of the current snapshot (kInvalidDevice if out of range).
+  Result<std::shared_ptr<const DeviceEntry>> Device(int ordinal);
   // Checks that the calling thread's current device can be used (and resolves it).
   Result<int> CurrentDevice();
 
@@ -90,7 +93,7 @@ class Runtime {
 
   std::mutex mu_;  // tables and device cache
   uint64_t devices_generation_ = ~0ull;
-  std::vector<DeviceEntry> devices_;
+  DeviceList devices_;
   AllocationTable device_allocs_;
   AllocationTable host_allocs_;
   struct StreamEntry {

@@ -17,8 +17,9 @@ int main() {
   EXPECT_ERR(cudaMemcpy(host.data(), d + 1, 4096, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
   EXPECT_ERR(cudaMemcpy(d, d + 2048, 4096, cudaMemcpyDeviceToDevice), cudaErrorInvalidValue);
   EXPECT_ERR(cudaMemset(d + 4000, 0, 100), cudaErrorInvalidValue);
-  // Direction that contradicts the pointers, and an invalid kind.
+  // A host pointer where device memory is required, and an invalid kind.
   EXPECT_ERR(cudaMemcpy(host.data(), host.data() + 10, 10, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemcpy(host.data(), host.data() + 10, 10, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
   EXPECT_ERR(cudaMemcpy(d, host.data(), 10, static_cast<cudaMemcpyKind>(42)), cudaErrorInvalidMemcpyDirection);
   // Invalid and destroyed streams and events.
   cudaStream_t bogus = reinterpret_cast<cudaStream_t>(0xdead0000);

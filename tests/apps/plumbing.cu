@@ -53,19 +53,25 @@ int main() {
   CHECK(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(Kernel), args));
   Empty<<<1, 1, 0, cudaStreamPerThread>>>();
   CHECK(cudaDeviceSynchronize());
-  // Configuration errors come back from the launch itself.
+  // Configuration errors come back from the launch itself, with the codes CUDA 13 gives
+  // (measured natively on the GPU host).
   Empty<<<1, 2048>>>();
-  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
   Empty<<<0, 1>>>();
-  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
+  Kernel<<<1, 32, 200000>>>(out, p, 1);  // more dynamic shared memory than allowed
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
   EXPECT_ERR(cudaLaunchKernel(reinterpret_cast<const void*>(&HostStep), dim3(1), dim3(1), nullptr, 0, nullptr),
-             cudaErrorInvalidDeviceFunction);
+             cudaErrorInvalidResourceHandle);
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidResourceHandle);  // and clear it
 
   // Function attributes and occupancy.
   cudaFuncAttributes fa;
   CHECK(cudaFuncGetAttributes(&fa, Kernel));
   REQUIRE(fa.maxThreadsPerBlock > 0, "maxThreadsPerBlock %d", fa.maxThreadsPerBlock);
   CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+  Kernel<<<1, 32, 60000>>>(out, p, 1);  // allowed now
+  CHECK(cudaGetLastError());
   CHECK(cudaFuncGetAttributes(&fa, Kernel));
   REQUIRE(fa.maxDynamicSharedSizeBytes == 65536, "dynamic smem attribute %d", fa.maxDynamicSharedSizeBytes);
   CHECK(cudaFuncSetCacheConfig(Kernel, cudaFuncCachePreferShared));

@@ -5,7 +5,7 @@
 //    -> cudaErrorInvalidValue; cudaFree(NULL) -> cudaSuccess;
 //  - cudaMemcpy past the end of an allocation -> cudaErrorInvalidValue;
 //  - an invalid cudaMemcpyKind -> cudaErrorInvalidMemcpyDirection;
-//  - cudaLaunchKernel of a host function -> cudaErrorInvalidDeviceFunction;
+//  - cudaLaunchKernel of a host function -> cudaErrorInvalidResourceHandle (what CUDA 13 answers);
 //  - cudaEventElapsedTime on an unrecorded / timing-disabled event
 //    -> cudaErrorInvalidResourceHandle;
 //  - use of a destroyed stream and event -> cudaErrorInvalidValue or
@@ -130,8 +130,8 @@ int main() {
     expect("cudaLaunchKernel(host function)",
            cudaLaunchKernel(reinterpret_cast<const void*>(not_a_kernel), dim3(1), dim3(1), args,
                             0, nullptr),
-           cudaErrorInvalidDeviceFunction);
-    expect_last("cudaLaunchKernel(host function)", cudaErrorInvalidDeviceFunction);
+           cudaErrorInvalidResourceHandle);
+    expect_last("cudaLaunchKernel(host function)", cudaErrorInvalidResourceHandle);
     checks += 2;
   }
 
@@ -187,11 +187,11 @@ int main() {
 
   // --- last-error semantics -----------------------------------------------------------------------
   expect_last("the checks above (cleared)", cudaSuccess);
-  iota<<<1, 2048>>>(d, n);  // more threads per block than allowed
+  iota<<<1, 2048>>>(d, n);  // more threads per block than allowed: CUDA 13 says invalid value
   expect("cudaPeekAtLastError after a bad launch", cudaPeekAtLastError(),
-         cudaErrorInvalidConfiguration);
+         cudaErrorInvalidValue);
   expect("cudaPeekAtLastError again (peek does not clear)", cudaPeekAtLastError(),
-         cudaErrorInvalidConfiguration);
+         cudaErrorInvalidValue);
   {
     // Another thread has its own (clear) last-error state.
     cudaError_t other = cudaErrorUnknown;
@@ -199,7 +199,7 @@ int main() {
     t.join();
     expect("cudaPeekAtLastError in another thread", other, cudaSuccess);
   }
-  expect("cudaGetLastError", cudaGetLastError(), cudaErrorInvalidConfiguration);
+  expect("cudaGetLastError", cudaGetLastError(), cudaErrorInvalidValue);
   expect("cudaGetLastError again (get clears)", cudaGetLastError(), cudaSuccess);
   expect("cudaPeekAtLastError after clearing", cudaPeekAtLastError(), cudaSuccess);
   checks += 6;

@@ -100,13 +100,17 @@ class PipeConnection final : public Connection {
     pending_ = Make(frame, bulk_bytes);
     pending_.bulk.resize(bulk_bytes);
     pending_filled_ = 0;
+    pending_acquired_ = 0;
     if (bulk_bytes == 0) return Push(std::move(pending_));
     return Status::Ok();
   }
 
   Result<std::optional<BulkChunk>> AcquireBulkChunk(size_t max) override {
-    size_t n = std::min<size_t>(max, pending_.bulk.size() - pending_filled_);
-    return std::optional<BulkChunk>(BulkChunk{pending_.bulk.data() + pending_filled_, n, pending_filled_, 0});
+    if (pending_acquired_ >= pending_.bulk.size()) return Error(Err::kUnknown, "no bulk is pending");
+    size_t n = std::min<size_t>(max, pending_.bulk.size() - pending_acquired_);
+    BulkChunk c{pending_.bulk.data() + pending_acquired_, n, pending_acquired_, 0};
+    pending_acquired_ += n;
+    return std::optional<BulkChunk>(c);
   }
 
   Status CommitBulkChunk(const BulkChunk&, size_t bytes) override {
@@ -151,6 +155,7 @@ class PipeConnection final : public Connection {
   bool bulk_given_ = false;
   QueuedFrame pending_;
   uint64_t pending_filled_ = 0;
+  uint64_t pending_acquired_ = 0;
 };
 
 }  // namespace

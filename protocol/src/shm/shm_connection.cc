@@ -140,12 +140,15 @@ class ShmConnection final : public Connection {
   std::vector<SharedRegion> SharedRegions() const override { return {SharedRegion{seg_.base(), seg_.size()}}; }
 
   Result<std::optional<InFrame>> Poll() override {
-    if (peer_gone_) return Error(Err::kDevicesUnavailable, "client {} is gone", peer_);
     if (current_ && (bulk_given_ < current_->header.bulk_bytes || chunks_out_ > 0))
       return Error(Err::kUnknown, "executor polled the next frame before consuming this one's bulk");
     ReleaseCurrent();
     ASSIGN_OR_RETURN(std::optional<Record> rec, in_ring_.Peek());
-    if (!rec) return std::optional<InFrame>();
+    if (!rec) {
+      // Frames the client wrote before it left are delivered first.
+      if (peer_gone_) return Error(Err::kDevicesUnavailable, "client {} is gone", peer_);
+      return std::optional<InFrame>();
+    }
     bulk_given_ = 0;
     return std::optional<InFrame>(Hold(*rec));
   }
@@ -244,7 +247,8 @@ class ShmConnection final : public Connection {
   }
 
   Result<bool> Progress() override {
-    if (peer_gone_) return Error(Err::kDevicesUnavailable, "client {} is gone", peer_);
+    if (peer_gone_ && !in_ring_.HasDataBeyond(current_ ? current_->bytes : 0))
+      return Error(Err::kDevicesUnavailable, "client {} is gone", peer_);
     size_t before = pending_.size();
     Flush();
     return pending_.size() != before;

@@ -1,0 +1,255 @@
+// server/worker: the Executor's streams, events and handles, malformed and asynchronous
+// requests, and the end of a session (goodbye, a vanished client, what is released).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "executor_harness.h"
+#include "remora/protocol/message.h"
+#include "remora/protocol/transport.h"
+#include "test_util.h"
+
+namespace remora::worker::unit {
+namespace {
+
+TEST_F(ExecutorTest, StreamCreateSyncDestroy) {
+  Reply s = Call([](auto r) { r.initStreamCreate().setFlags(1); });
+  ASSERT_EQ(s.error, Err::kSuccess) << s.message;
+  ASSERT_EQ(s.which, wire::Reply::HANDLE);
+  EXPECT_GT(s.handle, 2u);
+  uint64_t h = s.handle;
+  EXPECT_EQ(Call([&](auto r) { r.initStreamSynchronize().setHandle(h); }).error, Err::kSuccess);
+  EXPECT_EQ(Call([&](auto r) { r.initStreamQuery().setHandle(h); }).error, Err::kSuccess);
+  // Work on the stream, then synchronise it.
+  Reply a = Alloc(4096);
+  auto data = test::RandomBytes(4096, 5);
+  EXPECT_EQ(HtoD(a.pointer, data, h).error, Err::kSuccess);
+  Reply back = DtoH(a.pointer, 4096, h);
+  EXPECT_EQ(back.bulk, data);
+  EXPECT_EQ(Call([&](auto r) { r.initStreamDestroy().setHandle(h); }).error, Err::kSuccess);
+  EXPECT_EQ(Call([&](auto r) { r.initStreamSynchronize().setHandle(h); }).error, Err::kInvalidValue)
+      << "a destroyed stream is gone";
+  EXPECT_EQ(Call([&](auto r) { r.initStreamDestroy().setHandle(h); }).error, Err::kInvalidValue);
+  // The default and per-thread streams need no creation.
+  EXPECT_EQ(Call([](auto r) { r.initStreamSynchronize().setHandle(0); }).error, Err::kSuccess);
+  EXPECT_EQ(Call([](auto r) { r.initStreamSynchronize().setHandle(2); }).error, Err::kSuccess);
+  EXPECT_EQ(Call([](auto r) { r.setDeviceSynchronize(); }).error, Err::kSuccess);
+}
+
+TEST_F(ExecutorTest, EventCreateRecordQueryElapsed) {
+  Reply start = Call([](auto r) { r.setEventCreate(0); });
+  Reply end = Call([](auto r) { r.setEventCreate(0); });
+  ASSERT_EQ(start.error, Err::kSuccess);
+  ASSERT_EQ(end.error, Err::kSuccess);
+  EXPECT_NE(start.handle, end.handle);
+  auto record = [&](uint64_t ev) {
+    return Call([&](auto r) {
+      auto m = r.initEventRecord();
+      m.setEvent(ev);
+      m.initStream().setHandle(0);
+    });
+  };
+  EXPECT_EQ(record(start.handle).error, Err::kSuccess);
+  EXPECT_EQ(record(end.handle).error, Err::kSuccess);
+  EXPECT_EQ(Call([&](auto r) { r.setEventQuery(end.handle); }).error, Err::kSuccess);
+  EXPECT_EQ(Call([&](auto r) { r.setEventSynchronize(end.handle); }).error, Err::kSuccess);
+  Reply el = Call([&](auto r) {
+    auto p = r.initEventElapsedTime();
+    p.setStart(start.handle);
+    p.setEnd(end.handle);
+  });
+  ASSERT_EQ(el.error, Err::kSuccess) << el.message;
+  ASSERT_EQ(el.which, wire::Reply::ELAPSED_MS);
+  EXPECT_GE(el.elapsed_ms, 0.0f);
+  EXPECT_LT(el.elapsed_ms, 10000.0f);
+  // cudaEventDisableTiming events cannot be timed.
+  Reply untimed = Call([](auto r) { r.setEventCreate(0x2); });
+  ASSERT_EQ(untimed.error, Err::kSuccess);
+  EXPECT_EQ(record(untimed.handle).error, Err::kSuccess);
+  Reply bad = Call([&](auto r) {
+    auto p = r.initEventElapsedTime();
+    p.setStart(start.handle);
+    p.setEnd(untimed.handle);
+  });
+  EXPECT_EQ(bad.error, Err::kInvalidResourceHandle) << bad.message;
+  EXPECT_EQ(Call([&](auto r) { r.setEventDestroy(start.handle); }).error, Err::kSuccess);
+  EXPECT_EQ(Call([&](auto r) { r.setEventQuery(start.handle); }).error, Err::kInvalidValue);
+}
+
+// Handles that are not the session's own - unknown ids, and handles of the wrong kind -
+// are kInvalidValue.
+TEST_F(ExecutorTest, UnknownAndMismatchedHandlesAreRejected) {
+  Reply s = Call([](auto r) { r.initStreamCreate(); });
+  Reply e = Call([](auto r) { r.setEventCreate(0); });
+  ASSERT_EQ(s.error, Err::kSuccess);
+  ASSERT_EQ(e.error, Err::kSuccess);
+  for (uint64_t bogus : {uint64_t{0x5100000000000ff0}, uint64_t{3}, e.handle, ~uint64_t{0}}) {
+    EXPECT_EQ(Call([&](auto r) { r.initStreamSynchronize().setHandle(bogus); }).error, Err::kInvalidValue)
+        << std::hex << bogus;
+    EXPECT_EQ(Call([&](auto r) { r.initStreamQuery().setHandle(bogus); }).error, Err::kInvalidValue);
+    Reply a = Alloc(64);
+    EXPECT_EQ(DtoH(a.pointer, 64, bogus).error, Err::kInvalidValue) << "a copy on a stream that is not ours";
+  }
+  EXPECT_EQ(Call([&](auto r) { r.setEventQuery(s.handle); }).error, Err::kInvalidValue) << "stream as event";
+  EXPECT_EQ(Call([&](auto r) { r.setEventSynchronize(0x5200000000000ff0); }).error, Err::kInvalidValue);
+  Reply wait = Call([&](auto r) {
+    auto w = r.initStreamWaitEvent();
+    w.initStream().setHandle(s.handle);
+    w.setEvent(s.handle);
+  });
+  EXPECT_EQ(wait.error, Err::kInvalidValue);
+}
+
+// A request that does not decode gets an error reply saying "malformed", and the session
+// goes on serving.
+TEST_F(ExecutorTest, MalformedRequestIsAnsweredAndServingContinues) {
+  // Segment table claims 5 words; only 2 follow.
+  std::vector<uint64_t> truncated = {uint64_t{5} << 32, 0x0001000000000000ull, 0};
+  uint64_t tag = SendBody(truncated);
+  auto r = Receive();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tag, tag);
+  EXPECT_EQ(r->error, Err::kInvalidValue);
+  EXPECT_EQ(r->message.rfind("malformed", 0), 0u) << r->message;
+  // Root pointer far outside the segment.
+  std::vector<uint64_t> wild = {uint64_t{2} << 32, (uint64_t{100000} << 2) | (uint64_t{3} << 32), 0};
+  tag = SendBody(wild);
+  r = Receive();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tag, tag);
+  EXPECT_EQ(r->error, Err::kInvalidValue);
+  EXPECT_EQ(Ping().error, Err::kSuccess);
+  Reply a = Alloc(4096);
+  EXPECT_EQ(a.error, Err::kSuccess) << "still serving";
+  EXPECT_FALSE(run_done_);
+}
+
+// Errors of asynchronous calls (no reply expected) surface at the next synchronising
+// call, once, as on a real GPU.
+TEST_F(ExecutorTest, AsyncErrorsSurfaceAtTheNextSynchronisingCall) {
+  auto data = test::RandomBytes(1000, 9);
+  Send([&](auto r) {
+    auto m = r.initMemcpyHtoD();
+    m.setDst(0xdeadbeef000);
+    m.setSize(data.size());
+    m.setAsync(true);
+  }, data, /*expects_reply=*/false);
+  std::vector<uint64_t> garbage = {uint64_t{9} << 32, 1};
+  SendBody(garbage, {}, /*expects_reply=*/false);  // malformed and asynchronous
+  Reply sync = Call([](auto r) { r.setDeviceSynchronize(); });
+  EXPECT_EQ(sync.error, Err::kSuccess);
+  EXPECT_EQ(sync.async_error, Err::kInvalidValue) << "the failed async copy is reported here";
+  Reply again = Call([](auto r) { r.setDeviceSynchronize(); });
+  EXPECT_EQ(again.async_error, Err::kSuccess) << "reported once";
+}
+
+TEST_F(ExecutorTest, GoodbyeEndsRunWithOk) {
+  Reply a = Alloc(4096);
+  ASSERT_EQ(a.error, Err::kSuccess);
+  uint64_t tag = Send([](auto r) { r.setGoodbye(); });
+  auto bye = Receive();
+  ASSERT_TRUE(bye.ok()) << bye.status().ToString();
+  EXPECT_EQ(bye->tag, tag);
+  EXPECT_EQ(bye->error, Err::kSuccess);
+  thread_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+}
+
+TEST_F(ExecutorTest, RequesterGoneEndsRunWithDevicesUnavailable) {
+  ASSERT_EQ(Ping().error, Err::kSuccess);
+  Status st = EndBy(/*goodbye=*/false);
+  EXPECT_EQ(st.code(), Err::kDevicesUnavailable) << st.ToString();
+}
+
+// However the session ends, everything it held goes back: ledger charges, device memory
+// (the emulated GPU is empty again), streams and events.
+TEST_F(ExecutorTest, EverythingIsReleasedWhenTheSessionEnds) {
+  for (bool goodbye : {true, false}) {
+    SCOPED_TRACE(goodbye ? "goodbye" : "client vanished");
+    if (!goodbye) {
+      TearDown();
+      SetUp();
+    }
+    for (uint64_t size : {4096u, 1u << 20, 3u << 20}) ASSERT_EQ(Alloc(size).error, Err::kSuccess);
+    ASSERT_EQ(Call([](auto r) { r.initStreamCreate(); }).error, Err::kSuccess);
+    ASSERT_EQ(Call([](auto r) { r.setEventCreate(0); }).error, Err::kSuccess);
+    ASSERT_EQ(Call([](auto r) { r.initStreamSynchronize().setHandle(2); }).error, Err::kSuccess);
+    EXPECT_EQ(Used(), 4096u + (1u << 20) + (3u << 20));
+    Status st = EndBy(goodbye);
+    EXPECT_EQ(st.code(), goodbye ? Err::kSuccess : Err::kDevicesUnavailable);
+    executor_.reset();  // the worker tears the session down
+    EXPECT_EQ(Used(), 0u);
+    EXPECT_EQ(ledger_->Tenant(tenant_, 0).used, 0u);
+    ASSERT_TRUE(driver_->SetDevice(0).ok());
+    auto mem = driver_->MemGetInfo();
+    ASSERT_TRUE(mem.ok());
+    EXPECT_EQ(mem->free, mem->total) << "device memory left allocated";
+  }
+}
+
+// Requests queued before the executor starts, so that it takes them in one batch.
+class ExecutorBatchTest : public ExecutorTest {
+ protected:
+  ExecutorBatchTest() { auto_start_ = false; }
+};
+
+// After the session ends, every allocation is back in the ledger and the driver - also
+// one whose cudaFree was still waiting when the session ended (here: a free immediately
+// followed by goodbye in one batch; in production: a client that dies while its cudaFree
+// waits for a busy GPU).
+// DISABLED: the free becomes a pending FreeOp (it waits for the session's streams) and the
+// allocation leaves the allocation table at once; Run() stops polling pending work as soon
+// as it dispatches the goodbye (or sees the client gone), and ReleaseEverything() clears
+// pending_ without running it, so neither the driver memory nor the ledger charge of that
+// allocation is released. See the report for the fix.
+TEST_F(ExecutorBatchTest, FreeFollowedByGoodbyeIsReleased) {
+  // The emulated driver hands out addresses deterministically: learn the first one from a
+  // fresh instance, so the free can be queued before the allocation is answered.
+  HostDriverOptions o;
+  o.memory_per_gpu = kGpuMemory;
+  auto probe = MakeHostDriver(o);
+  ASSERT_TRUE(probe->SetDevice(0).ok());
+  auto predicted = probe->MemAlloc(1 << 20);
+  ASSERT_TRUE(predicted.ok());
+  uint64_t alloc_tag = Send([](auto r) { r.initMemAlloc().setSize(1 << 20); });
+  uint64_t free_tag = Send([&](auto r) { r.initMemFree().setPtr(*predicted); });
+  Send([](auto r) { r.setGoodbye(); }, {}, /*expects_reply=*/false);
+  Start();
+  auto a = Receive();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->tag, alloc_tag);
+  ASSERT_EQ(a->pointer, *predicted) << "the emulated driver's first address changed; the test needs updating";
+  thread_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+  (void)free_tag;
+  executor_.reset();
+  EXPECT_EQ(Used(), 0u) << "the freed allocation is still charged to the tenant";
+  ASSERT_TRUE(driver_->SetDevice(0).ok());
+  auto mem = driver_->MemGetInfo();
+  ASSERT_TRUE(mem.ok());
+  EXPECT_EQ(mem->free, mem->total) << "the freed allocation's device memory was leaked";
+}
+
+// Control for the test above: the same batch without the free is fully released (so the
+// failure above is about the pending free alone).
+TEST_F(ExecutorBatchTest, AllocFollowedByGoodbyeIsReleased) {
+  uint64_t alloc_tag = Send([](auto r) { r.initMemAlloc().setSize(1 << 20); });
+  Send([](auto r) { r.setGoodbye(); }, {}, /*expects_reply=*/false);
+  Start();
+  auto a = Receive();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->tag, alloc_tag);
+  thread_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+  executor_.reset();
+  EXPECT_EQ(Used(), 0u);
+  ASSERT_TRUE(driver_->SetDevice(0).ok());
+  auto mem = driver_->MemGetInfo();
+  ASSERT_TRUE(mem.ok());
+  EXPECT_EQ(mem->free, mem->total);
+}
+
+
+}  // namespace
+}  // namespace remora::worker::unit

@@ -1,0 +1,87 @@
+// memmgr/: HandleTable - opaque per-session handles that encode their kind.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "remora/memmgr/handle_table.h"
+
+namespace remora {
+namespace {
+
+TEST(HandleTable, KindIsEncodedInTheTopByte) {
+  HandleTable<int> streams(HandleKind::kStream);
+  HandleTable<int> events(HandleKind::kEvent);
+  uint64_t s = streams.Insert(1);
+  uint64_t e = events.Insert(2);
+  EXPECT_EQ(s >> 56, static_cast<uint64_t>(HandleKind::kStream));
+  EXPECT_EQ(e >> 56, static_cast<uint64_t>(HandleKind::kEvent));
+  // Same position in their tables, different handles: a stream id passed as an event (or
+  // the reverse) is not found.
+  EXPECT_NE(s, e);
+  EXPECT_EQ(streams.Find(e), nullptr);
+  EXPECT_EQ(events.Find(s), nullptr);
+  auto wrong = events.Get(s);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), Err::kInvalidValue);
+  EXPECT_NE(wrong.status().message().find("event"), std::string::npos) << wrong.status().message();
+}
+
+// 0, 1 and 2 are the wire's special stream values (legacy, cudaStreamLegacy, per-thread):
+// no table ever issues them.
+TEST(HandleTable, NeverIssuesTheSpecialStreamValues) {
+  HandleTable<int> t(HandleKind::kStream);
+  for (int i = 0; i < 1000; i++) {
+    uint64_t id = t.Insert(i);
+    EXPECT_GT(id, 2u);
+  }
+}
+
+TEST(HandleTable, FindGetAndUnknownIds) {
+  HandleTable<std::string> t(HandleKind::kModule);
+  uint64_t a = t.Insert("a");
+  uint64_t b = t.Insert("b");
+  ASSERT_NE(t.Find(a), nullptr);
+  EXPECT_EQ(*t.Find(a), "a");
+  auto g = t.Get(b);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(**g, "b");
+  for (uint64_t bogus : {uint64_t{0}, uint64_t{1}, uint64_t{2}, a + 1, a ^ (uint64_t{1} << 60), ~uint64_t{0}}) {
+    EXPECT_EQ(t.Find(bogus), nullptr) << std::hex << bogus;
+    EXPECT_EQ(t.Get(bogus).status().code(), Err::kInvalidValue);
+  }
+  EXPECT_EQ(t.size(), 2u);
+}
+
+TEST(HandleTable, EraseAndIdsAreNeverReused) {
+  HandleTable<int> t(HandleKind::kEvent);
+  std::set<uint64_t> seen;
+  uint64_t first = t.Insert(1);
+  seen.insert(first);
+  EXPECT_TRUE(t.Erase(first));
+  EXPECT_FALSE(t.Erase(first)) << "second erase";
+  EXPECT_EQ(t.Find(first), nullptr) << "a destroyed handle is dead";
+  for (int i = 0; i < 500; i++) {
+    uint64_t id = t.Insert(i);
+    EXPECT_TRUE(seen.insert(id).second) << "id reused: " << std::hex << id;
+    if (i % 2) t.Erase(id);
+  }
+  EXPECT_EQ(t.size(), 250u);
+  EXPECT_EQ(t.Ids().size(), 250u);
+  int visited = 0;
+  t.ForEach([&](uint64_t id, int& v) {
+    EXPECT_NE(t.Find(id), nullptr);
+    EXPECT_EQ(v % 2, 0);
+    visited++;
+  });
+  EXPECT_EQ(visited, 250);
+}
+
+TEST(HandleTable, KindNames) {
+  EXPECT_STREQ(HandleKindName(HandleKind::kStream), "stream");
+  EXPECT_STREQ(HandleKindName(HandleKind::kEvent), "event");
+  EXPECT_STREQ(HandleKindName(HandleKind::kModule), "module");
+}
+
+}  // namespace
+}  // namespace remora
