@@ -80,15 +80,28 @@ struct MemFree { ptr @0 :UInt64; }
 
 struct MemcpyHtoD {
   dst @0 :UInt64;
-  size @1 :UInt64;             # bytes; the payload travels as the frame's bulk data
+  size @1 :UInt64;             # bytes; the payload travels as the frame's bulk data...
   stream @2 :StreamRef;
   async @3 :Bool;              # cudaMemcpyAsync: no reply; errors surface at the next sync
+  hostRegion @4 :UInt64;       # ...unless nonzero: the source lies in this shared region
+  hostOffset @5 :UInt64;
 }
 
 struct MemcpyDtoH {
   src @0 :UInt64;
-  size @1 :UInt64;             # the reply's bulk data is the bytes
+  size @1 :UInt64;             # the reply's bulk data is the bytes...
   stream @2 :StreamRef;
+  hostRegion @3 :UInt64;       # ...unless nonzero: the worker writes into this shared region
+  hostOffset @4 :UInt64;
+  async @5 :Bool;              # with hostRegion: no reply; errors surface at the next sync
+}
+
+# Pinned host memory shared with the worker (shm): the region's memfd travels on the
+# transport's descriptor channel just before this request; the worker maps it and registers
+# it with the driver, so copies DMA straight from and to the application's buffer.
+struct RegisterHostRegion {
+  id @0 :UInt64;               # chosen by the client, unique in the session
+  size @1 :UInt64;
 }
 
 struct MemcpyDtoD {
@@ -338,6 +351,8 @@ struct Request {
     streamPriorityRange @49 :Void;
     hostFunc @50 :HostFunc;
     callbackDone @51 :UInt64;            # id: the client ran the callback
+    registerHostRegion @52 :RegisterHostRegion;
+    unregisterHostRegion @53 :UInt64;    # id; answered once no DMA uses it any more
   }
 }
 

@@ -26,10 +26,9 @@ ScratchMessage::ScratchMessage() {
     owns_thread_scratch_ = true;
     scratch_ = s.words;
     // MallocMessageBuilder zeroes a caller-supplied first segment again on destruction.
-    builder_ = std::make_unique<capnp::MallocMessageBuilder>(
-        kj::arrayPtr(reinterpret_cast<capnp::word*>(scratch_ + 1), kScratchWords));
+    builder_.emplace(kj::arrayPtr(reinterpret_cast<capnp::word*>(scratch_ + 1), kScratchWords));
   } else {
-    builder_ = std::make_unique<capnp::MallocMessageBuilder>();
+    builder_.emplace();
   }
 }
 

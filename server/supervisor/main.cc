@@ -1,5 +1,6 @@
 // remora-server: the supervisor of one GPU host.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "remora/base/log.h"
 #include "supervisor/supervisor.h"
@@ -20,8 +21,17 @@ int main(int argc, char** argv) {
   app.add_option("--ready-file", o.ready_file, "write the listening URLs here once ready");
   app.add_option("--drain-timeout", o.drain_timeout_s, "seconds sessions get to end after SIGTERM");
   app.add_option("--log-level", o.log_level, "error|warn|info|debug|trace");
+  app.add_option("--admin-listen", o.admin_listen,
+                 "also serve the admin API on tcp://HOST:PORT (clients log in with the admin token); "
+                 "it is always served on STATE_DIR/admin.sock");
+  app.add_option("--admin-token-file", o.admin_token_file,
+                 "file holding the admin token for --admin-listen (created, mode 0600, if missing)");
   CLI11_PARSE(app, argc, argv);
   o.auth_required = auth == "token";
+  if (!o.admin_listen.empty() && o.admin_token_file.empty()) {
+    std::fprintf(stderr, "remora-server: --admin-listen needs --admin-token-file\n");
+    return 2;
+  }
 
   SetLogIdentity(o.backend == "host" ? "remora-server (host-emulated backend)" : "remora-server");
   setenv("REMORA_LOG", o.log_level.c_str(), 1);

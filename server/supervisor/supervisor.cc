@@ -24,6 +24,7 @@
 #include "remora/base/util.h"
 #include "remora/protocol/frame_socket.h"
 #include "remora/protocol/message.h"
+#include "supervisor/admin_service.h"
 #include "supervisor/process.h"
 
 namespace remora::server {
@@ -58,11 +59,13 @@ std::condition_variable g_handshake_cv;
 Supervisor::Supervisor(ServerOptions options) : options_(std::move(options)), keys_(std::make_unique<Keys>(*this)) {}
 
 Supervisor::~Supervisor() {
+  StopAdmin();
   listeners_.clear();
   if (ledger_mem_ != nullptr) ::munmap(ledger_mem_, LedgerRegionBytes());
 }
 
 Status Supervisor::Start() {
+  started_at_ = static_cast<int64_t>(std::time(nullptr));
   ASSIGN_OR_RETURN(store_, OpenSqliteStateStore(options_.state_dir));
   // Fat binaries shipped by one session serve the next ones (see worker/ops_module.cc).
   if (::mkdir((options_.state_dir + "/modules").c_str(), 0700) != 0 && errno != EEXIST)
@@ -146,6 +149,11 @@ Status Supervisor::Start() {
   add(signal_fd_.get(), 1);
   add(wake_fd_.get(), 2);
   for (size_t i = 0; i < listeners_.size(); i++) add(listeners_[i]->fd(), 100 + i);
+  AdminOptions admin;
+  admin.state_dir = options_.state_dir;
+  admin.listen_url = options_.admin_listen;
+  admin.token_file = options_.admin_token_file;
+  ASSIGN_OR_RETURN(admin_, AdminServer::Start(*this, admin));
   return WriteReadyFile();
 }
 
@@ -215,11 +223,33 @@ int Supervisor::Run() {
     }
     Reap();  // in case a SIGCHLD was coalesced
   }
+  StopAdmin();
   // Let handshakes in flight finish (their sockets were shut down at drain).
   std::unique_lock<std::mutex> lock(g_handshake_mu);
   g_handshake_cv.wait_for(lock, std::chrono::seconds(12), [] { return g_active_handshakes.load() == 0; });
   LOG_INFO("server stopped");
   return 0;
+}
+
+void Supervisor::RunQueuedCalls() {
+  std::deque<std::function<void()>> calls;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    calls.swap(calls_);
+  }
+  for (auto& c : calls) c();
+}
+
+void Supervisor::StopAdmin() {
+  if (!admin_) return;
+  admin_->RequestStop();
+  // Its thread may be waiting in Call(): keep serving calls until it has ended.
+  while (!admin_->Finished()) {
+    RunQueuedCalls();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  RunQueuedCalls();
+  admin_.reset();
 }
 
 void Supervisor::OnAccept(Listener& l) {

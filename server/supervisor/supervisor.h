@@ -42,6 +42,8 @@ struct ServerOptions {
   int drain_timeout_s = 10;
   std::string worker_path;              // remora-worker
   std::string log_level = "info";
+  std::string admin_listen;             // "" or tcp://HOST:PORT (admin API over TCP)
+  std::string admin_token_file;         // the admin token for admin_listen
 };
 
 struct TenantState {
@@ -64,12 +66,15 @@ struct SessionState {
 
 };
 
+class AdminServer;
+
 class Supervisor {
  public:
   explicit Supervisor(ServerOptions options);
   ~Supervisor();
 
-  // Opens the state store, probes the GPUs, formats the ledger and opens the listeners.
+  // Opens the state store, probes the GPUs, formats the ledger, opens the listeners and
+  // starts the admin API (<state-dir>/admin.sock, see admin_service.h).
   Status Start();
   // Serves until SIGTERM/SIGINT, then drains. Returns the process exit code.
   int Run();
@@ -90,6 +95,7 @@ class Supervisor {
   const std::map<pid_t, SessionState>& sessions() const { return sessions_; }
   Ledger& ledger() { return *ledger_; }
   const ServerOptions& options() const { return options_; }
+  int64_t started_at() const { return started_at_; }  // unix seconds
   // Creates a tenant; returns its token (shown once).
   Result<std::string> CreateTenant(const std::string& name, std::optional<uint64_t> memory_limit,
                                    std::optional<std::vector<int>> gpus);
@@ -118,6 +124,10 @@ class Supervisor {
   Status ApplyLimit(TenantState& t);
   Result<TenantState*> FindTenant(const std::string& name);
   Status WriteReadyFile();
+  // Runs the calls queued by Call() (loop thread).
+  void RunQueuedCalls();
+  // Stops the admin API, serving its Calls until its thread has ended (loop thread).
+  void StopAdmin();
 
   ServerOptions options_;
   std::unique_ptr<StateStore> store_;
@@ -126,6 +136,8 @@ class Supervisor {
   void* ledger_mem_ = nullptr;
   std::optional<Ledger> ledger_;
   std::vector<std::unique_ptr<Listener>> listeners_;
+  std::unique_ptr<AdminServer> admin_;
+  int64_t started_at_ = 0;
 
   // tenants_ is written only on the loop thread; handshake threads read stored keys under
   // tenants_mu_.

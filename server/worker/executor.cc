@@ -1,6 +1,7 @@
 #include "worker/executor.h"
 
 #include <fmt/ranges.h>
+#include <sys/mman.h>
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -66,6 +67,14 @@ Result<Executor::Stream> Executor::ResolveStream(wire::StreamRef::Reader ref, ui
   if (config_.gpus.empty() || std::find(config_.gpus.begin(), config_.gpus.end(), s->gpu) == config_.gpus.end())
     return Error(Err::kDevicesUnavailable, "the stream's GPU was detached");
   return *s;
+}
+
+Result<std::byte*> Executor::RegionRange(uint64_t region, uint64_t offset, uint64_t n) {
+  auto it = host_regions_.find(region);
+  if (it == host_regions_.end()) return Error(Err::kInvalidValue, "host region {} is not registered by this session", region);
+  if (offset > it->second.size || n > it->second.size - offset)
+    return Error(Err::kInvalidValue, "{} bytes at offset {} run past the {}-byte host region", n, offset, it->second.size);
+  return it->second.base + offset;
 }
 
 void Executor::DeferError(const Status& st) {
@@ -181,6 +190,8 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::STREAM_PRIORITY_RANGE: return Handlers::StreamPriorityRange(*this, tag, req);
       case W::HOST_FUNC: return Handlers::HostFunc(*this, async_tag, req);
       case W::CALLBACK_DONE: return Handlers::CallbackDone(*this, async_tag, req);
+      case W::REGISTER_HOST_REGION: return Handlers::RegisterHostRegion(*this, tag, req);
+      case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
     }
     // A call this worker does not know (a newer shim): answer, never crash.
     Status st = Error(Err::kNotSupported, "request type {} is not supported by this server", static_cast<int>(req.which()));
@@ -411,6 +422,11 @@ void Executor::ReleaseEverything() {
   bounce_free_.clear();
   for (const SharedRegion& r : registered_) driver_.HostUnregister(r.base);
   registered_.clear();
+  for (auto& [id, r] : host_regions_) {
+    if (r.registered) driver_.HostUnregister(r.base);
+    ::munmap(r.base, r.size);
+  }
+  host_regions_.clear();
 }
 
 }  // namespace remora::worker

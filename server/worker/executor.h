@@ -111,6 +111,12 @@ class Executor {
     int gpu = 0;
     bool created = false;    // by this session (destroyed with it)
   };
+  // Pinned host memory of the client mapped here (shm): DMA goes straight to and from it.
+  struct HostRegion {
+    std::byte* base = nullptr;
+    size_t size = 0;
+    bool registered = false;  // with the driver (pinned); else copies are staged by the driver
+  };
   // A host function waiting in a stream: the driver thread blocks in it until the client
   // has run the callback. Shared between the executor and that thread.
   struct HostCallback {
@@ -160,6 +166,9 @@ class Executor {
   std::map<std::pair<std::string, int>, uint64_t>& module_index() { return module_index_; }
   std::map<std::pair<uint64_t, std::string>, uint64_t>& function_index() { return function_index_; }
   std::map<uint64_t, std::shared_ptr<HostCallback>>& host_callbacks() { return host_callbacks_; }
+  std::map<uint64_t, HostRegion>& host_regions() { return host_regions_; }
+  // Host address of [offset, offset+n) in a registered region, or kInvalidValue.
+  Result<std::byte*> RegionRange(uint64_t region, uint64_t offset, uint64_t n);
   Status Charge(int gpu, uint64_t bytes) {
     return config_.ledger ? config_.ledger->Reserve(config_.ledger_slot, static_cast<uint32_t>(gpu), bytes) : Status::Ok();
   }
@@ -205,6 +214,7 @@ class Executor {
   std::map<std::pair<std::string, int>, uint64_t> module_index_;
   std::map<std::pair<uint64_t, std::string>, uint64_t> function_index_;
   std::map<uint64_t, std::shared_ptr<HostCallback>> host_callbacks_;
+  std::map<uint64_t, HostRegion> host_regions_;
   AllocationTable allocs_;
   std::map<std::pair<uint64_t, int>, DStream> per_thread_streams_;
 

@@ -55,6 +55,9 @@ class Handlers {
   static Status Copy3D(Executor& ex, const InFrame& frame, Req req);
   static Status MemcpyPeer(Executor& ex, uint64_t tag, Req req);
 
+  static Status RegisterHostRegion(Executor& ex, uint64_t tag, Req req);
+  static Status UnregisterHostRegion(Executor& ex, uint64_t tag, Req req);
+
   // ops_module.cc
   static Status ModuleLoad(Executor& ex, const InFrame& frame, Req req);
   static Status GetFunction(Executor& ex, uint64_t tag, Req req);

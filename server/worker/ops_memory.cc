@@ -1,6 +1,10 @@
 // Device memory: allocation (charged to the tenant's ledger before the driver call), free,
 // copies in every direction and memset. Every pointer is checked against the session's own
 // allocation table first: memory of another session is never touched.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "remora/base/log.h"
@@ -44,7 +48,84 @@ class FreeOp final : public PendingOp {
   std::vector<std::pair<int, DEvent>> events_;
 };
 
+// Unmaps a client region once every stream has passed the work issued before the request.
+class UnregisterRegionOp final : public PendingOp {
+ public:
+  UnregisterRegionOp(uint64_t tag, uint64_t id, std::vector<std::pair<int, DEvent>> events)
+      : tag_(tag), id_(id), events_(std::move(events)) {}
+  Result<bool> Poll(Executor& ex) override {
+    while (!events_.empty()) {
+      auto [gpu, e] = events_.back();
+      if (ex.driver().EventQuery(e).code() == Err::kNotReady) return false;
+      ex.ReleasePoolEvent(gpu, e);
+      events_.pop_back();
+    }
+    auto it = ex.host_regions().find(id_);
+    if (it != ex.host_regions().end()) {
+      if (it->second.registered) ex.driver().HostUnregister(it->second.base);
+      ::munmap(it->second.base, it->second.size);
+      ex.host_regions().erase(it);
+    }
+    RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok()));
+    return true;
+  }
+  void Abandon(Executor& ex) override {
+    for (auto& [gpu, e] : events_) ex.ReleasePoolEvent(gpu, e);
+    events_.clear();
+  }
+
+ private:
+  uint64_t tag_, id_;
+  std::vector<std::pair<int, DEvent>> events_;
+};
+
 }  // namespace
+
+Status Handlers::RegisterHostRegion(Executor& ex, uint64_t tag, Req req) {
+  auto a = req.getRegisterHostRegion();
+  uint64_t id = a.getId(), size = a.getSize();
+  // The descriptor was passed just before this frame: take it in any case, so the
+  // descriptor channel stays in step with the requests.
+  auto fd = ex.conn().TakeFd(2000);
+  if (!fd.ok()) return ex.PostReply(tag, fd.status());
+  if (id == 0 || ex.host_regions().count(id) || size == 0 || size > (1ull << 40))
+    return ex.PostReply(tag, Error(Err::kInvalidValue, "bad host region {} of {} bytes", id, size));
+  int seals = ::fcntl(fd->get(), F_GET_SEALS);
+  struct stat st;
+  if (seals < 0 || !(seals & F_SEAL_SHRINK) || ::fstat(fd->get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < size)
+    return ex.PostReply(tag, Error(Err::kInvalidValue, "host region {} is not a sealed memfd of {} bytes", id, size));
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
+  if (p == MAP_FAILED) return ex.PostReply(tag, ErrnoStatus(Err::kMemoryAllocation, "map the client's host region", errno));
+  Executor::HostRegion r{static_cast<std::byte*>(p), size, false};
+  Status reg = ex.driver().HostRegister(p, size);
+  if (!reg.ok()) {
+    ::munmap(p, size);
+    return ex.PostReply(tag, reg);
+  }
+  r.registered = true;
+  ex.host_regions()[id] = r;
+  LOG_DEBUG("host region {} ({}) shared and pinned: copies to and from it are zero-copy", id, FormatSize(size));
+  return ex.PostReply(tag, Status::Ok());
+}
+
+Status Handlers::UnregisterHostRegion(Executor& ex, uint64_t tag, Req req) {
+  uint64_t id = req.getUnregisterHostRegion();
+  if (!ex.host_regions().count(id)) return ex.PostReply(tag, Error(Err::kInvalidValue, "host region {} is not registered", id));
+  // cudaFreeHost synchronises: no DMA may still use the memory.
+  std::vector<std::pair<int, DEvent>> events;
+  for (int gpu : ex.config().gpus) {
+    if (gpu < 0) continue;
+    for (const Executor::Stream& s : StreamsOf(ex, gpu)) {
+      if (!ex.SetDevice(s.gpu).ok()) continue;
+      auto e = ex.AcquirePoolEvent(s.gpu);
+      if (!e.ok()) continue;
+      if (ex.driver().EventRecord(*e, s.stream).ok()) events.emplace_back(s.gpu, *e);
+      else ex.ReleasePoolEvent(s.gpu, *e);
+    }
+  }
+  ex.AddPending(std::make_unique<UnregisterRegionOp>(tag, id, std::move(events)));
+  return Status::Ok();
+}
 
 Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {
   uint64_t size = req.getMemAlloc().getSize();

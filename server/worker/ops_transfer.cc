@@ -11,7 +11,7 @@
 namespace remora::worker {
 namespace {
 
-constexpr size_t kMaxChunksInFlight = 4;
+constexpr size_t kMaxChunksInFlight = 6;
 constexpr uint64_t kBounceLimit = 64 << 10;
 
 // Where the packed bytes of a copy go on the device: `height` rows of `width` bytes per
@@ -330,6 +330,20 @@ Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
   auto a = req.getMemcpyHtoD();
   uint64_t tag = a.getAsync() ? 0 : frame.header.tag;
   uint64_t size = a.getSize();
+  if (a.getHostRegion() != 0) {
+    // Zero copy: the source is the client's pinned memory, mapped here and registered.
+    if (frame.header.bulk_bytes != 0) return Error(Err::kInvalidValue, "a region copy carries no data");
+    auto src = ex.RegionRange(a.getHostRegion(), a.getHostOffset(), size);
+    if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
+    auto range = ex.allocations().CheckRange(a.getDst(), size);
+    if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
+    auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+    if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
+    Status st = ex.SetDevice(stream->gpu);
+    if (st.ok() && size > 0) st = ex.driver().MemcpyHtoD(a.getDst(), *src, size, stream->stream);
+    if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
+    return ReplyWhenDone(ex, tag, {*stream});
+  }
   if (size != frame.header.bulk_bytes)
     return Error(Err::kInvalidValue, "memcpyHtoD of {} bytes carries {} bytes of data", size, frame.header.bulk_bytes);
   Status st;
@@ -350,6 +364,20 @@ Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
 Status Handlers::MemcpyDtoH(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getMemcpyDtoH();
   uint64_t size = a.getSize();
+  if (a.getHostRegion() != 0) {
+    // Zero copy into the client's pinned memory: answered (if at all) when the DMA is done.
+    if (a.getAsync()) tag = 0;
+    auto dst = ex.RegionRange(a.getHostRegion(), a.getHostOffset(), size);
+    if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
+    auto range = ex.allocations().CheckRange(a.getSrc(), size);
+    if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
+    auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+    if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
+    Status st = ex.SetDevice(stream->gpu);
+    if (st.ok() && size > 0) st = ex.driver().MemcpyDtoH(*dst, a.getSrc(), size, stream->stream);
+    if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
+    return ReplyWhenDone(ex, tag, {*stream});
+  }
   auto range = ex.allocations().CheckRange(a.getSrc(), size);
   if (!range.ok()) return ex.PostReply(tag, range.status());
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());

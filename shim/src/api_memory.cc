@@ -2,12 +2,16 @@
 // pointer attributes. Pointers are checked against this process's own tables first, so a
 // bad argument fails at once, as with CUDA; the worker checks them again authoritatively.
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstring>
 
 #include "export.h"
 #include "memops.h"
+#include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "runtime.h"
 
@@ -45,6 +49,23 @@ cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per
 }
 
 Side Classify(const void* p) { return Runtime::Get().FindDevice(U(p)) ? Side::kDevice : Side::kHost; }
+
+namespace {
+
+// Pinned allocations shared with the worker keep their region id in the upper half of the
+// table's cookie (the lower half holds the cudaHostAlloc flags).
+uint64_t RegionOf(const Allocation& a) { return a.cookie >> 32; }
+
+// Whether [p, p+n) lies in one shared pinned region; its id and the offset if so.
+bool InSharedRegion(const void* p, size_t n, uint64_t* region, uint64_t* offset) {
+  auto a = Runtime::Get().FindHost(p);
+  if (!a || RegionOf(*a) == 0 || U(p) + n > a->base + a->size) return false;
+  *region = RegionOf(*a);
+  *offset = U(p) - a->base;
+  return true;
+}
+
+}  // namespace
 
 cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread,
                    bool async, const char* call) {
@@ -90,6 +111,22 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     return cudaSuccess;
   }
   if (from == Side::kHost) {
+    uint64_t region = 0, offset = 0;
+    if (InSharedRegion(src, n, &region, &offset)) {
+      // Zero copy: the worker DMAs from the pinned buffer itself, in stream order, as CUDA
+      // does (the application must not change it before the copy completes).
+      auto build = [&](wire::Request::Builder& r) {
+        auto m = r.initMemcpyHtoD();
+        m.setDst(U(dst));
+        m.setSize(n);
+        SetStream(m.initStream(), stream, per_thread);
+        m.setAsync(async);
+        m.setHostRegion(region);
+        m.setHostOffset(offset);
+      };
+      if (async) return Finish(cl->Post(device, build), call);
+      return FinishSync(cl, cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }), call);
+    }
     // The source is shipped before this returns: the application may reuse it at once.
     auto build = [&](wire::Request::Builder& r) {
       auto m = r.initMemcpyHtoD();
@@ -103,6 +140,21 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     return FinishSync(cl, st, call);
   }
   if (to == Side::kHost) {
+    uint64_t region = 0, offset = 0;
+    if (InSharedRegion(dst, n, &region, &offset)) {
+      // Zero copy into the pinned buffer; asynchronous really is asynchronous.
+      auto build = [&](wire::Request::Builder& r) {
+        auto m = r.initMemcpyDtoH();
+        m.setSrc(U(src));
+        m.setSize(n);
+        SetStream(m.initStream(), stream, per_thread);
+        m.setHostRegion(region);
+        m.setHostOffset(offset);
+        m.setAsync(async);
+      };
+      if (async) return Finish(cl->Post(device, build), call);
+      return FinishSync(cl, cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }), call);
+    }
     auto build = [&](wire::Request::Builder& r) {
       auto m = r.initMemcpyDtoH();
       m.setSrc(U(src));
@@ -131,13 +183,53 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
 
 namespace {
 
+std::atomic<uint64_t> g_next_region{1};
+
+// Pinned memory the worker can reach: a sealed memfd mapped here and there, registered with
+// the driver on the worker's side. Returns the region id, or 0 if the transport cannot share
+// memory (the caller then uses plain memory and the copies are staged).
+uint64_t ShareWithWorker(Client* c, void** p, size_t bytes) {
+  if (!c->capabilities().shared_memory || !c->capabilities().passes_fds) return 0;
+  Fd fd(static_cast<int>(::syscall(SYS_memfd_create, "remora-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (!fd || ::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
+      ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return 0;
+  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (m == MAP_FAILED) return 0;
+  uint64_t id = g_next_region.fetch_add(1);
+  Status st = c->CallWithFd(Thread().device, fd.get(), [&](wire::Request::Builder& r) {
+    auto h = r.initRegisterHostRegion();
+    h.setId(id);
+    h.setSize(bytes);
+  }, [](wire::Reply::Reader&) { return Status::Ok(); });
+  if (!st.ok()) {
+    LOG_INFO("pinned memory cannot be shared with the worker ({}): its copies will be staged", st.ToString());
+    ::munmap(m, bytes);
+    return 0;
+  }
+  *p = m;
+  return id;
+}
+
 cudaError_t HostAlloc(void** ptr, size_t size, unsigned flags, const char* call) {
   if (ptr == nullptr) return Finish(Error(Err::kInvalidValue, "ptr is NULL"), call);
   *ptr = nullptr;
   if (size == 0) return cudaSuccess;
-  void* p = ::mmap(nullptr, AlignUp(size, 4096), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return Finish(Error(Err::kMemoryAllocation, "cannot allocate {} of host memory", FormatSize(size)), call);
-  Runtime::Get().AddHostAllocation(p, size, flags);
+  auto c = Runtime::Get().Session();
+  if (!c.ok()) return Finish(c.status(), call);
+  size_t bytes = AlignUp(size, 4096);
+  void* p = nullptr;
+  uint64_t region = ShareWithWorker(*c, &p, bytes);
+  if (region == 0) {
+    p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return Finish(Error(Err::kMemoryAllocation, "cannot allocate {} of host memory", FormatSize(size)), call);
+    // Transports with registered memory (RDMA) read and write it in place.
+    if ((*c)->capabilities().registered_memory) {
+      Status st = (*c)->RegisterHostMemory(p, bytes);
+      if (!st.ok()) LOG_INFO("cannot register pinned memory with the transport: {}", st.ToString());
+    }
+  }
+  Runtime::Get().AddHostAllocation(p, size, flags, region);
   *ptr = p;
   return cudaSuccess;
 }
@@ -190,9 +282,52 @@ REMORA_API cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int fla
 
 REMORA_API cudaError_t cudaFreeHost(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
-  auto a = Runtime::Get().RemoveHostAllocation(ptr);
-  if (!a.ok()) return Finish(Error(Err::kInvalidValue, "{} was not allocated with cudaMallocHost/cudaHostAlloc", ptr), "cudaFreeHost");
-  ::munmap(ptr, AlignUp(a->size, 4096));
+  auto found = Runtime::Get().FindHost(ptr);
+  if (!found || found->base != U(ptr) || found->kind != AllocKind::kPinnedHost)
+    return Finish(Error(Err::kInvalidValue, "{} was not allocated with cudaMallocHost/cudaHostAlloc", ptr), "cudaFreeHost");
+  uint64_t region = RegionOf(*found);
+  auto c = Runtime::Get().Session();
+  if (region != 0 && c.ok()) {
+    // The worker stops using the memory (after pending DMA) before it goes away here.
+    Status st = (*c)->Call(Thread().device, [&](wire::Request::Builder& r) { r.setUnregisterHostRegion(region); },
+                           [](wire::Reply::Reader&) { return Status::Ok(); });
+    if (!st.ok() && st.code() != Err::kDevicesUnavailable) return Finish(st, "cudaFreeHost");
+  } else if (c.ok() && (*c)->capabilities().registered_memory) {
+    (void)(*c)->UnregisterHostMemory(ptr);
+  }
+  (void)Runtime::Get().RemoveHostAllocation(ptr);
+  ::munmap(ptr, AlignUp(found->size, 4096));
+  return cudaSuccess;
+}
+
+REMORA_API cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  if (ptr == nullptr || size == 0) return Finish(Error(Err::kInvalidValue, "NULL pointer or empty range"), "cudaHostRegister");
+  auto c = Runtime::Get().Session();
+  if (!c.ok()) return Finish(c.status(), "cudaHostRegister");
+  if (Runtime::Get().FindHost(ptr) || Runtime::Get().FindHost(static_cast<char*>(ptr) + size - 1))
+    return Finish(Error(Err::kHostMemoryAlreadyRegistered, "{} is already registered", ptr), "cudaHostRegister");
+  // The best path for memory the application owns: RDMA registers it (one-sided transfers in
+  // place); shm and tcp cannot share arbitrary pages with the worker, so copies are staged.
+  if ((*c)->capabilities().registered_memory) {
+    Status st = (*c)->RegisterHostMemory(ptr, size);
+    if (!st.ok()) return Finish(st, "cudaHostRegister");
+    LOG_DEBUG("cudaHostRegister({}, {}): registered with the {} transport (zero-copy)", ptr, FormatSize(size),
+              (*c)->capabilities().transport);
+  } else {
+    LOG_DEBUG("cudaHostRegister({}, {}): the {} transport cannot map application memory; copies are staged",
+              ptr, FormatSize(size), (*c)->capabilities().transport);
+  }
+  Runtime::Get().AddHostAllocation(ptr, size, flags, 0, AllocKind::kRegisteredHost);
+  return cudaSuccess;
+}
+
+REMORA_API cudaError_t cudaHostUnregister(void* ptr) {
+  auto found = Runtime::Get().FindHost(ptr);
+  if (!found || found->base != U(ptr) || found->kind != AllocKind::kRegisteredHost)
+    return Finish(Error(Err::kHostMemoryNotRegistered, "{} is not registered", ptr), "cudaHostUnregister");
+  auto c = Runtime::Get().Session();
+  if (c.ok() && (*c)->capabilities().registered_memory) (void)(*c)->UnregisterHostMemory(ptr);
+  (void)Runtime::Get().RemoveHostAllocation(ptr);
   return cudaSuccess;
 }
 
@@ -200,7 +335,7 @@ REMORA_API cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
   if (flags == nullptr) return Finish(Error(Err::kInvalidValue, "flags is NULL"), "cudaHostGetFlags");
   auto a = Runtime::Get().FindHost(host);
   if (!a) return Finish(Error(Err::kInvalidValue, "{} is not pinned host memory of this process", host), "cudaHostGetFlags");
-  *flags = static_cast<unsigned>(a->cookie);
+  *flags = static_cast<unsigned>(a->cookie & 0xffffffffu);
   return cudaSuccess;
 }
 

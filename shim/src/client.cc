@@ -23,7 +23,8 @@ Status Client::broken() const {
   return broken_;
 }
 
-Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk) {
+Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
+                    int fd) {
   ScratchMessage msg;
   auto req = msg.InitRoot<wire::Request>();
   req.setDevice(device);
@@ -37,7 +38,8 @@ Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, Con
   Status st;
   {
     std::lock_guard<std::mutex> lock(send_mu_);
-    st = conn_->Send(f, bulk, reply_bulk);
+    if (fd >= 0) st = conn_->PassFd(fd);
+    if (st.ok()) st = conn_->Send(f, bulk, reply_bulk);
   }
   if (!st.ok()) MarkBroken(st);
   return st;
@@ -54,6 +56,25 @@ Status Client::Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk
     waiters_.emplace(tag, &w);
   }
   Status st = Send(device, build, kFlagExpectsReply, tag, bulk, reply_bulk);
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiters_.erase(tag);
+    return broken_.ok() ? st : broken_;
+  }
+  WaitFor(w);
+  return w.status;
+}
+
+Status Client::CallWithFd(int device, int fd, BuildFn build, ReplyFn on_reply) {
+  uint64_t tag = next_tag_.fetch_add(1);
+  Waiter w;
+  w.on_reply = &on_reply;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) return broken_;
+    waiters_.emplace(tag, &w);
+  }
+  Status st = Send(device, build, kFlagExpectsReply, tag, {}, {}, fd);
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     waiters_.erase(tag);

@@ -37,6 +37,12 @@ class Client {
   // Returns the call's own status. An earlier asynchronous failure reported with the reply
   // is kept for TakeAsyncError().
   Status Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk = {}, MutableBytes reply_bulk = {});
+  // Call() with a file descriptor passed just ahead of the request (transports that
+  // pass descriptors); the caller keeps its copy.
+  Status CallWithFd(int device, int fd, BuildFn build, ReplyFn on_reply);
+  // Long-lived client memory registered with the transport (RDMA); see Connection.
+  Status RegisterHostMemory(const void* p, size_t n) { return conn_->RegisterHostMemory(p, n); }
+  Status UnregisterHostMemory(const void* p) { return conn_->UnregisterHostMemory(p); }
   // Sends a request nobody waits for (asynchronous call); its errors surface later.
   Status Post(int device, BuildFn build, ConstBytes bulk = {});
   // Sends a request whose reply bulk lands in `reply_bulk` whenever a thread next receives
@@ -64,7 +70,8 @@ class Client {
     Status status;
   };
 
-  Status Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk);
+  Status Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
+              int fd = -1);
   void WaitFor(Waiter& w);
   void ReceiveOne(int timeout_ms);
   void HandleReply(const InFrame& f);

@@ -210,13 +210,13 @@ Status Runtime::CheckDeviceRange(uint64_t ptr, uint64_t size) {
   return device_allocs_.CheckRange(ptr, size).status();
 }
 
-void Runtime::AddHostAllocation(void* base, uint64_t size, unsigned flags) {
+void Runtime::AddHostAllocation(void* base, uint64_t size, unsigned flags, uint64_t region, AllocKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
   Allocation a;
   a.base = reinterpret_cast<uint64_t>(base);
   a.size = size;
-  a.kind = AllocKind::kPinnedHost;
-  a.cookie = flags;
+  a.kind = kind;
+  a.cookie = (region << 32) | flags;
   (void)host_allocs_.Insert(a);
 }
 

@@ -61,7 +61,9 @@ class Runtime {
   std::optional<Allocation> FindDevice(uint64_t ptr);
   Status CheckDeviceRange(uint64_t ptr, uint64_t size);
 
-  void AddHostAllocation(void* base, uint64_t size, unsigned flags);
+  // `region`: the id of the worker-shared region holding it, or 0.
+  void AddHostAllocation(void* base, uint64_t size, unsigned flags, uint64_t region = 0,
+                         AllocKind kind = AllocKind::kPinnedHost);
   Result<Allocation> RemoveHostAllocation(void* base);
   std::optional<Allocation> FindHost(const void* ptr);
 

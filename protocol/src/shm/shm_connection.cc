@@ -3,17 +3,20 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstring>
 #include <deque>
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "shm/parallel_copy.h"
 #include "shm/ring.h"
 
 namespace remora {
 namespace {
 
 using shm::Doorbell;
+using shm::ParallelCopy;
 using shm::Record;
 
 // Spin before sleeping. The requester spins long enough to cover a short GPU call; the
@@ -73,7 +76,7 @@ class ShmConnection final : public Connection {
       uint32_t index;
       RETURN_IF_ERROR(WaitUntil([&] { return (slot = out_slots_.TryAcquire(&index)) != nullptr; }, "a staging slot"));
       size_t n = std::min<size_t>(bulk.size() - off, out_slots_.slot_bytes());
-      std::memcpy(slot, bulk.data() + off, n);
+      ParallelCopy(slot, bulk.data() + off, n);
       out_slots_.Commit(n);
       shm::Ring(peer_bell_);
       off += n;
@@ -127,7 +130,7 @@ class ShmConnection final : public Connection {
       }, "bulk data"));
       RETURN_IF_ERROR(err);
       if (n == 0 || n > dst.size() - off) return Error(Err::kInvalidValue, "staging slot of {} bytes does not fit the bulk", n);
-      std::memcpy(dst.data() + off, slot, n);
+      ParallelCopy(dst.data() + off, slot, n);
       in_slots_.Release();
       shm::Ring(peer_bell_);
       off += n;
@@ -135,7 +138,56 @@ class ShmConnection final : public Connection {
     return Status::Ok();
   }
 
+  Status PassFd(int fd) override {
+    char byte = 'F';
+    struct iovec iov = {&byte, 1};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t w;
+    do {
+      w = ::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL);
+    } while (w < 0 && errno == EINTR);
+    if (w != 1) return ErrnoStatus(Err::kDevicesUnavailable, "pass a descriptor to the worker", errno);
+    return Status::Ok();
+  }
+
   // ---- executor -------------------------------------------------------------------
+  Result<Fd> TakeFd(int timeout_ms) override {
+    struct pollfd p = {sock_.get(), POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return Error(Err::kInvalidValue, "the client announced a descriptor but sent none");
+    char byte;
+    struct iovec iov = {&byte, 1};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t r = ::recvmsg(sock_.get(), &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (r <= 0) return Error(Err::kDevicesUnavailable, "client {} is gone", peer_);
+    std::vector<Fd> fds;
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < n; i++) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds.emplace_back(fd);
+      }
+    }
+    if (fds.size() != 1) return Error(Err::kInvalidValue, "expected one descriptor from the client, got {}", fds.size());
+    return std::move(fds[0]);
+  }
+
   void SetStaging(StagingAllocator* staging) override { staging_ = staging; }
   std::vector<SharedRegion> SharedRegions() const override { return {SharedRegion{seg_.base(), seg_.size()}}; }
 

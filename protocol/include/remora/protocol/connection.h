@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "remora/base/bytes.h"
+#include "remora/base/fd.h"
 #include "remora/base/status.h"
 #include "remora/protocol/frame.h"
 
@@ -106,6 +107,19 @@ class Connection {
   virtual Result<bool> Progress() = 0;
   // Blocks until there may be something to do or `timeout_us` passes (spin, then sleep).
   virtual void WaitForActivity(int64_t timeout_us) = 0;
+
+  // ---- descriptor passing (capabilities().passes_fds) -----------------------------------
+  // Requester: sends `fd` ahead of the next frame; call under the same lock as Send, then
+  // Send the frame that refers to it. The caller keeps ownership of its copy.
+  virtual Status PassFd(int fd) {
+    (void)fd;
+    return Status(Err::kNotSupported, "this transport cannot pass file descriptors");
+  }
+  // Executor: the next descriptor the requester passed, waiting at most timeout_ms.
+  virtual Result<Fd> TakeFd(int timeout_ms) {
+    (void)timeout_ms;
+    return Status(Err::kNotSupported, "this transport cannot pass file descriptors");
+  }
 
   // ---- registered client memory (requester side) ---------------------------------------
   // Long-lived application memory (cudaHostAlloc / cudaMallocHost / cudaHostRegister):

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -39,7 +40,7 @@ class ScratchMessage {
   uint64_t* scratch_ = nullptr;  // [segment table word][segment 0 ...]
   bool owns_thread_scratch_ = false;
   std::vector<uint64_t> flat_;
-  std::unique_ptr<capnp::MallocMessageBuilder> builder_;
+  std::optional<capnp::MallocMessageBuilder> builder_;  // in place: no allocation per message
 };
 
 // Reads a flat body. Structural checks (bounds, traversal limit) are Cap'n Proto's; any

@@ -1,0 +1,105 @@
+# The administration API of remora-server (Cap'n Proto RPC, two-party).
+#
+# Where it is served:
+#  - <state-dir>/admin.sock, a unix socket with mode 0600: the server checks the peer's
+#    credentials (SO_PEERCRED: root or the server's own uid) when it accepts; the bootstrap
+#    capability of such a connection is `Admin` itself.
+#  - optionally tcp://HOST:PORT (--admin-listen): the bootstrap capability is `AdminLogin`;
+#    the client proves that it knows the admin token with the same challenge-response as a
+#    tenant's handshake (see protocol/include/remora/protocol/auth.h, tenant name "admin"),
+#    so the token never crosses the wire, and receives `Admin`.
+#
+# Errors: every method answers with an `Outcome` (code = cudaError_t number of the failure, 0 for
+# success, plus a one-line message); a broken connection surfaces as an RPC exception.
+# Sizes are bytes; "unlimited" limits are `hasLimit = false`.
+@0xc3a1f4e2b7d95a01;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("remora::admin::rpc");
+
+struct Outcome {
+  code @0 :UInt32;              # 0: success; else the remora::Err (cudaError_t) number
+  message @1 :Text;
+}
+
+struct ServerInfo {
+  version @0 :Text;
+  hostname @1 :Text;
+  backend @2 :Text;             # "cuda" or "host-emulated"
+  emulated @3 :Bool;            # true: device memory lives in host RAM, kernels do not run
+  driverVersion @4 :Int32;
+  pid @5 :Int32;
+  startedAt @6 :Int64;          # unix seconds
+  authRequired @7 :Bool;
+}
+
+struct TenantGpuUsage {
+  gpu @0 :Int32;                # server GPU index
+  used @1 :UInt64;              # counted against the limit
+  contextOverhead @2 :UInt64;   # reported, not counted
+}
+
+struct Tenant {
+  name @0 :Text;
+  hasLimit @1 :Bool;
+  memoryLimit @2 :UInt64;       # per GPU, when hasLimit
+  memoryUsed @3 :UInt64;        # sum over the tenant's GPUs
+  contextOverhead @4 :UInt64;   # sum over the tenant's GPUs
+  refused @5 :UInt64;           # allocations refused by the quota since the server started
+  sessions @6 :UInt32;
+  gpus @7 :List(Int32);         # attached GPUs of this server, ascending
+  usage @8 :List(TenantGpuUsage);  # one entry per GPU with any use or attachment
+  createdAt @9 :Int64;
+}
+
+struct Gpu {
+  index @0 :Int32;
+  name @1 :Text;
+  uuid @2 :Text;
+  pciBusId @3 :Text;
+  totalMemory @4 :UInt64;
+  used @5 :UInt64;              # the ledger's sum over all tenants on this GPU
+  tenants @6 :List(Text);       # tenants attached to it
+}
+
+struct Session {
+  id @0 :UInt64;
+  tenant @1 :Text;
+  clientPid @2 :UInt32;
+  host @3 :Text;
+  user @4 :Text;
+  program @5 :Text;
+  transport @6 :Text;           # shm | tcp | rdma
+  peer @7 :Text;
+  startedAt @8 :Int64;          # unix seconds
+  memoryCurrent @9 :UInt64;     # bytes the session holds, all GPUs
+  workerPid @10 :Int32;
+}
+
+interface Admin {
+  info @0 () -> (outcome :Outcome, info :ServerInfo);
+  # gpus: the GPUs to attach when !allGpus; allGpus: every GPU of this server.
+  createTenant @1 (name :Text, hasLimit :Bool, memoryLimit :UInt64, allGpus :Bool, gpus :List(Int32))
+      -> (outcome :Outcome, token :Text);
+  listTenants @2 () -> (outcome :Outcome, tenants :List(Tenant));
+  # Takes effect for running sessions; lowering below current use refuses new allocations
+  # and frees nothing.
+  setMemoryLimit @3 (name :Text, hasLimit :Bool, memoryLimit :UInt64) -> (outcome :Outcome);
+  # Refused (kNotPermitted) while sessions run unless force, which ends them.
+  deleteTenant @4 (name :Text, force :Bool) -> (outcome :Outcome);
+  listGpus @5 () -> (outcome :Outcome, gpus :List(Gpu));
+  attach @6 (name :Text, gpu :Int32) -> (outcome :Outcome);
+  detach @7 (name :Text, gpu :Int32) -> (outcome :Outcome);
+  listSessions @8 () -> (outcome :Outcome, sessions :List(Session));
+  killSession @9 (id :UInt64, reason :Text) -> (outcome :Outcome);
+}
+
+interface AdminLogin {
+  # Step 1: the client's nonce in, the server's nonce and a one-shot prover out.
+  challenge @0 (clientNonce :Data) -> (serverNonce :Data, prover :AdminProver);
+}
+
+interface AdminProver {
+  # Step 2 (once): proof = ClientProof(secret, "admin", clientNonce, serverNonce).
+  prove @0 (proof :Data) -> (outcome :Outcome, admin :Admin);
+}

@@ -1,0 +1,447 @@
+#include "supervisor/admin_service.h"
+
+#include <netdb.h>
+#include <sodium.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+
+#include "admin.capnp.h"
+#include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "remora/protocol/transport.h"
+#include "supervisor/supervisor.h"
+
+namespace remora::server {
+
+namespace rpc = admin::rpc;
+
+namespace {
+
+constexpr char kAdminTokenName[] = "admin";
+
+void SetOutcome(rpc::Outcome::Builder o, const Status& st) {
+  o.setCode(static_cast<uint32_t>(st.code()));
+  if (!st.ok()) o.setMessage(st.message());
+}
+
+// The Admin capability. Every method runs its body on the supervisor's loop thread (the RPC
+// thread waits in Call meanwhile, so the results builder is never touched concurrently).
+class AdminImpl final : public rpc::Admin::Server {
+ public:
+  explicit AdminImpl(Supervisor& sup) : sup_(sup) {}
+
+  kj::Promise<void> info(InfoContext ctx) override {
+    auto res = ctx.getResults();
+    sup_.Call([&] {
+      auto i = res.initInfo();
+      i.setVersion(REMORA_VERSION);
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      i.setHostname(host);
+      i.setBackend(sup_.inventory().backend);
+      i.setEmulated(sup_.inventory().emulated);
+      i.setDriverVersion(sup_.inventory().driver_version);
+      i.setPid(static_cast<int32_t>(getpid()));
+      i.setStartedAt(sup_.started_at());
+      i.setAuthRequired(sup_.options().auth_required);
+      return 0;
+    });
+    SetOutcome(res.initOutcome(), Status::Ok());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> createTenant(CreateTenantContext ctx) override {
+    auto p = ctx.getParams();
+    std::string name = p.getName();
+    std::optional<uint64_t> limit;
+    if (p.getHasLimit()) limit = p.getMemoryLimit();
+    std::optional<std::vector<int>> gpus;
+    if (!p.getAllGpus()) {
+      gpus.emplace();
+      for (int32_t g : p.getGpus()) gpus->push_back(g);
+    }
+    Result<std::string> token = sup_.Call([&] { return sup_.CreateTenant(name, limit, gpus); });
+    auto res = ctx.getResults();
+    SetOutcome(res.initOutcome(), token.status());
+    if (token.ok()) res.setToken(*token);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> listTenants(ListTenantsContext ctx) override {
+    auto res = ctx.getResults();
+    sup_.Call([&] {
+      const auto& tenants = sup_.tenants();
+      auto list = res.initTenants(static_cast<unsigned>(tenants.size()));
+      unsigned i = 0;
+      for (const auto& [name, t] : tenants) FillTenant(list[i++], t);
+      return 0;
+    });
+    SetOutcome(res.initOutcome(), Status::Ok());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> setMemoryLimit(SetMemoryLimitContext ctx) override {
+    auto p = ctx.getParams();
+    std::string name = p.getName();
+    std::optional<uint64_t> limit;
+    if (p.getHasLimit()) limit = p.getMemoryLimit();
+    Status st = sup_.Call([&] { return sup_.SetMemoryLimit(name, limit); });
+    SetOutcome(ctx.getResults().initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> deleteTenant(DeleteTenantContext ctx) override {
+    std::string name = ctx.getParams().getName();
+    bool force = ctx.getParams().getForce();
+    Status st = sup_.Call([&] { return sup_.DeleteTenant(name, force); });
+    SetOutcome(ctx.getResults().initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> listGpus(ListGpusContext ctx) override {
+    auto res = ctx.getResults();
+    sup_.Call([&] {
+      const auto& gpus = sup_.inventory().gpus;
+      auto list = res.initGpus(static_cast<unsigned>(gpus.size()));
+      for (size_t i = 0; i < gpus.size(); i++) {
+        const GpuInfo& g = gpus[i];
+        auto b = list[static_cast<unsigned>(i)];
+        b.setIndex(g.index);
+        b.setName(g.name);
+        b.setUuid(g.uuid);
+        b.setPciBusId(g.pci_bus_id);
+        b.setTotalMemory(g.total_memory);
+        b.setUsed(sup_.ledger().GpuUsed(static_cast<uint32_t>(g.index)));
+        std::vector<std::string> names;
+        for (const auto& [name, t] : sup_.tenants())
+          if (std::find(t.gpus.begin(), t.gpus.end(), g.index) != t.gpus.end()) names.push_back(name);
+        auto tl = b.initTenants(static_cast<unsigned>(names.size()));
+        for (size_t j = 0; j < names.size(); j++) tl.set(static_cast<unsigned>(j), names[j]);
+      }
+      return 0;
+    });
+    SetOutcome(res.initOutcome(), Status::Ok());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> attach(AttachContext ctx) override {
+    std::string name = ctx.getParams().getName();
+    int gpu = ctx.getParams().getGpu();
+    Status st = sup_.Call([&] { return sup_.AttachGpu(name, gpu); });
+    SetOutcome(ctx.getResults().initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> detach(DetachContext ctx) override {
+    std::string name = ctx.getParams().getName();
+    int gpu = ctx.getParams().getGpu();
+    Status st = sup_.Call([&] { return sup_.DetachGpu(name, gpu); });
+    SetOutcome(ctx.getResults().initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> listSessions(ListSessionsContext ctx) override {
+    auto res = ctx.getResults();
+    sup_.Call([&] {
+      std::vector<const SessionState*> all;
+      for (const auto& [pid, s] : sup_.sessions()) all.push_back(&s);
+      std::sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->id < b->id; });
+      auto list = res.initSessions(static_cast<unsigned>(all.size()));
+      for (size_t i = 0; i < all.size(); i++) {
+        const SessionState& s = *all[i];
+        auto b = list[static_cast<unsigned>(i)];
+        b.setId(s.id);
+        b.setTenant(s.tenant);
+        b.setClientPid(s.client.pid);
+        b.setHost(s.client.hostname);
+        b.setUser(s.client.user);
+        b.setProgram(s.client.program);
+        b.setTransport(TransportName(s.transport));
+        b.setPeer(s.peer);
+        b.setStartedAt(s.started_at);
+        uint64_t mem = 0;
+        for (uint32_t g = 0; g < kLedgerMaxGpus; g++) mem += sup_.ledger().SessionUsed(s.ledger_slot, g);
+        b.setMemoryCurrent(mem);
+        b.setWorkerPid(static_cast<int32_t>(s.pid));
+      }
+      return 0;
+    });
+    SetOutcome(res.initOutcome(), Status::Ok());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> killSession(KillSessionContext ctx) override {
+    uint64_t id = ctx.getParams().getId();
+    std::string reason = ctx.getParams().getReason();
+    if (reason.empty()) reason = "ended by the administrator";
+    Status st = sup_.Call([&] { return sup_.KillSession(id, reason); });
+    SetOutcome(ctx.getResults().initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
+ private:
+  // Loop thread only.
+  void FillTenant(rpc::Tenant::Builder b, const TenantState& t) {
+    b.setName(t.record.name);
+    b.setHasLimit(t.record.memory_limit.has_value());
+    b.setMemoryLimit(t.record.memory_limit.value_or(0));
+    b.setCreatedAt(t.record.created_at);
+    auto gl = b.initGpus(static_cast<unsigned>(t.gpus.size()));
+    for (size_t i = 0; i < t.gpus.size(); i++) gl.set(static_cast<unsigned>(i), t.gpus[i]);
+    uint64_t used = 0, overhead = 0;
+    std::vector<std::tuple<int, uint64_t, uint64_t>> per_gpu;
+    TenantUsage first = sup_.ledger().Tenant(t.ledger_index, 0);
+    for (const GpuInfo& g : sup_.inventory().gpus) {
+      TenantUsage u = sup_.ledger().Tenant(t.ledger_index, static_cast<uint32_t>(g.index));
+      used += u.used;
+      overhead += u.context_overhead;
+      bool attached = std::find(t.gpus.begin(), t.gpus.end(), g.index) != t.gpus.end();
+      if (attached || u.used != 0 || u.context_overhead != 0) per_gpu.emplace_back(g.index, u.used, u.context_overhead);
+    }
+    b.setMemoryUsed(used);
+    b.setContextOverhead(overhead);
+    b.setRefused(first.refused);
+    b.setSessions(first.sessions);
+    auto ul = b.initUsage(static_cast<unsigned>(per_gpu.size()));
+    for (size_t i = 0; i < per_gpu.size(); i++) {
+      auto e = ul[static_cast<unsigned>(i)];
+      e.setGpu(std::get<0>(per_gpu[i]));
+      e.setUsed(std::get<1>(per_gpu[i]));
+      e.setContextOverhead(std::get<2>(per_gpu[i]));
+    }
+  }
+
+  Supervisor& sup_;
+};
+
+// One challenge: checks one proof, once.
+class ProverImpl final : public rpc::AdminProver::Server {
+ public:
+  ProverImpl(Supervisor& sup, const Key& key, const Nonce& cn, const Nonce& sn) : sup_(sup), key_(key), cn_(cn), sn_(sn) {}
+
+  kj::Promise<void> prove(ProveContext ctx) override {
+    auto proof = ctx.getParams().getProof();
+    auto res = ctx.getResults();
+    Key k{};
+    bool ok = !used_ && proof.size() == k.size();
+    used_ = true;
+    if (ok) {
+      std::memcpy(k.data(), proof.begin(), k.size());
+      ok = VerifyProof(key_, kAdminTokenName, cn_, sn_, k);
+    }
+    if (!ok) {
+      LOG_WARN("admin login over TCP refused: wrong admin token");
+      SetOutcome(res.initOutcome(), Status(Err::kNotPermitted, "wrong admin token"));
+      return kj::READY_NOW;
+    }
+    SetOutcome(res.initOutcome(), Status::Ok());
+    res.setAdmin(kj::heap<AdminImpl>(sup_));
+    return kj::READY_NOW;
+  }
+
+ private:
+  Supervisor& sup_;
+  Key key_;
+  Nonce cn_, sn_;
+  bool used_ = false;
+};
+
+class LoginImpl final : public rpc::AdminLogin::Server {
+ public:
+  LoginImpl(Supervisor& sup, const Key& key) : sup_(sup), key_(key) {}
+
+  kj::Promise<void> challenge(ChallengeContext ctx) override {
+    auto cn_data = ctx.getParams().getClientNonce();
+    Nonce cn{};
+    if (cn_data.size() != cn.size())
+      return KJ_EXCEPTION(FAILED, "the client nonce must be 32 bytes");
+    std::memcpy(cn.data(), cn_data.begin(), cn.size());
+    Nonce sn = RandomNonce();
+    auto res = ctx.getResults();
+    res.setServerNonce(capnp::Data::Reader(sn.data(), sn.size()));
+    res.setProver(kj::heap<ProverImpl>(sup_, key_, cn, sn));
+    return kj::READY_NOW;
+  }
+
+ private:
+  Supervisor& sup_;
+  Key key_;
+};
+
+kj::Promise<void> AcceptUnix(kj::ConnectionReceiver& listener, capnp::TwoPartyServer& server) {
+  return listener.accept().then([&listener, &server](kj::Own<kj::AsyncIoStream> stream) {
+    struct ucred cred = {};
+    kj::uint len = sizeof(cred);
+    stream->getsockopt(SOL_SOCKET, SO_PEERCRED, &cred, &len);
+    if (cred.uid == 0 || cred.uid == ::geteuid()) {
+      server.accept(kj::mv(stream));
+    } else {
+      LOG_WARN("admin connection from pid {} (uid {}) refused: only root or uid {} may administer this server",
+               cred.pid, cred.uid, ::geteuid());
+    }
+    return AcceptUnix(listener, server);
+  });
+}
+
+Result<Fd> BindUnix(const std::string& path) {
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return Error(Err::kInvalidValue, "admin socket path too long: {}", path);
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return ErrnoStatus(Err::kInitializationError, "admin socket", errno);
+  // A socket file that answers belongs to a running server on the same state directory.
+  {
+    Fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0)
+      return Error(Err::kInitializationError, "another remora-server is serving {} (its admin socket answers)", path);
+  }
+  ::unlink(path.c_str());
+  mode_t old = ::umask(0177);  // the socket is created 0600
+  int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  ::umask(old);
+  if (rc != 0) return ErrnoStatus(Err::kInitializationError, "bind(" + path + ")", err);
+  if (::chmod(path.c_str(), 0600) != 0 || ::listen(fd.get(), 16) != 0)
+    return ErrnoStatus(Err::kInitializationError, "listen(" + path + ")", errno);
+  return fd;
+}
+
+Result<Fd> BindTcp(const std::string& url, std::string* bound_url) {
+  ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(url));
+  if (ep.kind != TransportKind::kTcp) return Error(Err::kInvalidValue, "--admin-listen needs a tcp://HOST:PORT URL, not {}", url);
+  struct addrinfo hints = {}, *ai = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  int rc = ::getaddrinfo(ep.host.c_str(), std::to_string(ep.port).c_str(), &hints, &ai);
+  if (rc != 0) return Error(Err::kInvalidValue, "admin listen address {}: {}", url, gai_strerror(rc));
+  Fd fd(::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  rc = fd ? ::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) : -1;
+  int err = errno;
+  ::freeaddrinfo(ai);
+  if (rc != 0 || ::listen(fd.get(), 16) != 0) return ErrnoStatus(Err::kInitializationError, "bind(" + url + ")", rc != 0 ? err : errno);
+  struct sockaddr_storage ss = {};
+  socklen_t len = sizeof(ss);
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
+  ep.port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  *bound_url = ep.ToUrl();
+  return fd;
+}
+
+}  // namespace
+
+struct AdminServer::Shared {
+  std::mutex mu;
+  bool stop = false;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> fulfiller;
+};
+
+Result<Key> LoadOrCreateAdminToken(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return ErrnoStatus(Err::kInitializationError, "admin token file " + path, errno);
+    Token t{kAdminTokenName, RandomSecret()};
+    std::string text = FormatToken(t);
+    mode_t old = ::umask(0177);
+    {
+      std::ofstream out(path);
+      out << text << "\n";
+      if (!out) {
+        ::umask(old);
+        return Error(Err::kInitializationError, "cannot write admin token file {}", path);
+      }
+    }
+    ::umask(old);
+    LOG_INFO("admin token created in {} (mode 0600)", path);
+    return StoredKeyFor(t.secret);
+  }
+  std::ifstream in(path);
+  std::string text;
+  if (!in || !std::getline(in, text)) return Error(Err::kInitializationError, "cannot read admin token file {}", path);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  auto tok = ParseToken(text);
+  if (!tok.ok() || tok->tenant != kAdminTokenName)
+    return Error(Err::kInitializationError, "admin token file {} does not hold an admin token (remora1.admin.<secret>)", path);
+  return StoredKeyFor(tok->secret);
+}
+
+AdminServer::AdminServer(Supervisor& sup) : sup_(sup), shared_(std::make_shared<Shared>()) {}
+
+AdminServer::~AdminServer() {
+  RequestStop();
+  if (thread_.joinable()) thread_.join();
+  if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+}
+
+Result<std::unique_ptr<AdminServer>> AdminServer::Start(Supervisor& sup, const AdminOptions& o) {
+  std::unique_ptr<AdminServer> a(new AdminServer(sup));
+  std::string path = o.state_dir + "/admin.sock";
+  ASSIGN_OR_RETURN(a->unix_fd_, BindUnix(path));
+  a->socket_path_ = path;
+  if (!o.listen_url.empty()) {
+    if (o.token_file.empty()) return Error(Err::kInvalidValue, "--admin-listen needs --admin-token-file");
+    ASSIGN_OR_RETURN(a->admin_key_, LoadOrCreateAdminToken(o.token_file));
+    ASSIGN_OR_RETURN(a->tcp_fd_, BindTcp(o.listen_url, &a->tcp_url_));
+  }
+  a->thread_ = std::thread([p = a.get()] { p->ThreadMain(); });
+  LOG_INFO("admin API on {} (root or uid {} only){}", path, ::geteuid(),
+           a->tcp_url_.empty() ? "" : fmt::format(" and {} (admin token login)", a->tcp_url_));
+  return a;
+}
+
+void AdminServer::RequestStop() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->stop = true;
+  if (shared_->fulfiller) shared_->fulfiller->fulfill();
+}
+
+void AdminServer::ThreadMain() {
+  try {
+    auto io = kj::setupAsyncIo();
+    auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      if (shared_->stop) paf.fulfiller->fulfill();
+      shared_->fulfiller = kj::mv(paf.fulfiller);
+    }
+    constexpr auto kFlags = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC |
+                            kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK;
+    capnp::TwoPartyServer unix_server(kj::heap<AdminImpl>(sup_));
+    auto unix_listener = io.lowLevelProvider->wrapListenSocketFd(unix_fd_.release(), kFlags);
+    kj::Promise<void> serving = AcceptUnix(*unix_listener, unix_server);
+    kj::Maybe<kj::Own<capnp::TwoPartyServer>> tcp_server;
+    kj::Maybe<kj::Own<kj::ConnectionReceiver>> tcp_listener;
+    if (tcp_fd_) {
+      auto server = kj::heap<capnp::TwoPartyServer>(kj::heap<LoginImpl>(sup_, admin_key_));
+      auto listener = io.lowLevelProvider->wrapListenSocketFd(tcp_fd_.release(), kFlags);
+      serving = serving.exclusiveJoin(server->listen(*listener));
+      tcp_server = kj::mv(server);
+      tcp_listener = kj::mv(listener);
+    }
+    paf.promise.exclusiveJoin(kj::mv(serving)).wait(io.waitScope);
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->fulfiller = nullptr;
+  } catch (const kj::Exception& e) {
+    LOG_ERROR("admin API stopped: {}", e.getDescription().cStr());
+  }
+  finished_.store(true);
+}
+
+}  // namespace remora::server
