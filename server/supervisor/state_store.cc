@@ -1,7 +1,9 @@
 #include "supervisor/state_store.h"
 
 #include <sqlite3.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <ctime>
 #include <mutex>
@@ -227,6 +229,9 @@ Result<std::unique_ptr<StateStore>> OpenSqliteStateStore(const std::string& stat
   if (::mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST)
     return Error(Err::kInitializationError, "cannot create state directory {}: {}", state_dir, std::strerror(errno));
   std::string path = state_dir + "/state.db";
+  // Created 0600 (SQLite gives its -wal and -shm files the database's mode): it holds the
+  // tenants' stored keys.
+  if (int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); fd >= 0) ::close(fd);
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {

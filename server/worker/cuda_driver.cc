@@ -23,7 +23,7 @@ namespace {
   X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)   \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemHostAlloc) X(cuMemFreeHost)             \
   X(cuMemHostRegister) X(cuMemHostUnregister) X(cuStreamCreateWithPriority)              \
-  X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate)              \
+  X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate)              \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventElapsedTime)                \
   X(cuLaunchHostFunc) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
   X(cuModuleGetGlobal) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)   \
@@ -170,6 +170,9 @@ class CudaDriver final : public Driver {
   }
   Status StreamDestroy(DStream s) override { return Check(api_.cuStreamDestroy(static_cast<CUstream>(s)), "cuStreamDestroy"); }
   Status StreamQuery(DStream s) override { return Check(api_.cuStreamQuery(static_cast<CUstream>(s)), "cuStreamQuery"); }
+  Status StreamSynchronize(DStream s) override {
+    return Check(api_.cuStreamSynchronize(static_cast<CUstream>(s)), "cuStreamSynchronize");
+  }
   Status StreamWaitEvent(DStream s, DEvent e, unsigned flags) override {
     return Check(api_.cuStreamWaitEvent(static_cast<CUstream>(s), static_cast<CUevent>(e), flags), "cuStreamWaitEvent");
   }

@@ -106,6 +106,9 @@ class Driver {
   // kSuccess when all work is done, kNotReady while some is pending, or the stream's error.
   virtual Status StreamQuery(DStream s) = 0;
   virtual Status StreamWaitEvent(DStream s, DEvent e, unsigned flags) = 0;
+  // Blocks until the stream's work is done. The executor calls it only for work it knows
+  // to be short (a small copy on an idle stream).
+  virtual Status StreamSynchronize(DStream s) = 0;
 
   // Runs fn(arg) on a driver thread when the stream reaches this point; later work on the
   // stream waits until fn returns (cuLaunchHostFunc).

@@ -315,6 +315,11 @@ class HostDriver final : public Driver {
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     return st->completed.load() >= st->Issued() ? Status::Ok() : Status(Err::kNotReady, "");
   }
+  Status StreamSynchronize(DStream s) override {
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    return Status::Ok();
+  }
   Status StreamWaitEvent(DStream, DEvent e, unsigned) override {
     return events_.count(e) ? Status::Ok() : Error(Err::kInvalidResourceHandle, "unknown emulated event");
   }

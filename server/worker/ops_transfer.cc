@@ -158,15 +158,36 @@ class HtoDOp final : public PendingOp {
   Status error_;
 };
 
-// Device-to-host copy: DMA into transport chunks, shipped in order as each completes. The
-// reply header went out first; a failure after that ships zeros for the rest and surfaces
-// as the session's pending error at the next synchronising call.
+// Device-to-host copy. First it waits until the stream reaches the copy (an event: work
+// queued before it - a host function waiting for the client, say - must not be stuck behind
+// a half-sent reply); then it posts the reply and DMAs into transport chunks, shipped in
+// order as each completes. A failure after the reply went out ships zeros for the rest and
+// surfaces as the session's pending error at the next synchronising call.
 class DtoHOp final : public PendingOp {
  public:
-  DtoHOp(Executor::Stream stream, DeviceLayout src) : stream_(stream), src_(src), total_(src.total()) {}
+  DtoHOp(uint64_t tag, Executor::Stream stream, DeviceLayout src, DEvent gate)
+      : tag_(tag), stream_(stream), src_(src), total_(src.total()), gate_(gate) {}
   bool HoldsQueue() const override { return true; }
+  void Abandon(Executor& ex) override {
+    if (gate_ != nullptr) ex.ReleasePoolEvent(stream_.gpu, gate_);
+    for (auto& it : inflight_)
+      if (it.event != nullptr) ex.ReleasePoolEvent(stream_.gpu, it.event);
+  }
 
   Result<bool> Poll(Executor& ex) override {
+    if (gate_ != nullptr) {
+      Status st = ex.driver().EventQuery(gate_);
+      if (st.code() == Err::kNotReady) return false;
+      ex.ReleasePoolEvent(stream_.gpu, gate_);
+      gate_ = nullptr;
+      // A context broken by an earlier fault answers with its error, before any data.
+      if (!st.ok()) {
+        RETURN_IF_ERROR(ex.PostReply(tag_, st));
+        return true;
+      }
+      RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok(), [](wire::Reply::Builder&) {}, total_));
+      ex.BeginBulkReply();
+    }
     while (acquired_ < total_ && inflight_.size() < kMaxChunksInFlight) {
       ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().AcquireBulkChunk(total_ - acquired_));
       if (!c) break;
@@ -226,12 +247,64 @@ class DtoHOp final : public PendingOp {
     BulkChunk chunk;
     DEvent event;
   };
+  uint64_t tag_;
   Executor::Stream stream_;
   DeviceLayout src_;
   uint64_t total_, acquired_ = 0, committed_ = 0;
+  DEvent gate_;
   std::deque<Item> inflight_;
   Status error_;
 };
+
+constexpr uint64_t kSmallCopy = 64 << 10;
+
+// Starts a device-to-host copy answered with the bytes as the reply's bulk. On an idle
+// stream a small copy is done at once (one synchronous DMA beats an event round trip);
+// otherwise a DtoHOp waits for the stream to reach the copy.
+Status StartDtoH(Executor& ex, uint64_t tag, const Executor::Stream& stream, const DeviceLayout& src) {
+  Status st = ex.SetDevice(stream.gpu);
+  if (!st.ok()) return ex.PostReply(tag, st);
+  if (src.total() == 0) return ex.PostReply(tag, Status::Ok());
+  Status idle = ex.driver().StreamQuery(stream.stream);
+  if (!idle.ok() && idle.code() != Err::kNotReady) return ex.PostReply(tag, idle);  // a broken context
+  if (idle.ok() && src.total() <= kSmallCopy && src.height == 1 && src.depth == 1) {
+    auto bounce = ex.AcquireBounce();
+    if (bounce.ok()) {
+      st = ex.driver().MemcpyDtoH(*bounce, src.base, src.total(), stream.stream);
+      if (st.ok()) st = ex.driver().StreamSynchronize(stream.stream);
+      if (!st.ok()) {
+        ex.ReleaseBounce(*bounce);
+        return ex.PostReply(tag, st);
+      }
+      st = ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, src.total());
+      if (st.ok()) {
+        auto c = ex.conn().AcquireBulkChunk(src.total());
+        if (c.ok() && *c && (*c)->size == src.total()) {
+          std::memcpy((*c)->data, *bounce, src.total());
+          st = ex.conn().CommitBulkChunk(**c, src.total());
+          ex.ReleaseBounce(*bounce);
+          return st;
+        }
+        // No chunk free right now: ship it through the op below instead (rare).
+        ex.ReleaseBounce(*bounce);
+        ex.BeginBulkReply();
+        ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr));
+        return Status::Ok();
+      }
+      ex.ReleaseBounce(*bounce);
+      return st;
+    }
+  }
+  auto gate = ex.AcquirePoolEvent(stream.gpu);
+  if (!gate.ok()) return ex.PostReply(tag, gate.status());
+  st = ex.driver().EventRecord(*gate, stream.stream);
+  if (!st.ok()) {
+    ex.ReleasePoolEvent(stream.gpu, *gate);
+    return ex.PostReply(tag, st);
+  }
+  ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, *gate));
+  return Status::Ok();
+}
 
 // Checks a strided device region against the session's allocations.
 Result<DeviceLayout> CheckLayout(Executor& ex, DevPtr base, uint64_t pitch, uint64_t rows_per_slice, uint64_t width,
@@ -277,16 +350,7 @@ Status Handlers::Copy3D(Executor& ex, const InFrame& frame, Req req) {
       auto src = CheckLayout(ex, a.getSrc(), a.getSrcPitch(), a.getSrcHeight(), w, h, d);
       if (!src.ok()) return ex.PostReply(tag, src.status());
       if (!stream.ok()) return ex.PostReply(tag, stream.status());
-      Status st = ex.SetDevice(stream->gpu);
-      if (st.ok()) {
-        st = ex.driver().StreamQuery(stream->stream);
-        if (st.code() == Err::kNotReady) st = Status::Ok();
-      }
-      if (!st.ok() || src->total() == 0) return ex.PostReply(tag, st);
-      RETURN_IF_ERROR(ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, src->total()));
-      ex.BeginBulkReply();
-      ex.AddPending(std::make_unique<DtoHOp>(*stream, *src));
-      return Status::Ok();
+      return StartDtoH(ex, tag, *stream, *src);
     }
     case wire::Copy3D::Kind::DEVICE_TO_DEVICE: {
       auto dst = CheckLayout(ex, a.getDst(), a.getDstPitch(), a.getDstHeight(), w, h, d);
@@ -382,17 +446,7 @@ Status Handlers::MemcpyDtoH(Executor& ex, uint64_t tag, Req req) {
   if (!range.ok()) return ex.PostReply(tag, range.status());
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ex.PostReply(tag, stream.status());
-  Status st = ex.SetDevice(stream->gpu);
-  // A context already broken by an earlier fault answers with its error, before any data.
-  if (st.ok()) {
-    st = ex.driver().StreamQuery(stream->stream);
-    if (st.code() == Err::kNotReady) st = Status::Ok();
-  }
-  if (!st.ok() || size == 0) return ex.PostReply(tag, st);
-  RETURN_IF_ERROR(ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, size));
-  ex.BeginBulkReply();
-  ex.AddPending(std::make_unique<DtoHOp>(*stream, DeviceLayout::Linear(a.getSrc(), size)));
-  return Status::Ok();
+  return StartDtoH(ex, tag, *stream, DeviceLayout::Linear(a.getSrc(), size));
 }
 
 Status Handlers::MemcpyDtoD(Executor& ex, uint64_t tag, Req req) {

@@ -127,15 +127,21 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       if (async) return Finish(cl->Post(device, build), call);
       return FinishSync(cl, cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }), call);
     }
-    // The source is shipped before this returns: the application may reuse it at once.
+    // The source is shipped before this returns: the application may reuse it at once. From
+    // pageable memory CUDA returns once the data is staged, before the DMA: so do we (the
+    // copy runs in stream order; a failure surfaces at the next synchronising call).
+    bool pageable = !rt.FindHost(src);
     auto build = [&](wire::Request::Builder& r) {
       auto m = r.initMemcpyHtoD();
       m.setDst(U(dst));
       m.setSize(n);
       SetStream(m.initStream(), stream, per_thread);
-      m.setAsync(async);
+      m.setAsync(async || pageable);
     };
-    if (async) return Finish(cl->Post(device, build, AsBytes(src, n)), call);
+    if (async || pageable) {
+      if (Status sticky = cl->sticky(); !sticky.ok()) return Finish(sticky, call);
+      return Finish(cl->Post(device, build, AsBytes(src, n)), call);
+    }
     st = cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, AsBytes(src, n));
     return FinishSync(cl, st, call);
   }

@@ -18,6 +18,23 @@ Client::Client(std::unique_ptr<Connection> conn, SessionInfo session)
 
 Client::~Client() = default;
 
+namespace {
+// Errors after which CUDA's context is unusable: every later call returns them.
+bool IsSticky(Err e) {
+  switch (static_cast<int>(e)) {
+    case 700: case 702: case 714: case 715: case 716: case 717: case 718: case 719:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
+Status Client::sticky() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return sticky_;
+}
+
 Status Client::broken() const {
   std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
   return broken_;
@@ -206,6 +223,11 @@ void Client::HandleReply(const InFrame& f) {
     return Status::Ok();
   });
   if (!decoded.ok()) own = decoded;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sticky_.ok() && IsSticky(own.code())) sticky_ = own;
+    if (sticky_.ok() && IsSticky(async_error_.code())) sticky_ = async_error_;
+  }
   if (f.header.bulk_bytes > 0) {
     Status st = f.header.bulk_bytes == w->reply_bulk.size()
                     ? conn_->ReceiveBulk(w->reply_bulk)

@@ -51,6 +51,9 @@ class Client {
 
   // The first asynchronous failure not yet reported, cleared by the call.
   Status TakeAsyncError();
+  // A sticky error (the context is broken: illegal address, launch failure...) seen in any
+  // reply, or OK. Calls that do not wait for the server check it themselves.
+  Status sticky() const;
   // Device-list generation last seen from the server.
   uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
   // Why the session is unusable (lost server, ended by the administrator), or OK.
@@ -93,6 +96,7 @@ class Client {
   Status broken_;
   Status async_error_;
   std::function<void(uint64_t)> callback_sink_;
+  Status sticky_;
 };
 
 // A small, stable id for the calling thread (per-thread default streams).

@@ -8,8 +8,6 @@
 //  - cudaLaunchKernel of a host function -> cudaErrorInvalidResourceHandle (what CUDA 13 answers);
 //  - cudaEventElapsedTime on an unrecorded / timing-disabled event
 //    -> cudaErrorInvalidResourceHandle;
-//  - use of a destroyed stream and event -> cudaErrorInvalidValue or
-//    cudaErrorInvalidResourceHandle (printed);
 //  - cudaGetLastError / cudaPeekAtLastError: peek does not clear, get does, a later successful
 //    call does not clear, the state is per thread;
 //  - after all of it the context still works (kernel + copy checked).
@@ -160,30 +158,9 @@ int main() {
     checks += 4;
   }
 
-  // --- destroyed stream and event (no new handles are created in between) ------------------------
-  cudaError_t dead_stream = cudaSuccess, dead_event = cudaSuccess;
-  {
-    cudaStream_t s;
-    cudaEvent_t ev;
-    CK(cudaStreamCreate(&s));
-    CK(cudaEventCreate(&ev));
-    CK(cudaEventRecord(ev, s));
-    CK(cudaStreamSynchronize(s));
-    CK(cudaStreamDestroy(s));
-    CK(cudaEventDestroy(ev));
-    dead_stream = cudaStreamQuery(s);
-    (void)cudaGetLastError();
-    dead_event = cudaEventQuery(ev);
-    (void)cudaGetLastError();
-    if (dead_stream != cudaErrorInvalidValue && dead_stream != cudaErrorInvalidResourceHandle)
-      gpu_test::fail("cudaStreamQuery(destroyed stream) returned %s",
-                     cudaGetErrorName(dead_stream));
-    if (dead_event != cudaErrorInvalidValue && dead_event != cudaErrorInvalidResourceHandle)
-      gpu_test::fail("cudaEventQuery(destroyed event) returned %s", cudaGetErrorName(dead_event));
-    gpu_test::info("destroyed stream -> %s, destroyed event -> %s", cudaGetErrorName(dead_stream),
-                   cudaGetErrorName(dead_event));
-    checks += 2;
-  }
+  // (Use of a destroyed stream or event is undefined in CUDA - it crashed natively on the GPU
+  // host - so it is not tested here; the shim's answer, cudaErrorInvalidValue, is covered by
+  // tests/apps/bad_calls.cu.)
 
   // --- last-error semantics -----------------------------------------------------------------------
   expect_last("the checks above (cleared)", cudaSuccess);
@@ -225,8 +202,6 @@ int main() {
     if (h[i] != i * 2 + 1) gpu_test::fail("after the errors: element %d = %d", i, h[i]);
   CK(cudaFree(d));
   CK(cudaDeviceSynchronize());
-  gpu_test::pass("%d error checks; destroyed stream -> %s, destroyed event -> %s; context "
-                 "intact afterwards",
-                 checks, cudaGetErrorName(dead_stream), cudaGetErrorName(dead_event));
+  gpu_test::pass("%d error checks; context intact afterwards", checks);
   return 0;
 }
