@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 #include <sys/mman.h>
 
+#include <cstring>
+
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "remora/protocol/message.h"
@@ -13,6 +15,8 @@ namespace remora::worker {
 namespace {
 constexpr size_t kBounceBytes = 64 << 10;
 constexpr uint64_t kControlPollNs = 1'000'000;
+constexpr uint64_t kMaxSpillBytes = 512ull << 20;  // read-ahead budget for backlogged bulk
+constexpr uint64_t kReplayChunkBytes = 1 << 20;
 }  // namespace
 
 Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, SessionConfig config,
@@ -228,10 +232,23 @@ Result<bool> Executor::DispatchFrames() {
       held |= op->HoldsQueue();
       transport_held |= op->HoldsTransport();
     }
+    if (spilling_) {
+      ASSIGN_OR_RETURN(bool done, SpillBulk());
+      if (!done) break;
+      any = true;
+    }
     if (!held && !backlog_.empty()) {
       Backlogged b = std::move(backlog_.front());
       backlog_.pop_front();
-      if (b.header.bulk_bytes > 0) backlog_has_bulk_ = false;
+      if (b.spilled) {
+        spilled_bytes_ -= b.bulk.size();
+        if (replay_released_ < replay_.size())
+          return Error(Err::kUnknown, "internal: spilled bulk replayed while the previous one is in use");
+        replay_ = std::move(b.bulk);
+        replay_polled_ = replay_released_ = 0;
+      } else if (b.header.bulk_bytes > 0) {
+        backlog_has_bulk_ = false;
+      }
       RETURN_IF_ERROR(Dispatch(InFrame{b.header, {b.body.data(), b.body.size()}}));
       any = true;
       continue;
@@ -246,10 +263,59 @@ Result<bool> Executor::DispatchFrames() {
     }
     // A transfer holds the queue: keep the frame for later, in order. (A host function
     // waiting in a stream needs the client's callbackDone to get through meanwhile.)
-    backlog_.push_back(Backlogged{frame->header, std::vector<uint64_t>(frame->body.begin(), frame->body.end())});
-    if (frame->header.bulk_bytes > 0) backlog_has_bulk_ = true;
+    Backlogged b{frame->header, std::vector<uint64_t>(frame->body.begin(), frame->body.end()), {}, false};
+    uint64_t bulk = frame->header.bulk_bytes;
+    if (bulk > 0 && spilled_bytes_ + bulk <= kMaxSpillBytes) {
+      b.spilled = true;
+      b.bulk.resize(bulk);
+      spilled_bytes_ += bulk;
+      spilling_ = true;
+      spill_filled_ = 0;
+    } else if (bulk > 0) {
+      backlog_has_bulk_ = true;
+    }
+    backlog_.push_back(std::move(b));
   }
   return any;
+}
+
+Result<bool> Executor::SpillBulk() {
+  std::vector<std::byte>& dst = backlog_.back().bulk;
+  while (spill_filled_ < dst.size()) {
+    ASSIGN_OR_RETURN(std::optional<BulkChunk> c, conn_.PollBulkChunk());
+    if (!c) return false;
+    if (c->offset != spill_filled_ || c->size > dst.size() - spill_filled_)
+      return Error(Err::kInvalidValue, "bulk chunk out of order or past the frame's bulk");
+    std::memcpy(dst.data() + spill_filled_, c->data, c->size);
+    spill_filled_ += c->size;
+    conn_.ReleaseBulkChunk(*c);
+  }
+  spilling_ = false;
+  return true;
+}
+
+Result<std::optional<BulkChunk>> Executor::PollBulk() {
+  if (replay_polled_ < replay_.size()) {
+    size_t n = std::min<uint64_t>(kReplayChunkBytes, replay_.size() - replay_polled_);
+    BulkChunk c{replay_.data() + replay_polled_, n, replay_polled_, 0};
+    replay_polled_ += n;
+    return std::optional<BulkChunk>(c);
+  }
+  if (!replay_.empty()) return std::optional<BulkChunk>();  // the op wants more than was sent
+  return conn_.PollBulkChunk();
+}
+
+void Executor::ReleaseBulk(const BulkChunk& chunk) {
+  if (!replay_.empty() && chunk.data >= replay_.data() && chunk.data < replay_.data() + replay_.size()) {
+    replay_released_ += chunk.size;
+    if (replay_released_ >= replay_.size()) {
+      replay_.clear();
+      replay_.shrink_to_fit();
+      replay_polled_ = replay_released_ = 0;
+    }
+    return;
+  }
+  conn_.ReleaseBulkChunk(chunk);
 }
 
 Result<bool> Executor::PollPending() {

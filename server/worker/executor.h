@@ -174,6 +174,14 @@ class Executor {
   }
   std::map<std::pair<uint64_t, int>, DStream>& per_thread_streams() { return per_thread_streams_; }
   void AddPending(std::unique_ptr<PendingOp> op) { pending_.push_back(std::move(op)); }
+  // The bulk of the request being served, chunk by chunk in order (nullopt: not yet
+  // arrived), and its release once nothing reads a chunk any more. Ops use these rather
+  // than the connection: the bulk may have been read ahead into memory.
+  Result<std::optional<BulkChunk>> PollBulk();
+  void ReleaseBulk(const BulkChunk& chunk);
+  // Host functions launched whose client callback has not finished: work queued behind
+  // them in a stream may wait on the client, so transfers must not hold transport memory.
+  bool HostCallbacksOutstanding() const { return !host_callbacks_.empty(); }
   Result<int> GpuOf(int ordinal) const;
   Result<Stream> ResolveStream(wire::StreamRef::Reader ref, uint64_t thread, int ordinal);
 
@@ -229,12 +237,25 @@ class Executor {
 
   // Frames read while an op held the queue, in arrival order. Only the last may have bulk,
   // which then stays in the transport until the frame is dispatched.
+  // A backlogged frame's bulk is read ahead into memory ("spilled") within a budget, so
+  // that frames behind it - a callbackDone the held op may be waiting for - still arrive;
+  // past the budget the bulk stays in the transport and reading stops.
   struct Backlogged {
     FrameHeader header;
     std::vector<uint64_t> body;
+    std::vector<std::byte> bulk;  // spilled bulk (filled while spilling_)
+    bool spilled = false;
   };
+  // Reads more of the last backlogged frame's bulk; true once all of it is in memory.
+  Result<bool> SpillBulk();
   std::deque<Backlogged> backlog_;
-  bool backlog_has_bulk_ = false;
+  bool backlog_has_bulk_ = false;  // the last backlogged frame's bulk is in the transport
+  bool spilling_ = false;          // the last backlogged frame's bulk is being spilled
+  uint64_t spill_filled_ = 0;
+  uint64_t spilled_bytes_ = 0;     // held by backlogged frames
+  // Spilled bulk of the frame being dispatched, served by PollBulk.
+  std::vector<std::byte> replay_;
+  uint64_t replay_polled_ = 0, replay_released_ = 0;
 
   bool bulk_reply_active_ = false;
   struct QueuedReply {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -125,36 +126,60 @@ struct EmuPool {
 
 constexpr uint32_t kFatbinMagic = 0xBA55ED50;
 
-// An emulated stream. Copies and memsets complete at once; host functions run in order on
-// the stream's own thread, and work recorded after one completes only once it has returned.
+struct EmuStream;
+// Work on another stream that must complete first: its tasks up to `target`.
+struct EmuDep {
+  std::shared_ptr<EmuStream> stream;
+  uint64_t target;
+};
+
+// An emulated stream: work runs in issue order, after the work it depends on (the legacy
+// stream's implicit synchronisation, cudaStreamWaitEvent). While nothing is outstanding,
+// copies and memsets run inline (complete at once); otherwise they queue behind on the
+// stream's own thread, as on a GPU. Host functions always run on that thread. Thread-safety:
+// Submit from the executor thread; the stream thread only runs tasks.
 struct EmuStream {
+  explicit EmuStream(bool blocking_) : blocking(blocking_) {}
+  const bool blocking;  // synchronises with the legacy stream (not cudaStreamNonBlocking)
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<void (*)(void*), void*>> queue;
-  uint64_t issued = 0;                 // host functions enqueued (under mu)
-  std::atomic<uint64_t> completed{0};  // host functions that returned
+  std::deque<std::function<void()>> queue;
+  uint64_t issued = 0;                 // tasks enqueued (under mu)
+  std::atomic<uint64_t> completed{0};  // tasks that finished
   bool running = false;                // the thread exists
   bool closing = false;
 
-  void Enqueue(std::shared_ptr<EmuStream> self, void (*fn)(void*), void* arg) {
-    std::lock_guard<std::mutex> lock(mu);
-    queue.emplace_back(fn, arg);
-    issued++;
-    if (!running) {
-      running = true;
-      std::thread([self] { self->Run(); }).detach();
+  // Runs `task` after everything queued here and after `deps`: at once if that is all done
+  // and `inline_ok`, else on the stream's thread.
+  void Submit(const std::shared_ptr<EmuStream>& self, std::vector<EmuDep> deps, std::function<void()> task,
+              bool inline_ok = true) {
+    std::erase_if(deps, [](const EmuDep& d) { return d.stream->completed.load() >= d.target; });
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!inline_ok || !deps.empty() || completed.load() < issued) {
+        if (deps.empty()) {
+          EnqueueLocked(self, std::move(task));
+        } else {
+          EnqueueLocked(self, [deps = std::move(deps), task = std::move(task)] {
+            for (const EmuDep& d : deps)
+              while (d.stream->completed.load() < d.target) std::this_thread::sleep_for(std::chrono::microseconds(20));
+            task();
+          });
+        }
+        return;
+      }
     }
-    cv.notify_all();
+    task();
   }
   void Run() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
       cv.wait(lock, [&] { return !queue.empty() || closing; });
       if (queue.empty()) break;
-      auto [fn, arg] = queue.front();
+      std::function<void()> task = std::move(queue.front());
       queue.pop_front();
       lock.unlock();
-      fn(arg);
+      task();
       completed.fetch_add(1);
       lock.lock();
     }
@@ -164,9 +189,21 @@ struct EmuStream {
     std::lock_guard<std::mutex> lock(mu);
     return issued;
   }
+  bool Idle() { return completed.load() >= Issued(); }
   void Close() {
     std::lock_guard<std::mutex> lock(mu);
     closing = true;
+    cv.notify_all();
+  }
+
+ private:
+  void EnqueueLocked(const std::shared_ptr<EmuStream>& self, std::function<void()> task) {
+    queue.push_back(std::move(task));
+    issued++;
+    if (!running) {
+      running = true;
+      std::thread([self] { self->Run(); }).detach();
+    }
     cv.notify_all();
   }
 };
@@ -267,26 +304,23 @@ class HostDriver final : public Driver {
     return h->Release(p);
   }
 
-  Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream) override {
+  // Copies and memsets validate their ranges now and move bytes in stream order.
+  Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
-    std::memcpy(d, src, n);
-    return Status::Ok();
+    return InOrder(stream, [=] { std::memcpy(d, src, n); });
   }
-  Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream) override {
+  Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * s, Translate(src, n));
-    std::memcpy(dst, s, n);
-    return Status::Ok();
+    return InOrder(stream, [=] { std::memcpy(dst, s, n); });
   }
-  Status MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream) override {
+  Status MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
     ASSIGN_OR_RETURN(std::byte * s, Translate(src, n));
-    std::memmove(d, s, n);
-    return Status::Ok();
+    return InOrder(stream, [=] { std::memmove(d, s, n); });
   }
-  Status Memset8(DevPtr dst, uint8_t v, size_t n, DStream) override {
+  Status Memset8(DevPtr dst, uint8_t v, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
-    std::memset(d, v, n);
-    return Status::Ok();
+    return InOrder(stream, [=] { std::memset(d, v, n); });
   }
 
   Result<void*> HostAlloc(size_t bytes) override {
@@ -298,30 +332,39 @@ class HostDriver final : public Driver {
   Status HostRegister(void*, size_t) override { return Status::Ok(); }
   void HostUnregister(void*) override {}
 
-  Result<DStream> StreamCreate(unsigned, int) override {
-    auto s = std::make_shared<EmuStream>();
+  Result<DStream> StreamCreate(unsigned flags, int) override {
+    auto s = std::make_shared<EmuStream>((flags & CU_STREAM_NON_BLOCKING) == 0);
     DStream h = s.get();
     streams_.emplace(h, std::move(s));
+    stream_device_[h] = current_;
     return h;
   }
   Status StreamDestroy(DStream s) override {
     auto it = streams_.find(s);
     if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
-    it->second->Close();  // its thread finishes the queued host functions, then exits
+    it->second->Close();  // its thread finishes the queued work, then exits
     streams_.erase(it);
+    stream_device_.erase(s);
     return Status::Ok();
   }
   Status StreamQuery(DStream s) override {
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
-    return st->completed.load() >= st->Issued() ? Status::Ok() : Status(Err::kNotReady, "");
+    return st->Idle() ? Status::Ok() : Status(Err::kNotReady, "");
   }
   Status StreamSynchronize(DStream s) override {
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
     return Status::Ok();
   }
-  Status StreamWaitEvent(DStream, DEvent e, unsigned) override {
-    return events_.count(e) ? Status::Ok() : Error(Err::kInvalidResourceHandle, "unknown emulated event");
+  Status StreamWaitEvent(DStream s, DEvent e, unsigned) override {
+    if (!events_.count(e)) return Error(Err::kInvalidResourceHandle, "unknown emulated event");
+    auto* ev = static_cast<EmuEvent*>(e);
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    if (ev->stream == nullptr || ev->stream == st) return Status::Ok();
+    std::vector<EmuDep> deps = DepsOf(s, st);
+    deps.push_back(EmuDep{ev->stream, ev->target});
+    st->Submit(st, std::move(deps), [] {});  // a barrier: later work waits for the event
+    return Status::Ok();
   }
 
   Result<DEvent> EventCreate(unsigned flags) override {
@@ -337,6 +380,7 @@ class HostDriver final : public Driver {
   }
   Status EventRecord(DEvent e, DStream s) override {
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    st->Submit(st, DepsOf(s, st), [] {});  // on the legacy stream, after the blocking streams
     auto* ev = static_cast<EmuEvent*>(e);
     ev->recorded = true;
     ev->nanos = MonotonicNanos();
@@ -360,7 +404,7 @@ class HostDriver final : public Driver {
 
   Status LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) override {
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
-    st->Enqueue(st, fn, arg);
+    st->Submit(st, DepsOf(s, st), [fn, arg] { fn(arg); }, /*inline_ok=*/false);
     return Status::Ok();
   }
 
@@ -445,23 +489,32 @@ class HostDriver final : public Driver {
     ASSIGN_OR_RETURN(DevPtr p, MemAlloc(pitch * height));
     return std::make_pair(p, pitch);
   }
-  Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth, DStream) override {
+  Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth,
+                DStream stream) override {
+    std::vector<std::pair<std::byte*, const std::byte*>> rows;  // validated before anything moves
+    rows.reserve(height * depth);
     for (uint64_t z = 0; z < depth; z++) {
       for (uint64_t y = 0; y < height; y++) {
         uint64_t so = (z * src.height + y) * src.pitch, d_o = (z * dst.height + y) * dst.pitch;
         ASSIGN_OR_RETURN(std::byte * s, Side(src, so, width));
         ASSIGN_OR_RETURN(std::byte * d, Side(dst, d_o, width));
-        std::memmove(d, s, width);
+        rows.emplace_back(d, s);
       }
     }
-    return Status::Ok();
+    return InOrder(stream, [rows = std::move(rows), width] {
+      for (auto [d, s] : rows) std::memmove(d, s, width);
+    });
   }
-  Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream) override {
+  Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream stream) override {
+    std::vector<std::byte*> rows;
+    rows.reserve(height);
     for (size_t y = 0; y < height; y++) {
       ASSIGN_OR_RETURN(std::byte * d, Translate(dst + y * pitch, width));
-      std::memset(d, value, width);
+      rows.push_back(d);
     }
-    return Status::Ok();
+    return InOrder(stream, [rows = std::move(rows), value, width] {
+      for (std::byte* d : rows) std::memset(d, value, width);
+    });
   }
   Result<DevPtr> MemAllocAsync(size_t bytes, DPool, DStream) override { return MemAlloc(bytes); }
   Status MemFreeAsync(DevPtr p, DStream) override { return MemFree(p); }
@@ -548,12 +601,29 @@ class HostDriver final : public Driver {
   Result<std::shared_ptr<EmuStream>> Stream(DStream s) {
     if (s == nullptr) {
       auto& legacy = legacy_streams_[current_];
-      if (!legacy) legacy = std::make_shared<EmuStream>();
+      if (!legacy) legacy = std::make_shared<EmuStream>(true);
       return legacy;
     }
     auto it = streams_.find(s);
     if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
     return it->second;
+  }
+  Status InOrder(DStream s, std::function<void()> task) {
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    st->Submit(st, DepsOf(s, st), std::move(task));
+    return Status::Ok();
+  }
+  // The legacy stream waits for the device's blocking streams; they wait for it.
+  std::vector<EmuDep> DepsOf(DStream s, const std::shared_ptr<EmuStream>& st) {
+    std::vector<EmuDep> deps;
+    if (s == nullptr) {
+      for (auto& [h, other] : streams_)
+        if (other->blocking && stream_device_[h] == current_) deps.push_back(EmuDep{other, other->Issued()});
+    } else if (st->blocking) {
+      auto it = legacy_streams_.find(stream_device_[s]);
+      if (it != legacy_streams_.end()) deps.push_back(EmuDep{it->second, it->second->Issued()});
+    }
+    return deps;
   }
   // Host address of `n` bytes at `offset` into one side of a copy.
   Result<std::byte*> Side(const CopySide& side, uint64_t offset, uint64_t n) {
@@ -575,6 +645,7 @@ class HostDriver final : public Driver {
   int current_ = 0;
   std::unordered_map<void*, std::shared_ptr<EmuStream>> streams_;
   std::map<int, std::shared_ptr<EmuStream>> legacy_streams_;
+  std::unordered_map<void*, int> stream_device_;
   std::unordered_set<void*> events_;
   std::unordered_set<EmuModule*> modules_;
   std::vector<std::unique_ptr<EmuFunction>> functions_;

@@ -93,10 +93,10 @@ class ImageOp final : public PendingOp {
   bool HoldsTransport() const override { return true; }
   Result<bool> Poll(Executor& ex) override {
     while (image_.size() < image_.capacity()) {
-      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().PollBulkChunk());
+      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.PollBulk());
       if (!c) return false;
       image_.insert(image_.end(), c->data, c->data + c->size);
-      ex.conn().ReleaseBulkChunk(*c);
+      ex.ReleaseBulk(*c);
     }
     if (HashOf(image_) != hash_) {
       RETURN_IF_ERROR(ex.PostReply(tag_, Error(Err::kInvalidKernelImage, "module image does not match its hash")));

@@ -59,10 +59,10 @@ class DrainOp final : public PendingOp {
   bool HoldsTransport() const override { return true; }
   Result<bool> Poll(Executor& ex) override {
     while (seen_ < total_) {
-      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().PollBulkChunk());
+      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.PollBulk());
       if (!c) return false;
       seen_ += c->size;
-      ex.conn().ReleaseBulkChunk(*c);
+      ex.ReleaseBulk(*c);
     }
     RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
     return true;
@@ -75,7 +75,9 @@ class DrainOp final : public PendingOp {
 
 // Host-to-device copy: each chunk is DMA'd as it arrives; chunk memory is returned to the
 // transport when its DMA completes. Small asynchronous copies are bounced through a pinned
-// buffer so the transport (and the request queue) is free at once.
+// buffer so the transport (and the request queue) is free at once. While a host function
+// waits on the client, the DMA may wait on it too: the copy is then spilled into pinned
+// memory of its own, so the transport keeps moving (the client's callbackDone is behind it).
 class HtoDOp final : public PendingOp {
  public:
   HtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst)
@@ -83,24 +85,46 @@ class HtoDOp final : public PendingOp {
 
   bool HoldsQueue() const override { return HoldsTransport(); }
   bool HoldsTransport() const override { return received_ < total_ || holds_transport_chunks_ > 0; }
+  void Abandon(Executor& ex) override {
+    for (auto& it : inflight_)
+      if (it.event != nullptr) ex.ReleasePoolEvent(stream_.gpu, it.event);
+    if (spill_ != nullptr) {
+      // The session's host functions were released: the stream drains, then the DMA source goes.
+      if (ex.SetDevice(stream_.gpu).ok()) (void)ex.driver().StreamSynchronize(stream_.stream);
+      ex.driver().HostFree(spill_);
+      spill_ = nullptr;
+    }
+  }
 
   Result<bool> Poll(Executor& ex) override {
-    while (received_ < total_ && inflight_.size() < kMaxChunksInFlight) {
-      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().PollBulkChunk());
+    if (!started_) {
+      started_ = true;
+      if (total_ > kBounceLimit && total_ <= kMaxSpill && ex.HostCallbacksOutstanding()) {
+        auto p = ex.driver().HostAlloc(total_);
+        if (p.ok()) spill_ = static_cast<std::byte*>(*p);
+      }
+    }
+    while (received_ < total_ && (spill_ != nullptr || inflight_.size() < kMaxChunksInFlight)) {
+      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.PollBulk());
       if (!c) break;
       received_ += c->size;
-      Item item{*c, nullptr, nullptr};
+      Item item{*c, nullptr, nullptr, false};
       const std::byte* src = c->data;
-      if (total_ <= kBounceLimit) {
+      if (spill_ != nullptr) {
+        std::memcpy(spill_ + c->offset, c->data, c->size);
+        ex.ReleaseBulk(*c);
+        item.spilled = true;
+        src = spill_ + c->offset;
+      } else if (total_ <= kBounceLimit) {
         auto b = ex.AcquireBounce();
         if (b.ok()) {
           std::memcpy(*b, c->data, c->size);
-          ex.conn().ReleaseBulkChunk(*c);
+          ex.ReleaseBulk(*c);
           item.bounce = *b;
           src = *b;
         }
       }
-      if (item.bounce == nullptr) holds_transport_chunks_++;
+      if (item.bounce == nullptr && !item.spilled) holds_transport_chunks_++;
       Status st = ex.SetDevice(stream_.gpu);
       if (st.ok() && error_.ok()) st = Issue(ex, c->offset, c->size, const_cast<std::byte*>(src));
       if (st.ok() && error_.ok()) {
@@ -126,18 +150,22 @@ class HtoDOp final : public PendingOp {
       }
       if (it.bounce != nullptr) {
         ex.ReleaseBounce(it.bounce);
-      } else {
-        ex.conn().ReleaseBulkChunk(it.chunk);
+      } else if (!it.spilled) {
+        ex.ReleaseBulk(it.chunk);
         holds_transport_chunks_--;
       }
       inflight_.pop_front();
     }
     if (received_ < total_ || !inflight_.empty()) return false;
+    if (spill_ != nullptr) ex.driver().HostFree(spill_);
+    spill_ = nullptr;
     RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
     return true;
   }
 
  private:
+  static constexpr uint64_t kMaxSpill = 1ull << 30;  // larger copies keep the transport's memory
+
   Status Issue(Executor& ex, uint64_t off, uint64_t n, std::byte* src) {
     if (dst_.height == 1 && dst_.depth == 1) return ex.driver().MemcpyHtoD(dst_.base + off, src, n, stream_.stream);
     return dst_.ForEachRun(off, n, src, [&](const CopySide& dev, const CopySide& host, uint64_t w, uint64_t rows) {
@@ -148,12 +176,15 @@ class HtoDOp final : public PendingOp {
     BulkChunk chunk;
     DEvent event;
     std::byte* bounce;
+    bool spilled;
   };
   uint64_t tag_;
   Executor::Stream stream_;
   DeviceLayout dst_;
   uint64_t total_, received_ = 0;
   int holds_transport_chunks_ = 0;
+  bool started_ = false;
+  std::byte* spill_ = nullptr;  // pinned, owned
   std::deque<Item> inflight_;
   Status error_;
 };

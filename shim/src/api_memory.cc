@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "callbacks.h"
 #include "export.h"
 #include "memops.h"
 #include "remora/base/log.h"
@@ -131,6 +132,10 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     // pageable memory CUDA returns once the data is staged, before the DMA: so do we (the
     // copy runs in stream order; a failure surfaces at the next synchronising call).
     bool pageable = !rt.FindHost(src);
+    // The bytes are read now, not when the stream gets there. That is CUDA's behaviour for
+    // an asynchronous copy from pageable memory; otherwise a host function queued before the
+    // copy may still write the source: let those run first.
+    if (!(async && pageable)) HostCallbacks::Get().WaitForRegistered();
     auto build = [&](wire::Request::Builder& r) {
       auto m = r.initMemcpyHtoD();
       m.setDst(U(dst));

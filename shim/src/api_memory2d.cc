@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "callbacks.h"
 #include "export.h"
 #include "memops.h"
 #include "runtime.h"
@@ -92,6 +93,9 @@ cudaError_t Copy3D(Region dst, Region src, size_t width, size_t height, size_t d
     };
   };
   if (from == Side::kHost) {
+    // Read now: right for an asynchronous copy from pageable memory; otherwise host functions
+    // queued before the copy run first (they may write the source).
+    if (!async || Runtime::Get().FindHost(src.base)) HostCallbacks::Get().WaitForRegistered();
     std::vector<char> packed;
     const char* data = src.base;
     if (!src.Packed(width, height, depth)) {

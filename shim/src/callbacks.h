@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace remora::shim {
 
@@ -24,6 +25,10 @@ class HostCallbacks {
   void Cancel(uint64_t id);
   // The server says the stream reached `id` (called on the receiving thread).
   void Reached(uint64_t id);
+  // Blocks until every callback registered so far has run (or its session is gone). For a
+  // copy that must read host memory in stream order but cannot share it with the worker.
+  // Returns at once on the callback thread itself.
+  void WaitForRegistered();
   // In a forked child: no thread, no pending callbacks.
   void AfterFork();
 
@@ -35,6 +40,8 @@ class HostCallbacks {
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::function<void()>> waiting_;
   std::deque<uint64_t> ready_;
+  uint64_t running_ = 0;  // id of the callback being run, 0 if none
+  std::thread::id thread_id_;
   bool thread_started_ = false;
 };
 

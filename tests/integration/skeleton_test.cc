@@ -48,6 +48,12 @@ TEST_P(Skeleton, BadCallsGetCudaErrorCodes) { EXPECT_PASSES(RunApp("app_bad_call
 
 TEST_P(Skeleton, StreamsAndEvents) { EXPECT_PASSES(RunApp("app_streams_events", url()), "streams_events"); }
 
+// Host functions interleaved with staged copies: the worker must keep reading (the client's
+// callbackDone is behind the copies) and copies must read pinned memory in stream order.
+TEST_P(Skeleton, HostCallbacksKeepStreamOrderWithCopies) {
+  EXPECT_PASSES(RunApp("app_callback_order", url()), "callback_order");
+}
+
 TEST_P(Skeleton, DevicesAndProperties) {
   RunResult r = RunApp("app_device_info", url(), {"2"});
   EXPECT_EQ(r.exit_code, 0) << r.output;

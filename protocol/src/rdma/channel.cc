@@ -34,8 +34,8 @@ void GatherCopy(std::byte* dst, const Channel::OutRecord& r, uint64_t offset, si
 
 const char* OpName(const ibv_wc& wc) {
   switch (wc.wr_id >> 56) {
-    case kWrRecv: return "receive";
-    case kWrSend: return "send";
+    case kWrRecv: return "RDMA receive";
+    case kWrSend: return "RDMA send";
     default: return wc.opcode == IBV_WC_RDMA_READ ? "RDMA read" : "RDMA write";
   }
 }
@@ -158,7 +158,7 @@ void Channel::HandleCompletion(const ibv_wc& wc) {
   }
   if (wc.status != IBV_WC_SUCCESS) {
     if (wc.status != IBV_WC_WR_FLUSH_ERR || failure_.ok())
-      Fail(Error(Err::kDevicesUnavailable, "RDMA {} failed: {} (vendor error 0x{:x})", OpName(wc),
+      Fail(Error(Err::kDevicesUnavailable, "{} failed: {} (vendor error 0x{:x})", OpName(wc),
                  Verbs().wc_status_str(wc.status), wc.vendor_err));
     return;
   }

@@ -238,7 +238,7 @@ const Capabilities& RdmaCapabilities() {
 
 Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep) {
   std::string problem = rdma::RdmaDeviceProblem();
-  if (!problem.empty()) return Error(Err::kNotSupported, "{}: {}", ep.ToUrl(), problem);
+  if (!problem.empty()) return Error(Err::kNotSupported, "{}", problem);  // the caller names the URL
   return TcpListen(ep, TransportKind::kRdma);
 }
 
