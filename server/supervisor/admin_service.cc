@@ -230,7 +230,8 @@ class AdminImpl final : public rpc::Admin::Server {
 // One challenge: checks one proof, once.
 class ProverImpl final : public rpc::AdminProver::Server {
  public:
-  ProverImpl(Supervisor& sup, const Key& key, const Nonce& cn, const Nonce& sn) : sup_(sup), key_(key), cn_(cn), sn_(sn) {}
+  ProverImpl(Supervisor& sup, const Key& key, const Nonce& cn, const Nonce& sn)
+      : sup_(sup), key_(key), cn_(cn), sn_(sn) {}
 
   kj::Promise<void> prove(ProveContext ctx) override {
     auto proof = ctx.getParams().getProof();
@@ -322,7 +323,8 @@ Result<Fd> BindUnix(const std::string& path) {
 
 Result<Fd> BindTcp(const std::string& url, std::string* bound_url) {
   ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(url));
-  if (ep.kind != TransportKind::kTcp) return Error(Err::kInvalidValue, "--admin-listen needs a tcp://HOST:PORT URL, not {}", url);
+  if (ep.kind != TransportKind::kTcp)
+    return Error(Err::kInvalidValue, "--admin-listen needs a tcp://HOST:PORT URL, not {}", url);
   struct addrinfo hints = {}, *ai = nullptr;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -335,7 +337,8 @@ Result<Fd> BindTcp(const std::string& url, std::string* bound_url) {
   rc = fd ? ::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) : -1;
   int err = errno;
   ::freeaddrinfo(ai);
-  if (rc != 0 || ::listen(fd.get(), 16) != 0) return ErrnoStatus(Err::kInitializationError, "bind(" + url + ")", rc != 0 ? err : errno);
+  if (rc != 0 || ::listen(fd.get(), 16) != 0)
+    return ErrnoStatus(Err::kInitializationError, "bind(" + url + ")", rc != 0 ? err : errno);
   struct sockaddr_storage ss = {};
   socklen_t len = sizeof(ss);
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
@@ -372,13 +375,16 @@ Result<Key> LoadOrCreateAdminToken(const std::string& path) {
     LOG_INFO("admin token created in {} (mode 0600)", path);
     return StoredKeyFor(t.secret);
   }
+  if ((st.st_mode & 077) != 0)
+    LOG_WARN("admin token file {} is accessible to other users (mode {:o}): chmod 600 it", path, st.st_mode & 0777);
   std::ifstream in(path);
   std::string text;
   if (!in || !std::getline(in, text)) return Error(Err::kInitializationError, "cannot read admin token file {}", path);
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   auto tok = ParseToken(text);
   if (!tok.ok() || tok->tenant != kAdminTokenName)
-    return Error(Err::kInitializationError, "admin token file {} does not hold an admin token (remora1.admin.<secret>)", path);
+    return Error(Err::kInitializationError, "admin token file {} does not hold an admin token (remora1.admin.<secret>)",
+                 path);
   return StoredKeyFor(tok->secret);
 }
 

@@ -1,0 +1,119 @@
+// mem_shell FIFO: a CUDA application driven line by line by a test, for the tenancy tests
+// (quota changes, attach/detach, forged pointers while the application runs).
+//
+// Reads commands "SEQ VERB ARGS" from FIFO (a named pipe the test writes) and answers each
+// with one line "SEQ RESULT" on stdout (flushed). Prints "ready" first. Verbs:
+//   alloc DEV MIB      cudaSetDevice(DEV) + cudaMalloc: "SEQ ok ID 0xPTR" | "SEQ err NAME"
+//   free ID            "SEQ ok" | "SEQ err NAME"
+//   check ID           writes a pattern into allocation ID, reads it back: "SEQ ok" | "SEQ err NAME"
+//   info DEV           cudaMemGetInfo on DEV: "SEQ info FREE TOTAL" | "SEQ err NAME"
+//   count              asks the server something first (so a device change is noticed), then
+//                      cudaGetDeviceCount: "SEQ count N"
+//   raw 0xPTR          cudaMemcpy DtoH, cudaMemset and cudaFree on a pointer this process
+//                      never allocated: "SEQ raw MEMCPY MEMSET FREE" (error names)
+//   quit               exits 0
+// The application never exits on a CUDA error: errors are answers.
+#include <cinttypes>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "app_check.h"
+
+namespace {
+
+struct Block {
+  void* ptr;
+  size_t bytes;
+  int device;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  REQUIRE(argc == 2, "usage: mem_shell FIFO");
+  std::printf("ready\n");
+  std::fflush(stdout);
+  std::ifstream in(argv[1]);
+  REQUIRE(in, "cannot open %s", argv[1]);
+  std::map<int, Block> blocks;
+  int next_id = 1;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ss(line);
+    std::string seq, verb;
+    ss >> seq >> verb;
+    std::string out;
+    if (verb == "alloc") {
+      int dev = 0;
+      size_t mib = 0;
+      ss >> dev >> mib;
+      void* p = nullptr;
+      cudaError_t e = cudaSetDevice(dev);
+      if (e == cudaSuccess) e = cudaMalloc(&p, mib << 20);
+      if (e == cudaSuccess) {
+        blocks[next_id] = Block{p, mib << 20, dev};
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "ok %d 0x%" PRIxPTR, next_id++, reinterpret_cast<uintptr_t>(p));
+        out = buf;
+      } else {
+        out = std::string("err ") + cudaGetErrorName(e);
+      }
+    } else if (verb == "free" || verb == "check") {
+      int id = 0;
+      ss >> id;
+      auto it = blocks.find(id);
+      if (it == blocks.end()) {
+        out = "err no-such-block";
+      } else if (verb == "free") {
+        cudaError_t e = cudaSetDevice(it->second.device);
+        if (e == cudaSuccess) e = cudaFree(it->second.ptr);
+        if (e == cudaSuccess) blocks.erase(it);
+        out = e == cudaSuccess ? "ok" : std::string("err ") + cudaGetErrorName(e);
+      } else {
+        size_t n = std::min<size_t>(it->second.bytes, 1 << 20);
+        std::vector<unsigned char> pattern = RandomBytes(n, static_cast<unsigned>(id)), back(n);
+        cudaError_t e = cudaSetDevice(it->second.device);
+        if (e == cudaSuccess) e = cudaMemcpy(it->second.ptr, pattern.data(), n, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) e = cudaMemcpy(back.data(), it->second.ptr, n, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) out = std::string("err ") + cudaGetErrorName(e);
+        else out = pattern == back ? "ok" : "err data-mismatch";
+      }
+    } else if (verb == "info") {
+      int dev = 0;
+      ss >> dev;
+      size_t free_b = 0, total_b = 0;
+      cudaError_t e = cudaSetDevice(dev);
+      if (e == cudaSuccess) e = cudaMemGetInfo(&free_b, &total_b);
+      out = e == cudaSuccess ? "info " + std::to_string(free_b) + " " + std::to_string(total_b)
+                             : std::string("err ") + cudaGetErrorName(e);
+    } else if (verb == "count") {
+      (void)cudaSetDevice(0);
+      size_t f, t;
+      (void)cudaMemGetInfo(&f, &t);  // a round trip: the reply carries the device generation
+      (void)cudaGetLastError();
+      int n = -1;
+      cudaError_t e = cudaGetDeviceCount(&n);
+      out = e == cudaSuccess ? "count " + std::to_string(n) : std::string("err ") + cudaGetErrorName(e);
+    } else if (verb == "raw") {
+      std::string text;
+      ss >> text;
+      void* p = reinterpret_cast<void*>(static_cast<uintptr_t>(std::strtoull(text.c_str(), nullptr, 0)));
+      unsigned char buf[256];
+      cudaError_t a = cudaMemcpy(buf, p, sizeof(buf), cudaMemcpyDeviceToHost);
+      cudaError_t b = cudaMemset(p, 0, sizeof(buf));
+      cudaError_t c = cudaFree(p);
+      (void)cudaGetLastError();
+      out = std::string("raw ") + cudaGetErrorName(a) + " " + cudaGetErrorName(b) + " " + cudaGetErrorName(c);
+    } else if (verb == "quit") {
+      std::printf("%s bye\n", seq.c_str());
+      return 0;
+    } else {
+      out = "err unknown-verb";
+    }
+    (void)cudaGetLastError();
+    std::printf("%s %s\n", seq.c_str(), out.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}

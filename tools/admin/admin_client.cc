@@ -1,0 +1,355 @@
+#include "admin_client.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "admin.capnp.h"
+#include "remora/base/fd.h"
+#include "remora/base/util.h"
+#include "remora/protocol/auth.h"
+#include "remora/protocol/transport.h"
+
+namespace remora::admin {
+namespace {
+
+Status FromOutcome(rpc::Outcome::Reader o) {
+  if (o.getCode() == 0) return Status::Ok();
+  return Status(static_cast<Err>(o.getCode()), o.getMessage());
+}
+
+Status FromKj(const kj::Exception& e) {
+  if (e.getType() == kj::Exception::Type::DISCONNECTED)
+    return Status(Err::kDevicesUnavailable,
+                  "the server closed the admin connection (only root or the server's own user may administer it over "
+                  "its socket; or the server stopped)");
+  if (e.getType() == kj::Exception::Type::OVERLOADED)
+    return Status(Err::kTimeout, "the server did not answer in time");
+  return Status(Err::kDevicesUnavailable, std::string("admin API error: ") + e.getDescription().cStr());
+}
+
+Result<Fd> ConnectUnix(const std::string& path) {
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return Error(Err::kInvalidValue, "socket path too long: {}", path);
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+  int err = errno;
+  if (err == ENOENT) return Error(Err::kDevicesUnavailable, "no remora-server admin socket at {}", path);
+  if (err == ECONNREFUSED) return Error(Err::kDevicesUnavailable, "no remora-server is running on {} (stale socket)", path);
+  if (err == EACCES || err == EPERM)
+    return Error(Err::kNotPermitted, "permission denied on {}: run as root or as the server's user", path);
+  return ErrnoStatus(Err::kDevicesUnavailable, "connect(" + path + ")", err);
+}
+
+Result<Fd> ConnectTcp(const Endpoint& ep, int timeout_ms) {
+  struct addrinfo hints = {}, *ai = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int rc = ::getaddrinfo(ep.host.c_str(), std::to_string(ep.port).c_str(), &hints, &ai);
+  if (rc != 0) return Error(Err::kDevicesUnavailable, "{}: {}", ep.ToUrl(), gai_strerror(rc));
+  Status last = Error(Err::kDevicesUnavailable, "{}: no address", ep.ToUrl());
+  for (struct addrinfo* a = ai; a != nullptr; a = a->ai_next) {
+    Fd fd(::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));  // bounds connect()
+    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
+      struct timeval none = {0, 0};
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+      ::freeaddrinfo(ai);
+      return fd;
+    }
+    last = ErrnoStatus(Err::kDevicesUnavailable, "connect(" + ep.ToUrl() + ")", errno);
+  }
+  ::freeaddrinfo(ai);
+  return last;
+}
+
+class Client final : public AdminClient {
+ public:
+  ~Client() noexcept override {
+    if (executor_) {
+      try {
+        executor_->executeSync([this] { stop_->fulfill(); });
+      } catch (const kj::Exception&) {
+      }
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  Status Open(const ConnectOptions& o) {
+    timeout_ms_ = o.timeout_ms;
+    bool tcp = false;
+    Fd fd;
+    if (!o.url.empty()) {
+      if (o.url.rfind("unix://", 0) == 0) {
+        ASSIGN_OR_RETURN(fd, ConnectUnix(o.url.substr(7)));
+      } else if (o.url.rfind("tcp://", 0) == 0) {
+        ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(o.url));
+        if (o.token.empty()) return Error(Err::kInvalidValue, "the admin API over TCP needs the admin token");
+        ASSIGN_OR_RETURN(token_, ParseToken(o.token));
+        ASSIGN_OR_RETURN(fd, ConnectTcp(ep, o.timeout_ms));
+        tcp = true;
+      } else {
+        return Error(Err::kInvalidValue, "admin URL {}: expected unix:///path/admin.sock or tcp://HOST:PORT", o.url);
+      }
+    } else if (!o.state_dir.empty()) {
+      ASSIGN_OR_RETURN(fd, ConnectUnix(o.state_dir + "/admin.sock"));
+    } else {
+      return Error(Err::kInvalidValue, "no server given: a state directory or an admin URL");
+    }
+    std::promise<Status> ready;
+    auto started = ready.get_future();
+    thread_ = std::thread([this, sock = fd.release(), tcp, r = std::move(ready)]() mutable { Main(sock, tcp, r); });
+    return started.get();
+  }
+
+  Result<ServerInfo> Info() override {
+    return Do<ServerInfo>([](rpc::Admin::Client& a) { return a.infoRequest(); },
+                          [](auto& res, ServerInfo& out) {
+                            auto i = res.getInfo();
+                            out.version = i.getVersion();
+                            out.hostname = i.getHostname();
+                            out.backend = i.getBackend();
+                            out.emulated = i.getEmulated();
+                            out.driver_version = i.getDriverVersion();
+                            out.pid = i.getPid();
+                            out.started_at = i.getStartedAt();
+                            out.auth_required = i.getAuthRequired();
+                          });
+  }
+
+  Result<std::string> CreateTenant(const std::string& name, std::optional<uint64_t> memory_limit,
+                                   std::optional<std::vector<int>> gpus) override {
+    return Do<std::string>(
+        [&](rpc::Admin::Client& a) {
+          auto req = a.createTenantRequest();
+          req.setName(name);
+          req.setHasLimit(memory_limit.has_value());
+          req.setMemoryLimit(memory_limit.value_or(0));
+          req.setAllGpus(!gpus.has_value());
+          if (gpus) {
+            auto l = req.initGpus(static_cast<unsigned>(gpus->size()));
+            for (size_t i = 0; i < gpus->size(); i++) l.set(static_cast<unsigned>(i), (*gpus)[i]);
+          }
+          return req;
+        },
+        [](auto& res, std::string& out) { out = res.getToken(); });
+  }
+
+  Result<std::vector<TenantInfo>> ListTenants() override {
+    return Do<std::vector<TenantInfo>>([](rpc::Admin::Client& a) { return a.listTenantsRequest(); },
+                                       [](auto& res, std::vector<TenantInfo>& out) {
+                                         for (auto t : res.getTenants()) {
+                                           TenantInfo i;
+                                           i.name = t.getName();
+                                           if (t.getHasLimit()) i.memory_limit = t.getMemoryLimit();
+                                           i.memory_used = t.getMemoryUsed();
+                                           i.context_overhead = t.getContextOverhead();
+                                           i.refused = t.getRefused();
+                                           i.sessions = t.getSessions();
+                                           for (int32_t g : t.getGpus()) i.gpus.push_back(g);
+                                           for (auto u : t.getUsage())
+                                             i.usage.push_back({u.getGpu(), u.getUsed(), u.getContextOverhead()});
+                                           i.created_at = t.getCreatedAt();
+                                           out.push_back(std::move(i));
+                                         }
+                                       });
+  }
+
+  Status SetMemoryLimit(const std::string& name, std::optional<uint64_t> limit) override {
+    return Simple([&](rpc::Admin::Client& a) {
+      auto req = a.setMemoryLimitRequest();
+      req.setName(name);
+      req.setHasLimit(limit.has_value());
+      req.setMemoryLimit(limit.value_or(0));
+      return req;
+    });
+  }
+
+  Status DeleteTenant(const std::string& name, bool force) override {
+    return Simple([&](rpc::Admin::Client& a) {
+      auto req = a.deleteTenantRequest();
+      req.setName(name);
+      req.setForce(force);
+      return req;
+    });
+  }
+
+  Result<std::vector<GpuInfo>> ListGpus() override {
+    return Do<std::vector<GpuInfo>>([](rpc::Admin::Client& a) { return a.listGpusRequest(); },
+                                    [](auto& res, std::vector<GpuInfo>& out) {
+                                      for (auto g : res.getGpus()) {
+                                        GpuInfo i;
+                                        i.index = g.getIndex();
+                                        i.name = g.getName();
+                                        i.uuid = g.getUuid();
+                                        i.pci_bus_id = g.getPciBusId();
+                                        i.total_memory = g.getTotalMemory();
+                                        i.used = g.getUsed();
+                                        for (auto t : g.getTenants()) i.tenants.push_back(t);
+                                        out.push_back(std::move(i));
+                                      }
+                                    });
+  }
+
+  Status Attach(const std::string& name, int gpu) override {
+    return Simple([&](rpc::Admin::Client& a) {
+      auto req = a.attachRequest();
+      req.setName(name);
+      req.setGpu(gpu);
+      return req;
+    });
+  }
+
+  Status Detach(const std::string& name, int gpu) override {
+    return Simple([&](rpc::Admin::Client& a) {
+      auto req = a.detachRequest();
+      req.setName(name);
+      req.setGpu(gpu);
+      return req;
+    });
+  }
+
+  Result<std::vector<SessionInfo>> ListSessions() override {
+    return Do<std::vector<SessionInfo>>([](rpc::Admin::Client& a) { return a.listSessionsRequest(); },
+                                        [](auto& res, std::vector<SessionInfo>& out) {
+                                          for (auto s : res.getSessions()) {
+                                            SessionInfo i;
+                                            i.id = s.getId();
+                                            i.tenant = s.getTenant();
+                                            i.client_pid = s.getClientPid();
+                                            i.host = s.getHost();
+                                            i.user = s.getUser();
+                                            i.program = s.getProgram();
+                                            i.transport = s.getTransport();
+                                            i.peer = s.getPeer();
+                                            i.started_at = s.getStartedAt();
+                                            i.memory_current = s.getMemoryCurrent();
+                                            i.worker_pid = s.getWorkerPid();
+                                            out.push_back(std::move(i));
+                                          }
+                                        });
+  }
+
+  Status KillSession(uint64_t id, const std::string& reason) override {
+    return Simple([&](rpc::Admin::Client& a) {
+      auto req = a.killSessionRequest();
+      req.setId(id);
+      req.setReason(reason);
+      return req;
+    });
+  }
+
+ private:
+  // Runs one request on the RPC thread: `build` makes it, `read` converts the answer (only
+  // called when the server's outcome is success).
+  template <typename T, typename Build, typename Read>
+  Result<T> Do(Build&& build, Read&& read) {
+    if (!executor_) return Status(Err::kDevicesUnavailable, "not connected");
+    T out{};
+    Status st;
+    try {
+      st = executor_->executeSync([&]() -> kj::Promise<Status> {
+        auto req = build(*admin_);
+        auto p = req.send().then([&](auto res) -> Status {
+          Status s = FromOutcome(res.getOutcome());
+          if (s.ok()) read(res, out);
+          return s;
+        });
+        return timer_->timeoutAfter(timeout_ms_ * kj::MILLISECONDS, kj::mv(p));
+      });
+    } catch (const kj::Exception& e) {
+      st = FromKj(e);
+    }
+    if (!st.ok()) return st;
+    return out;
+  }
+
+  template <typename Build>
+  Status Simple(Build&& build) {
+    auto r = Do<int>(std::forward<Build>(build), [](auto&, int&) {});
+    return r.take_status();
+  }
+
+  // The RPC thread.
+  void Main(int sock, bool tcp, std::promise<Status>& ready) {
+    try {
+      auto io = kj::setupAsyncIo();
+      timer_ = &io.provider->getTimer();
+      auto stream = io.lowLevelProvider->wrapSocketFd(sock, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP |
+                                                                kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
+      capnp::TwoPartyClient client(*stream);
+      if (tcp) {
+        Status st = Login(client, io);
+        if (!st.ok()) {
+          ready.set_value(st);
+          return;
+        }
+      } else {
+        admin_.emplace(client.bootstrap().castAs<rpc::Admin>());
+      }
+      auto paf = kj::newPromiseAndFulfiller<void>();
+      stop_ = kj::mv(paf.fulfiller);
+      executor_ = kj::getCurrentThreadExecutor().addRef();
+      ready.set_value(Status::Ok());
+      paf.promise.wait(io.waitScope);
+      admin_.reset();
+    } catch (const kj::Exception& e) {
+      // Before `ready` was set: connection setup failed; after: nothing waits for us.
+      try {
+        ready.set_value(FromKj(e));
+      } catch (const std::future_error&) {
+      }
+    }
+  }
+
+  Status Login(capnp::TwoPartyClient& client, kj::AsyncIoContext& io) {
+    auto login = client.bootstrap().castAs<rpc::AdminLogin>();
+    Nonce cn = RandomNonce();
+    auto req = login.challengeRequest();
+    req.setClientNonce(capnp::Data::Reader(cn.data(), cn.size()));
+    auto ch = timer_->timeoutAfter(timeout_ms_ * kj::MILLISECONDS, req.send()).wait(io.waitScope);
+    auto sn_data = ch.getServerNonce();
+    Nonce sn{};
+    if (sn_data.size() != sn.size()) return Status(Err::kInvalidValue, "malformed admin challenge");
+    std::memcpy(sn.data(), sn_data.begin(), sn.size());
+    Key proof = ClientProof(token_.secret, "admin", cn, sn);
+    auto pr = ch.getProver().proveRequest();
+    pr.setProof(capnp::Data::Reader(proof.data(), proof.size()));
+    auto answer = timer_->timeoutAfter(timeout_ms_ * kj::MILLISECONDS, pr.send()).wait(io.waitScope);
+    RETURN_IF_ERROR(FromOutcome(answer.getOutcome()));
+    admin_.emplace(answer.getAdmin());
+    return Status::Ok();
+  }
+
+  std::thread thread_;
+  int timeout_ms_ = 10000;
+  Token token_;
+  // Set by the RPC thread before Open returns; used only on it (admin_, timer_, stop_).
+  kj::Own<const kj::Executor> executor_;
+  kj::Timer* timer_ = nullptr;
+  kj::Own<kj::PromiseFulfiller<void>> stop_;
+  std::optional<rpc::Admin::Client> admin_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<AdminClient>> AdminClient::Connect(const ConnectOptions& options) {
+  auto c = std::make_unique<Client>();
+  RETURN_IF_ERROR(c->Open(options));
+  return std::unique_ptr<AdminClient>(std::move(c));
+}
+
+}  // namespace remora::admin

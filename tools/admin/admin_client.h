@@ -1,0 +1,104 @@
+// A synchronous client of remora-server's admin API (server/common/admin.capnp), for
+// remoractl and remorafs. No Cap'n Proto types in this header.
+//
+// Thread-safety: an AdminClient may be used from any number of threads at once; it runs the
+// RPC on a private thread with its own event loop and each method blocks until its answer
+// arrives. Errors are Status values with one-line messages: the server's refusal (its code
+// is the server's Err), or kDevicesUnavailable when the server cannot be reached or the
+// connection breaks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "remora/base/status.h"
+
+namespace remora::admin {
+
+struct ConnectOptions {
+  // One of the two:
+  std::string state_dir;  // the server's --state-dir: its admin.sock (root or the server's uid)
+  std::string url;        // unix:///path/admin.sock or tcp://HOST:PORT
+  // For tcp:// URLs: the admin token (remora1.admin.<secret>); it never crosses the wire.
+  std::string token;
+  int timeout_ms = 10000;  // connecting, and each call
+};
+
+struct ServerInfo {
+  std::string version;
+  std::string hostname;
+  std::string backend;  // "cuda" or "host-emulated"
+  bool emulated = false;
+  int driver_version = 0;
+  int pid = 0;
+  int64_t started_at = 0;
+  bool auth_required = true;
+};
+
+struct TenantGpuUsage {
+  int gpu = 0;
+  uint64_t used = 0;
+  uint64_t context_overhead = 0;
+};
+
+struct TenantInfo {
+  std::string name;
+  std::optional<uint64_t> memory_limit;  // per GPU; nullopt = unlimited
+  uint64_t memory_used = 0;              // sum over GPUs, counted against the limit
+  uint64_t context_overhead = 0;         // sum over GPUs, not counted
+  uint64_t refused = 0;                  // allocations refused by the quota
+  uint32_t sessions = 0;
+  std::vector<int> gpus;                 // attached GPUs, ascending
+  std::vector<TenantGpuUsage> usage;     // per GPU (attached or in use)
+  int64_t created_at = 0;
+};
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  std::string uuid;
+  std::string pci_bus_id;
+  uint64_t total_memory = 0;
+  uint64_t used = 0;                 // all tenants
+  std::vector<std::string> tenants;  // attached
+};
+
+struct SessionInfo {
+  uint64_t id = 0;
+  std::string tenant;
+  uint32_t client_pid = 0;
+  std::string host;
+  std::string user;
+  std::string program;
+  std::string transport;
+  std::string peer;
+  int64_t started_at = 0;
+  uint64_t memory_current = 0;
+  int worker_pid = 0;
+};
+
+class AdminClient {
+ public:
+  virtual ~AdminClient() = default;
+
+  // Connects (and logs in, over TCP). Errors name the socket or address.
+  static Result<std::unique_ptr<AdminClient>> Connect(const ConnectOptions& options);
+
+  virtual Result<ServerInfo> Info() = 0;
+  // Returns the tenant's token (shown once). gpus: nullopt = every GPU of the server.
+  virtual Result<std::string> CreateTenant(const std::string& name, std::optional<uint64_t> memory_limit,
+                                           std::optional<std::vector<int>> gpus) = 0;
+  virtual Result<std::vector<TenantInfo>> ListTenants() = 0;
+  virtual Status SetMemoryLimit(const std::string& name, std::optional<uint64_t> limit) = 0;
+  virtual Status DeleteTenant(const std::string& name, bool force) = 0;
+  virtual Result<std::vector<GpuInfo>> ListGpus() = 0;
+  virtual Status Attach(const std::string& name, int gpu) = 0;
+  virtual Status Detach(const std::string& name, int gpu) = 0;
+  virtual Result<std::vector<SessionInfo>> ListSessions() = 0;
+  virtual Status KillSession(uint64_t id, const std::string& reason = "") = 0;
+};
+
+}  // namespace remora::admin

@@ -1,0 +1,350 @@
+// remoractl: the administrator's CLI of a remora-server (tenants, quotas, GPUs, sessions).
+//
+// Reaches the server through its state directory (--state-dir DIR, or REMORA_STATE_DIR: the
+// unix socket DIR/admin.sock, root or the server's user only) or an admin URL (--admin
+// tcp://HOST:PORT with the admin token from --admin-token-file or REMORA_ADMIN_TOKEN).
+// Output: aligned tables by default, JSON with --json. Errors: one line "remoractl: ..." on
+// stderr; exit 1 for a failed operation, 2 for a usage error.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "admin_client.h"
+#include "output.h"
+#include "remora/base/util.h"
+
+namespace remora::ctl {
+namespace {
+
+using admin::AdminClient;
+
+struct UsageError {
+  std::string message;
+};
+
+struct Options {
+  std::string state_dir, admin_url, token_file;
+  bool json = false;
+  // Arguments of the subcommands.
+  std::string name, memory, gpus = "all", session_reason;
+  bool force = false;
+  int gpu = -1;
+  uint64_t session_id = 0;
+};
+
+// "512MiB", "8GiB", "1.5G", "max"/"unlimited" (nullopt).
+std::optional<uint64_t> ParseMemory(const std::string& text) {
+  if (text == "unlimited" || text == "none") return std::nullopt;
+  auto r = ParseSize(text);
+  if (!r.ok()) throw UsageError{"--memory: " + r.status().message() + " (sizes look like 512MiB, 8GiB, 1.5G or unlimited)"};
+  return *r;
+}
+
+// "all" (nullopt), "none" or "0,2".
+std::optional<std::vector<int>> ParseGpuList(const std::string& text) {
+  if (text == "all") return std::nullopt;
+  std::vector<int> out;
+  if (text == "none" || text.empty()) return out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > 1023)
+      throw UsageError{"bad GPU list '" + text + "': expected 'all', 'none' or indices like 0,1"};
+    out.push_back(static_cast<int>(v));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::string Limit(const std::optional<uint64_t>& v) { return v ? FormatSize(*v) : "unlimited"; }
+
+// Every figure about GPU memory says so when the server's GPUs are emulated.
+std::string BackendNote(const admin::ServerInfo& info) {
+  if (info.emulated)
+    return "backend: host-emulated (device memory lives in host RAM and kernels are not executed; these are not GPU "
+           "figures)\n";
+  return "backend: " + info.backend + "\n";
+}
+
+Result<std::unique_ptr<AdminClient>> ConnectFrom(const Options& o) {
+  admin::ConnectOptions c;
+  std::string dir = o.state_dir;
+  if (dir.empty() && o.admin_url.empty())
+    if (const char* e = std::getenv("REMORA_STATE_DIR"); e && *e) dir = e;
+  if (!o.admin_url.empty()) {
+    c.url = o.admin_url;
+    if (o.admin_url.rfind("tcp://", 0) == 0) {
+      if (!o.token_file.empty()) {
+        std::ifstream in(o.token_file);
+        if (!in || !std::getline(in, c.token)) return Error(Err::kInvalidValue, "cannot read admin token file {}", o.token_file);
+        while (!c.token.empty() && std::isspace(static_cast<unsigned char>(c.token.back()))) c.token.pop_back();
+      } else if (const char* t = std::getenv("REMORA_ADMIN_TOKEN"); t && *t) {
+        c.token = t;
+      } else {
+        throw UsageError{"--admin " + o.admin_url + " needs the admin token: --admin-token-file FILE or REMORA_ADMIN_TOKEN"};
+      }
+    }
+  } else if (!dir.empty()) {
+    c.state_dir = dir;
+  } else {
+    throw UsageError{"which server? give --state-dir DIR (or set REMORA_STATE_DIR) or --admin URL"};
+  }
+  return AdminClient::Connect(c);
+}
+
+void WriteTenantJson(Json& j, const admin::TenantInfo& t) {
+  j.BeginObject().Key("name").String(t.name).Key("memory_limit").OptUint(t.memory_limit);
+  j.Key("memory_used").Uint(t.memory_used).Key("context_overhead").Uint(t.context_overhead);
+  j.Key("refused").Uint(t.refused).Key("sessions").Uint(t.sessions);
+  j.Key("gpus").BeginArray();
+  for (int g : t.gpus) j.Int(g);
+  j.EndArray().Key("usage").BeginArray();
+  for (const auto& u : t.usage)
+    j.BeginObject().Key("gpu").Int(u.gpu).Key("used").Uint(u.used).Key("context_overhead").Uint(u.context_overhead).EndObject();
+  j.EndArray().Key("created_at").Int(t.created_at).EndObject();
+}
+
+Status TenantCreate(AdminClient& c, const Options& o) {
+  auto memory = o.memory.empty() ? std::nullopt : ParseMemory(o.memory);
+  auto gpus = ParseGpuList(o.gpus);
+  ASSIGN_OR_RETURN(std::string token, c.CreateTenant(o.name, memory, gpus));
+  if (o.json) {
+    std::cout << Json().BeginObject().Key("name").String(o.name).Key("token").String(token).EndObject().str();
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(auto info, c.Info());
+  std::cout << "tenant '" << o.name << "' created: memory limit " << Limit(memory) << " per GPU, GPUs "
+            << (gpus ? JoinInts(*gpus) : std::string("all")) << (info.emulated ? " (host-emulated)" : "") << "\n"
+            << "token (shown once, keep it secret; clients use it as REMORA_TOKEN):\n"
+            << token << "\n";
+  return Status::Ok();
+}
+
+Status TenantList(AdminClient& c, const Options& o, bool usage_view) {
+  ASSIGN_OR_RETURN(auto tenants, c.ListTenants());
+  if (usage_view && !o.name.empty()) {
+    std::erase_if(tenants, [&](const admin::TenantInfo& t) { return t.name != o.name; });
+    if (tenants.empty()) return Error(Err::kInvalidValue, "no such tenant '{}'", o.name);
+  }
+  ASSIGN_OR_RETURN(auto info, c.Info());
+  if (o.json) {
+    Json j;
+    if (usage_view) {
+      j.BeginObject().Key("backend").String(info.backend).Key("emulated").Bool(info.emulated).Key("tenants").BeginArray();
+      for (const auto& t : tenants) WriteTenantJson(j, t);
+      j.EndArray().EndObject();
+    } else {
+      j.BeginArray();
+      for (const auto& t : tenants) WriteTenantJson(j, t);
+      j.EndArray();
+    }
+    std::cout << j.str();
+    return Status::Ok();
+  }
+  if (!usage_view) {
+    Table t({"NAME", ">LIMIT/GPU", ">USED", ">CONTEXT", ">REFUSED", ">SESSIONS", "GPUS", "CREATED"});
+    for (const auto& x : tenants)
+      t.Row({x.name, Limit(x.memory_limit), FormatSize(x.memory_used), FormatSize(x.context_overhead),
+             std::to_string(x.refused), std::to_string(x.sessions), JoinInts(x.gpus), FormatTime(x.created_at)});
+    std::cout << t.Render() << BackendNote(info);
+    return Status::Ok();
+  }
+  Table t({"TENANT", "GPU", ">LIMIT", ">USED", ">FREE", ">CONTEXT", ">REFUSED", ">SESSIONS"});
+  for (const auto& x : tenants) {
+    std::string refused = std::to_string(x.refused), sessions = std::to_string(x.sessions);
+    if (x.usage.empty()) t.Row({x.name, "-", Limit(x.memory_limit), "0 B", "-", "0 B", refused, sessions});
+    for (const auto& u : x.usage) {
+      std::string free = x.memory_limit ? FormatSize(*x.memory_limit > u.used ? *x.memory_limit - u.used : 0) : "-";
+      bool attached = std::find(x.gpus.begin(), x.gpus.end(), u.gpu) != x.gpus.end();
+      t.Row({x.name, std::to_string(u.gpu) + (attached ? "" : " (detached)"), Limit(x.memory_limit), FormatSize(u.used),
+             free, FormatSize(u.context_overhead), refused, sessions});
+    }
+  }
+  std::cout << t.Render() << BackendNote(info);
+  return Status::Ok();
+}
+
+Status GpuList(AdminClient& c, const Options& o) {
+  ASSIGN_OR_RETURN(auto gpus, c.ListGpus());
+  ASSIGN_OR_RETURN(auto info, c.Info());
+  if (o.json) {
+    Json j;
+    j.BeginArray();
+    for (const auto& g : gpus) {
+      j.BeginObject().Key("index").Int(g.index).Key("name").String(g.name).Key("uuid").String(g.uuid);
+      j.Key("pci_bus_id").String(g.pci_bus_id).Key("memory").Uint(g.total_memory).Key("used").Uint(g.used);
+      j.Key("backend").String(info.backend).Key("emulated").Bool(info.emulated).Key("tenants").BeginArray();
+      for (const auto& t : g.tenants) j.String(t);
+      j.EndArray().EndObject();
+    }
+    std::cout << j.EndArray().str();
+    return Status::Ok();
+  }
+  Table t({"GPU", "NAME", ">MEMORY", ">USED", "TENANTS", "PCI", "BACKEND"});
+  for (const auto& g : gpus) {
+    std::string tenants;
+    for (const auto& n : g.tenants) tenants += (tenants.empty() ? "" : ",") + n;
+    t.Row({std::to_string(g.index), g.name, FormatSize(g.total_memory), FormatSize(g.used), tenants.empty() ? "-" : tenants,
+           g.pci_bus_id, info.emulated ? "host-emulated" : info.backend});
+  }
+  std::cout << t.Render() << BackendNote(info);
+  return Status::Ok();
+}
+
+Status SessionList(AdminClient& c, const Options& o) {
+  ASSIGN_OR_RETURN(auto sessions, c.ListSessions());
+  if (o.json) {
+    Json j;
+    j.BeginArray();
+    for (const auto& s : sessions) {
+      j.BeginObject().Key("id").Uint(s.id).Key("tenant").String(s.tenant).Key("pid").Uint(s.client_pid);
+      j.Key("host").String(s.host).Key("user").String(s.user).Key("program").String(s.program);
+      j.Key("transport").String(s.transport).Key("peer").String(s.peer).Key("started").Int(s.started_at);
+      j.Key("memory_current").Uint(s.memory_current).Key("worker_pid").Int(s.worker_pid).EndObject();
+    }
+    std::cout << j.EndArray().str();
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(auto info, c.Info());
+  Table t({">ID", "TENANT", ">PID", "HOST", "USER", "PROGRAM", "TRANSPORT", "STARTED", ">MEMORY", ">WORKER"});
+  for (const auto& s : sessions)
+    t.Row({std::to_string(s.id), s.tenant, std::to_string(s.client_pid), s.host, s.user, s.program, s.transport,
+           FormatAge(s.started_at) + " ago", FormatSize(s.memory_current), std::to_string(s.worker_pid)});
+  std::cout << t.Render() << BackendNote(info);
+  return Status::Ok();
+}
+
+Status Info(AdminClient& c, const Options& o) {
+  ASSIGN_OR_RETURN(auto i, c.Info());
+  if (o.json) {
+    std::cout << Json().BeginObject().Key("version").String(i.version).Key("hostname").String(i.hostname)
+                     .Key("backend").String(i.backend).Key("emulated").Bool(i.emulated).Key("driver_version")
+                     .Int(i.driver_version).Key("pid").Int(i.pid).Key("started").Int(i.started_at)
+                     .Key("auth_required").Bool(i.auth_required).EndObject().str();
+    return Status::Ok();
+  }
+  std::cout << "remora-server " << i.version << " on " << i.hostname << ", pid " << i.pid << ", up "
+            << FormatAge(i.started_at) << ", authentication " << (i.auth_required ? "required" : "off (--auth none)")
+            << "\n" << BackendNote(i);
+  return Status::Ok();
+}
+
+// Prints "ok" lines for the state-changing commands.
+Status Done(const Options& o, const std::string& what) {
+  if (o.json) std::cout << Json().BeginObject().Key("ok").Bool(true).Key("message").String(what).EndObject().str();
+  else std::cout << what << "\n";
+  return Status::Ok();
+}
+
+std::string GpuLabel(AdminClient& c, int gpu) {
+  auto info = c.Info();
+  return "GPU " + std::to_string(gpu) + (info.ok() && info->emulated ? " (host-emulated)" : "");
+}
+
+}  // namespace
+}  // namespace remora::ctl
+
+int main(int argc, char** argv) {
+  using namespace remora;
+  using namespace remora::ctl;
+  Options o;
+  CLI::App app{"remoractl: administer a remora-server (tenants, memory quotas, GPUs, sessions)"};
+  app.add_option("-D,--state-dir", o.state_dir, "the server's state directory (its admin.sock); default $REMORA_STATE_DIR");
+  app.add_option("--admin", o.admin_url, "admin URL instead: unix:///path/admin.sock or tcp://HOST:PORT");
+  app.add_option("--admin-token-file", o.token_file, "admin token for tcp:// (default $REMORA_ADMIN_TOKEN)");
+  app.add_flag("--json", o.json, "machine-readable output");
+  app.require_subcommand(1);
+  app.fallthrough();  // global options after the subcommand too: `remoractl tenant list --json`
+
+  auto* tenant = app.add_subcommand("tenant", "manage tenants")->require_subcommand(1)->fallthrough();
+  auto* t_create = tenant->add_subcommand("create", "create a tenant and print its token (once)");
+  t_create->add_option("NAME", o.name, "tenant name: 1-63 of [a-z0-9_-]")->required();
+  t_create->add_option("--memory", o.memory, "memory limit per GPU: 512MiB, 8GiB, 1.5G (default unlimited)");
+  t_create->add_option("--gpus", o.gpus, "GPUs to attach: all (default), none, or a list like 0,1");
+  auto* t_list = tenant->add_subcommand("list", "tenants with their limits and current use");
+  auto* t_set = tenant->add_subcommand("set", "change a tenant's memory limit (applies to running sessions)");
+  t_set->add_option("NAME", o.name)->required();
+  t_set->add_option("--memory", o.memory, "new limit per GPU (or 'unlimited')")->required();
+  auto* t_delete = tenant->add_subcommand("delete", "delete a tenant");
+  t_delete->add_option("NAME", o.name)->required();
+  t_delete->add_flag("--force", o.force, "end its running sessions");
+
+  auto* gpu = app.add_subcommand("gpu", "this server's GPUs")->require_subcommand(1)->fallthrough();
+  auto* g_list = gpu->add_subcommand("list", "GPUs with memory, tenants and use");
+  auto* attach = app.add_subcommand("attach", "attach a GPU of this server to a tenant (running apps see a new device)");
+  attach->add_option("NAME", o.name)->required();
+  attach->add_option("GPU", o.gpu)->required()->check(CLI::NonNegativeNumber);
+  auto* detach = app.add_subcommand("detach", "detach a GPU from a tenant (its calls on it fail)");
+  detach->add_option("NAME", o.name)->required();
+  detach->add_option("GPU", o.gpu)->required()->check(CLI::NonNegativeNumber);
+  auto* session = app.add_subcommand("session", "client sessions")->require_subcommand(1)->fallthrough();
+  auto* s_list = session->add_subcommand("list", "running sessions");
+  auto* s_kill = session->add_subcommand("kill", "end a session (its application's calls fail)");
+  s_kill->add_option("ID", o.session_id)->required();
+  s_kill->add_option("--reason", o.session_reason, "told to the application");
+  auto* usage = app.add_subcommand("usage", "memory use per tenant and GPU");
+  usage->add_option("NAME", o.name, "only this tenant");
+  auto* info = app.add_subcommand("info", "the server: version, backend, uptime");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    std::fprintf(stderr, "remoractl: %s (see remoractl --help)\n", what.c_str());
+    return 2;
+  }
+
+  try {
+    // Usage errors before any connection attempt.
+    if (!o.memory.empty()) (void)ParseMemory(o.memory);
+    (void)ParseGpuList(o.gpus);
+    auto client = ConnectFrom(o);
+    if (!client.ok()) {
+      std::fprintf(stderr, "remoractl: %s\n", client.status().message().c_str());
+      return 1;
+    }
+    AdminClient& c = **client;
+    Status st;
+    if (t_create->parsed()) st = TenantCreate(c, o);
+    else if (t_list->parsed()) st = TenantList(c, o, false);
+    else if (t_set->parsed()) {
+      auto limit = ParseMemory(o.memory);
+      st = c.SetMemoryLimit(o.name, limit);
+      if (st.ok()) st = Done(o, "tenant '" + o.name + "': memory limit " + Limit(limit) + " per GPU");
+    } else if (t_delete->parsed()) {
+      st = c.DeleteTenant(o.name, o.force);
+      if (st.ok()) st = Done(o, "tenant '" + o.name + "' deleted");
+    } else if (g_list->parsed()) st = GpuList(c, o);
+    else if (attach->parsed()) {
+      st = c.Attach(o.name, o.gpu);
+      if (st.ok()) st = Done(o, GpuLabel(c, o.gpu) + " attached to tenant '" + o.name + "'");
+    } else if (detach->parsed()) {
+      st = c.Detach(o.name, o.gpu);
+      if (st.ok()) st = Done(o, GpuLabel(c, o.gpu) + " detached from tenant '" + o.name + "'");
+    } else if (s_list->parsed()) st = SessionList(c, o);
+    else if (s_kill->parsed()) {
+      st = c.KillSession(o.session_id, o.session_reason);
+      if (st.ok()) st = Done(o, "session " + std::to_string(o.session_id) + " ended");
+    } else if (usage->parsed()) st = TenantList(c, o, true);
+    else if (info->parsed()) st = Info(c, o);
+    if (!st.ok()) {
+      std::fprintf(stderr, "remoractl: %s\n", st.message().c_str());
+      return 1;
+    }
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "remoractl: %s\n", e.message.c_str());
+    return 2;
+  }
+  return 0;
+}
