@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# make-bundle.sh BUILD_DIR OUT_DIR: everything the GPU host needs to run Remora's GPU suite
+# and remora-bench from a build made here - stripped binaries, the shim, and the one shared
+# library the shim needs that a GPU host may lack (libsodium). Used with the device tool,
+# whose machines have the CUDA driver and toolkit but no package registry.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+out=$2
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/deps" "$out/scripts"
+for f in "$build"/bin/*; do
+  [ -x "$f" ] && [ -f "$f" ] || continue
+  case "$(basename "$f")" in *_test|protocol_test|base_test|memmgr_test|transport_test|worker_test|rdma_*) continue ;; esac
+  strip --strip-debug -o "$out/bin/$(basename "$f")" "$f"
+done
+strip --strip-debug -o "$out/lib/libremora.so" "$build/lib/libremora.so"
+ln -s libremora.so "$out/lib/libcudart.so.13"
+cp -L "$(ldconfig -p | awk '/libsodium.so.23 / {print $NF; exit}')" "$out/deps/"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cp "$root/tests/gpu/run-suite.sh" "$root/tests/gpu/run-gpu-test.sh" "$root/tests/gpu/tenancy-gpu.sh" \
+  "$root/tools/gpu/gpu-session.sh" "$out/scripts/"
+git -C "$root" rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
+du -sh "$out"
