@@ -53,12 +53,7 @@ Status WriteAllV(int fd, struct iovec* iov, int iovcnt) {
 }
 
 Status FrameSocket::Write(const OutFrame& frame, ConstBytes bulk, std::span<const int> fds) {
-  FrameHeader h;
-  h.kind = static_cast<uint16_t>(frame.kind);
-  h.flags = frame.flags;
-  h.tag = frame.tag;
-  h.body_words = static_cast<uint32_t>(frame.body.size());
-  h.bulk_bytes = bulk.size();
+  FrameHeader h = HeaderOf(frame, bulk.size());
   struct iovec iov[3] = {
       {&h, sizeof(h)},
       {const_cast<uint64_t*>(frame.body.data()), frame.body.size() * sizeof(uint64_t)},

@@ -62,6 +62,16 @@ Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, Con
   return st;
 }
 
+Status Client::Flush() {
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    st = conn_->Flush();
+  }
+  if (!st.ok()) MarkBroken(st);
+  return st;
+}
+
 Status Client::Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk, MutableBytes reply_bulk) {
   uint64_t tag = next_tag_.fetch_add(1);
   Waiter w;

@@ -48,6 +48,8 @@ class Client {
   // Sends a request whose reply bulk lands in `reply_bulk` whenever a thread next receives
   // (an asynchronous device-to-host copy). The memory must stay valid until then.
   Status PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk);
+  // Pushes out posted requests the transport may still be batching (see Connection::Flush).
+  Status Flush();
 
   // The first asynchronous failure not yet reported, cleared by the call.
   Status TakeAsyncError();

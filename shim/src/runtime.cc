@@ -309,6 +309,7 @@ void Runtime::Shutdown() {
   Client* c = g_client.load();  // never constructs the runtime
   if (c == nullptr || !c->broken().ok()) return;
   (void)c->Post(0, [](wire::Request::Builder& r) { r.setGoodbye(); });
+  (void)c->Flush();  // the process is exiting: nothing may stay batched
 }
 
 cudaError_t Finish(const Status& st, const char* call) {

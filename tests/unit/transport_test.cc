@@ -209,6 +209,41 @@ TEST_P(TransportTest, ManyFramesInFlight) {
   EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
+// One-way frames (no reply expected, no bulk) may be batched by the transport (TCP
+// coalesces them): they still arrive in call order, interleaved correctly with frames that
+// expect a reply or carry bulk, and a last one arrives without any later call or Flush.
+TEST_P(TransportTest, OneWayFramesKeepOrderAndAreNotHeldBack) {
+  constexpr int kFrames = 500;
+  auto body = RequestBody(1, 0);
+  ExecThread ex(ends_.executor, [&](Connection& c, const std::atomic<bool>& done) -> Status {
+    for (int i = 1; i <= kFrames + 1; i++) {
+      ASSIGN_OR_RETURN(InFrame f, ExecPoll(c));
+      if (f.header.tag != static_cast<uint64_t>(i))
+        return Error(Err::kUnknown, "frame {} arrived in position {}", f.header.tag, i);
+      bool expects = (f.header.flags & kFlagExpectsReply) != 0;
+      if (f.header.bulk_bytes > 0) RETURN_IF_ERROR(ExecReadBulk(c, f.header.bulk_bytes).status());
+      if (expects) RETURN_IF_ERROR(c.Post(Frame(FrameKind::kReply, f.header.tag, ReplyBody(f.header.tag, "ok"))));
+    }
+    return Pump(c, done);
+  });
+  for (int i = 1; i <= kFrames; i++) {
+    bool call = i % 97 == 0;
+    ConstBytes bulk = i % 89 == 0 ? Payload(100, static_cast<size_t>(i)) : ConstBytes();
+    ASSERT_TRUE(req().Send(Frame(FrameKind::kRequest, i, body, call ? kFlagExpectsReply : 0), bulk).ok());
+    if (call) {
+      auto got = req().Receive(kDeadlineMs);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ(got->header.tag, static_cast<uint64_t>(i));
+    }
+  }
+  // The last one-way frame: nothing follows it, yet the executor must see it promptly.
+  auto sent = std::chrono::steady_clock::now();
+  ASSERT_TRUE(req().Send(Frame(FrameKind::kRequest, kFrames + 1, body)).ok());
+  Status st = ex.Join();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(5));
+}
+
 // Device-to-host with several chunks acquired before the oldest is committed (what the
 // worker's DtoH does while DMAs run): each acquired chunk is a distinct window of the
 // bulk. Pipe is covered by PipeSeveralChunksInFlight below.

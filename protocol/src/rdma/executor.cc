@@ -170,7 +170,7 @@ class RdmaExecutor final : public Connection, private ChannelSink {
     o.rec.total = o.prefix.size + o.body.size() * 8 + o.bulk.size();
     o.complete = bulk_bytes == 0;
     filling_ = bulk_bytes > 0 ? &o : nullptr;
-    return Flush();
+    return FlushOut();
   }
 
   Result<std::optional<BulkChunk>> AcquireBulkChunk(size_t max) override {
@@ -204,7 +204,7 @@ class RdmaExecutor final : public Connection, private ChannelSink {
     if (out_.committed == out_.total) {
       filling_->complete = true;  // posted after every write of its bulk
       filling_ = nullptr;
-      return Flush();
+      return FlushOut();
     }
     return Status::Ok();
   }
@@ -330,11 +330,11 @@ class RdmaExecutor final : public Connection, private ChannelSink {
     ASSIGN_OR_RETURN(bool moved, ch_->Pump());
     if (!in_.sources.empty()) RETURN_IF_ERROR(StartReads());
     size_t before = queue_.size();
-    RETURN_IF_ERROR(Flush());
+    RETURN_IF_ERROR(FlushOut());
     return moved || queue_.size() != before;
   }
 
-  Status Flush() {
+  Status FlushOut() {
     if (pending_acks_ > 0 && ch_->CanSend()) {
       RETURN_IF_ERROR(ch_->SendAck(pending_acks_));
       pending_acks_ = 0;

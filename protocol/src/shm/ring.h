@@ -22,18 +22,22 @@ class RingProducer {
  public:
   RingProducer() = default;
   RingProducer(RingControl* ctl, std::byte* data, uint64_t size)
-      : ctl_(ctl), data_(data), size_(size), head_(ctl->head.load(std::memory_order_relaxed)) {}
+      : ctl_(ctl), data_(data), size_(size), head_(ctl->head.load(std::memory_order_relaxed)),
+        tail_(ctl->tail.load(std::memory_order_relaxed)) {}
 
   // Contiguous room for `bytes` (a multiple of 8, at most half the ring), or nullptr if the
   // consumer has not released enough yet. Writes a wrap marker when the record would not fit
   // before the ring's end.
+  // The consumer's cursor is re-read only when the cached one shows too little room (its
+  // cache line then stays with the consumer most of the time).
   std::byte* TryReserve(uint64_t bytes) {
-    uint64_t tail = ctl_->tail.load(std::memory_order_acquire);
-    uint64_t used = head_ - tail;
     uint64_t pos = head_ & (size_ - 1);
     uint64_t contiguous = size_ - pos;
     uint64_t need = bytes <= contiguous ? bytes : contiguous + bytes;
-    if (used > size_ || size_ - used < need) return nullptr;
+    if (!Room(need)) {
+      tail_ = ctl_->tail.load(std::memory_order_acquire);
+      if (!Room(need)) return nullptr;
+    }
     if (bytes > contiguous) {
       std::memcpy(data_ + pos, &kWrapMarker, sizeof(kWrapMarker));
       head_ += contiguous;
@@ -47,10 +51,16 @@ class RingProducer {
   }
 
  private:
+  bool Room(uint64_t need) const {
+    uint64_t used = head_ - tail_;
+    return used <= size_ && size_ - used >= need;
+  }
+
   RingControl* ctl_ = nullptr;
   std::byte* data_ = nullptr;
   uint64_t size_ = 0;
   uint64_t head_ = 0;
+  uint64_t tail_ = 0;  // the consumer's cursor as last read
 };
 
 struct Record {
@@ -64,16 +74,22 @@ class RingConsumer {
   RingConsumer() = default;
   RingConsumer(RingControl* ctl, std::byte* data, uint64_t size, uint64_t inline_limit)
       : ctl_(ctl), data_(data), size_(size), inline_limit_(inline_limit),
-        tail_(ctl->tail.load(std::memory_order_relaxed)) {}
+        tail_(ctl->tail.load(std::memory_order_relaxed)), head_(tail_) {}
 
   // Whether the producer published anything past the first `held` bytes (the record the
   // consumer is still holding).
-  bool HasDataBeyond(uint64_t held) const { return ctl_->head.load(std::memory_order_acquire) - tail_ > held; }
+  bool HasDataBeyond(uint64_t held) {
+    if (head_ - tail_ > held) return true;
+    head_ = ctl_->head.load(std::memory_order_acquire);
+    return head_ - tail_ > held;
+  }
 
-  // The next record, nullopt if none; an error if the producer wrote garbage.
+  // The next record, nullopt if none; an error if the producer wrote garbage. The producer's
+  // cursor is re-read only once everything up to the cached one was consumed.
   Result<std::optional<Record>> Peek() {
     for (;;) {
-      uint64_t head = ctl_->head.load(std::memory_order_acquire);
+      if (head_ == tail_) head_ = ctl_->head.load(std::memory_order_acquire);
+      uint64_t head = head_;
       if (head == tail_) return std::optional<Record>();
       uint64_t avail = head - tail_;
       if (avail > size_ || avail % 8 != 0) return Error(Err::kInvalidValue, "shm ring cursor is corrupt");
@@ -109,6 +125,7 @@ class RingConsumer {
   uint64_t size_ = 0;
   uint64_t inline_limit_ = 0;
   uint64_t tail_ = 0;
+  uint64_t head_ = 0;  // the producer's cursor as last read
 };
 
 // Staging slots of one direction, used round-robin and in order.

@@ -6,6 +6,7 @@ namespace remora::shm {
 
 template <typename Pred>
 bool WaitOn(Doorbell* bell, int64_t spin_ns, int64_t timeout_us, Pred ready) {
+  if (ready()) return true;  // the common case: no clock read, no doorbell traffic
   uint64_t start = MonotonicNanos();
   uint64_t spin_end = start + static_cast<uint64_t>(spin_ns);
   while (MonotonicNanos() < spin_end) {

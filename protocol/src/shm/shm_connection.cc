@@ -60,7 +60,7 @@ class ShmConnection final : public Connection {
 
   // ---- requester ------------------------------------------------------------------
   Status Send(const OutFrame& frame, ConstBytes bulk, MutableBytes) override {
-    FrameHeader h = HeaderFor(frame, bulk.size());
+    FrameHeader h = HeaderOf(frame, bulk.size());
     uint64_t bytes = shm::RecordBytes(h, caps_.inline_bulk_limit);
     if (bytes > seg_.geometry().ring_bytes / 2) return Error(Err::kInvalidValue, "message of {} bytes is too large for the shm ring", bytes);
     std::byte* at = nullptr;
@@ -233,7 +233,7 @@ class ShmConnection final : public Connection {
 
   Status Post(const OutFrame& frame, uint64_t bulk_bytes) override {
     if (out_committed_ < out_total_) return Error(Err::kUnknown, "posted a frame before the previous bulk was committed");
-    FrameHeader h = HeaderFor(frame, bulk_bytes);
+    FrameHeader h = HeaderOf(frame, bulk_bytes);
     uint64_t bytes = shm::RecordBytes(h, caps_.inline_bulk_limit);
     if (bytes > seg_.geometry().ring_bytes / 2) return Error(Err::kInvalidValue, "reply of {} bytes is too large for the shm ring", bytes);
     out_total_ = bulk_bytes;
@@ -255,7 +255,7 @@ class ShmConnection final : public Connection {
     std::memcpy(p.record.data() + sizeof(h), frame.body.data(), frame.body.size_bytes());
     p.complete = !inline_out_;  // inline bulk completes the record when committed
     pending_.push_back(std::move(p));
-    Flush();
+    FlushPending();
     return Status::Ok();
   }
 
@@ -289,7 +289,7 @@ class ShmConnection final : public Connection {
         Pending& p = pending_.back();
         std::memcpy(p.record.data() + sizeof(FrameHeader) + p.header.body_words * 8ull, inline_buf_, out_total_);
         p.complete = true;
-        Flush();
+        FlushPending();
       }
       return Status::Ok();
     }
@@ -299,14 +299,16 @@ class ShmConnection final : public Connection {
   }
 
   Result<bool> Progress() override {
+    PayRing();
     if (peer_gone_ && !in_ring_.HasDataBeyond(current_ ? current_->bytes : 0))
       return Error(Err::kDevicesUnavailable, "client {} is gone", peer_);
     size_t before = pending_.size();
-    Flush();
+    FlushPending();
     return pending_.size() != before;
   }
 
   void WaitForActivity(int64_t timeout_us) override {
+    PayRing();
     auto ready = [&] {
       if (in_ring_.HasDataBeyond(current_ ? current_->bytes : 0)) return true;
       if (current_ && bulk_given_ < current_->header.bulk_bytes && in_slots_.NextFull()) return true;
@@ -332,16 +334,6 @@ class ShmConnection final : public Connection {
     bool complete = false;
   };
 
-  static FrameHeader HeaderFor(const OutFrame& f, uint64_t bulk) {
-    FrameHeader h;
-    h.kind = static_cast<uint16_t>(f.kind);
-    h.flags = f.flags;
-    h.tag = f.tag;
-    h.body_words = static_cast<uint32_t>(f.body.size());
-    h.bulk_bytes = bulk;
-    return h;
-  }
-
   static void WriteRecord(std::byte* at, const FrameHeader& h, std::span<const uint64_t> body, ConstBytes bulk) {
     std::memcpy(at, &h, sizeof(h));
     std::memcpy(at + sizeof(h), body.data(), body.size_bytes());
@@ -358,10 +350,19 @@ class ShmConnection final : public Connection {
     return f;
   }
 
+  // Frees the record last handed out. The requester rings the worker at once; the executor
+  // owes the client a ring (it may wait for room) and pays it once per loop pass, in Progress
+  // or before sleeping, not once per request.
   void ReleaseCurrent() {
     if (!current_) return;
     in_ring_.Release(current_->bytes);
     current_.reset();
+    if (requester_) shm::Ring(peer_bell_);
+    else ring_owed_ = true;
+  }
+  void PayRing() {
+    if (!ring_owed_) return;
+    ring_owed_ = false;
     shm::Ring(peer_bell_);
   }
 
@@ -377,7 +378,7 @@ class ShmConnection final : public Connection {
     return Status::Ok();
   }
 
-  void Flush() {
+  void FlushPending() {
     bool wrote = false;
     while (!pending_.empty() && pending_.front().complete) {
       Pending& p = pending_.front();
@@ -406,6 +407,7 @@ class ShmConnection final : public Connection {
   uint64_t bulk_given_ = 0;
   int chunks_out_ = 0;
   bool peer_gone_ = false;
+  bool ring_owed_ = false;  // executor: records were released since the client was last rung
   uint64_t last_liveness_ns_ = 0;
 
   StagingAllocator* staging_ = nullptr;

@@ -14,6 +14,7 @@
 #include <deque>
 
 #include "chunk_pool.h"
+#include "tcp/coalescer.h"
 #include "remora/base/util.h"
 #include "remora/protocol/frame_socket.h"
 
@@ -42,8 +43,10 @@ class TcpConnection final : public Connection {
   std::string Describe() const override { return "tcp " + peer_; }
 
   // ---- requester ----
-  Status Send(const OutFrame& frame, ConstBytes bulk, MutableBytes) override { return fs_.Write(frame, bulk); }
+  Status Send(const OutFrame& frame, ConstBytes bulk, MutableBytes) override { return out_.Write(frame, bulk); }
+  Status Flush() override { return out_.Flush(); }
   Result<InFrame> Receive(int timeout_ms) override {
+    RETURN_IF_ERROR(out_.Flush());  // the server may need what is buffered to answer
     // A short spin before sleeping in recv: a reply that comes within microseconds is
     // picked up without a wake-up (which costs more than the spin on these machines).
     struct pollfd p = {sock_.get(), POLLIN, 0};
@@ -158,14 +161,14 @@ class TcpConnection final : public Connection {
     out_total_ = bulk_bytes;
     out_acquired_ = out_committed_ = 0;
     // A frame with bulk goes out together with its first data (one send, one segment).
-    return bulk_bytes > 0 ? Status::Ok() : Flush();
+    return bulk_bytes > 0 ? Status::Ok() : FlushOut();
   }
 
   Result<std::optional<BulkChunk>> AcquireBulkChunk(size_t max) override {
     if (out_acquired_ >= out_total_) return Error(Err::kUnknown, "no bulk is pending");
     ASSIGN_OR_RETURN(int idx, out_pool_.Acquire());
     if (idx < 0) {
-      RETURN_IF_ERROR(Flush());
+      RETURN_IF_ERROR(FlushOut());
       return std::optional<BulkChunk>();
     }
     size_t n = std::min<uint64_t>({max, kChunkBytes, out_total_ - out_acquired_});
@@ -183,12 +186,12 @@ class TcpConnection final : public Connection {
     item.pool_index = static_cast<int>(chunk.id);
     outq_.push_back(std::move(item));
     out_committed_ += bytes;
-    return Flush();
+    return FlushOut();
   }
 
   Result<bool> Progress() override {
     size_t before = outq_.size();
-    RETURN_IF_ERROR(Flush());
+    RETURN_IF_ERROR(FlushOut());
     return outq_.size() != before;
   }
 
@@ -232,7 +235,7 @@ class TcpConnection final : public Connection {
     }
   }
 
-  Status Flush() {
+  Status FlushOut() {
     while (!outq_.empty()) {
       struct iovec iov[64];
       int n = 0;
@@ -265,6 +268,7 @@ class TcpConnection final : public Connection {
   Fd sock_;
   std::string peer_;
   FrameSocket fs_;
+  FrameCoalescer out_{fs_};  // requester writes
 
   // executor input
   std::vector<uint64_t> in_ = std::vector<uint64_t>(64 * 1024 / 8);

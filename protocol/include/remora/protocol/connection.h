@@ -79,6 +79,9 @@ class Connection {
   // kDevicesUnavailable when the peer is gone. The frame stays valid until the next Receive.
   // A frame with bulk_bytes > 0 must be followed by exactly one ReceiveBulk.
   virtual Result<InFrame> Receive(int timeout_ms) = 0;
+  // Pushes out frames Send may have batched (one-way frames, on transports that coalesce);
+  // Receive does so itself before waiting. Blocks until written.
+  virtual Status Flush() { return Status::Ok(); }
   virtual Status ReceiveBulk(MutableBytes dst) = 0;
 
   // ---- executor side (non-blocking) ---------------------------------------------------

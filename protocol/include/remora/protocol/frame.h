@@ -53,6 +53,17 @@ struct OutFrame {
   std::span<const uint64_t> body;
 };
 
+// The header announcing `f` followed by `bulk_bytes` of bulk.
+inline FrameHeader HeaderOf(const OutFrame& f, uint64_t bulk_bytes) {
+  FrameHeader h;
+  h.kind = static_cast<uint16_t>(f.kind);
+  h.flags = f.flags;
+  h.tag = f.tag;
+  h.body_words = static_cast<uint32_t>(f.body.size());
+  h.bulk_bytes = bulk_bytes;
+  return h;
+}
+
 // A received frame. `body` points into transport-owned memory; see Connection for how long
 // it stays valid.
 struct InFrame {
