@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> server_args;
   int timeout_s = 300, ready_timeout_s = 30;
   bool run_suite_mode = false;
-  std::string out_path, label = "native";
+  std::string out_path, label = "native", json_file;
 
   app.add_option(
          "--transports", transports,
@@ -76,6 +77,8 @@ int main(int argc, char** argv) {
       ->type_name("LIST")
       ->capture_default_str();
   app.add_flag("--json", json_out, "Print machine-readable JSON on stdout instead of the table");
+  app.add_option("--json-file", json_file, "Also write the JSON report to this file (the table still prints)")
+      ->type_name("PATH");
   app.add_flag("--quick", quick,
                "Fewer iterations and repetitions (smoke tests); figures are less stable");
   app.add_option("--only", only,
@@ -192,6 +195,11 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "remora-bench: %s\n", e.what());
     return 1;
+  }
+  if (!json_file.empty()) {
+    std::ofstream f(json_file);
+    print_json(f, report, selection);
+    if (!f) std::fprintf(stderr, "remora-bench: cannot write %s\n", json_file.c_str());
   }
   if (json_out) {
     print_json(std::cout, report, selection);

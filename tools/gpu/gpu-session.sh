@@ -36,7 +36,7 @@ bash "$b/scripts/tenancy-gpu.sh" "$b" 2>&1 | tee "$out/tenancy.txt"
 tenancy_rc=${PIPESTATUS[0]}
 
 if [ $bench -eq 1 ]; then
-  "$b/bin/remora-bench" --transports shm,tcp --matmul "$b/bin/gpu_matmul_tiled" "${bench_args[@]}" 2>&1 | tee "$out/bench.txt"
-  "$b/bin/remora-bench" --transports shm,tcp --matmul "$b/bin/gpu_matmul_tiled" "${bench_args[@]}" --json >"$out/bench.json" 2>"$out/bench.err" || true
+  "$b/bin/remora-bench" --transports shm,tcp --matmul "$b/bin/gpu_matmul_tiled" --json-file "$out/bench.json" \
+    "${bench_args[@]}" 2>&1 | tee "$out/bench.txt"
 fi
 echo "suite exit status: $suite_rc  tenancy exit status: $tenancy_rc"
