@@ -9,6 +9,7 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "worker/driver.h"
+#include "worker/nvml.h"
 
 namespace remora::worker {
 namespace {
@@ -123,8 +124,21 @@ class CudaDriver final : public Driver {
     return Status::Ok();
   }
 
-  // Not measured yet: the driver API has no per-context footprint query.
-  uint64_t ContextOverhead() override { return 0; }
+  // The driver API has no per-context footprint query: NVML's per-process figure is used.
+  Result<uint64_t> ProcessMemory(int device) override {
+    if (!nvml_tried_) {
+      nvml_tried_ = true;
+      auto n = NvmlProbe::Load();
+      if (n.ok()) nvml_ = std::move(*n);
+      else LOG_INFO("context overhead is not measured: {}", n.status().message());
+    }
+    if (!nvml_) return Error(Err::kNotSupported, "NVML is unavailable");
+    CUdevice dev;
+    RETURN_IF_ERROR(Check(api_.cuDeviceGet(&dev, device), "cuDeviceGet"));
+    char bus[32] = {};
+    RETURN_IF_ERROR(Check(api_.cuDeviceGetPCIBusId(bus, sizeof(bus) - 1, dev), "cuDeviceGetPCIBusId"));
+    return nvml_->ProcessMemory(bus);
+  }
 
   Result<MemoryInfo> MemGetInfo() override {
     size_t f = 0, t = 0;
@@ -415,6 +429,8 @@ class CudaDriver final : public Driver {
   Api api_;
   std::vector<CUcontext> contexts_;
   int current_ = -1;
+  bool nvml_tried_ = false;
+  std::unique_ptr<NvmlProbe> nvml_;  // null where NVML is unavailable
 };
 
 }  // namespace

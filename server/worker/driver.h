@@ -84,8 +84,10 @@ class Driver {
   virtual Result<DeviceDescription> Describe(int device) = 0;
   // Makes `device` current, creating (retaining) its context on first use.
   virtual Status SetDevice(int device) = 0;
-  // Bytes the current device's context itself occupies (reported, not charged).
-  virtual uint64_t ContextOverhead() = 0;
+  // Bytes this process holds on `device` - its context, allocations, pools and modules - where
+  // the backend can tell (kNotSupported otherwise). The executor reports what exceeds the
+  // session's charged allocations as context overhead (shown, not charged).
+  virtual Result<uint64_t> ProcessMemory(int device) = 0;
   virtual Result<MemoryInfo> MemGetInfo() = 0;
 
   virtual Result<DevPtr> MemAlloc(size_t bytes) = 0;

@@ -15,6 +15,7 @@ namespace remora::worker {
 namespace {
 constexpr size_t kBounceBytes = 64 << 10;
 constexpr uint64_t kControlPollNs = 1'000'000;
+constexpr uint64_t kOverheadPollNs = 2'000'000'000;  // re-measure context overhead (NVML)
 constexpr uint64_t kMaxSpillBytes = 512ull << 20;  // read-ahead budget for backlogged bulk
 constexpr uint64_t kReplayChunkBytes = 1 << 20;
 }  // namespace
@@ -38,9 +39,16 @@ Status Executor::SetDevice(int gpu) {
   if (gpu == current_gpu_) return Status::Ok();
   RETURN_IF_ERROR(driver_.SetDevice(gpu));
   current_gpu_ = gpu;
-  if (config_.ledger)
-    config_.ledger->SetContextOverhead(config_.ledger_slot, static_cast<uint32_t>(gpu), driver_.ContextOverhead());
+  if (measured_gpus_.insert(gpu).second) MeasureOverhead(gpu);
   return Status::Ok();
+}
+
+void Executor::MeasureOverhead(int gpu) {
+  if (config_.ledger == nullptr) return;
+  auto used = driver_.ProcessMemory(gpu);
+  if (!used.ok()) return;  // not measurable here: reported as 0
+  uint64_t charged = config_.ledger->SessionUsed(config_.ledger_slot, static_cast<uint32_t>(gpu));
+  config_.ledger->SetContextOverhead(config_.ledger_slot, static_cast<uint32_t>(gpu), *used > charged ? *used - charged : 0);
 }
 
 Result<int> Executor::GpuOf(int ordinal) const {
@@ -360,6 +368,10 @@ Status Executor::PollControl() {
   uint64_t now = MonotonicNanos();
   if (now - last_control_poll_ns_ < kControlPollNs) return Status::Ok();
   last_control_poll_ns_ = now;
+  if (now - last_overhead_ns_ >= kOverheadPollNs) {
+    last_overhead_ns_ = now;
+    for (int gpu : measured_gpus_) MeasureOverhead(gpu);
+  }
   for (;;) {
     ASSIGN_OR_RETURN(std::optional<ControlEvent> ev, control_->Poll());
     if (!ev) return Status::Ok();

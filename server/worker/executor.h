@@ -13,6 +13,7 @@
 #include <mutex>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -200,6 +201,8 @@ class Executor {
   bool IsControl(const InFrame& frame);
   Result<bool> PollPending();
   Status PollControl();
+  // Reports what this process holds on `gpu` beyond the session's charges as context overhead.
+  void MeasureOverhead(int gpu);
   Status ApplyControl(const ControlEvent& ev);
   void ReleaseEverything();
 
@@ -269,6 +272,8 @@ class Executor {
   std::map<int, DeviceDescription> descriptions_;  // by GPU, kept after a detach
   std::vector<SharedRegion> registered_;
   uint64_t last_control_poll_ns_ = 0;
+  uint64_t last_overhead_ns_ = 0;
+  std::set<int> measured_gpus_;  // GPUs this session made current (context overhead reported)
 };
 
 }  // namespace remora::worker

@@ -291,7 +291,9 @@ class HostDriver final : public Driver {
     current_ = device;
     return Status::Ok();
   }
-  uint64_t ContextOverhead() override { return 0; }
+  Result<uint64_t> ProcessMemory(int) override {
+    return Error(Err::kNotSupported, "an emulated GPU has no context to measure");
+  }
 
   Result<MemoryInfo> MemGetInfo() override {
     EmulatedHeap& h = heaps_[static_cast<size_t>(current_)];
