@@ -74,6 +74,16 @@ grep -h '^PASS\|^FAIL' "$work/b.log" | sed 's/^/    /'
 run_as "$token_b" "$tcp_url" "$bin/gpu_tenant_compute" 1 >"$work/b2.log" 2>&1
 report "tenant B afterwards" $? "$work/b2.log"
 
+# 3. Context overhead (measured with NVML; shown, not charged) beside 256 MiB held.
+run_as "$token_b" "$shm_url" "$bin/app_hold_memory" 268435456 5 >"$work/hold.log" 2>&1 &
+h_pid=$!
+for _ in $(seq 1 100); do grep -q holding "$work/hold.log" && break; sleep 0.05; done
+sleep 2.5  # the worker re-measures every 2 s
+echo "usage while tenant 'steady' holds 256 MiB:"
+ctl usage steady
+wait "$h_pid"
+report "a session holds 256 MiB and exits cleanly" $? "$work/hold.log"
+
 ctl usage
 ctl session list
 if [ $failures -ne 0 ]; then
