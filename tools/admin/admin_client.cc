@@ -9,8 +9,11 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -345,6 +348,39 @@ class Client final : public AdminClient {
 };
 
 }  // namespace
+
+Result<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token)) return Error(Err::kInitializationError, "cannot read admin token file {}", path);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  return token;
+}
+
+Result<ConnectOptions> ConnectOptionsFrom(const std::string& state_dir, const std::string& url,
+                                          const std::string& token_file) {
+  ConnectOptions c;
+  if (!url.empty()) {
+    c.url = url;
+    if (url.rfind("tcp://", 0) == 0) {
+      if (!token_file.empty()) {
+        ASSIGN_OR_RETURN(c.token, ReadTokenFile(token_file));
+      } else if (const char* t = std::getenv("REMORA_ADMIN_TOKEN"); t && *t) {
+        c.token = t;
+      } else {
+        return Error(Err::kInvalidValue, "--admin {} needs the admin token: --admin-token-file FILE or REMORA_ADMIN_TOKEN",
+                     url);
+      }
+    }
+  } else if (!state_dir.empty()) {
+    c.state_dir = state_dir;
+  } else if (const char* e = std::getenv("REMORA_STATE_DIR"); e && *e) {
+    c.state_dir = e;
+  } else {
+    return Error(Err::kInvalidValue, "which server? give --state-dir DIR (or set REMORA_STATE_DIR) or --admin URL");
+  }
+  return c;
+}
 
 Result<std::unique_ptr<AdminClient>> AdminClient::Connect(const ConnectOptions& options) {
   auto c = std::make_unique<Client>();

@@ -80,6 +80,17 @@ struct SessionInfo {
   int worker_pid = 0;
 };
 
+// The admin token in `path` (its first line, trailing blanks dropped). kInitializationError,
+// naming the file, if it cannot be read.
+Result<std::string> ReadTokenFile(const std::string& path);
+
+// Where a command line (remoractl, remorafs) says to connect: `url` if given (a tcp:// URL
+// takes the admin token from `token_file`, else $REMORA_ADMIN_TOKEN), else `state_dir`, else
+// $REMORA_STATE_DIR. kInvalidValue when the command line does not say enough (a usage
+// error); ReadTokenFile's error otherwise.
+Result<ConnectOptions> ConnectOptionsFrom(const std::string& state_dir, const std::string& url,
+                                          const std::string& token_file);
+
 class AdminClient {
  public:
   virtual ~AdminClient() = default;

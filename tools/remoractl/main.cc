@@ -9,7 +9,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 
 #include "admin_client.h"
@@ -74,29 +73,10 @@ std::string BackendNote(const admin::ServerInfo& info) {
 }
 
 Result<std::unique_ptr<AdminClient>> ConnectFrom(const Options& o) {
-  admin::ConnectOptions c;
-  std::string dir = o.state_dir;
-  if (dir.empty() && o.admin_url.empty())
-    if (const char* e = std::getenv("REMORA_STATE_DIR"); e && *e) dir = e;
-  if (!o.admin_url.empty()) {
-    c.url = o.admin_url;
-    if (o.admin_url.rfind("tcp://", 0) == 0) {
-      if (!o.token_file.empty()) {
-        std::ifstream in(o.token_file);
-        if (!in || !std::getline(in, c.token)) return Error(Err::kInvalidValue, "cannot read admin token file {}", o.token_file);
-        while (!c.token.empty() && std::isspace(static_cast<unsigned char>(c.token.back()))) c.token.pop_back();
-      } else if (const char* t = std::getenv("REMORA_ADMIN_TOKEN"); t && *t) {
-        c.token = t;
-      } else {
-        throw UsageError{"--admin " + o.admin_url + " needs the admin token: --admin-token-file FILE or REMORA_ADMIN_TOKEN"};
-      }
-    }
-  } else if (!dir.empty()) {
-    c.state_dir = dir;
-  } else {
-    throw UsageError{"which server? give --state-dir DIR (or set REMORA_STATE_DIR) or --admin URL"};
-  }
-  return AdminClient::Connect(c);
+  auto c = admin::ConnectOptionsFrom(o.state_dir, o.admin_url, o.token_file);
+  if (!c.ok() && c.status().code() == Err::kInvalidValue) throw UsageError{c.status().message()};
+  if (!c.ok()) return c.take_status();
+  return AdminClient::Connect(*c);
 }
 
 void WriteTenantJson(Json& j, const admin::TenantInfo& t) {
