@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-session.sh [--no-bench] [--quick-bench] [--programs "a b"]: the one command for the
 # GPU host, run from a bundle made by make-bundle.sh. Reports the machine, runs the GPU suite
-# natively and under the shim over shm and tcp, runs remora-bench, and prints a short table.
+# natively and under the shim over shm and tcp, tenancy on the GPU, the import-time measurement,
+# and remora-bench, and prints a short table.
 # Everything it prints also lands in $OUT (the device tool's output folder) when set.
 set -u
 b=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,9 +35,12 @@ tar -czf "$out/suite-logs.tgz" -C "$b" gpu-suite-logs 2>/dev/null
 # Tenancy on the GPU: a quota over shm and tcp, and a faulting tenant beside a computing one.
 bash "$b/scripts/tenancy-gpu.sh" "$b" 2>&1 | tee "$out/tenancy.txt"
 tenancy_rc=${PIPESTATUS[0]}
+# Start-up cost of a program with 64 fat binaries: native, cold and warm module cache.
+bash "$b/scripts/import-time.sh" "$b" 2>&1 | tee "$out/import-time.txt"
+import_rc=${PIPESTATUS[0]}
 
 if [ $bench -eq 1 ]; then
   "$b/bin/remora-bench" --transports shm,tcp --matmul "$b/bin/gpu_matmul_tiled" --json-file "$out/bench.json" \
     "${bench_args[@]}" 2>&1 | tee "$out/bench.txt"
 fi
-echo "suite exit status: $suite_rc  tenancy exit status: $tenancy_rc"
+echo "suite exit status: $suite_rc  tenancy exit status: $tenancy_rc  import-time exit status: $import_rc"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# import-time.sh BUILD_DIR [RUNS]: what a program with many fat binaries pays at start, natively
+# and through Remora (issue 5: lazy, cached fat binaries). gpu_many_modules is built from 64
+# translation units, one fat binary each; it uses kernels of 2 of them (or of all 64).
+#
+# For each case it prints the median wall time of the whole process over RUNS runs (default 5)
+# and how many fat binaries the shim shipped to the server (debug log lines "shipping a ... fat
+# binary"):
+#   native                     - libcudart registers every fat binary with the driver
+#   remora cold                - a fresh server (empty module cache): the used fat binaries ship
+#   remora warm                - later runs against the same server: the cache (by content hash,
+#                                in STATE_DIR/modules) has them, nothing ships
+# All remote runs go over shm to one long-running remora-server --backend cuda.
+# Without an NVIDIA GPU: SKIP line, exit 77. Exit 0 when every run passed and warm runs shipped
+# nothing; 1 otherwise.
+set -u
+build=$(cd "${1:?usage: import-time.sh BUILD_DIR [RUNS]}" && pwd)
+runs=${2:-5}
+bin=$build/bin
+shim=$build/lib/libremora.so
+prog=$bin/gpu_many_modules
+
+if ! { [ -e /dev/nvidia0 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
+  echo "SKIP: no NVIDIA GPU on this machine (gpu tests run on the GPU host)"
+  exit 77
+fi
+[ -x "$prog" ] || { echo "FAIL import-time: $prog is missing"; exit 1; }
+
+work=$(mktemp -d /tmp/remora-import-time.XXXXXX)
+server_pid=
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  [ -n "${KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+failures=0
+# timed LOG CMD...: runs CMD, appends its output to LOG, prints its wall time in ms.
+timed() {
+  local log=$1
+  shift
+  local t0 t1 rc
+  t0=$(date +%s%N)
+  "$@" >>"$log" 2>&1
+  rc=$?
+  t1=$(date +%s%N)
+  if [ $rc -ne 0 ]; then
+    echo "FAIL import-time: $* exited $rc" >&2
+    sed 's/^/    /' "$log" | tail -20 >&2
+    failures=$((failures + 1))
+  fi
+  echo $(((t1 - t0) / 1000000))
+}
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : int((a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+shipped() { grep -c 'shipping a .* fat binary' "$1"; }
+remote() { LD_PRELOAD=$shim REMORA_SERVER=$url REMORA_TOKEN=$token REMORA_LOG=debug "$@"; }
+
+"$bin/remora-server" --backend cuda --state-dir "$work/state" --listen "shm://$work/remora.sock" \
+  --ready-file "$work/ready" --log-level info >"$work/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 300); do [ -s "$work/ready" ] && break; sleep 0.1; done
+if [ ! -s "$work/ready" ]; then
+  echo "FAIL import-time: remora-server did not start"; cat "$work/server.log"; exit 1
+fi
+url=$(grep '^shm://' "$work/ready")
+token=$("$bin/remoractl" --state-dir "$work/state" --json tenant create importer | sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+[ -n "$token" ] || { echo "FAIL import-time: tenant creation"; exit 1; }
+
+printf '%-26s %6s %12s %10s\n' "gpu_many_modules (64 fatbins)" "used" "median ms" "shipped"
+for used in 2 64; do
+  times=""
+  for _ in $(seq 1 "$runs"); do times+=" $(timed "$work/native-$used.log" "$prog" "$used")"; done
+  printf '%-26s %6s %12s %10s\n' "native" "$used" "$(echo "$times" | median)" "-"
+
+  cold=$(timed "$work/cold-$used.log" remote "$prog" "$used")
+  printf '%-26s %6s %12s %10s\n' "remora shm, cold cache" "$used" "$cold" "$(shipped "$work/cold-$used.log")"
+
+  times=""
+  for _ in $(seq 1 "$runs"); do times+=" $(timed "$work/warm-$used.log" remote "$prog" "$used")"; done
+  warm_shipped=$(shipped "$work/warm-$used.log")
+  printf '%-26s %6s %12s %10s\n' "remora shm, warm cache" "$used" "$(echo "$times" | median)" "$warm_shipped"
+  if [ "$warm_shipped" -ne 0 ]; then
+    echo "FAIL import-time: warm runs shipped $warm_shipped fat binaries (the server's cache should have them)"
+    failures=$((failures + 1))
+  fi
+done
+echo "(wall time of the whole process: start, registration of 64 fat binaries, kernels of USED of them, checked result)"
+[ $failures -eq 0 ] && echo "PASS import-time" && exit 0
+echo "FAIL import-time: $failures failure(s)"
+exit 1
