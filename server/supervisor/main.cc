@@ -36,11 +36,6 @@ int main(int argc, char** argv) {
   SetLogIdentity(o.backend == "host" ? "remora-server (host-emulated backend)" : "remora-server");
   setenv("REMORA_LOG", o.log_level.c_str(), 1);
   SetLogLevelFromEnv(LogLevel::kInfo);
-  if (!o.auth_required) {
-    for (const std::string& url : o.listen)
-      if (url.rfind("shm://", 0) != 0)
-        LOG_WARN("--auth none with {}: anyone who can reach it uses this server's GPUs", url);
-  }
   server::Supervisor sup(o);
   Status st = sup.Start();
   if (!st.ok()) {

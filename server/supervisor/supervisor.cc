@@ -127,6 +127,8 @@ Status Supervisor::Start() {
       return l.status();
     }
     LOG_INFO("listening on {}", (*l)->endpoint().ToUrl());
+    if (!options_.auth_required && ep.kind != TransportKind::kShm)
+      LOG_WARN("--auth none with {}: anyone who can reach it uses this server's GPUs", url);
     listeners_.push_back(std::move(*l));
   }
   if (listeners_.empty()) return Error(Err::kInvalidValue, "no transport to serve: give at least one usable --listen URL");

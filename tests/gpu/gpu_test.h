@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <time.h>
 
 #ifndef GPU_TEST_NAME
 #error "define GPU_TEST_NAME before including gpu_test.h"
@@ -36,7 +37,20 @@ namespace gpu_test {
        line);
 }
 
+// CLOCK_REALTIME in ns: comparable with `date +%s%N` in the scripts that time a whole process.
+inline long long wall_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+// Taken during static initialisation (after the loader, before main).
+inline const long long static_init_ns = wall_ns();
+
+// With GPU_TEST_TIMESTAMPS set, pass() also writes "timestamps: init=NS pass=NS" to stderr so
+// that import-time.sh can split a run's wall time into start-up, work and exit.
 inline void pass(const char* fmt, ...) {
+  if (std::getenv("GPU_TEST_TIMESTAMPS"))
+    std::fprintf(stderr, "timestamps: init=%lld pass=%lld\n", static_init_ns, wall_ns());
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);

@@ -85,6 +85,39 @@ for used in 2 64; do
   fi
 done
 echo "(wall time of the whole process: start, registration of 64 fat binaries, kernels of USED of them, checked result)"
+
+# Where a whole-process wall time goes, for the tiled matmul app of remora-bench: start-up
+# (exec, loader, static initialisation), main() to its PASS line, and exit (teardown).
+matmul=$bin/gpu_matmul_tiled
+if [ -x "$matmul" ]; then
+  printf '\n%-26s %10s %10s %10s %10s\n' "gpu_matmul_tiled (ms)" "start-up" "main" "exit" "total"
+  for mode in native remote; do
+    s_up="" s_main="" s_exit="" s_tot=""
+    for _ in $(seq 1 "$runs"); do
+      t0=$(date +%s%N)
+      if [ $mode = native ]; then
+        GPU_TEST_TIMESTAMPS=1 "$matmul" >"$work/mm.log" 2>&1
+      else
+        GPU_TEST_TIMESTAMPS=1 remote "$matmul" >"$work/mm.log" 2>&1
+      fi
+      rc=$?
+      t1=$(date +%s%N)
+      line=$(grep '^timestamps:' "$work/mm.log")
+      if [ $rc -ne 0 ] || [ -z "$line" ]; then
+        echo "FAIL import-time: gpu_matmul_tiled ($mode) exited $rc"; tail -20 "$work/mm.log"
+        failures=$((failures + 1)); continue
+      fi
+      init=$(echo "$line" | sed 's/.*init=\([0-9]*\).*/\1/')
+      pass=$(echo "$line" | sed 's/.*pass=\([0-9]*\).*/\1/')
+      s_up+=" $(((init - t0) / 1000000))"; s_main+=" $(((pass - init) / 1000000))"
+      s_exit+=" $(((t1 - pass) / 1000000))"; s_tot+=" $(((t1 - t0) / 1000000))"
+    done
+    label=$([ $mode = native ] && echo native || echo "remora shm")
+    printf '%-26s %10s %10s %10s %10s\n' "$label" "$(echo "$s_up" | median)" "$(echo "$s_main" | median)" \
+      "$(echo "$s_exit" | median)" "$(echo "$s_tot" | median)"
+  done
+  echo "(medians of $runs runs; start-up = exec to static initialisation, exit = PASS line to the process's end)"
+fi
 [ $failures -eq 0 ] && echo "PASS import-time" && exit 0
 echo "FAIL import-time: $failures failure(s)"
 exit 1
