@@ -239,10 +239,17 @@ class ShmConnection final : public Connection {
     out_total_ = bulk_bytes;
     out_acquired_ = out_committed_ = 0;
     inline_out_ = bulk_bytes > 0 && bulk_bytes <= caps_.inline_bulk_limit;
-    if (pending_.empty() && !inline_out_) {
-      // Fast path: straight into the ring, no copy into a queue.
+    if (pending_.empty()) {
+      // Fast path: straight into the ring, no copy into a queue. A record with inline bulk
+      // stays reserved (unpublished) while its bulk is written in place; no other record can
+      // be reserved meanwhile, since the next Post needs this bulk committed.
       if (std::byte* at = out_ring_.TryReserve(bytes)) {
         WriteRecord(at, h, frame.body, {});
+        if (inline_out_) {
+          inline_ring_at_ = at + sizeof(h) + frame.body.size_bytes();
+          inline_ring_bytes_ = bytes;
+          return Status::Ok();
+        }
         out_ring_.Publish(bytes);
         shm::Ring(peer_bell_);
         return Status::Ok();
@@ -261,6 +268,12 @@ class ShmConnection final : public Connection {
 
   Result<std::optional<BulkChunk>> AcquireBulkChunk(size_t max) override {
     if (out_acquired_ >= out_total_) return Error(Err::kUnknown, "no bulk is pending");
+    if (inline_out_ && inline_ring_at_ != nullptr) {
+      size_t n = std::min<uint64_t>(max, out_total_ - out_acquired_);
+      BulkChunk c{inline_ring_at_ + out_acquired_, n, out_acquired_, UINT32_MAX};
+      out_acquired_ += n;
+      return std::optional<BulkChunk>(c);
+    }
     if (inline_out_) {
       if (inline_buf_ == nullptr) {
         if (staging_ == nullptr) return Error(Err::kInitializationError, "transport has no staging allocator");
@@ -284,6 +297,14 @@ class ShmConnection final : public Connection {
     if (bytes > chunk.size) return Error(Err::kUnknown, "committed more than the chunk holds");
     out_acquired_ -= chunk.size - bytes;
     out_committed_ += bytes;
+    if (inline_out_ && inline_ring_at_ != nullptr) {
+      if (out_committed_ == out_total_) {
+        out_ring_.Publish(inline_ring_bytes_);
+        inline_ring_at_ = nullptr;
+        shm::Ring(peer_bell_);
+      }
+      return Status::Ok();
+    }
     if (inline_out_) {
       if (out_committed_ == out_total_) {
         Pending& p = pending_.back();
@@ -403,6 +424,10 @@ class ShmConnection final : public Connection {
   Doorbell* my_bell_ = nullptr;
   Doorbell* peer_bell_ = nullptr;
 
+  // The ring record of a reply with inline bulk, reserved by Post's fast path until its bulk
+  // is committed (nullptr otherwise): the bulk area inside it, and the record's size.
+  std::byte* inline_ring_at_ = nullptr;
+  uint64_t inline_ring_bytes_ = 0;
   std::optional<Record> current_;
   uint64_t bulk_given_ = 0;
   int chunks_out_ = 0;
