@@ -43,4 +43,5 @@ if [ $bench -eq 1 ]; then
   "$b/bin/remora-bench" --transports shm,tcp --matmul "$b/bin/gpu_matmul_tiled" --json-file "$out/bench.json" \
     "${bench_args[@]}" 2>&1 | tee "$out/bench.txt"
 fi
+python3 "$b/scripts/tcp-loopback.py" 2>&1 | tee "$out/tcp-loopback.txt"
 echo "suite exit status: $suite_rc  tenancy exit status: $tenancy_rc  import-time exit status: $import_rc"
