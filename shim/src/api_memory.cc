@@ -66,6 +66,41 @@ bool InSharedRegion(const void* p, size_t n, uint64_t* region, uint64_t* offset)
   return true;
 }
 
+uint64_t ShareWithWorker(Client* c, void** p, size_t bytes);
+
+// Device-to-pageable copies up to this size go through the client's shared bounce buffer.
+constexpr size_t kSmallDtoH = 64 << 10;
+
+// A small device-to-pageable copy through the client's shared bounce buffer: the worker DMAs
+// straight into it, as into pinned memory, and the bytes are copied out here, which is
+// cheaper than carrying them in the reply. Returns false without doing anything when the
+// buffer is busy (another thread's copy) or the transport cannot share memory; the caller
+// then takes the ordinary path. Blocks until the data is in `dst`.
+bool SmallDtoHThroughBounce(Client* cl, int device, void* dst, const void* src, size_t n, cudaStream_t stream,
+                            bool per_thread, Status* st) {
+  Client::SharedBounce& b = cl->shared_bounce();
+  std::unique_lock<std::mutex> lock(b.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  if (!b.tried) {
+    b.tried = true;
+    b.region = ShareWithWorker(cl, &b.base, kSmallDtoH);
+    if (b.region != 0) b.size = kSmallDtoH;
+    else b.base = nullptr;
+  }
+  if (b.base == nullptr) return false;
+  *st = cl->Call(device, [&](wire::Request::Builder& r) {
+    auto m = r.initMemcpyDtoH();
+    m.setSrc(U(src));
+    m.setSize(n);
+    SetStream(m.initStream(), stream, per_thread);
+    m.setHostRegion(b.region);
+    m.setHostOffset(0);
+    m.setAsync(false);
+  }, [](wire::Reply::Reader&) { return Status::Ok(); });
+  if (st->ok()) std::memcpy(dst, b.base, n);
+  return true;
+}
+
 }  // namespace
 
 cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread,
@@ -177,6 +212,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     auto pinned = rt.FindHost(dst);
     if (async && pinned && U(dst) + n <= pinned->base + pinned->size)
       return Finish(cl->PostExpectingBulk(device, build, AsWritableBytes(dst, n)), call);
+    if (n <= kSmallDtoH && !pinned && SmallDtoHThroughBounce(cl, device, dst, src, n, stream, per_thread, &st))
+      return async ? Finish(st, call) : FinishSync(cl, st, call);
     st = cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, {}, AsWritableBytes(dst, n));
     return async ? Finish(st, call) : FinishSync(cl, st, call);
   }

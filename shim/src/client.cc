@@ -1,5 +1,7 @@
 #include "client.h"
 
+#include <sys/mman.h>
+
 #include <vector>
 
 #include "remora/base/log.h"
@@ -16,7 +18,9 @@ uint64_t ThreadId() {
 Client::Client(std::unique_ptr<Connection> conn, SessionInfo session)
     : conn_(std::move(conn)), session_(std::move(session)) {}
 
-Client::~Client() = default;
+Client::~Client() {
+  if (bounce_.base != nullptr) ::munmap(bounce_.base, bounce_.size);
+}
 
 namespace {
 // Errors after which CUDA's context is unusable: every later call returns them.

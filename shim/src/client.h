@@ -66,6 +66,17 @@ class Client {
   // the callback thread so a notice arrives even when no application thread waits.
   void Pump(int timeout_ms);
 
+  // A small pinned buffer shared with the worker, through which small device-to-pageable
+  // copies go (api_memory.cc). Created by the first such copy; unmapped with the client.
+  struct SharedBounce {
+    std::mutex mu;         // held by the one copy using the buffer
+    bool tried = false;    // creation was attempted (under mu)
+    void* base = nullptr;  // nullptr: the transport cannot share memory
+    size_t size = 0;
+    uint64_t region = 0;
+  };
+  SharedBounce& shared_bounce() { return bounce_; }
+
  private:
   struct Waiter {
     ReplyFn* on_reply = nullptr;
@@ -98,6 +109,7 @@ class Client {
   Status broken_;
   Status async_error_;
   std::function<void(uint64_t)> callback_sink_;
+  SharedBounce bounce_;  // has its own lock
   Status sticky_;
 };
 
