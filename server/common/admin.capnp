@@ -74,6 +74,7 @@ struct Session {
   startedAt @8 :Int64;          # unix seconds
   memoryCurrent @9 :UInt64;     # bytes the session holds, all GPUs
   workerPid @10 :Int32;
+  dataPath @11 :Text;           # how bulk data moves: shared-memory | socket | rdma-host-staged
 }
 
 interface Admin {

@@ -193,6 +193,9 @@ int main(int argc, char** argv) {
     sigaction(SIGINT, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
     LOG_INFO("serving {} on {} with {} GPU(s) [{}]", (*conn)->Describe(), (*driver)->name(), config.gpus.size(), gpus_arg);
+    if (kind == TransportKind::kRdma)
+      LOG_DEBUG("RDMA data path: host-staged (RDMA READ/WRITE into pinned host staging, then DMA to and from the "
+                "GPU; GPUDirect RDMA into device memory is not implemented)");
     Status st = executor.Run();
     g_executor = nullptr;
     if (st.ok()) LOG_INFO("session ended normally");

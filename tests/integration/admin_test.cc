@@ -149,6 +149,7 @@ TEST(Admin, CommandsTablesJsonAndErrors) {
   EXPECT_EQ(JsonField(r.output, "tenant"), "bob") << r.output;
   EXPECT_EQ(JsonField(r.output, "pid"), std::to_string(app.process().pid())) << r.output;
   EXPECT_EQ(JsonField(r.output, "transport"), "tcp") << r.output;
+  EXPECT_EQ(JsonField(r.output, "data_path"), "socket") << r.output;
   EXPECT_EQ(JsonField(r.output, "memory_current"), std::to_string(4 * kMiB)) << r.output;
   EXPECT_NE(JsonField(r.output, "program").find("mem_shell"), std::string::npos) << r.output;
   std::string id = JsonField(r.output, "id");

@@ -237,6 +237,7 @@ class Client final : public AdminClient {
                                             i.user = s.getUser();
                                             i.program = s.getProgram();
                                             i.transport = s.getTransport();
+                                            i.data_path = s.getDataPath();
                                             i.peer = s.getPeer();
                                             i.started_at = s.getStartedAt();
                                             i.memory_current = s.getMemoryCurrent();

@@ -78,6 +78,7 @@ struct SessionInfo {
   int64_t started_at = 0;
   uint64_t memory_current = 0;
   int worker_pid = 0;
+  std::string data_path;  // how bulk moves: shared-memory | socket | rdma-host-staged
 };
 
 // The admin token in `path` (its first line, trailing blanks dropped). kInitializationError,

@@ -186,16 +186,16 @@ Status SessionList(AdminClient& c, const Options& o) {
     for (const auto& s : sessions) {
       j.BeginObject().Key("id").Uint(s.id).Key("tenant").String(s.tenant).Key("pid").Uint(s.client_pid);
       j.Key("host").String(s.host).Key("user").String(s.user).Key("program").String(s.program);
-      j.Key("transport").String(s.transport).Key("peer").String(s.peer).Key("started").Int(s.started_at);
+      j.Key("transport").String(s.transport).Key("data_path").String(s.data_path).Key("peer").String(s.peer).Key("started").Int(s.started_at);
       j.Key("memory_current").Uint(s.memory_current).Key("worker_pid").Int(s.worker_pid).EndObject();
     }
     std::cout << j.EndArray().str();
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(auto info, c.Info());
-  Table t({">ID", "TENANT", ">PID", "HOST", "USER", "PROGRAM", "TRANSPORT", "STARTED", ">MEMORY", ">WORKER"});
+  Table t({">ID", "TENANT", ">PID", "HOST", "USER", "PROGRAM", "TRANSPORT", "DATA PATH", "STARTED", ">MEMORY", ">WORKER"});
   for (const auto& s : sessions)
-    t.Row({std::to_string(s.id), s.tenant, std::to_string(s.client_pid), s.host, s.user, s.program, s.transport,
+    t.Row({std::to_string(s.id), s.tenant, std::to_string(s.client_pid), s.host, s.user, s.program, s.transport, s.data_path,
            FormatAge(s.started_at) + " ago", FormatSize(s.memory_current), std::to_string(s.worker_pid)});
   std::cout << t.Render() << BackendNote(info);
   return Status::Ok();

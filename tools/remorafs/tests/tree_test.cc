@@ -124,7 +124,7 @@ class TreeTest : public ::testing::Test {
     b.name = "bob";
     b.gpus = {1};
     fake.tenants.push_back(b);
-    fake.sessions.push_back({7, "alice", 4242, "client-host", "root", "app", "shm", "", 1700000000, 3 * kMiB, 99});
+    fake.sessions.push_back({7, "alice", 4242, "client-host", "root", "app", "shm", "", 1700000000, 3 * kMiB, 99, "shared-memory"});
   }
 
   // The contents an open for reading serves, or "<errno N>".
