@@ -38,10 +38,13 @@ tenancy_rc=${PIPESTATUS[0]}
 # Start-up cost of a program with 64 fat binaries: native, cold and warm module cache.
 bash "$b/scripts/import-time.sh" "$b" 2>&1 | tee "$out/import-time.txt"
 import_rc=${PIPESTATUS[0]}
+# Hot attach/detach of a second GPU (SKIP on one-GPU machines).
+bash "$b/scripts/attach-gpu.sh" "$b" 2>&1 | tee "$out/attach.txt"
+attach_rc=${PIPESTATUS[0]}
 
 if [ $bench -eq 1 ]; then
   "$b/bin/remora-bench" --transports shm,tcp --matmul "$b/bin/gpu_matmul_tiled" --json-file "$out/bench.json" \
     "${bench_args[@]}" 2>&1 | tee "$out/bench.txt"
 fi
 python3 "$b/scripts/tcp-loopback.py" 2>&1 | tee "$out/tcp-loopback.txt"
-echo "suite exit status: $suite_rc  tenancy exit status: $tenancy_rc  import-time exit status: $import_rc"
+echo "suite exit status: $suite_rc  tenancy exit status: $tenancy_rc  import-time exit status: $import_rc  attach exit status: $attach_rc (77 = skipped)"
