@@ -111,6 +111,17 @@ Result<DEvent> Executor::AcquirePoolEvent(int gpu) {
 
 void Executor::ReleasePoolEvent(int gpu, DEvent e) { event_pool_[gpu].push_back(e); }
 
+Result<DEvent> Executor::RecordPoolEvent(const Stream& s) {
+  RETURN_IF_ERROR(SetDevice(s.gpu));
+  ASSIGN_OR_RETURN(DEvent e, AcquirePoolEvent(s.gpu));
+  Status st = driver_.EventRecord(e, s.stream);
+  if (!st.ok()) {
+    ReleasePoolEvent(s.gpu, e);
+    return st;
+  }
+  return e;
+}
+
 Result<std::byte*> Executor::AcquireBounce() {
   if (!bounce_free_.empty()) {
     std::byte* p = bounce_free_.back();

@@ -146,6 +146,9 @@ class Executor {
   // A pinned event of `gpu` from a pool (timing disabled) for completion tracking.
   Result<DEvent> AcquirePoolEvent(int gpu);
   void ReleasePoolEvent(int gpu, DEvent e);
+  // A pool event recorded on `s` (its GPU made current first): completes when the stream
+  // reaches this point. Release it with ReleasePoolEvent(s.gpu, e).
+  Result<DEvent> RecordPoolEvent(const Stream& s);
   // 64 KiB pinned bounce buffers for small asynchronous host-to-device copies.
   Result<std::byte*> AcquireBounce();
   void ReleaseBounce(std::byte* p);

@@ -116,11 +116,7 @@ Status Handlers::UnregisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   for (int gpu : ex.config().gpus) {
     if (gpu < 0) continue;
     for (const Executor::Stream& s : StreamsOf(ex, gpu)) {
-      if (!ex.SetDevice(s.gpu).ok()) continue;
-      auto e = ex.AcquirePoolEvent(s.gpu);
-      if (!e.ok()) continue;
-      if (ex.driver().EventRecord(*e, s.stream).ok()) events.emplace_back(s.gpu, *e);
-      else ex.ReleasePoolEvent(s.gpu, *e);
+      if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
     }
   }
   ex.AddPending(std::make_unique<UnregisterRegionOp>(tag, id, std::move(events)));
@@ -172,11 +168,7 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   if (!a.ok()) return ex.PostReply(tag, a.status());
   std::vector<std::pair<int, DEvent>> events;
   for (const Executor::Stream& s : StreamsOf(ex, a->device)) {
-    if (!ex.SetDevice(s.gpu).ok()) continue;
-    auto e = ex.AcquirePoolEvent(s.gpu);
-    if (!e.ok()) continue;
-    if (ex.driver().EventRecord(*e, s.stream).ok()) events.emplace_back(s.gpu, *e);
-    else ex.ReleasePoolEvent(s.gpu, *e);
+    if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
   }
   ex.AddPending(std::make_unique<FreeOp>(tag, *a, std::move(events)));
   return Status::Ok();

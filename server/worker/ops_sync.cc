@@ -58,23 +58,12 @@ std::vector<Executor::Stream> Handlers::StreamsOf(Executor& ex, int gpu) {
 Status Handlers::ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor::Stream> streams) {
   std::vector<SyncWaitOp::Item> items;
   for (const auto& s : streams) {
-    Status st = ex.SetDevice(s.gpu);
-    DEvent e = nullptr;
-    if (st.ok()) {
-      auto ev = ex.AcquirePoolEvent(s.gpu);
-      if (ev.ok()) {
-        e = *ev;
-        st = ex.driver().EventRecord(e, s.stream);
-        if (!st.ok()) ex.ReleasePoolEvent(s.gpu, e);
-      } else {
-        st = ev.status();
-      }
-    }
-    if (!st.ok()) {
+    auto e = ex.RecordPoolEvent(s);
+    if (!e.ok()) {
       for (auto& it : items) ex.ReleasePoolEvent(it.gpu, it.event);
-      return ReplyOrDefer(ex, tag, st);
+      return ReplyOrDefer(ex, tag, e.status());
     }
-    items.push_back({s.gpu, e, true});
+    items.push_back({s.gpu, *e, true});
   }
   ex.AddPending(std::make_unique<SyncWaitOp>(tag, std::move(items)));
   return Status::Ok();

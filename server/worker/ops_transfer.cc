@@ -128,14 +128,9 @@ class HtoDOp final : public PendingOp {
       Status st = ex.SetDevice(stream_.gpu);
       if (st.ok() && error_.ok()) st = Issue(ex, c->offset, c->size, const_cast<std::byte*>(src));
       if (st.ok() && error_.ok()) {
-        auto e = ex.AcquirePoolEvent(stream_.gpu);
-        if (e.ok()) {
-          st = ex.driver().EventRecord(*e, stream_.stream);
-          if (st.ok()) item.event = *e;
-          else ex.ReleasePoolEvent(stream_.gpu, *e);
-        } else {
-          st = e.status();
-        }
+        auto e = ex.RecordPoolEvent(stream_);
+        if (e.ok()) item.event = *e;
+        else st = e.status();
       }
       if (!st.ok() && error_.ok()) error_ = st;
       inflight_.push_back(item);
@@ -227,14 +222,9 @@ class DtoHOp final : public PendingOp {
       Status st = error_.ok() ? ex.SetDevice(stream_.gpu) : error_;
       if (st.ok()) st = Issue(ex, c->offset, c->size, c->data);
       if (st.ok()) {
-        auto e = ex.AcquirePoolEvent(stream_.gpu);
-        if (e.ok()) {
-          st = ex.driver().EventRecord(*e, stream_.stream);
-          if (st.ok()) item.event = *e;
-          else ex.ReleasePoolEvent(stream_.gpu, *e);
-        } else {
-          st = e.status();
-        }
+        auto e = ex.RecordPoolEvent(stream_);
+        if (e.ok()) item.event = *e;
+        else st = e.status();
       }
       if (!st.ok()) {
         Fail(ex, st);
@@ -332,13 +322,8 @@ Status StartDtoH(Executor& ex, uint64_t tag, const Executor::Stream& stream, con
       return st;
     }
   }
-  auto gate = ex.AcquirePoolEvent(stream.gpu);
+  auto gate = ex.RecordPoolEvent(stream);
   if (!gate.ok()) return ex.PostReply(tag, gate.status());
-  st = ex.driver().EventRecord(*gate, stream.stream);
-  if (!st.ok()) {
-    ex.ReleasePoolEvent(stream.gpu, *gate);
-    return ex.PostReply(tag, st);
-  }
   ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, *gate));
   return Status::Ok();
 }

@@ -8,11 +8,10 @@
 #include "export.h"
 #include "modules.h"
 #include "runtime.h"
+#include "wire_args.h"
 
 namespace remora::shim {
 namespace {
-
-uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 struct Launch {
   dim3 grid, block;

@@ -15,18 +15,9 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "runtime.h"
+#include "wire_args.h"
 
 namespace remora::shim {
-namespace {
-
-uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-void SetStream(wire::StreamRef::Builder b, cudaStream_t s, bool per_thread) {
-  b.setHandle(U(s));
-  b.setPerThread(per_thread);
-}
-
-}  // namespace
 
 cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread, const char* call) {
   Runtime& rt = Runtime::Get();

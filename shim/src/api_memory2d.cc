@@ -10,16 +10,10 @@
 #include "export.h"
 #include "memops.h"
 #include "runtime.h"
+#include "wire_args.h"
 
 namespace remora::shim {
 namespace {
-
-uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-void SetStream(wire::StreamRef::Builder b, cudaStream_t s, bool per_thread) {
-  b.setHandle(U(s));
-  b.setPerThread(per_thread);
-}
 
 // A strided region: `depth` slices of `height` rows of `width` bytes; rows `pitch` apart,
 // slices `rows` rows apart.

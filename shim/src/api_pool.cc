@@ -4,16 +4,10 @@
 
 #include "export.h"
 #include "runtime.h"
+#include "wire_args.h"
 
 namespace remora::shim {
 namespace {
-
-uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-void SetStream(wire::StreamRef::Builder b, cudaStream_t s, bool per_thread) {
-  b.setHandle(U(s));
-  b.setPerThread(per_thread);
-}
 
 cudaError_t MallocAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream, bool per_thread, const char* call) {
   if (ptr == nullptr) return Finish(Error(Err::kInvalidValue, "devPtr is NULL"), call);

@@ -5,18 +5,12 @@
 
 #include "export.h"
 #include "runtime.h"
+#include "wire_args.h"
 
 namespace remora::shim {
 namespace {
 
-uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
 constexpr auto Ok = [](wire::Reply::Reader&) { return Status::Ok(); };
-
-void SetStream(wire::StreamRef::Builder b, cudaStream_t s, bool per_thread) {
-  b.setHandle(U(s));
-  b.setPerThread(per_thread);
-}
 
 cudaError_t StreamSync(cudaStream_t s, bool per_thread, const char* call) {
   Runtime& rt = Runtime::Get();

@@ -355,26 +355,15 @@ Status Channel::SendAck(uint64_t count) {
 }
 
 Status Channel::PostRead(uint64_t id, void* local, uint32_t lkey, uint64_t remote, uint32_t rkey, uint32_t bytes) {
-  if (!failure_.ok()) return failure_;
-  ibv_sge sge{reinterpret_cast<uintptr_t>(local), bytes, lkey};
-  ibv_send_wr wr{};
-  ibv_send_wr* bad = nullptr;
-  wr.wr_id = WrId(kWrOneSided, id);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = remote;
-  wr.wr.rdma.rkey = rkey;
-  if (int e = ibv_post_send(qp_->qp, &wr, &bad); e != 0) {
-    Fail(ErrnoStatus(Err::kDevicesUnavailable, "ibv_post_send(RDMA read)", e));
-    return failure_;
-  }
-  one_sided_++;
-  return Status::Ok();
+  return PostOneSided(IBV_WR_RDMA_READ, id, local, lkey, remote, rkey, bytes);
 }
 
 Status Channel::PostWrite(uint64_t id, const void* local, uint32_t lkey, uint64_t remote, uint32_t rkey, uint32_t bytes) {
+  return PostOneSided(IBV_WR_RDMA_WRITE, id, const_cast<void*>(local), lkey, remote, rkey, bytes);
+}
+
+Status Channel::PostOneSided(ibv_wr_opcode opcode, uint64_t id, void* local, uint32_t lkey, uint64_t remote,
+                             uint32_t rkey, uint32_t bytes) {
   if (!failure_.ok()) return failure_;
   ibv_sge sge{reinterpret_cast<uintptr_t>(local), bytes, lkey};
   ibv_send_wr wr{};
@@ -382,12 +371,13 @@ Status Channel::PostWrite(uint64_t id, const void* local, uint32_t lkey, uint64_
   wr.wr_id = WrId(kWrOneSided, id);
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.opcode = opcode;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = remote;
   wr.wr.rdma.rkey = rkey;
   if (int e = ibv_post_send(qp_->qp, &wr, &bad); e != 0) {
-    Fail(ErrnoStatus(Err::kDevicesUnavailable, "ibv_post_send(RDMA write)", e));
+    Fail(ErrnoStatus(Err::kDevicesUnavailable,
+                     opcode == IBV_WR_RDMA_READ ? "ibv_post_send(RDMA read)" : "ibv_post_send(RDMA write)", e));
     return failure_;
   }
   one_sided_++;

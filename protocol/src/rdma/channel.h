@@ -139,6 +139,8 @@ class Channel {
   std::string Stats() const;
 
  private:
+  Status PostOneSided(ibv_wr_opcode opcode, uint64_t id, void* local, uint32_t lkey, uint64_t remote, uint32_t rkey,
+                      uint32_t bytes);
   Channel(EventChannel ec, CmId id, Fd tcp, const Geometry& g);
   Status Build();
   bool ok_to_send() const { return failure_.ok() && !free_send_.empty() && peer_known_; }

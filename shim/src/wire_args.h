@@ -1,0 +1,22 @@
+// Turning runtime API arguments into request fields. Private to the shim.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "remora.capnp.h"
+
+namespace remora::shim {
+
+// A pointer or an opaque CUDA handle as the 64-bit value the wire carries.
+inline uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// The stream a call runs on: the application's handle, and whether stream 0 means the
+// calling thread's per-thread default stream (the _ptsz/_ptds entry points).
+inline void SetStream(wire::StreamRef::Builder b, cudaStream_t s, bool per_thread) {
+  b.setHandle(U(s));
+  b.setPerThread(per_thread);
+}
+
+}  // namespace remora::shim
