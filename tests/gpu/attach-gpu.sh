@@ -17,23 +17,12 @@ if [ "${gpus:-0}" -lt 2 ]; then
   exit 77
 fi
 
-work=$(mktemp -d /tmp/remora-attach-gpu.XXXXXX)
-server_pid= app_pid=
-cleanup() {
-  [ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  [ -n "${KEEP:-}" ] || rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$bin/remora-server" --backend cuda --state-dir "$work/state" --listen "shm://$work/remora.sock" \
-  --ready-file "$work/ready" --log-level info >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 300); do [ -s "$work/ready" ] && break; sleep 0.1; done
-[ -s "$work/ready" ] || { echo "FAIL attach-gpu: remora-server did not start"; cat "$work/server.log"; exit 1; }
-url=$(grep '^shm://' "$work/ready")
-ctl() { "$bin/remoractl" --state-dir "$work/state" "$@"; }
-token=$(ctl --json tenant create hot --memory 1GiB --gpus 0 | sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+. "$(dirname "$0")/gpu-server.sh"
+app_pid=
+on_exit '[ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null'
+start_gpu_server attach-gpu
+url=$(grep '^shm://' "$ready")
+token=$(token_of hot --memory 1GiB --gpus 0)
 [ -n "$token" ] || { echo "FAIL attach-gpu: tenant creation"; exit 1; }
 
 mkfifo "$work/cmd"

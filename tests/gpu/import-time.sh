@@ -26,14 +26,7 @@ if ! { [ -e /dev/nvidia0 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; th
 fi
 [ -x "$prog" ] || { echo "FAIL import-time: $prog is missing"; exit 1; }
 
-work=$(mktemp -d /tmp/remora-import-time.XXXXXX)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  [ -n "${KEEP:-}" ] || rm -rf "$work"
-}
-trap cleanup EXIT
-
+. "$(dirname "$0")/gpu-server.sh"
 failures=0
 # timed LOG CMD...: runs CMD, appends its output to LOG, prints its wall time in ms.
 timed() {
@@ -55,15 +48,9 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print (NR % 2) 
 shipped() { grep -c 'shipping a .* fat binary' "$1"; }
 remote() { LD_PRELOAD=$shim REMORA_SERVER=$url REMORA_TOKEN=$token REMORA_LOG=debug "$@"; }
 
-"$bin/remora-server" --backend cuda --state-dir "$work/state" --listen "shm://$work/remora.sock" \
-  --ready-file "$work/ready" --log-level info >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 300); do [ -s "$work/ready" ] && break; sleep 0.1; done
-if [ ! -s "$work/ready" ]; then
-  echo "FAIL import-time: remora-server did not start"; cat "$work/server.log"; exit 1
-fi
-url=$(grep '^shm://' "$work/ready")
-token=$("$bin/remoractl" --state-dir "$work/state" --json tenant create importer | sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+start_gpu_server import-time
+url=$(grep '^shm://' "$ready")
+token=$(token_of importer)
 [ -n "$token" ] || { echo "FAIL import-time: tenant creation"; exit 1; }
 
 printf '%-26s %6s %12s %10s\n' "gpu_many_modules (64 fatbins)" "used" "median ms" "shipped"

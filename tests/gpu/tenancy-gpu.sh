@@ -17,25 +17,10 @@ if ! { [ -e /dev/nvidia0 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; th
   exit 77
 fi
 
-work=$(mktemp -d /tmp/remora-tenancy-gpu.XXXXXX)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  [ -n "${KEEP:-}" ] || rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$bin/remora-server" --backend cuda --state-dir "$work/state" --listen "shm://$work/remora.sock" \
-  --listen tcp://127.0.0.1:0 --ready-file "$work/ready" --log-level info >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 300); do [ -s "$work/ready" ] && break; sleep 0.1; done
-if [ ! -s "$work/ready" ]; then
-  echo "FAIL tenancy-gpu: remora-server did not start"; cat "$work/server.log"; exit 1
-fi
-shm_url=$(grep '^shm://' "$work/ready")
-tcp_url=$(grep '^tcp://' "$work/ready")
-ctl() { "$bin/remoractl" --state-dir "$work/state" "$@"; }
-token_of() { ctl --json tenant create "$@" | sed -n 's/.*"token":"\([^"]*\)".*/\1/p'; }
+. "$(dirname "$0")/gpu-server.sh"
+start_gpu_server tenancy-gpu --listen tcp://127.0.0.1:0
+shm_url=$(grep '^shm://' "$ready")
+tcp_url=$(grep '^tcp://' "$ready")
 
 token_q=$(token_of quota --memory 64MiB)
 token_a=$(token_of faulty --memory 2GiB)
