@@ -48,9 +48,9 @@ namespace {
 // table's cookie (the lower half holds the cudaHostAlloc flags).
 uint64_t RegionOf(const Allocation& a) { return a.cookie >> 32; }
 
-// Whether [p, p+n) lies in one shared pinned region; its id and the offset if so.
-bool InSharedRegion(const void* p, size_t n, uint64_t* region, uint64_t* offset) {
-  auto a = Runtime::Get().FindHost(p);
+// Whether [p, p+n) lies in one shared pinned region (`a` is FindHost(p)); its id and the
+// offset if so.
+bool InSharedRegion(const std::optional<Allocation>& a, const void* p, size_t n, uint64_t* region, uint64_t* offset) {
   if (!a || RegionOf(*a) == 0 || U(p) + n > a->base + a->size) return false;
   *region = RegionOf(*a);
   *offset = U(p) - a->base;
@@ -62,34 +62,16 @@ uint64_t ShareWithWorker(Client* c, void** p, size_t bytes);
 // Device-to-pageable copies up to this size go through the client's shared bounce buffer.
 constexpr size_t kSmallDtoH = 64 << 10;
 
-// A small device-to-pageable copy through the client's shared bounce buffer: the worker DMAs
-// straight into it, as into pinned memory, and the bytes are copied out here, which is
-// cheaper than carrying them in the reply. Returns false without doing anything when the
-// buffer is busy (another thread's copy) or the transport cannot share memory; the caller
-// then takes the ordinary path. Blocks until the data is in `dst`.
-bool SmallDtoHThroughBounce(Client* cl, int device, void* dst, const void* src, size_t n, cudaStream_t stream,
-                            bool per_thread, Status* st) {
-  Client::SharedBounce& b = cl->shared_bounce();
-  std::unique_lock<std::mutex> lock(b.mu, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
+// The client's shared bounce buffer, created on first use; false if the transport cannot
+// share memory. The caller holds b.mu.
+bool BounceReady(Client* cl, Client::SharedBounce& b) {
   if (!b.tried) {
     b.tried = true;
     b.region = ShareWithWorker(cl, &b.base, kSmallDtoH);
     if (b.region != 0) b.size = kSmallDtoH;
     else b.base = nullptr;
   }
-  if (b.base == nullptr) return false;
-  *st = cl->Call(device, [&](wire::Request::Builder& r) {
-    auto m = r.initMemcpyDtoH();
-    m.setSrc(U(src));
-    m.setSize(n);
-    SetStream(m.initStream(), stream, per_thread);
-    m.setHostRegion(b.region);
-    m.setHostOffset(0);
-    m.setAsync(false);
-  }, [](wire::Reply::Reader&) { return Status::Ok(); });
-  if (st->ok()) std::memcpy(dst, b.base, n);
-  return true;
+  return b.base != nullptr;
 }
 
 }  // namespace
@@ -138,8 +120,9 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     return cudaSuccess;
   }
   if (from == Side::kHost) {
+    auto host = rt.FindHost(src);
     uint64_t region = 0, offset = 0;
-    if (InSharedRegion(src, n, &region, &offset)) {
+    if (InSharedRegion(host, src, n, &region, &offset)) {
       // Zero copy: the worker DMAs from the pinned buffer itself, in stream order, as CUDA
       // does (the application must not change it before the copy completes).
       auto build = [&](wire::Request::Builder& r) {
@@ -157,7 +140,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     // The source is shipped before this returns: the application may reuse it at once. From
     // pageable memory CUDA returns once the data is staged, before the DMA: so do we (the
     // copy runs in stream order; a failure surfaces at the next synchronising call).
-    bool pageable = !rt.FindHost(src);
+    bool pageable = !host;
     // The bytes are read now, not when the stream gets there. That is CUDA's behaviour for
     // an asynchronous copy from pageable memory; otherwise a host function queued before the
     // copy may still write the source: let those run first.
@@ -177,9 +160,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     return FinishSync(cl, st, call);
   }
   if (to == Side::kHost) {
-    uint64_t region = 0, offset = 0;
-    if (InSharedRegion(dst, n, &region, &offset)) {
-      // Zero copy into the pinned buffer; asynchronous really is asynchronous.
+    // A DMA straight into memory shared with the worker, posted or answered once done.
+    auto into_region = [&](uint64_t region, uint64_t offset, bool post) {
       auto build = [&](wire::Request::Builder& r) {
         auto m = r.initMemcpyDtoH();
         m.setSrc(U(src));
@@ -187,10 +169,28 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
         SetStream(m.initStream(), stream, per_thread);
         m.setHostRegion(region);
         m.setHostOffset(offset);
-        m.setAsync(async);
+        m.setAsync(post);
       };
-      if (async) return Finish(cl->Post(device, build), call);
-      return FinishSync(cl, cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }), call);
+      return post ? cl->Post(device, build) : cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); });
+    };
+    auto pinned = rt.FindHost(dst);
+    uint64_t region = 0, offset = 0;
+    if (InSharedRegion(pinned, dst, n, &region, &offset)) {
+      // Zero copy into the pinned buffer; asynchronous really is asynchronous.
+      st = into_region(region, offset, async);
+      return async ? Finish(st, call) : FinishSync(cl, st, call);
+    }
+    if (n <= kSmallDtoH && !pinned) {
+      // Into pageable memory: DMA into the client's shared bounce buffer and copy out, which
+      // is cheaper than carrying the bytes in the reply. One copy at a time uses it; a
+      // concurrent one (or a transport that cannot share memory) takes the path below.
+      Client::SharedBounce& b = cl->shared_bounce();
+      std::unique_lock<std::mutex> lock(b.mu, std::try_to_lock);
+      if (lock.owns_lock() && BounceReady(cl, b)) {
+        st = into_region(b.region, 0, false);
+        if (st.ok()) std::memcpy(dst, b.base, n);
+        return async ? Finish(st, call) : FinishSync(cl, st, call);
+      }
     }
     auto build = [&](wire::Request::Builder& r) {
       auto m = r.initMemcpyDtoH();
@@ -200,11 +200,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     };
     // Into pinned memory an asynchronous copy really is asynchronous: the data lands when
     // the stream reaches it. Into pageable memory CUDA returns only once it is there.
-    auto pinned = rt.FindHost(dst);
     if (async && pinned && U(dst) + n <= pinned->base + pinned->size)
       return Finish(cl->PostExpectingBulk(device, build, AsWritableBytes(dst, n)), call);
-    if (n <= kSmallDtoH && !pinned && SmallDtoHThroughBounce(cl, device, dst, src, n, stream, per_thread, &st))
-      return async ? Finish(st, call) : FinishSync(cl, st, call);
     st = cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, {}, AsWritableBytes(dst, n));
     return async ? Finish(st, call) : FinishSync(cl, st, call);
   }
