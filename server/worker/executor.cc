@@ -8,6 +8,8 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "remora/protocol/message.h"
+#include "worker/api_op.h"
+#include "worker/gen_tables.h"
 #include "worker/handlers.h"
 
 namespace remora::worker {
@@ -22,7 +24,9 @@ constexpr uint64_t kReplayChunkBytes = 1 << 20;
 
 Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, SessionConfig config,
                    ControlSource* control)
-    : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging) {}
+    : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging) {
+  BindLibrary(static_cast<uint16_t>(Domain::kCuda), &gen::cuda::Ops(), &driver_.cuda());
+}
 
 Result<const DeviceDescription*> Executor::Description(int gpu) {
   auto it = descriptions_.find(gpu);
@@ -60,9 +64,8 @@ Result<int> Executor::GpuOf(int ordinal) const {
   return gpu;
 }
 
-Result<Executor::Stream> Executor::ResolveStream(wire::StreamRef::Reader ref, uint64_t thread, int ordinal) {
-  uint64_t h = ref.getHandle();
-  bool per_thread = h == 2 || (h == 0 && ref.getPerThread());
+Result<Executor::Stream> Executor::ResolveStream(uint64_t h, bool per_thread_flag, uint64_t thread, int ordinal) {
+  bool per_thread = h == 2 || (h == 0 && per_thread_flag);
   if (h == 0 || h == 1 || h == 2) {
     ASSIGN_OR_RETURN(int gpu, GpuOf(ordinal));
     if (!per_thread) return Stream{nullptr, gpu, 0};
@@ -170,15 +173,8 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MEM_GET_INFO: return Handlers::MemGetInfo(*this, tag, req);
       case W::STREAM_CREATE: return Handlers::StreamCreate(*this, tag, req);
       case W::STREAM_DESTROY: return Handlers::StreamDestroy(*this, async_tag, req);
-      case W::STREAM_SYNCHRONIZE: return Handlers::StreamSynchronize(*this, tag, req);
-      case W::STREAM_QUERY: return Handlers::StreamQuery(*this, tag, req);
-      case W::STREAM_WAIT_EVENT: return Handlers::StreamWaitEvent(*this, async_tag, req);
       case W::EVENT_CREATE: return Handlers::EventCreate(*this, tag, req);
       case W::EVENT_DESTROY: return Handlers::EventDestroy(*this, async_tag, req);
-      case W::EVENT_RECORD: return Handlers::EventRecord(*this, async_tag, req);
-      case W::EVENT_SYNCHRONIZE: return Handlers::EventSynchronize(*this, tag, req);
-      case W::EVENT_QUERY: return Handlers::EventQuery(*this, tag, req);
-      case W::EVENT_ELAPSED_TIME: return Handlers::EventElapsedTime(*this, tag, req);
       case W::DEVICE_SYNCHRONIZE: return Handlers::DeviceSynchronize(*this, tag, req);
       case W::DEVICE_RESET: return Handlers::DeviceReset(*this, tag, req);
       case W::GOODBYE:
@@ -199,22 +195,32 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MALLOC_PITCH: return Handlers::MallocPitch(*this, tag, req);
       case W::MALLOC_ASYNC: return Handlers::MallocAsync(*this, tag, req);
       case W::FREE_ASYNC: return Handlers::FreeAsync(*this, async_tag, req);
-      case W::DEFAULT_MEM_POOL:
-      case W::GET_MEM_POOL:
-      case W::SET_MEM_POOL:
       case W::POOL_CREATE:
-      case W::POOL_DESTROY:
-      case W::POOL_SET_ATTRIBUTE:
-      case W::POOL_GET_ATTRIBUTE:
-      case W::POOL_TRIM_TO: return Handlers::MemPool(*this, tag, req);
+      case W::POOL_DESTROY: return Handlers::MemPool(*this, tag, req);
       case W::MEMCPY_PEER: return Handlers::MemcpyPeer(*this, async_tag, req);
       case W::PEER_ACCESS: return Handlers::PeerAccess(*this, tag, req);
-      case W::DEVICE_LIMIT: return Handlers::DeviceLimit(*this, tag, req);
-      case W::STREAM_PRIORITY_RANGE: return Handlers::StreamPriorityRange(*this, tag, req);
       case W::HOST_FUNC: return Handlers::HostFunc(*this, async_tag, req);
       case W::CALLBACK_DONE: return Handlers::CallbackDone(*this, async_tag, req);
       case W::REGISTER_HOST_REGION: return Handlers::RegisterHostRegion(*this, tag, req);
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
+      case W::API_CALL: return DispatchApiCall(*this, frame, req);
+      // Retired members (now generated calls, wire::ApiCall): a current client never sends them.
+      case W::STREAM_SYNCHRONIZE:
+      case W::STREAM_QUERY:
+      case W::STREAM_WAIT_EVENT:
+      case W::EVENT_RECORD:
+      case W::EVENT_SYNCHRONIZE:
+      case W::EVENT_QUERY:
+      case W::EVENT_ELAPSED_TIME:
+      case W::DEVICE_LIMIT:
+      case W::STREAM_PRIORITY_RANGE:
+      case W::DEFAULT_MEM_POOL:
+      case W::GET_MEM_POOL:
+      case W::SET_MEM_POOL:
+      case W::POOL_SET_ATTRIBUTE:
+      case W::POOL_GET_ATTRIBUTE:
+      case W::POOL_TRIM_TO:
+        break;
     }
     // A call this worker does not know (a newer shim): answer, never crash.
     Status st = Error(Err::kNotSupported, "request type {} is not supported by this server", static_cast<int>(req.which()));

@@ -8,6 +8,7 @@
 // session's memory to the ledger.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -53,6 +54,7 @@ class ControlSource {
 };
 
 class Executor;
+struct OpTable;
 
 // Work started by a request that finishes later (a GPU completion, a bulk transfer).
 class PendingOp {
@@ -187,7 +189,25 @@ class Executor {
   // them in a stream may wait on the client, so transfers must not hold transport memory.
   bool HostCallbacksOutstanding() const { return !host_callbacks_.empty(); }
   Result<int> GpuOf(int ordinal) const;
-  Result<Stream> ResolveStream(wire::StreamRef::Reader ref, uint64_t thread, int ordinal);
+  Result<Stream> ResolveStream(wire::StreamRef::Reader ref, uint64_t thread, int ordinal) {
+    return ResolveStream(ref.getHandle(), ref.getPerThread(), thread, ordinal);
+  }
+  // Stream `handle` (0, 1 and 2 are the default streams; `per_thread` makes 0 the calling
+  // thread's own) of the calling thread on device `ordinal`.
+  Result<Stream> ResolveStream(uint64_t handle, bool per_thread, uint64_t thread, int ordinal);
+
+  // Libraries whose generated calls this session serves (the driver API always; others as
+  // the worker loads them): the operations and the implementation they call.
+  struct LibraryBinding {
+    const OpTable* table = nullptr;
+    void* api = nullptr;
+  };
+  void BindLibrary(uint16_t id, const OpTable* table, void* api) {
+    if (id < libraries_.size()) libraries_[id] = LibraryBinding{table, api};
+  }
+  const LibraryBinding* library(uint16_t id) const {
+    return id < libraries_.size() && libraries_[id].table != nullptr ? &libraries_[id] : nullptr;
+  }
 
   Ledger* ledger() { return config_.ledger; }
   uint32_t ledger_slot() const { return config_.ledger_slot; }
@@ -272,6 +292,7 @@ class Executor {
   std::deque<QueuedReply> queued_replies_;
 
   StagingAllocator& staging_;
+  std::array<LibraryBinding, kNumDomains> libraries_{};
   std::map<int, DeviceDescription> descriptions_;  // by GPU, kept after a detach
   std::vector<SharedRegion> registered_;
   uint64_t last_control_poll_ns_ = 0;

@@ -8,10 +8,12 @@ template <typename Fill>
 Status Executor::PostReply(uint64_t tag, const Status& status, Fill&& fill, uint64_t bulk_bytes) {
   ScratchMessage msg;
   auto r = msg.InitRoot<wire::Reply>();
-  r.setError(static_cast<uint32_t>(status.code()));
+  r.setError(status.raw());
+  r.setErrorDomain(static_cast<uint16_t>(status.domain()));
   if (!status.ok()) r.setMessage(status.message());
   if (!deferred_.ok()) {
-    r.setAsyncError(static_cast<uint32_t>(deferred_.code()));
+    r.setAsyncError(deferred_.raw());
+    r.setAsyncErrorDomain(static_cast<uint16_t>(deferred_.domain()));
     r.setAsyncMessage(deferred_.message());
     deferred_ = Status();
   }

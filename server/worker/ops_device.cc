@@ -146,30 +146,4 @@ Status Handlers::PeerAccess(Executor& ex, uint64_t tag, Req req) {
   return ex.PostReply(tag, Error(Err::kInvalidValue, "unknown peer access operation"));
 }
 
-Status Handlers::DeviceLimit(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getDeviceLimit();
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  if (a.getSet()) return ex.PostReply(tag, ex.driver().SetLimit(a.getLimit(), a.getValue()));
-  auto v = ex.driver().GetLimit(a.getLimit());
-  if (!v.ok()) return ex.PostReply(tag, v.status());
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setValue(static_cast<int64_t>(*v)); });
-}
-
-Status Handlers::StreamPriorityRange(Executor& ex, uint64_t tag, Req req) {
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  auto range = ex.driver().StreamPriorityRange();
-  if (!range.ok()) return ex.PostReply(tag, range.status());
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
-    auto p = r.initPair();
-    p.setFirst(range->first);
-    p.setSecond(range->second);
-  });
-}
-
 }  // namespace remora::worker

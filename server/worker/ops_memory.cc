@@ -299,13 +299,6 @@ Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
 namespace {
 
 // The handle of a driver pool, inserting it if this session has not seen it yet.
-uint64_t PoolHandle(Executor& ex, DPool pool, int gpu, bool created) {
-  uint64_t found = 0;
-  ex.pools().ForEach([&](uint64_t id, Executor::Pool& p) {
-    if (p.pool == pool) found = id;
-  });
-  return found != 0 ? found : ex.pools().Insert({pool, gpu, created});
-}
 
 Status ReplyHandle(Executor& ex, uint64_t tag, uint64_t h) {
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
@@ -315,24 +308,7 @@ Status ReplyHandle(Executor& ex, uint64_t tag, uint64_t h) {
 
 Status Handlers::MemPool(Executor& ex, uint64_t tag, Req req) {
   using W = wire::Request;
-  auto gpu = ex.GpuOf(req.getDevice());
   switch (req.which()) {
-    case W::DEFAULT_MEM_POOL:
-    case W::GET_MEM_POOL: {
-      if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-      Status st = ex.SetDevice(*gpu);
-      if (!st.ok()) return ex.PostReply(tag, st);
-      auto p = req.which() == W::DEFAULT_MEM_POOL ? ex.driver().DefaultMemPool(*gpu) : ex.driver().GetMemPool(*gpu);
-      if (!p.ok()) return ex.PostReply(tag, p.status());
-      return ReplyHandle(ex, tag, PoolHandle(ex, *p, *gpu, false));
-    }
-    case W::SET_MEM_POOL: {
-      auto p = ex.pools().Get(req.getSetMemPool());
-      if (!p.ok()) return ex.PostReply(tag, p.status());
-      if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-      if ((*p)->gpu != *gpu) return ex.PostReply(tag, Error(Err::kInvalidDevice, "the pool belongs to another device"));
-      return ex.PostReply(tag, ex.driver().SetMemPool(*gpu, (*p)->pool));
-    }
     case W::POOL_CREATE: {
       auto a = req.getPoolCreate();
       auto pg = ex.GpuOf(a.getDevice());
@@ -350,21 +326,6 @@ Status Handlers::MemPool(Executor& ex, uint64_t tag, Req req) {
       Status st = ex.driver().MemPoolDestroy((*p)->pool);
       ex.pools().Erase(req.getPoolDestroy());
       return ex.PostReply(tag, st);
-    }
-    case W::POOL_SET_ATTRIBUTE:
-    case W::POOL_GET_ATTRIBUTE:
-    case W::POOL_TRIM_TO: {
-      auto a = req.which() == W::POOL_SET_ATTRIBUTE ? req.getPoolSetAttribute()
-               : req.which() == W::POOL_GET_ATTRIBUTE ? req.getPoolGetAttribute() : req.getPoolTrimTo();
-      auto p = ex.pools().Get(a.getPool());
-      if (!p.ok()) return ex.PostReply(tag, p.status());
-      Status st = ex.SetDevice((*p)->gpu);
-      if (!st.ok()) return ex.PostReply(tag, st);
-      if (req.which() == W::POOL_SET_ATTRIBUTE) return ex.PostReply(tag, ex.driver().MemPoolSetAttribute((*p)->pool, a.getAttribute(), a.getValue()));
-      if (req.which() == W::POOL_TRIM_TO) return ex.PostReply(tag, ex.driver().MemPoolTrimTo((*p)->pool, a.getValue()));
-      auto v = ex.driver().MemPoolGetAttribute((*p)->pool, a.getAttribute());
-      if (!v.ok()) return ex.PostReply(tag, v.status());
-      return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setValue(static_cast<int64_t>(*v)); });
     }
     default:
       return ex.PostReply(tag, Error(Err::kNotSupported, "unknown pool request"));

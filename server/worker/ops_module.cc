@@ -316,7 +316,8 @@ Status Handlers::Occupancy(Executor& ex, uint64_t tag, Req req) {
       value = v.ok() ? Result<int64_t>(static_cast<int64_t>(*v)) : Result<int64_t>(v.status());
       break;
     }
-    case wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS: {
+    case wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS:
+    case wire::Occupancy::Kind::MAX_POTENTIAL_CLUSTER_SIZE: {
       auto l = a.getLaunch();
       LaunchConfig c;
       c.grid[0] = l.getGrid().getX();
@@ -333,7 +334,9 @@ Status Handlers::Occupancy(Executor& ex, uint64_t tag, Req req) {
         std::memcpy(la.value, at.getValue().begin(), sizeof(la.value));
         c.attrs.push_back(la);
       }
-      auto v = ex.driver().OccupancyMaxActiveClusters((*f)->function, c);
+      auto v = a.getKind() == wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS
+                   ? ex.driver().OccupancyMaxActiveClusters((*f)->function, c)
+                   : ex.driver().OccupancyMaxPotentialClusterSize((*f)->function, c);
       value = v.ok() ? Result<int64_t>(*v) : Result<int64_t>(v.status());
       break;
     }

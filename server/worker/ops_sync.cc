@@ -69,6 +69,11 @@ Status Handlers::ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor:
   return Status::Ok();
 }
 
+Status Handlers::ReplyWhenEvent(Executor& ex, uint64_t tag, int gpu, DEvent event) {
+  ex.AddPending(std::make_unique<SyncWaitOp>(tag, std::vector<SyncWaitOp::Item>{{gpu, event, false}}));
+  return Status::Ok();
+}
+
 Status Handlers::StreamCreate(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getStreamCreate();
   auto gpu = ex.GpuOf(req.getDevice());
@@ -93,31 +98,6 @@ Status Handlers::StreamDestroy(Executor& ex, uint64_t tag, Req req) {
   return ReplyOrDefer(ex, tag, st);
 }
 
-Status Handlers::StreamSynchronize(Executor& ex, uint64_t tag, Req req) {
-  auto s = ex.ResolveStream(req.getStreamSynchronize(), req.getThread(), req.getDevice());
-  if (!s.ok()) return ex.PostReply(tag, s.status());
-  return ReplyWhenDone(ex, tag, {*s});
-}
-
-Status Handlers::StreamQuery(Executor& ex, uint64_t tag, Req req) {
-  auto s = ex.ResolveStream(req.getStreamQuery(), req.getThread(), req.getDevice());
-  if (!s.ok()) return ex.PostReply(tag, s.status());
-  Status st = ex.SetDevice(s->gpu);
-  if (st.ok()) st = ex.driver().StreamQuery(s->stream);
-  return ex.PostReply(tag, st);
-}
-
-Status Handlers::StreamWaitEvent(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getStreamWaitEvent();
-  auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
-  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
-  auto e = ex.events().Get(a.getEvent());
-  if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
-  Status st = ex.SetDevice(s->gpu);
-  if (st.ok()) st = ex.driver().StreamWaitEvent(s->stream, (*e)->event, a.getFlags());
-  return ReplyOrDefer(ex, tag, st);
-}
-
 Status Handlers::EventCreate(Executor& ex, uint64_t tag, Req req) {
   unsigned flags = req.getEventCreate();
   auto gpu = ex.GpuOf(req.getDevice());
@@ -139,47 +119,6 @@ Status Handlers::EventDestroy(Executor& ex, uint64_t tag, Req req) {
   Status st = ex.SetDevice(ev.gpu);
   if (st.ok()) st = ex.driver().EventDestroy(ev.event);
   return ReplyOrDefer(ex, tag, st);
-}
-
-Status Handlers::EventRecord(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getEventRecord();
-  auto e = ex.events().Get(a.getEvent());
-  if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
-  auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
-  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
-  if (s->gpu != (*e)->gpu)
-    return ReplyOrDefer(ex, tag, Error(Err::kInvalidResourceHandle, "event and stream belong to different devices"));
-  Status st = ex.SetDevice(s->gpu);
-  if (st.ok()) st = ex.driver().EventRecord((*e)->event, s->stream);
-  return ReplyOrDefer(ex, tag, st);
-}
-
-Status Handlers::EventSynchronize(Executor& ex, uint64_t tag, Req req) {
-  auto e = ex.events().Get(req.getEventSynchronize());
-  if (!e.ok()) return ex.PostReply(tag, e.status());
-  ex.AddPending(std::make_unique<SyncWaitOp>(tag, std::vector<SyncWaitOp::Item>{{(*e)->gpu, (*e)->event, false}}));
-  return Status::Ok();
-}
-
-Status Handlers::EventQuery(Executor& ex, uint64_t tag, Req req) {
-  auto e = ex.events().Get(req.getEventQuery());
-  if (!e.ok()) return ex.PostReply(tag, e.status());
-  Status st = ex.SetDevice((*e)->gpu);
-  if (st.ok()) st = ex.driver().EventQuery((*e)->event);
-  return ex.PostReply(tag, st);
-}
-
-Status Handlers::EventElapsedTime(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getEventElapsedTime();
-  auto s = ex.events().Get(a.getStart());
-  if (!s.ok()) return ex.PostReply(tag, s.status());
-  auto e = ex.events().Get(a.getEnd());
-  if (!e.ok()) return ex.PostReply(tag, e.status());
-  Status st = ex.SetDevice((*s)->gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  auto ms = ex.driver().EventElapsedMs((*s)->event, (*e)->event);
-  if (!ms.ok()) return ex.PostReply(tag, ms.status());
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setElapsedMs(*ms); });
 }
 
 namespace {

@@ -1,7 +1,5 @@
 #include "runtime.h"
 
-#include "stubs.h"
-
 #include <pthread.h>
 
 #include <fstream>
@@ -175,9 +173,25 @@ Result<std::shared_ptr<const DeviceEntry>> Runtime::Device(int ordinal) {
   return std::shared_ptr<const DeviceEntry>(devs, &(*devs)[static_cast<size_t>(ordinal)]);
 }
 
+void Runtime::SetValidDevices(std::vector<int> devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  valid_devices_ = std::move(devices);
+}
+
 Result<int> Runtime::CurrentDevice() {
   ASSIGN_OR_RETURN(DeviceList devs, Devices());
-  int d = Thread().device;
+  ThreadState& t = Thread();
+  if (!t.device_set) {
+    // A thread that never chose a device takes the first usable one of cudaSetValidDevices.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int v : valid_devices_) {
+      if (v >= 0 && static_cast<size_t>(v) < devs->size() && !(*devs)[static_cast<size_t>(v)].detached) {
+        t.device = v;
+        break;
+      }
+    }
+  }
+  int d = t.device;
   if (devs->empty()) return Error(Err::kNoDevice, "no device is attached to this tenant");
   if (d < 0 || static_cast<size_t>(d) >= devs->size()) return Error(Err::kInvalidDevice, "device {} does not exist", d);
   if ((*devs)[static_cast<size_t>(d)].detached)
@@ -280,6 +294,12 @@ Status Runtime::CheckEvent(cudaEvent_t e) {
   return Status::Ok();
 }
 
+int Runtime::EventDevice(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = events_.find(handle);
+  return it == events_.end() ? -1 : it->second;
+}
+
 void Runtime::ForgetDevice(int device) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Allocation& a : device_allocs_.All())
@@ -344,7 +364,3 @@ cudaError_t NotSupported(const char* call) {
 __attribute__((destructor)) static void RemoraShimFini() {
   if (remora::shim::g_client.load() != nullptr) remora::shim::Runtime::Get().Shutdown();
 }
-
-namespace remora::shim {
-int NotSupportedCode(const char* call) { return static_cast<int>(NotSupported(call)); }
-}  // namespace remora::shim

@@ -33,7 +33,9 @@ struct DeviceEntry {
 // What the calling thread carries: its current device and last error, as in CUDA.
 struct ThreadState {
   int device = 0;
+  bool device_set = false;  // cudaSetDevice was called (else cudaSetValidDevices may choose)
   cudaError_t last_error = cudaSuccess;
+  int capture_mode = cudaStreamCaptureModeGlobal;
 };
 ThreadState& Thread();
 
@@ -54,6 +56,8 @@ class Runtime {
   Result<std::shared_ptr<const DeviceEntry>> Device(int ordinal);
   // Checks that the calling thread's current device can be used (and resolves it).
   Result<int> CurrentDevice();
+  // cudaSetValidDevices: the devices, in priority order, a thread that never chose one uses.
+  void SetValidDevices(std::vector<int> devices);
 
   // ---- local tables (validated again by the worker, which is authoritative) ----------
   void AddDeviceAllocation(uint64_t base, uint64_t size, int device, AllocKind kind = AllocKind::kDevice);
@@ -77,6 +81,8 @@ class Runtime {
   void AddEvent(uint64_t handle, int device);
   bool RemoveEvent(uint64_t handle);
   Status CheckEvent(cudaEvent_t e);
+  // The device of a live event of this process, or -1.
+  int EventDevice(uint64_t handle);
 
   // Forgets what lived on `device` (after cudaDeviceReset).
   void ForgetDevice(int device);
@@ -105,6 +111,7 @@ class Runtime {
   };
   std::unordered_map<uint64_t, StreamEntry> streams_;
   std::unordered_map<uint64_t, int> events_;
+  std::vector<int> valid_devices_;
 };
 
 // ---- the extern "C" boundary ----------------------------------------------------------
