@@ -33,33 +33,33 @@ Status OpContext::Handle(HandleKind kind, bool nullable, void** handle) {
   int gpu = -1;
   switch (kind) {
     case HandleKind::kStream: {
-      ASSIGN_OR_RETURN(Executor::Stream * s, ex_.streams().Get(h));
+      ASSIGN_OR_RETURN(Executor::Stream * s, ex_.session().streams().Get(h));
       *handle = s->stream;
       gpu = s->gpu;
       wait_streams_.push_back(*s);
       break;
     }
     case HandleKind::kEvent: {
-      ASSIGN_OR_RETURN(Executor::Event * e, ex_.events().Get(h));
+      ASSIGN_OR_RETURN(Executor::Event * e, ex_.session().events().Get(h));
       *handle = e->event;
       gpu = e->gpu;
       wait_events_.emplace_back(e->gpu, e->event);
       break;
     }
     case HandleKind::kModule: {
-      ASSIGN_OR_RETURN(Executor::Module * m, ex_.modules().Get(h));
+      ASSIGN_OR_RETURN(Executor::Module * m, ex_.session().modules().Get(h));
       *handle = m->module;
       gpu = m->gpu;
       break;
     }
     case HandleKind::kFunction: {
-      ASSIGN_OR_RETURN(Executor::Function * f, ex_.functions().Get(h));
+      ASSIGN_OR_RETURN(Executor::Function * f, ex_.session().functions().Get(h));
       *handle = f->function;
       gpu = f->gpu;
       break;
     }
     case HandleKind::kPool: {
-      ASSIGN_OR_RETURN(Executor::Pool * p, ex_.pools().Get(h));
+      ASSIGN_OR_RETURN(Executor::Pool * p, ex_.session().pools().Get(h));
       *handle = p->pool;
       gpu = p->gpu;
       break;
@@ -83,7 +83,7 @@ Status OpContext::Device(int* device) {
 }
 
 Status OpContext::DevPtr(uint64_t addr, uint64_t bytes, uint64_t* checked) {
-  ASSIGN_OR_RETURN(Allocation a, ex_.allocations().CheckRange(addr, bytes == 0 ? 1 : bytes));
+  ASSIGN_OR_RETURN(Allocation a, ex_.session().allocations().CheckRange(addr, bytes == 0 ? 1 : bytes));
   if (gpu_ < 0) {
     RETURN_IF_ERROR(ex_.SetDevice(a.device));
     gpu_ = a.device;
@@ -112,15 +112,15 @@ uint64_t OpContext::AdoptHandle(HandleKind kind, void* handle) {
     case HandleKind::kPool: {
       // A device's pools are the same objects each time they are asked for: one handle each.
       uint64_t found = 0;
-      ex_.pools().ForEach([&](uint64_t id, Executor::Pool& p) {
+      ex_.session().pools().ForEach([&](uint64_t id, Executor::Pool& p) {
         if (p.pool == handle) found = id;
       });
-      return found != 0 ? found : ex_.pools().Insert({handle, gpu, false});
+      return found != 0 ? found : ex_.session().pools().Insert({handle, gpu, false});
     }
     case HandleKind::kStream:
-      return ex_.streams().Insert({handle, gpu, 0});
+      return ex_.session().streams().Insert({handle, gpu, 0});
     case HandleKind::kEvent:
-      return ex_.events().Insert({handle, gpu, 0});
+      return ex_.session().events().Insert({handle, gpu, 0});
     default:
       LOG_ERROR("internal: a generated call created a {} handle, which has no table", HandleKindName(kind));
       return 0;

@@ -95,31 +95,31 @@ Status Handlers::DeviceReset(Executor& ex, uint64_t tag, Req req) {
   Status st = ex.SetDevice(*gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
   // Everything the session holds on this device goes away, as with cudaDeviceReset.
-  for (uint64_t id : ex.streams().Ids()) {
-    Executor::Stream* s = ex.streams().Find(id);
+  for (uint64_t id : ex.session().streams().Ids()) {
+    Executor::Stream* s = ex.session().streams().Find(id);
     if (s->gpu != *gpu) continue;
     (void)ex.driver().StreamDestroy(s->stream);
-    ex.streams().Erase(id);
+    ex.session().streams().Erase(id);
   }
-  for (uint64_t id : ex.events().Ids()) {
-    Executor::Event* e = ex.events().Find(id);
+  for (uint64_t id : ex.session().events().Ids()) {
+    Executor::Event* e = ex.session().events().Find(id);
     if (e->gpu != *gpu) continue;
     (void)ex.driver().EventDestroy(e->event);
-    ex.events().Erase(id);
+    ex.session().events().Erase(id);
   }
-  for (auto it = ex.per_thread_streams().begin(); it != ex.per_thread_streams().end();) {
+  for (auto it = ex.session().per_thread_streams().begin(); it != ex.session().per_thread_streams().end();) {
     if (it->first.second != *gpu) {
       ++it;
       continue;
     }
     (void)ex.driver().StreamDestroy(it->second);
-    it = ex.per_thread_streams().erase(it);
+    it = ex.session().per_thread_streams().erase(it);
   }
-  for (const Allocation& a : ex.allocations().All()) {
+  for (const Allocation& a : ex.session().allocations().All()) {
     if (a.device != *gpu) continue;
     (void)ex.driver().MemFree(a.base);
     ex.ReleaseCharge(a.device, a.reserved);
-    (void)ex.allocations().Erase(a.base);
+    (void)ex.session().allocations().Erase(a.base);
   }
   return ex.PostReply(tag, Status::Ok());
 }
