@@ -101,8 +101,6 @@ void FillProperties(const DeviceEntry& d, cudaDeviceProp* p) {
   p->gpuPciSubsystemID = static_cast<unsigned>(Attr(d, cudaDevAttrGpuPciSubsystemId));
 }
 
-std::atomic<unsigned> g_device_flags{0};
-
 }  // namespace
 }  // namespace remora::shim
 
@@ -148,13 +146,13 @@ REMORA_API cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) {
 }
 
 REMORA_API cudaError_t cudaSetDeviceFlags(unsigned int flags) {
-  g_device_flags.store(flags);
+  Process::Get().device_flags().store(flags);
   return cudaSuccess;
 }
 
 REMORA_API cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
   if (flags == nullptr) return Finish(Error(Err::kInvalidValue, "flags is NULL"), "cudaGetDeviceFlags");
-  *flags = g_device_flags.load() | cudaDeviceMapHost;
+  *flags = Process::Get().device_flags().load() | cudaDeviceMapHost;
   return cudaSuccess;
 }
 

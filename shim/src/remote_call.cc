@@ -1,7 +1,5 @@
 #include "remote_call.h"
 
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "remora.capnp.h"
@@ -106,12 +104,7 @@ uint32_t FinishApi(Domain caller, const Status& st, const char* call) {
 }
 
 uint32_t NotSupported(Domain caller, uint32_t code, const char* call) {
-  static std::mutex mu;
-  static std::set<std::string>* seen = new std::set<std::string>();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (seen->insert(call).second) LOG_WARN("{} is not supported by Remora yet", call);
-  }
+  if (Process::Get().FirstTime(call)) LOG_WARN("{} is not supported by Remora yet", call);
   if (caller == Domain::kCudart) Thread().last_error = static_cast<cudaError_t>(code);
   return code;
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "callbacks.h"
+#include "remote_call.h"
 #include "registry.h"
 #include "remora/base/log.h"
 #include "remora/protocol/transport.h"
@@ -49,8 +50,6 @@ REMORA_SAME(kTimeout, cudaErrorTimeout)
 REMORA_SAME(kUnknown, cudaErrorUnknown)
 #undef REMORA_SAME
 
-std::atomic<Client*> g_client{nullptr};
-
 namespace {
 
 constexpr const char* kDefaultServer = "shm:///run/remora/remora.sock";
@@ -80,11 +79,6 @@ ThreadState& Thread() {
   return t;
 }
 
-Runtime& Runtime::Get() {
-  static Runtime* r = new Runtime();  // never destroyed: calls may arrive during exit
-  return *r;
-}
-
 Runtime::Runtime() {
   SetLogIdentity("remora-shim");
   SetLogLevelFromEnv(LogLevel::kWarn);
@@ -92,16 +86,16 @@ Runtime::Runtime() {
 }
 
 Result<Client*> Runtime::Session() {
-  if (Client* c = g_client.load(std::memory_order_acquire)) return c;
+  if (Client* c = connected_.load(std::memory_order_acquire)) return c;
   std::lock_guard<std::mutex> lock(connect_mu_);
-  if (Client* c = g_client.load(std::memory_order_acquire)) return c;
+  if (Client* c = connected_.load(std::memory_order_acquire)) return c;
   if (connect_error_) return *connect_error_;
   Status st = Connect();
   if (!st.ok()) {
     connect_error_ = st;
     return st;
   }
-  return g_client.load();
+  return connected_.load();
 }
 
 Status Runtime::Connect() {
@@ -128,7 +122,7 @@ Status Runtime::Connect() {
     LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
   client_ = std::make_unique<Client>(std::move(conn->connection), s);
   client_->SetCallbackSink([](uint64_t id) { HostCallbacks::Get().Reached(id); });
-  g_client.store(client_.get(), std::memory_order_release);
+  connected_.store(client_.get(), std::memory_order_release);
   return Status::Ok();
 }
 
@@ -314,19 +308,19 @@ void Runtime::AfterForkInChild() {
   new (&connect_mu_) std::mutex();
   new (&mu_) std::mutex();
   (void)client_.release();
-  g_client.store(nullptr);
+  connected_.store(nullptr);
   connect_error_.reset();
   devices_.reset();
   devices_generation_ = ~0ull;
   device_allocs_.Clear();
   streams_.clear();
   events_.clear();
-  Registry::Get().ForgetSession();
-  HostCallbacks::Get().AfterFork();
+  Process::Get().registry().ForgetSession();
+  Process::Get().callbacks().AfterFork();
 }
 
 void Runtime::Shutdown() {
-  Client* c = g_client.load();  // never constructs the runtime
+  Client* c = connected_.load();
   if (c == nullptr || !c->broken().ok()) return;
   (void)c->Post(0, [](wire::Request::Builder& r) { r.setGoodbye(); });
   (void)c->Flush();  // the process is exiting: nothing may stay batched
@@ -347,20 +341,13 @@ cudaError_t FinishSync(Client* c, const Status& st, const char* call) {
 }
 
 cudaError_t NotSupported(const char* call) {
-  static std::mutex mu;
-  static std::set<std::string>* seen = new std::set<std::string>();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (seen->insert(call).second)
-      LOG_WARN("{} is not supported by Remora yet: returning cudaErrorNotSupported", call);
-  }
-  Thread().last_error = cudaErrorNotSupported;
-  return cudaErrorNotSupported;
+  return static_cast<cudaError_t>(NotSupported(Domain::kCudart, cudaErrorNotSupported, call));
 }
 
 }  // namespace remora::shim
 
 // Sends the session's goodbye after the application's own destructors have run.
 __attribute__((destructor)) static void RemoraShimFini() {
-  if (remora::shim::g_client.load() != nullptr) remora::shim::Runtime::Get().Shutdown();
+  // Never creates the process root on the way out.
+  if (auto* p = remora::shim::Process::IfCreated()) p->runtime().Shutdown();
 }

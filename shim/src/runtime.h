@@ -1,6 +1,6 @@
-// The shim's process-wide state: the session (connected lazily on the first CUDA call),
-// the device list, and the local tables that let asynchronous calls be validated without a
-// round trip. This is the one singleton the entry points need.
+// Runtime: the session (connected lazily on the first CUDA call), the device list, and the
+// client's tables that let asynchronous calls be validated without a round trip. Owned by
+// the process root (process.h).
 //
 // Thread-safety: every member function is thread-safe.
 #pragma once
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "client.h"
+#include "process.h"
 #include "remora/memmgr/allocation_table.h"
 
 namespace remora::shim {
@@ -43,7 +44,7 @@ enum class HostAllocKind { kPinned };
 
 class Runtime {
  public:
-  static Runtime& Get();
+  static Runtime& Get() { return Process::Get().runtime(); }
 
   // The session, connecting on first use. The failure of the first attempt is remembered
   // (as CUDA remembers a failed initialisation) and returned by every later call.
@@ -90,13 +91,17 @@ class Runtime {
   void AfterForkInChild();
   // Ends the session at process exit.
   void Shutdown();
+  // The session if it is connected, else nullptr (never connects).
+  Client* ConnectedClient() const { return connected_.load(std::memory_order_acquire); }
 
  private:
+  friend class Process;
   Runtime();
   Status Connect();
 
   std::mutex connect_mu_;
   std::unique_ptr<Client> client_;
+  std::atomic<Client*> connected_{nullptr};  // client_ once connected (lock-free fast path)
   std::optional<Status> connect_error_;
 
   std::mutex mu_;  // tables and device cache
