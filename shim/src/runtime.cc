@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "callbacks.h"
+#include "local_gpu_check.h"
 #include "remote_call.h"
 #include "registry.h"
 #include "remora/base/log.h"
@@ -361,4 +362,5 @@ cudaError_t NotSupported(const char* call) {
 __attribute__((destructor)) static void RemoraShimFini() {
   // Never creates the process root on the way out.
   if (auto* p = remora::shim::Process::IfCreated()) p->runtime().Shutdown();
+  remora::shim::CheckNoLocalGpuAtExit();
 }
