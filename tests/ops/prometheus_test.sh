@@ -15,7 +15,7 @@
 #   5. after the clients end, remora_sessions goes back to 0 and tenants' memory to 0.
 # Usage: prometheus_test.sh BIN_DIR SHIM
 source "$(dirname "$0")/lib.sh"
-BIN=${1:?BIN_DIR} SHIM=${2:?SHIM}
+BIN=$(realpath "${1:?BIN_DIR}") SHIM=$(realpath "${2:?SHIM}")
 ops_need_cmd prometheus promtool curl python3
 
 ops_tmpdir
