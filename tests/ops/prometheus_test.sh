@@ -12,7 +12,8 @@
 #   4. sum(remora_tenant_memory_used_bytes{tenant="alice"}) and {tenant="bob"} equal
 #      memory_used of `remoractl --json tenant list`, the limit series equals alice's limit,
 #      and sessions, attachments and GPU use agree;
-#   5. after the clients end, remora_sessions goes back to 0 and tenants' memory to 0.
+#   5. every query of docs/grafana-remora.json is valid PromQL against the scraped data;
+#   6. after the clients end, remora_sessions goes back to 0 and tenants' memory to 0.
 # Usage: prometheus_test.sh BIN_DIR SHIM
 source "$(dirname "$0")/lib.sh"
 BIN=$(realpath "${1:?BIN_DIR}") SHIM=$(realpath "${2:?SHIM}")
@@ -115,6 +116,21 @@ expect_query 'count(remora_tenant_gpu_attached{tenant="bob"})' 2
 expect_query 'sum(remora_tenant_sessions)' 2
 expect_query 'count(remora_session_info{tenant="alice",transport="shm",data_path="shared-memory",program="app_hold_memory"})' 1
 expect_query 'sum(remora_gpu_memory_used_bytes)' $((alice_used + bob_used))
+
+# Every query of the Grafana dashboard is valid PromQL against the real data, and the main
+# ones have data.
+DASHBOARD=$(dirname "$0")/../../docs/grafana-remora.json
+python3 -c 'import json,sys
+for p in json.load(open(sys.argv[1]))["panels"]:
+    for t in p.get("targets", []): print(t["expr"].replace("$instance", ".*").replace("$__rate_interval", "10s"))' \
+  "$DASHBOARD" >"$T/dashboard.queries"
+nq=0
+while IFS= read -r q; do
+  promtool query instant "http://127.0.0.1:$PPORT" "$q" >"$T/q.out" 2>&1 || { cat "$T/q.out"; ops_fail "dashboard query fails: $q"; }
+  nq=$((nq + 1))
+done <"$T/dashboard.queries"
+expect_query 'count(sum by (tenant) (remora_tenant_memory_used_bytes{instance=~".*"}))' 2
+ops_pass "the Grafana dashboard's $nq queries run against Prometheus"
 
 ops_log "ending the clients"
 for c in alice bob-hold bob-copy; do ops_kill_pidfile "$T/$c.pid"; done
