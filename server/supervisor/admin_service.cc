@@ -170,7 +170,7 @@ class AdminImpl final : public rpc::Admin::Server {
         b.setUser(s.client.user);
         b.setProgram(s.client.program);
         b.setTransport(TransportName(s.transport));
-        b.setDataPath(SessionDataPath(s.transport));
+        b.setDataPath(TransportDataPath(s.transport));
         b.setPeer(s.peer);
         b.setStartedAt(s.started_at);
         uint64_t mem = 0;

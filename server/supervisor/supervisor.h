@@ -70,9 +70,6 @@ struct SessionState {
   SessionStatsBlock stats;      // the counters its worker publishes
 };
 
-// How a session's bulk data moves, which the transport alone decides in this version.
-const char* SessionDataPath(TransportKind t);
-
 // Event counts for /metrics. Written on the loop and handshake threads, read anywhere.
 struct ServerCounters {
   std::atomic<uint64_t> handshakes_accepted{0};

@@ -9,18 +9,6 @@
 
 namespace remora::server {
 
-// Over shm the GPU reaches the client's pinned memory and staging slots directly; over tcp
-// bulk is streamed through the worker's pinned chunks; over rdma it is RDMA-read/written
-// into the worker's pinned staging (GPUDirect RDMA to device memory is not implemented).
-const char* SessionDataPath(TransportKind t) {
-  switch (t) {
-    case TransportKind::kShm: return "shared-memory";
-    case TransportKind::kTcp: return "socket";
-    case TransportKind::kRdma: return "rdma-host-staged";
-  }
-  return "unknown";
-}
-
 MetricsSnapshot Supervisor::CollectMetrics() {
   MetricsSnapshot m;
   m.version = REMORA_VERSION;
@@ -53,7 +41,7 @@ MetricsSnapshot Supervisor::CollectMetrics() {
     ms.id = s.id;
     ms.tenant = s.tenant;
     ms.transport = TransportName(s.transport);
-    ms.data_path = SessionDataPath(s.transport);
+    ms.data_path = TransportDataPath(s.transport);
     ms.program = s.client.program;
     ms.user = s.client.user;
     ms.host = s.client.hostname;

@@ -160,7 +160,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  TransportKind kind = transport == "tcp" ? TransportKind::kTcp : transport == "rdma" ? TransportKind::kRdma : TransportKind::kShm;
+  auto parsed_kind = TransportFromName(transport);
+  if (!parsed_kind.ok()) {
+    LOG_ERROR("{}", parsed_kind.status().message());
+    return 2;
+  }
+  TransportKind kind = *parsed_kind;
   std::vector<Fd> fds;
   for (int i = 0; i < extra_fds; i++) fds.emplace_back(worker_args::kFirstExtraFd + i);
   DriverStaging staging(**driver);

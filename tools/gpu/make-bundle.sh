@@ -13,7 +13,7 @@ for f in "$build"/bin/*; do
   case "$(basename "$f")" in *_test|protocol_test|base_test|memmgr_test|transport_test|worker_test|rdma_*) continue ;; esac
   strip --strip-debug -o "$out/bin/$(basename "$f")" "$f"
 done
-strip --strip-debug -o "$out/lib/libremora.so" "$build/lib/libremora.so"
+for l in "$build"/lib/libremora*.so; do strip --strip-debug -o "$out/lib/$(basename "$l")" "$l"; done
 ln -s libremora.so "$out/lib/libcudart.so.13"
 cp -L "$(ldconfig -p | awk '/libsodium.so.23 / {print $NF; exit}')" "$out/deps/"
 root=$(cd "$(dirname "$0")/../.." && pwd)
