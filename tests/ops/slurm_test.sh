@@ -34,6 +34,8 @@ chmod 1777 "$T/out"
 # The jobs run as nobody: give them copies they can read wherever the build tree is.
 cp "$BIN/app_device_info" "$BIN/app_quota" "$BIN/app_hold_memory" "$T/bin/"
 cp "$SHIM" "$T/lib/libremora.so"
+# The shim's other libraries (libremora-core.so), found beside it through its RUNPATH $ORIGIN.
+find "$(dirname "$SHIM")" -maxdepth 1 -name "libremora-*.so*" -exec cp -P {} "$T/lib/" \;
 chmod -R a+rX "$T/bin" "$T/lib"
 
 # ---- remora-server ----------------------------------------------------------------------
