@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "callbacks.h"
+#include "local_gpu_check.h"
 #include "remote_call.h"
 #include "registry.h"
 #include "remora/base/log.h"
@@ -114,16 +115,27 @@ Status Runtime::Connect() {
   options.token = *token;
   auto conn = remora::Connect(*ep, options);
   if (!conn.ok()) return fail(conn.status());
-  const SessionInfo& s = conn->session;
+  Install(std::move(conn->connection), conn->session);
+  return Status::Ok();
+}
+
+Status Runtime::Adopt(std::unique_ptr<Connection> conn, SessionInfo session) {
+  std::lock_guard<std::mutex> lock(connect_mu_);
+  if (connected_.load() != nullptr) return Error(Err::kInvalidValue, "this process already has a Remora session");
+  connect_error_.reset();
+  Install(std::move(conn), session);
+  return Status::Ok();
+}
+
+void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo& s) {
   SetLogIdentity(fmt::format("remora-shim s{}{}", s.session_id, s.emulated ? " (host-emulated)" : ""));
   LOG_INFO("session {} as tenant '{}' on {} ({} backend, {})", s.session_id, s.tenant, s.server_name, s.backend,
-           conn->connection->Describe());
+           connection->Describe());
   if (s.emulated)
     LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
-  client_ = std::make_unique<Client>(std::move(conn->connection), s);
+  client_ = std::make_unique<Client>(std::move(connection), s);
   client_->SetCallbackSink([](uint64_t id) { HostCallbacks::Get().Reached(id); });
   connected_.store(client_.get(), std::memory_order_release);
-  return Status::Ok();
 }
 
 Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
@@ -350,4 +362,5 @@ cudaError_t NotSupported(const char* call) {
 __attribute__((destructor)) static void RemoraShimFini() {
   // Never creates the process root on the way out.
   if (auto* p = remora::shim::Process::IfCreated()) p->runtime().Shutdown();
+  remora::shim::CheckNoLocalGpuAtExit();
 }

@@ -91,6 +91,10 @@ class Runtime {
   void AfterForkInChild();
   // Ends the session at process exit.
   void Shutdown();
+  // Uses `conn` (authenticated; `session` is its Welcome) as this process's session instead
+  // of connecting through REMORA_SERVER: for programs that embed the client, and for tests
+  // that run a worker in-process. kInvalidValue if a session exists already.
+  Status Adopt(std::unique_ptr<Connection> conn, SessionInfo session);
   // The session if it is connected, else nullptr (never connects).
   Client* ConnectedClient() const { return connected_.load(std::memory_order_acquire); }
 
@@ -98,6 +102,7 @@ class Runtime {
   friend class Process;
   Runtime();
   Status Connect();
+  void Install(std::unique_ptr<Connection> conn, const SessionInfo& s);  // caller holds connect_mu_
 
   std::mutex connect_mu_;
   std::unique_ptr<Client> client_;

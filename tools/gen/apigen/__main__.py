@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import emit_docs  # noqa: E402
 import emit_shim  # noqa: E402
+import emit_tests  # noqa: E402
 import emit_worker  # noqa: E402
 from model import ApiError, parse  # noqa: E402
 
@@ -100,6 +101,8 @@ def main():
                 write(os.path.join(a.out, n + "_dispatch.cc"), emit_worker.emit_dispatch(lib))
             elif kind == "wire":
                 write(os.path.join(a.out, n + "_wire.h"), emit_shim.emit_wire_h(lib))
+            elif kind == "roundtrip-test":
+                write(os.path.join(a.out, n + "_roundtrip_test.cc"), emit_tests.emit_roundtrip(lib))
             elif kind == "exports-list":
                 write(os.path.join(a.out, n + ".exports"), "".join(x + "\n" for x in lib.exported))
             else:
