@@ -8,6 +8,7 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "remora/protocol/message.h"
+#include "worker/call_stats.h"
 #include "worker/api_op.h"
 #include "worker/gen_tables.h"
 #include "worker/handlers.h"
@@ -120,6 +121,7 @@ Status Executor::Dispatch(const InFrame& frame) {
   Status decoded = GuardDecode("request", [&]() -> Status {
     BodyReader reader(frame.body);
     auto req = reader.Root<wire::Request>();
+    if (config_.stats != nullptr) CountRequest(*config_.stats, req);
     using W = wire::Request;
     // Calls that may be asynchronous answer only when the client waits for them.
     uint64_t async_tag = Handlers::ExpectsReply(frame) ? tag : 0;

@@ -25,6 +25,7 @@
 #include "remora/memmgr/handle_table.h"
 #include "remora/memmgr/ledger.h"
 #include "remora/protocol/connection.h"
+#include "common/session_stats.h"
 #include "worker/driver.h"
 #include "worker/frame_queue.h"
 #include "worker/pools.h"
@@ -42,6 +43,7 @@ struct SessionConfig {
   std::vector<int> gpus;
   Ledger* ledger = nullptr;  // null: no quota (unit tests)
   uint32_t ledger_slot = 0;
+  SessionCounters* stats = nullptr;  // null: not published (unit tests); see worker/call_stats.h
 };
 
 // Supervisor-to-worker events, polled by the executor (about every millisecond).

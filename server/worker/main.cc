@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
+#include "common/session_stats.h"
 #include "common/worker_args.h"
 #include "control.capnp.h"
 #include "remora/base/log.h"
@@ -186,6 +187,11 @@ int main(int argc, char** argv) {
   config.ledger = &*ledger;
   config.module_cache_dir = module_cache;
   config.ledger_slot = slot;
+
+  // The session's published counters (for the supervisor's /metrics); optional.
+  auto stats = SessionStatsBlock::Attach(Fd(worker_args::kStatsFd));
+  if (stats.ok()) config.stats = stats->counters();
+  else LOG_WARN("not publishing session counters: {}", stats.status().message());
 
   SocketControl control(worker_args::kControlFd);
   int rc = 0;

@@ -104,7 +104,11 @@ int main(int argc, char** argv) {
   }
 
   std::string dir = SelfDir();
-  if (shim.empty()) shim = fs::weakly_canonical(fs::path(dir) / ".." / "lib" / "libremora.so").string();
+  if (shim.empty()) {
+    // A build tree (bin/ beside lib/), else where the remora-client package puts it.
+    shim = fs::weakly_canonical(fs::path(dir) / ".." / "lib" / "libremora.so").string();
+    if (!fs::exists(shim)) shim = REMORA_INSTALLED_SHIM;
+  }
   if (!fs::exists(shim)) {
     std::fprintf(stderr, "remora-run: the shim %s does not exist (use --shim)\n", shim.c_str());
     return 1;
