@@ -69,9 +69,11 @@ class OpContext {
   Status LibraryError(Domain domain, uint32_t code, const char* name, const char* call);
 
   Executor& executor() { return ex_; }
-  // What a wait call waits for.
-  const std::vector<Executor::Stream>& wait_streams() const { return wait_streams_; }
-  const std::vector<std::pair<int, void*>>& wait_events() const { return wait_events_; }
+  // What a wait call waits for: the streams and events its arguments named (at most two of
+  // each are kept; kept inline so a call allocates nothing for them).
+  std::vector<Executor::Stream> wait_streams() const { return {streams_, streams_ + num_streams_}; }
+  bool has_wait_event() const { return num_events_ > 0; }
+  std::pair<int, void*> wait_event() const { return events_[0]; }
 
  private:
   Executor& ex_;
@@ -80,8 +82,10 @@ class OpContext {
   api::ArgWriter out_;
   void* library_;
   int gpu_ = -1;  // the GPU an argument chose
-  std::vector<Executor::Stream> wait_streams_;
-  std::vector<std::pair<int, void*>> wait_events_;
+  Executor::Stream streams_[2];
+  int num_streams_ = 0;
+  std::pair<int, void*> events_[2];
+  int num_events_ = 0;
 };
 
 struct OpEntry {
