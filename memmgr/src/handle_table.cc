@@ -10,6 +10,14 @@ const char* HandleKindName(HandleKind kind) {
     case HandleKind::kFunction: return "function";
     case HandleKind::kVariable: return "variable";
     case HandleKind::kPool: return "memory pool";
+    case HandleKind::kGraph: return "graph";
+    case HandleKind::kGraphExec: return "executable graph";
+    case HandleKind::kGraphNode: return "graph node";
+    case HandleKind::kUserObject: return "user object";
+    case HandleKind::kArray: return "array";
+    case HandleKind::kMipmappedArray: return "mipmapped array";
+    case HandleKind::kTexObject: return "texture object";
+    case HandleKind::kSurfObject: return "surface object";
   }
   return "handle";
 }

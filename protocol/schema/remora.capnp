@@ -85,6 +85,7 @@ struct MemcpyHtoD {
   async @3 :Bool;              # cudaMemcpyAsync: no reply; errors surface at the next sync
   hostRegion @4 :UInt64;       # ...unless nonzero: the source lies in this shared region
   hostOffset @5 :UInt64;
+  clientAddr @6 :UInt64;       # the application's source address (a capture binds it)
 }
 
 struct MemcpyDtoH {
@@ -94,6 +95,8 @@ struct MemcpyDtoH {
   hostRegion @3 :UInt64;       # ...unless nonzero: the worker writes into this shared region
   hostOffset @4 :UInt64;
   async @5 :Bool;              # with hostRegion: no reply; errors surface at the next sync
+  clientAddr @6 :UInt64;       # the application's destination address (a capture binds it)
+  viaBounce @7 :Bool;          # hostRegion is the client's bounce buffer, not the destination
 }
 
 # Pinned host memory shared with the worker (shm): the region's memfd travels on the
@@ -368,6 +371,7 @@ struct Request {
     unregisterHostRegion @53 :UInt64;    # id; answered once no DMA uses it any more
     apiCall @54 :ApiCall;
   }
+  captureMode @55 :UInt8;      # the calling thread's cudaStreamCaptureMode (0: global)
 }
 
 struct DeviceInfo {
@@ -442,6 +446,8 @@ struct Reply {
   }
   errorDomain @19 :UInt16;     # remora::Domain of `error` (0: cudart)
   asyncErrorDomain @20 :UInt16;
+  capturesActive @21 :UInt32;  # stream captures in progress in the session (capture queries
+                               # are answered by the client while there are none)
 }
 
 # Server-initiated, unsolicited (frame tag 0).
@@ -450,5 +456,10 @@ struct Notice {
     devicesChanged @0 :UInt64; # new generation
     sessionEnding @1 :Text;    # reason (admin kill, tenant deleted, server shutdown)
     hostCallback @2 :UInt64;   # run callback id, then send callbackDone(id)
+    repeatCallback @3 :UInt64; # a graph reached host function id: run it, then callbackDone(id);
+                               # the id stays valid for the next launch
+    callbackCaptured @4 :UInt64;  # host function id was captured into a graph: it runs at
+                                  # each launch (repeatCallback), not now
+    runCallback @5 :UInt64;    # run callback id once (a user object's destructor), no answer
   }
 }

@@ -17,5 +17,7 @@ class OpContext;
 Status FixMemLocation(OpContext& x, CUmemLocation* location);
 // An access descriptor: its location, as above.
 Status FixAccessDesc(OpContext& x, CUmemAccessDesc* desc);
+// A context argument: whatever the client sent, the worker's context of the call's device.
+Status CurrentContext(OpContext& x, CUcontext* ctx);
 
 }  // namespace remora::worker

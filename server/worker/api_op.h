@@ -36,6 +36,8 @@ class OpContext {
   Status Stream(void** stream);
   // A session handle of `kind` (0 only if nullable), as the driver's handle.
   Status Handle(HandleKind kind, bool nullable, void** handle);
+  // Session handles of `kind` (none 0), replaced in place by the driver's handles.
+  Status Handles(HandleKind kind, void** handles, size_t n);
   // The application's device ordinal, as the server's device.
   Status Device(int* device);
   // An address that must lie, with `bytes` after it, in one allocation of this session.
@@ -63,8 +65,19 @@ class OpContext {
   // A GPU is current: the one an argument chose, else the calling thread's device.
   Status Ready();
 
-  // A handle the library created: registered in the session (teardown releases it).
+  // A handle the library created or returned: registered in the session (teardown releases
+  // it), the same handle each time for an object already known. A graph or node is taken to
+  // belong to the graph the call's arguments named last (graph(), below).
   uint64_t AdoptHandle(HandleKind kind, void* handle);
+  // The session handle of the graph the arguments named last (a graph, or a node's graph),
+  // or 0.
+  uint64_t graph() const { return graph_; }
+  // Makes `graph` the one later outputs belong to (after decoding another graph argument).
+  void SetGraph(uint64_t graph) { graph_ = graph; }
+  // The GPU the call runs on (after Ready()).
+  int gpu() const { return gpu_; }
+  // The client thread that made the call.
+  uint64_t thread() const { return req_.getThread(); }
   // A failed library call, as a status of the library's domain.
   Status LibraryError(Domain domain, uint32_t code, const char* name, const char* call);
 
@@ -82,6 +95,7 @@ class OpContext {
   api::ArgWriter out_;
   void* library_;
   int gpu_ = -1;  // the GPU an argument chose
+  uint64_t graph_ = 0;
   Executor::Stream streams_[2];
   int num_streams_ = 0;
   std::pair<int, void*> events_[2];

@@ -36,7 +36,7 @@ namespace {
   X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)        \
   X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemcpyPeerAsync) \
   X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) X(cuCtxGetLimit) \
-  X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange)
+  X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange) X(cuThreadExchangeStreamCaptureMode)
 
 struct Api {
 #define REMORA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -130,6 +130,14 @@ class CudaDriver final : public Driver {
       current_ = device;
     }
     return Status::Ok();
+  }
+
+  void* CurrentContext() override {
+    return current_ >= 0 && static_cast<size_t>(current_) < contexts_.size() ? contexts_[static_cast<size_t>(current_)] : nullptr;
+  }
+  Status SetCaptureMode(int mode) override {
+    auto m = static_cast<CUstreamCaptureMode>(mode);
+    return Check(api_.cuThreadExchangeStreamCaptureMode(&m), "cuThreadExchangeStreamCaptureMode");
   }
 
   // The driver API has no per-context footprint query: NVML's per-process figure is used.

@@ -165,6 +165,12 @@ class Driver {
   virtual Status SetLimit(int limit, uint64_t value) = 0;
   virtual Result<std::pair<int, int>> StreamPriorityRange() = 0;  // {least, greatest}
 
+  // The current device's context (CUcontext), for driver functions that name one; nullptr
+  // where the backend has none.
+  virtual void* CurrentContext() { return nullptr; }
+  // The calling thread's stream-capture mode in the driver (cuThreadExchangeStreamCaptureMode).
+  virtual Status SetCaptureMode(int mode) = 0;
+
   // ---- every other driver function a client may call ------------------------------------
   // The generated table of the driver API (protocol/api/cuda.api): the real driver's
   // functions, or the host backend's emulation of some of them (the rest answer

@@ -5,6 +5,7 @@
 
 #include "cuda_api.h"
 #include "cuda_hooks.h"
+#include "worker/host_graph_api.h"
 
 namespace remora::worker {
 namespace {
@@ -13,9 +14,9 @@ namespace {
 // backend produces.
 CUresult R(const Status& st) { return st.ok() ? CUDA_SUCCESS : static_cast<CUresult>(st.raw()); }
 
-class HostCudaApi final : public gen::cuda::Api {
+class HostCudaApi final : public HostGraphApi {
  public:
-  explicit HostCudaApi(Driver& d) : d_(d) {}
+  HostCudaApi(Driver& d, HostGraphs& g) : HostGraphApi(g), d_(d) {}
 
   // ---- context settings, kept here -------------------------------------------------------
   CUresult cuCtxGetCacheConfig(CUfunc_cache* c) override { return *c = cache_config_, CUDA_SUCCESS; }
@@ -214,6 +215,8 @@ class HostCudaApi final : public gen::cuda::Api {
 
 }  // namespace
 
-std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver) { return std::make_unique<HostCudaApi>(driver); }
+std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, HostGraphs& graphs) {
+  return std::make_unique<HostCudaApi>(driver, graphs);
+}
 
 }  // namespace remora::worker

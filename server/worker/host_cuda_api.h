@@ -10,7 +10,9 @@
 
 namespace remora::worker {
 
-// `driver` is the host Driver that owns this table (it must outlive it).
-std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver);
+class HostGraphs;
+
+// `driver` is the host Driver that owns this table and `graphs` (both must outlive it).
+std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, HostGraphs& graphs);
 
 }  // namespace remora::worker

@@ -22,6 +22,7 @@
 #include "cuda_api.h"
 #include "worker/driver.h"
 #include "worker/host_cuda_api.h"
+#include "worker/host_graph.h"
 
 namespace remora::worker {
 namespace {
@@ -265,9 +266,9 @@ std::vector<int32_t> EmulatedAttributes(int device) {
   return a;
 }
 
-class HostDriver final : public Driver {
+class HostDriver final : public Driver, private EmuGraphHost {
  public:
-  explicit HostDriver(const HostDriverOptions& o) : options_(o), api_(MakeHostCudaApi(*this)) {
+  explicit HostDriver(const HostDriverOptions& o) : options_(o), graphs_(*this), api_(MakeHostCudaApi(*this, graphs_)) {
     for (int i = 0; i < o.gpus; i++) heaps_.emplace_back(kDeviceBase + uint64_t(i) * kDeviceStride, o.memory_per_gpu);
   }
 
@@ -311,20 +312,20 @@ class HostDriver final : public Driver {
   // Copies and memsets validate their ranges now and move bytes in stream order.
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
-    return InOrder(stream, [=] { std::memcpy(d, src, n); });
+    return InOrder(stream, [=] { std::memcpy(d, src, n); }, CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * s, Translate(src, n));
-    return InOrder(stream, [=] { std::memcpy(dst, s, n); });
+    return InOrder(stream, [=] { std::memcpy(dst, s, n); }, CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   Status MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
     ASSIGN_OR_RETURN(std::byte * s, Translate(src, n));
-    return InOrder(stream, [=] { std::memmove(d, s, n); });
+    return InOrder(stream, [=] { std::memmove(d, s, n); }, CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   Status Memset8(DevPtr dst, uint8_t v, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
-    return InOrder(stream, [=] { std::memset(d, v, n); });
+    return InOrder(stream, [=] { std::memset(d, v, n); }, CU_GRAPH_NODE_TYPE_MEMSET);
   }
 
   Result<void*> HostAlloc(size_t bytes) override {
@@ -347,21 +348,27 @@ class HostDriver final : public Driver {
     auto it = streams_.find(s);
     if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
     it->second->Close();  // its thread finishes the queued work, then exits
+    graphs_.ForgetStream(s);
     streams_.erase(it);
     stream_device_.erase(s);
     return Status::Ok();
   }
   Status StreamQuery(DStream s) override {
+    if (graphs_.Capturing(s)) return Status(Domain::kCuda, graphs_.Violation(s), "the stream is capturing");
+    if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     return st->Idle() ? Status::Ok() : Status(Err::kNotReady, "");
   }
   Status StreamSynchronize(DStream s) override {
+    if (graphs_.Capturing(s)) return Status(Domain::kCuda, graphs_.Violation(s), "the stream is capturing");
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
     return Status::Ok();
   }
   Status StreamWaitEvent(DStream s, DEvent e, unsigned) override {
     if (!events_.count(e)) return Error(Err::kInvalidResourceHandle, "unknown emulated event");
+    ASSIGN_OR_RETURN(bool joined, graphs_.CaptureWait(s, e));
+    if (joined || graphs_.Capturing(s)) return Status::Ok();  // a capture records the dependency
     auto* ev = static_cast<EmuEvent*>(e);
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     if (ev->stream == nullptr || ev->stream == st) return Status::Ok();
@@ -379,10 +386,13 @@ class HostDriver final : public Driver {
   }
   Status EventDestroy(DEvent e) override {
     if (events_.erase(e) == 0) return Error(Err::kInvalidResourceHandle, "unknown emulated event");
+    graphs_.ForgetEvent(e);
     delete static_cast<EmuEvent*>(e);
     return Status::Ok();
   }
   Status EventRecord(DEvent e, DStream s) override {
+    if (graphs_.Capturing(s)) return graphs_.CaptureEventRecord(e, s);
+    if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     st->Submit(st, DepsOf(s, st), [] {});  // on the legacy stream, after the blocking streams
     auto* ev = static_cast<EmuEvent*>(e);
@@ -407,6 +417,8 @@ class HostDriver final : public Driver {
   }
 
   Status LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) override {
+    if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, CU_GRAPH_NODE_TYPE_HOST, [fn, arg] { fn(arg); });
+    if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     st->Submit(st, DepsOf(s, st), [fn, arg] { fn(arg); }, /*inline_ok=*/false);
     return Status::Ok();
@@ -475,6 +487,8 @@ class HostDriver final : public Driver {
     if (threads == 0 || threads > 1024 || c.grid[0] == 0 || c.grid[1] == 0 || c.grid[2] == 0)
       return Error(Err::kInvalidConfiguration, "invalid launch configuration");
     LOG_TRACE("host-emulated: kernel {} not executed", static_cast<EmuFunction*>(f)->name);
+    if (graphs_.Capturing(c.stream)) return graphs_.CaptureWork(c.stream, CU_GRAPH_NODE_TYPE_KERNEL, [] {});
+    if (c.stream == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     return Status::Ok();
   }
   Result<int> OccupancyMaxActiveBlocks(DFunction, int block_size, size_t, unsigned) override {
@@ -511,7 +525,7 @@ class HostDriver final : public Driver {
     }
     return InOrder(stream, [rows = std::move(rows), width] {
       for (auto [d, s] : rows) std::memmove(d, s, width);
-    });
+    }, CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream stream) override {
     std::vector<std::byte*> rows;
@@ -522,10 +536,14 @@ class HostDriver final : public Driver {
     }
     return InOrder(stream, [rows = std::move(rows), value, width] {
       for (std::byte* d : rows) std::memset(d, value, width);
-    });
+    }, CU_GRAPH_NODE_TYPE_MEMSET);
   }
   Result<DevPtr> MemAllocAsync(size_t bytes, DPool, DStream) override { return MemAlloc(bytes); }
-  Status MemFreeAsync(DevPtr p, DStream) override { return MemFree(p); }
+  Status MemFreeAsync(DevPtr p, DStream s) override {
+    // Captured: the graph's free node; the emulated memory stays (graphs keep theirs).
+    if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, CU_GRAPH_NODE_TYPE_MEM_FREE, [] {});
+    return MemFree(p);
+  }
   Result<DPool> DefaultMemPool(int device) override {
     if (device < 0 || device >= options_.gpus) return Error(Err::kInvalidDevice, "no emulated GPU {}", device);
     auto& p = default_pools_[device];
@@ -595,6 +613,11 @@ class HostDriver final : public Driver {
     return Status::Ok();
   }
   Result<std::pair<int, int>> StreamPriorityRange() override { return std::make_pair(0, -5); }
+  Status SetCaptureMode(int mode) override {
+    auto m = static_cast<CUstreamCaptureMode>(mode);
+    CUresult r = graphs_.ExchangeMode(&m);
+    return r == CUDA_SUCCESS ? Status::Ok() : Status(Domain::kCuda, r, "cuThreadExchangeStreamCaptureMode");
+  }
 
   ~HostDriver() override {
     for (auto& [h, st] : streams_) st->Close();
@@ -616,10 +639,31 @@ class HostDriver final : public Driver {
     if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
     return it->second;
   }
-  Status InOrder(DStream s, std::function<void()> task) {
+  Status InOrder(DStream s, std::function<void()> task, CUgraphNodeType type) {
+    if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, type, std::move(task));
+    if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     st->Submit(st, DepsOf(s, st), std::move(task));
     return Status::Ok();
+  }
+
+  // ---- EmuGraphHost: what emulated graphs use ----
+  Result<std::byte*> Translate(DevPtr p, uint64_t n) override {
+    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
+    return h->Translate(p, n);
+  }
+  Status Submit(DStream s, std::function<void()> task) override {
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    // Never inline: a graph may call host functions that wait for the client.
+    st->Submit(st, DepsOf(s, st), std::move(task), /*inline_ok=*/false);
+    return Status::Ok();
+  }
+  Status RecordEvent(DEvent e, DStream s) override { return EventRecord(e, s); }
+  Status WaitEvent(DStream s, DEvent e) override { return StreamWaitEvent(s, e, 0); }
+  Result<DevPtr> Allocate(size_t bytes) override { return MemAlloc(bytes); }
+  bool BlockingStream(DStream s) override {
+    auto it = streams_.find(s);
+    return it != streams_.end() && it->second->blocking;
   }
   // The legacy stream waits for the device's blocking streams; they wait for it.
   std::vector<EmuDep> DepsOf(DStream s, const std::shared_ptr<EmuStream>& st) {
@@ -643,13 +687,11 @@ class HostDriver final : public Driver {
       if (h.Owns(p)) return &h;
     return Error(Err::kInvalidValue, "0x{:x} is not emulated device memory", p);
   }
-  Result<std::byte*> Translate(DevPtr p, uint64_t n) {
-    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
-    return h->Translate(p, n);
-  }
+
 
   HostDriverOptions options_;
-  std::unique_ptr<gen::cuda::Api> api_;  // only stores a reference to this driver
+  HostGraphs graphs_;                    // before api_, which refers to it
+  std::unique_ptr<gen::cuda::Api> api_;  // only stores references to this driver and graphs_
   std::vector<EmulatedHeap> heaps_;
   int current_ = 0;
   std::unordered_map<void*, std::shared_ptr<EmuStream>> streams_;

@@ -14,6 +14,9 @@
 namespace remora::worker {
 namespace {
 
+// Allocations the application frees with cudaFree[Async] (the others go with a module, a
+// graph, cudaFreeHost or cudaIpcCloseMemHandle).
+bool Freeable(AllocKind k) { return k == AllocKind::kDevice || k == AllocKind::kDeviceAsync || k == AllocKind::kManaged; }
 
 
 // cudaFree synchronises the device; the free happens once the work issued before it is done.
@@ -162,12 +165,13 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   uint64_t ptr = req.getMemFree().getPtr();
   if (ptr == 0) return ex.PostReply(tag, Status::Ok());
   auto found = ex.session().allocations().Find(ptr);
-  if (found && found->base == ptr && found->kind == AllocKind::kModule)
-    return ex.PostReply(tag, Error(Err::kInvalidValue, "0x{:x} is a module variable, not an allocation", ptr));
+  if (found && found->base == ptr && !Freeable(found->kind))
+    return ex.PostReply(tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation cudaFree can free", ptr));
   auto a = ex.session().allocations().Erase(ptr);
   if (!a.ok()) return ex.PostReply(tag, a.status());
   std::vector<std::pair<int, DEvent>> events;
   for (const Executor::Stream& s : StreamsOf(ex, a->device)) {
+    if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there
     if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
   }
   ex.AddPending(std::make_unique<FreeOp>(tag, *a, std::move(events)));
@@ -284,7 +288,7 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFreeAsync();
   auto found = ex.session().allocations().Find(a.getPtr());
-  if (!found || found->base != a.getPtr() || found->kind == AllocKind::kModule)
+  if (!found || found->base != a.getPtr() || !Freeable(found->kind))
     return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", a.getPtr()));
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());

@@ -4,8 +4,31 @@
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "cuda_api.h"
 
 namespace remora::worker {
+
+void SessionState::ReleaseGraphs(Driver& driver, Releaser& r) {
+  GraphTables& g = graphs_;
+  g.ReleaseCallbacks();
+  gen::cuda::Api& api = driver.cuda();
+  // Captures in progress end (their graphs are then the session's to destroy).
+  for (auto& [stream, capture] : g.captures()) {
+    CUgraph graph = nullptr;
+    if (api.cuStreamEndCapture(static_cast<CUstream>(stream), &graph) == CUDA_SUCCESS && graph != nullptr)
+      (void)api.cuGraphDestroy(graph);
+  }
+  g.captures().clear();
+  g.execs().ForEach([&](uint64_t, GraphExec& e) {
+    if (r.SetDevice(e.gpu).ok()) (void)api.cuGraphExecDestroy(static_cast<CUgraphExec>(e.exec));
+  });
+  g.execs().Clear();
+  // Graphs the application owns; a node's graphs go with it, a capture's were ended above.
+  g.graphs().ForEach([&](uint64_t, Graph& graph) {
+    if (graph.owned && graph.parent == 0 && r.SetDevice(graph.gpu).ok()) (void)api.cuGraphDestroy(static_cast<CUgraph>(graph.graph));
+  });
+  g.Clear();  // user objects: their references are the driver's to drop with the context
+}
 
 void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
   // Driver threads blocked in host functions must not wait for a client that is gone.
@@ -15,6 +38,7 @@ void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
     cb->cv.notify_all();
   }
   host_callbacks_.clear();
+  ReleaseGraphs(driver, r);
   for (auto& [key, s] : per_thread_streams_)
     if (r.SetDevice(key.second).ok()) (void)driver.StreamDestroy(s);
   per_thread_streams_.clear();

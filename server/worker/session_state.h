@@ -18,6 +18,7 @@
 #include "remora/memmgr/allocation_table.h"
 #include "remora/memmgr/handle_table.h"
 #include "worker/driver.h"
+#include "worker/graph_state.h"
 
 namespace remora::worker {
 
@@ -84,6 +85,8 @@ class SessionState {
   // The per-thread default stream of (client thread, gpu), created on first use.
   std::map<std::pair<uint64_t, int>, DStream>& per_thread_streams() { return per_thread_streams_; }
   std::map<uint64_t, std::shared_ptr<HostCallback>>& host_callbacks() { return host_callbacks_; }
+  // Graphs, executable graphs, nodes, user objects and captures (graph_state.h).
+  GraphTables& graphs() { return graphs_; }
 
   // How ReleaseAll reaches the GPU and the ledger.
   struct Releaser {
@@ -92,11 +95,13 @@ class SessionState {
     virtual void ReleaseCharge(int gpu, uint64_t bytes) = 0;
   };
   // Ends everything the session holds, newest kind first: waiting host callbacks are let go,
-  // streams and events destroyed, modules unloaded, created pools destroyed, memory freed
+  // captures ended, executable graphs and graphs destroyed, streams and events destroyed, modules unloaded, created pools destroyed, memory freed
   // (charges returned), client regions unregistered and unmapped. Idempotent.
   void ReleaseAll(Driver& driver, Releaser& releaser);
 
  private:
+  void ReleaseGraphs(Driver& driver, Releaser& releaser);
+
   // Declared in dependency order; released in reverse.
   AllocationTable allocs_;
   std::map<uint64_t, HostRegion> host_regions_;
@@ -109,6 +114,7 @@ class SessionState {
   HandleTable<Stream> streams_{HandleKind::kStream};
   std::map<std::pair<uint64_t, int>, DStream> per_thread_streams_;
   std::map<uint64_t, std::shared_ptr<HostCallback>> host_callbacks_;
+  GraphTables graphs_;
 };
 
 }  // namespace remora::worker

@@ -151,6 +151,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       m.setSize(n);
       SetStream(m.initStream(), stream, per_thread);
       m.setAsync(async || pageable);
+      m.setClientAddr(U(src));  // a capture binds it (the bytes are read again at each launch)
     };
     if (async || pageable) {
       if (Status sticky = cl->sticky(); !sticky.ok()) return Finish(sticky, call);
@@ -161,7 +162,9 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   }
   if (to == Side::kHost) {
     // A DMA straight into memory shared with the worker, posted or answered once done.
-    auto into_region = [&](uint64_t region, uint64_t offset, bool post) {
+    // `captured`: the copy went into a graph (nothing was copied now).
+    bool captured = false;
+    auto into_region = [&](uint64_t region, uint64_t offset, bool post, bool bounce = false) {
       auto build = [&](wire::Request::Builder& r) {
         auto m = r.initMemcpyDtoH();
         m.setSrc(U(src));
@@ -170,8 +173,13 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
         m.setHostRegion(region);
         m.setHostOffset(offset);
         m.setAsync(post);
+        m.setClientAddr(U(dst));
+        m.setViaBounce(bounce);
       };
-      return post ? cl->Post(device, build) : cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); });
+      return post ? cl->Post(device, build) : cl->Call(device, build, [&](wire::Reply::Reader& r) {
+        captured = r.isValue() && r.getValue() == kCapturedCopy;
+        return Status::Ok();
+      });
     };
     auto pinned = rt.FindHost(dst);
     uint64_t region = 0, offset = 0;
@@ -187,8 +195,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       Client::SharedBounce& b = cl->shared_bounce();
       std::unique_lock<std::mutex> lock(b.mu, std::try_to_lock);
       if (lock.owns_lock() && BounceReady(cl, b)) {
-        st = into_region(b.region, 0, false);
-        if (st.ok()) std::memcpy(dst, b.base, n);
+        st = into_region(b.region, 0, false, true);
+        if (st.ok() && !captured) std::memcpy(dst, b.base, n);
         return async ? Finish(st, call) : FinishSync(cl, st, call);
       }
     }
@@ -197,6 +205,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       m.setSrc(U(src));
       m.setSize(n);
       SetStream(m.initStream(), stream, per_thread);
+      m.setClientAddr(U(dst));
     };
     // Into pinned memory an asynchronous copy really is asynchronous: the data lands when
     // the stream reaches it. Into pageable memory CUDA returns only once it is there.

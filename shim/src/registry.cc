@@ -104,6 +104,7 @@ void Registry::ForgetSession() {
     new (&v->mu) std::mutex();
     v->global.fill({0, 0});
   }
+  kernels_.clear();
 }
 
 bool Registry::IsFunctionRecord(const void* p) {
@@ -141,6 +142,17 @@ VariableRecord* Registry::FindVariable(const void* host_var) {
 size_t Registry::fatbin_count() {
   std::lock_guard<std::mutex> lock(mu_);
   return fatbins_.size();
+}
+
+void Registry::RememberKernel(uint64_t handle, FunctionRecord* f, const KernelInfo* k) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kernels_[handle] = {f, k};
+}
+
+std::pair<FunctionRecord*, const KernelInfo*> Registry::KernelByHandle(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = kernels_.find(handle);
+  return it == kernels_.end() ? std::pair<FunctionRecord*, const KernelInfo*>{nullptr, nullptr} : it->second;
 }
 
 }  // namespace remora::shim

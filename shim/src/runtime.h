@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "client.h"
+#include "graph_registry.h"
 #include "process.h"
 #include "remora/memmgr/allocation_table.h"
 
@@ -36,7 +37,6 @@ struct ThreadState {
   int device = 0;
   bool device_set = false;  // cudaSetDevice was called (else cudaSetValidDevices may choose)
   cudaError_t last_error = cudaSuccess;
-  int capture_mode = cudaStreamCaptureModeGlobal;
 };
 ThreadState& Thread();
 
@@ -85,6 +85,9 @@ class Runtime {
   // The device of a live event of this process, or -1.
   int EventDevice(uint64_t handle);
 
+  // The session's graphs as the client knows them (graph_registry.h).
+  GraphRegistry& graphs() { return graphs_; }
+
   // Forgets what lived on `device` (after cudaDeviceReset).
   void ForgetDevice(int device);
   // Forgets the session in a forked child (it reconnects on its first call).
@@ -122,6 +125,7 @@ class Runtime {
   std::unordered_map<uint64_t, StreamEntry> streams_;
   std::unordered_map<uint64_t, int> events_;
   std::vector<int> valid_devices_;
+  GraphRegistry graphs_;
 };
 
 // ---- the extern "C" boundary ----------------------------------------------------------

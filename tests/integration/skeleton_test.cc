@@ -56,6 +56,10 @@ TEST_P(Skeleton, HostCallbacksKeepStreamOrderWithCopies) {
   EXPECT_PASSES(RunApp("app_callback_order", url()), "callback_order");
 }
 
+// Stream capture on the worker's streams and graphs replayed with the host data changed
+// between launches (pageable memory through staging, pinned memory shared over shm).
+TEST_P(Skeleton, CapturedCopiesAndMemsetsReplay100Times) { EXPECT_PASSES(RunApp("app_graphs", url(), {"100"}), "graphs"); }
+
 TEST_P(Skeleton, DevicesAndProperties) {
   RunResult r = RunApp("app_device_info", url(), {"2"});
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -80,6 +80,12 @@ class Entry:
         return self.cls != "unsupported"
 
     @property
+    def hand(self):
+        """Both ends of the call are hand-written (shim: the client stub; worker: Op_<name>),
+        for calls whose arguments no role describes; the plumbing is still generated."""
+        return "hand" in self.attrs
+
+    @property
     def travels(self):
         """Whether calls of this entry cross the wire as generated requests."""
         return self.cls in ("sync", "ordered", "wait")

@@ -17,6 +17,11 @@ enum class AllocKind : uint8_t {
   kPinnedHost = 2,  // cudaMallocHost / cudaHostAlloc
   kRegisteredHost = 3,  // cudaHostRegister
   kModule = 4,      // memory held by a loaded module
+  kGraphStaging = 5,  // a graph's staging of host memory (freed with the graphs binding it)
+  kManaged = 6,     // cudaMallocManaged / cudaHostAlloc(Mapped) emulated as managed memory
+  kMappedHost = 7,  // pinned host memory the device reads directly (cudaHostGetDevicePointer)
+  kGraphMemory = 8, // allocated by a graph's memory node (lives as long as the graph's memory)
+  kIpcImport = 9,   // another session's memory opened by IPC handle (closed, never freed)
 };
 
 struct Allocation {

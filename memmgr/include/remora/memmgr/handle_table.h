@@ -12,7 +12,24 @@
 
 namespace remora {
 
-enum class HandleKind : uint8_t { kStream = 0x51, kEvent = 0x52, kModule = 0x53, kFunction = 0x54, kVariable = 0x55, kPool = 0x56 };
+enum class HandleKind : uint8_t {
+  kStream = 0x51,
+  kEvent = 0x52,
+  kModule = 0x53,
+  kFunction = 0x54,
+  kVariable = 0x55,
+  kPool = 0x56,
+  // 0x57-0x5f: the driver facade. 0x60-0x6f: graphs, arrays, textures (issue 14).
+  kGraph = 0x60,
+  kGraphExec = 0x61,
+  kGraphNode = 0x62,
+  kUserObject = 0x63,
+  kArray = 0x64,
+  kMipmappedArray = 0x65,
+  kTexObject = 0x66,
+  kSurfObject = 0x67,
+  // 0x70-0x8f: the math libraries.
+};
 
 const char* HandleKindName(HandleKind kind);
 
