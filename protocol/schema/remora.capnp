@@ -105,6 +105,9 @@ struct MemcpyDtoH {
 struct RegisterHostRegion {
   id @0 :UInt64;               # chosen by the client, unique in the session
   size @1 :UInt64;
+  addr @2 :UInt64;             # the client's address of it: the worker maps it there too if it
+                               # can, so the device reaches it at the application's own address.
+                               # The reply's `pointer` is the device's address of the region.
 }
 
 struct MemcpyDtoD {

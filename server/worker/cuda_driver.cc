@@ -24,7 +24,7 @@ namespace {
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)            \
   X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)   \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemHostAlloc) X(cuMemFreeHost)             \
-  X(cuMemHostRegister) X(cuMemHostUnregister) X(cuStreamCreateWithPriority)              \
+  X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) X(cuStreamCreateWithPriority) \
   X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate)              \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventElapsedTime)                \
   X(cuLaunchHostFunc) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
@@ -189,9 +189,15 @@ class CudaDriver final : public Driver {
   }
   void HostFree(void* p) override { api_.cuMemFreeHost(p); }
   Status HostRegister(void* p, size_t bytes) override {
-    return Check(api_.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE), "cuMemHostRegister");
+    return Check(api_.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+                 "cuMemHostRegister");
   }
   void HostUnregister(void* p) override { api_.cuMemHostUnregister(p); }
+  Result<DevPtr> HostDevicePointer(void* p) override {
+    CUdeviceptr d = 0;
+    RETURN_IF_ERROR(Check(api_.cuMemHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer"));
+    return static_cast<DevPtr>(d);
+  }
 
   Result<DStream> StreamCreate(unsigned flags, int priority) override {
     CUstream s = nullptr;

@@ -104,8 +104,11 @@ class Driver {
   // Pinned host memory (staging buffers) and registration of memory shared with a client.
   virtual Result<void*> HostAlloc(size_t bytes) = 0;
   virtual void HostFree(void* p) = 0;
+  // Registers host memory for DMA and maps it for the device (kernels may read and write it).
   virtual Status HostRegister(void* p, size_t bytes) = 0;
   virtual void HostUnregister(void* p) = 0;
+  // The device's address of registered host memory `p`.
+  virtual Result<DevPtr> HostDevicePointer(void* p) = 0;
 
   virtual Result<DStream> StreamCreate(unsigned flags, int priority) = 0;
   virtual Status StreamDestroy(DStream s) = 0;

@@ -334,8 +334,18 @@ class HostDriver final : public Driver, private EmuGraphHost {
     return p;
   }
   void HostFree(void* p) override { std::free(p); }
-  Status HostRegister(void*, size_t) override { return Status::Ok(); }
-  void HostUnregister(void*) override {}
+  // Registered host memory is emulated device memory at the same address.
+  Status HostRegister(void* p, size_t bytes) override {
+    mapped_[reinterpret_cast<DevPtr>(p)] = Block{static_cast<std::byte*>(p), bytes};
+    return Status::Ok();
+  }
+  void HostUnregister(void* p) override { mapped_.erase(reinterpret_cast<DevPtr>(p)); }
+  Result<DevPtr> HostDevicePointer(void* p) override {
+    for (auto& [base, b] : mapped_)
+      if (reinterpret_cast<std::byte*>(p) >= b.host && reinterpret_cast<std::byte*>(p) < b.host + b.size)
+        return reinterpret_cast<DevPtr>(p);
+    return Error(Err::kInvalidValue, "{} is not registered host memory", p);
+  }
 
   Result<DStream> StreamCreate(unsigned flags, int) override {
     auto s = std::make_shared<EmuStream>((flags & CU_STREAM_NON_BLOCKING) == 0);
@@ -649,6 +659,13 @@ class HostDriver final : public Driver, private EmuGraphHost {
 
   // ---- EmuGraphHost: what emulated graphs use ----
   Result<std::byte*> Translate(DevPtr p, uint64_t n) override {
+    if (auto it = mapped_.upper_bound(p); it != mapped_.begin()) {
+      --it;
+      if (p - it->first < it->second.size) {
+        if (n > it->second.size - (p - it->first)) return Error(Err::kInvalidValue, "0x{:x}+{} runs past mapped host memory", p, n);
+        return it->second.host + (p - it->first);
+      }
+    }
     ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
     return h->Translate(p, n);
   }
@@ -704,6 +721,7 @@ class HostDriver final : public Driver, private EmuGraphHost {
   std::map<int, DPool> current_pools_;
   std::unordered_set<EmuPool*> pools_;
   std::set<std::pair<int, int>> peers_;
+  std::map<DevPtr, Block> mapped_;  // registered host memory the device may use
   std::map<int, uint64_t> limits_;
 };
 

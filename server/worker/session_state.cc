@@ -70,8 +70,9 @@ void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
   uint64_t left = 0;
   size_t count = 0;
   for (const Allocation& a : allocs_.All()) {
-    if (a.kind == AllocKind::kModule) continue;  // went with its module
-    if (r.SetDevice(a.device).ok()) (void)driver.MemFree(a.base);
+    if (a.kind == AllocKind::kModule || a.kind == AllocKind::kMappedHost) continue;  // went with its module, region
+    // A graph's memory goes with the graph (the driver's); everything else is freed here.
+    if (a.kind != AllocKind::kGraphMemory && r.SetDevice(a.device).ok()) (void)driver.MemFree(a.base);
     r.ReleaseCharge(a.device, a.reserved);
     left += a.size;
     count++;

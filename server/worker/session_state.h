@@ -54,6 +54,7 @@ struct HostRegion {
   std::byte* base = nullptr;
   size_t size = 0;
   bool registered = false;  // with the driver (pinned); else copies are staged by the driver
+  DevPtr device = 0;        // the device's address of it (a session allocation), or 0
 };
 // A host function waiting in a stream: the driver thread blocks in it until the client has
 // run the callback. Shared between the executor and that thread.

@@ -64,6 +64,9 @@ cudaError_t DoLaunch(FunctionRecord* f, const Launch& l, void** args, const char
   st = Validate(l, **k, **dev);
   if (!st.ok()) return Finish(st, call);
   const KernelInfo& info = **k;
+  // Managed memory the host wrote reaches the device before the kernel (managed.h).
+  st = rt.managed().BeforeDeviceWork();
+  if (!st.ok()) return Finish(st, call);
   if (!info.params.empty() && args == nullptr)
     return Finish(Error(Err::kInvalidValue, "kernel {} takes {} parameters but args is NULL", f->device_name, info.params.size()), call);
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {

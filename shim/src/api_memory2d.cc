@@ -58,8 +58,11 @@ cudaError_t Copy3D(Region dst, Region src, size_t width, size_t height, size_t d
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) from = Side::kDevice;
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) to = Side::kHost;
   if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) to = Side::kDevice;
+  if (rt.managed().Contains(U(src.base))) from = Side::kDevice;  // managed memory is device memory
+  if (rt.managed().Contains(U(dst.base))) to = Side::kDevice;
   if (from == Side::kDevice) st = rt.CheckDeviceRange(U(src.base), Extent(src, width, height, depth));
   if (st.ok() && to == Side::kDevice) st = rt.CheckDeviceRange(U(dst.base), Extent(dst, width, height, depth));
+  if (st.ok() && (from == Side::kDevice || to == Side::kDevice)) st = rt.managed().BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   Client* cl = *c;
   size_t total = width * height * depth;
@@ -147,6 +150,7 @@ cudaError_t Memset3D(char* dst, size_t pitch, size_t rows, int value, size_t wid
   if (width == 0 || height == 0 || depth == 0) return cudaSuccess;
   if ((height > 1 || depth > 1) && pitch < width) return Finish(Error(Err::kInvalidPitchValue, "pitch < width"), call);
   st = rt.CheckDeviceRange(U(dst), ((depth - 1) * rows + (height - 1)) * pitch + width);
+  if (st.ok()) st = rt.managed().BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initMemset3D();
@@ -194,6 +198,7 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
     return Finish(Error(Err::kInvalidValue, "a pointer is not device memory of the device given with it"), call);
   st = rt.CheckDeviceRange(U(dst), count);
   if (st.ok()) st = rt.CheckDeviceRange(U(src), count);
+  if (st.ok()) st = rt.managed().BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initMemcpyPeer();

@@ -212,6 +212,7 @@ RemoteCall Call(const CallCtx& cc, uint32_t fn) {
 
 Status GraphLaunchWithBindings(const CallCtx& cc, CUgraphExec exec, CUstream stream) {
   Runtime& rt = Runtime::Get();
+  RETURN_IF_ERROR(rt.managed().BeforeDeviceWork());
   std::vector<WireBinding> bindings = rt.graphs().Bindings(reinterpret_cast<uint64_t>(exec));
   if (bindings.empty()) return gen::cuda::cuGraphLaunch(cc, exec, stream);
   ASSIGN_OR_RETURN(Client * cl, rt.Session());

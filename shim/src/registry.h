@@ -82,6 +82,8 @@ class Registry {
   void ForgetSession();
   // Whether `p` is one of the function records (a cudaKernel_t handed out earlier).
   bool IsFunctionRecord(const void* p);
+  // The __managed__ variables a fat binary registered.
+  std::vector<VariableRecord*> ManagedVariables(FatbinRecord* f);
   // Kernels by the session handle the worker gave them (graph kernel nodes name them so).
   void RememberKernel(uint64_t handle, FunctionRecord* f, const KernelInfo* k);
   std::pair<FunctionRecord*, const KernelInfo*> KernelByHandle(uint64_t handle);

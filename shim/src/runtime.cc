@@ -227,7 +227,14 @@ std::optional<Allocation> Runtime::FindDevice(uint64_t ptr) {
 
 Status Runtime::CheckDeviceRange(uint64_t ptr, uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
-  return device_allocs_.CheckRange(ptr, size).status();
+  Status st = device_allocs_.CheckRange(ptr, size).status();
+  if (st.ok()) return st;
+  // Pinned memory the worker mapped at this process's own address is device memory too.
+  if (auto h = host_allocs_.CheckRange(ptr, size); h.ok()) {
+    auto it = region_devices_.find(h->cookie >> 32);
+    if (it != region_devices_.end() && it->second == h->base) return Status::Ok();
+  }
+  return st;
 }
 
 void Runtime::AddHostAllocation(void* base, uint64_t size, unsigned flags, uint64_t region, AllocKind kind) {
@@ -248,6 +255,18 @@ Result<Allocation> Runtime::RemoveHostAllocation(void* base) {
 std::optional<Allocation> Runtime::FindHost(const void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   return host_allocs_.Find(reinterpret_cast<uint64_t>(ptr));
+}
+
+void Runtime::SetRegionDevicePointer(uint64_t region, uint64_t device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device == 0) region_devices_.erase(region);
+  else region_devices_[region] = device;
+}
+
+uint64_t Runtime::RegionDevicePointer(uint64_t region) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = region_devices_.find(region);
+  return it == region_devices_.end() ? 0 : it->second;
 }
 
 void Runtime::AddStream(uint64_t handle, int device, unsigned flags, int priority) {
@@ -349,6 +368,7 @@ cudaError_t Finish(const Status& st, const char* call) {
 
 cudaError_t FinishSync(Client* c, const Status& st, const char* call) {
   if (!st.ok() || c == nullptr) return Finish(st, call);
+  Runtime::Get().managed().AfterSync();
   return Finish(c->TakeAsyncError(), call);
 }
 

@@ -60,6 +60,10 @@ TEST_P(Skeleton, HostCallbacksKeepStreamOrderWithCopies) {
 // between launches (pageable memory through staging, pinned memory shared over shm).
 TEST_P(Skeleton, CapturedCopiesAndMemsetsReplay100Times) { EXPECT_PASSES(RunApp("app_graphs", url(), {"100"}), "graphs"); }
 
+// Managed memory the host writes, copied, read back (coherence at launches and
+// synchronisations), a __managed__ variable, mapped pinned memory.
+TEST_P(Skeleton, ManagedMemoryWrittenOnTheHostCopiedAndReadBack) { EXPECT_PASSES(RunApp("app_managed", url()), "managed"); }
+
 TEST_P(Skeleton, DevicesAndProperties) {
   RunResult r = RunApp("app_device_info", url(), {"2"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
