@@ -139,6 +139,17 @@ cudaError_t Copy3DParms(const cudaMemcpy3DParms* p, cudaStream_t stream, bool pe
                 p->extent.depth, p->kind, stream, per_thread, async, call);
 }
 
+}  // namespace
+
+cudaError_t CopyStrided(void* dst, size_t dpitch, size_t drows, const void* src, size_t spitch, size_t srows,
+                        size_t width, size_t height, size_t depth, cudaMemcpyKind kind, cudaStream_t stream,
+                        bool per_thread, bool async, const char* call) {
+  return Copy3D(Region{static_cast<char*>(dst), dpitch, drows}, Region{const_cast<char*>(static_cast<const char*>(src)), spitch, srows},
+                width, height, depth, kind, stream, per_thread, async, call);
+}
+
+namespace {
+
 cudaError_t Memset3D(char* dst, size_t pitch, size_t rows, int value, size_t width, size_t height, size_t depth,
                      cudaStream_t stream, bool per_thread, const char* call) {
   Runtime& rt = Runtime::Get();
@@ -183,6 +194,8 @@ Result<std::pair<uint64_t, uint64_t>> MallocPitch(size_t width, size_t height) {
   return p;
 }
 
+}  // namespace
+
 cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream,
                        bool async, const char* call) {
   Runtime& rt = Runtime::Get();
@@ -213,6 +226,8 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
   (void)async;  // asynchronous with respect to the host either way, as in CUDA
   return Finish(st, call);
 }
+
+namespace {
 
 cudaError_t PeerAccess(int device, int peer, wire::PeerAccess::Op op, int64_t* value, const char* call) {
   auto c = Runtime::Get().Session();

@@ -64,6 +64,9 @@ TEST_P(Skeleton, CapturedCopiesAndMemsetsReplay100Times) { EXPECT_PASSES(RunApp(
 // synchronisations), a __managed__ variable, mapped pinned memory.
 TEST_P(Skeleton, ManagedMemoryWrittenOnTheHostCopiedAndReadBack) { EXPECT_PASSES(RunApp("app_managed", url()), "managed"); }
 
+// cudaMemcpyBatchAsync, cudaMemcpy3DBatchAsync, cudaMemcpy3DPeer[Async] (two host GPUs).
+TEST_P(Skeleton, BatchedAndPeer3DCopies) { EXPECT_PASSES(RunApp("app_copy_batch", url()), "copy_batch"); }
+
 TEST_P(Skeleton, DevicesAndProperties) {
   RunResult r = RunApp("app_device_info", url(), {"2"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
