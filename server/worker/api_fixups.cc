@@ -21,5 +21,6 @@ Status CurrentContext(OpContext& x, CUcontext* ctx) {
   *ctx = static_cast<CUcontext>(x.executor().driver().CurrentContext());
   return Status::Ok();
 }
+Status FixAllocationProp(OpContext& x, CUmemAllocationProp* prop) { return FixMemLocation(x, &prop->location); }
 
 }  // namespace remora::worker

@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include "remora/base/status.h"
+#include "worker/api_vmm.h"
 
 namespace remora::worker {
 
@@ -19,5 +20,7 @@ Status FixMemLocation(OpContext& x, CUmemLocation* location);
 Status FixAccessDesc(OpContext& x, CUmemAccessDesc* desc);
 // A context argument: whatever the client sent, the worker's context of the call's device.
 Status CurrentContext(OpContext& x, CUcontext* ctx);
+// Allocation properties (cuMemCreate, granularity): their location, as above.
+Status FixAllocationProp(OpContext& x, CUmemAllocationProp* prop);
 
 }  // namespace remora::worker

@@ -74,14 +74,14 @@ class OpContext {
   uint64_t graph() const { return graph_; }
   // Makes `graph` the one later outputs belong to (after decoding another graph argument).
   void SetGraph(uint64_t graph) { graph_ = graph; }
-  // The GPU the call runs on (after Ready()).
-  int gpu() const { return gpu_; }
   // The client thread that made the call.
   uint64_t thread() const { return req_.getThread(); }
   // A failed library call, as a status of the library's domain.
   Status LibraryError(Domain domain, uint32_t code, const char* name, const char* call);
 
   Executor& executor() { return ex_; }
+  // The GPU the call runs on (once Ready or an argument chose it).
+  int gpu() const { return gpu_; }
   // What a wait call waits for: the streams and events its arguments named (at most two of
   // each are kept; kept inline so a call allocates nothing for them).
   std::vector<Executor::Stream> wait_streams() const { return {streams_, streams_ + num_streams_}; }

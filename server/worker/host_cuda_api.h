@@ -11,8 +11,12 @@
 namespace remora::worker {
 
 class HostGraphs;
+namespace host {
+class HostMemory;
+}
 
-// `driver` is the host Driver that owns this table and `graphs` (both must outlive it).
-std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, HostGraphs& graphs);
+// `driver` is the host Driver that owns this table, `memory` its device memory and `graphs`
+// its emulated graphs (all must outlive it).
+std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, host::HostMemory& memory, HostGraphs& graphs);
 
 }  // namespace remora::worker

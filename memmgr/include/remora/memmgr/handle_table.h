@@ -19,7 +19,9 @@ enum class HandleKind : uint8_t {
   kFunction = 0x54,
   kVariable = 0x55,
   kPool = 0x56,
-  // 0x57-0x5f: the driver facade. 0x60-0x6f: graphs, arrays, textures (issue 14).
+  kPhysical = 0x57,  // cuMemCreate's physical memory (CUmemGenericAllocationHandle)
+  kLink = 0x58,      // a JIT link state (cuLinkCreate)
+  // 0x59-0x5f: the driver API. 0x60-0x6f: graphs, arrays, textures (issue 14).
   kGraph = 0x60,
   kGraphExec = 0x61,
   kGraphNode = 0x62,
