@@ -54,7 +54,6 @@ bool GpuGate::Admit(uint64_t now) {
   }
   for (int round = 0; round < 2; round++) {
     Turn t = Turn::Decode(board_.turn_word(gpu_));
-    if (getenv("GATE_DEBUG") && now > 1000000000ull + 1411400000ull && now < 1000000000ull + 1411500000ull) fprintf(stderr, "admit slot=%u now=%lu owner=%u idle=%d draining=%d out=%lu turn_end=%lu\n", slot_, (unsigned long)now, t.owner, (int)t.idle, (int)draining_, (unsigned long)outstanding_, (unsigned long)board_.turn_end(gpu_));
     if (t.owner != slot_) return Refuse(now);
     if (t.idle && !board_.TryActivate(gpu_, slot_, now)) continue;  // taken meanwhile: look again
     if (draining_) {
