@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compute-shares.sh BUILD_DIR: compute shares on a real GPU, every figure issue 19 asks for, in
-# one run that ends with a short table (CTest gpu.compute_shares, label gpu; run-suite's bundle
-# layout works too: BUILD_DIR/bin, BUILD_DIR/lib/libremora.so). About 3 minutes.
+# one run that ends with a short table (CTest gpu.compute_shares, label gpu). BUILD_DIR may be a
+# bundle of tools/gpu/make-bundle.sh: bash BUNDLE/scripts/compute-shares.sh BUNDLE. About 3 minutes.
 #
 # Part 1: one remora-server --backend cuda, clients over shm running gpu_compute_share.
 #   0. baseline, no compute settings (nothing scheduled): b's throughput alone; h's latency
@@ -24,6 +24,8 @@ build=$(cd "${1:?usage: compute-shares.sh BUILD_DIR}" && pwd)
 bin=$build/bin
 shim=$build/lib/libremora.so
 prog=$bin/gpu_compute_share
+# A bundle (tools/gpu/make-bundle.sh) carries libsodium in deps/.
+[ -d "$build/deps" ] && export LD_LIBRARY_PATH=$build/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 if ! { [ -e /dev/nvidia0 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
   echo "SKIP: no NVIDIA GPU on this machine (gpu tests run on the GPU host)"
