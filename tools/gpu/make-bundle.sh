@@ -20,9 +20,8 @@ ln -s libremora.so "$out/lib/libcudart.so.13"
 ln -s libcuda.so.1 "$out/lib/libcuda.so"
 cp -L "$(ldconfig -p | awk '/libsodium.so.23 / {print $NF; exit}')" "$out/deps/"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cp "$root/tests/gpu/run-suite.sh" "$root/tests/gpu/run-gpu-test.sh" "$root/tests/gpu/tenancy-gpu.sh" \
-  "$root/tests/gpu/import-time.sh" "$root/tests/gpu/attach-gpu.sh" "$root/tests/gpu/gpu-server.sh" "$root/tests/gpu/compute-shares.sh" "$root/tools/gpu/gpu-session.sh" \
-  "$root/tools/gpu/tcp-loopback.py" "$root/tools/gpu/compare-bench.sh" "$out/scripts/"
+cp "$root"/tests/gpu/*.sh "$root/tools/gpu/gpu-session.sh" "$root/tools/gpu/tcp-loopback.py" "$root/tools/gpu/compare-bench.sh" \
+  "$out/scripts/"
 mkdir -p "$out/scripts/torch"
 cp "$root"/tests/gpu/torch/*.py "$root"/tests/gpu/torch/*.sh "$out/scripts/torch/"
 git -C "$root" rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
