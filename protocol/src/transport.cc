@@ -1,5 +1,7 @@
 #include "remora/protocol/transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -24,6 +26,30 @@ const char* TransportName(TransportKind kind) {
     case TransportKind::kRdma: return "rdma";
   }
   return "?";
+}
+
+Status AcceptError(int err) {
+  if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ECONNABORTED)
+    return Status(Err::kNotReady, "no connection waiting");
+  if (err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS)
+    return ErrnoStatus(Err::kMemoryAllocation, "accept", err);
+  return ErrnoStatus(Err::kUnknown, "accept", err);
+}
+
+bool PeerIsLoopback(int fd) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (::getpeername(fd, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0) return false;
+  if (ss.ss_family == AF_INET) {
+    uint32_t a = ntohl(reinterpret_cast<struct sockaddr_in*>(&ss)->sin_addr.s_addr);
+    return (a >> 24) == 127;
+  }
+  if (ss.ss_family == AF_INET6) {
+    const struct in6_addr& a = reinterpret_cast<struct sockaddr_in6*>(&ss)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+  }
+  return ss.ss_family == AF_UNIX;
 }
 
 std::string Endpoint::ToUrl() const {
@@ -94,7 +120,7 @@ class UnixListener final : public Listener {
   const Endpoint& endpoint() const override { return ep_; }
   Result<PendingConnection> Accept() override {
     Fd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!c) return ErrnoStatus(Err::kUnknown, "accept", errno);
+    if (!c) return AcceptError(errno);
     PendingConnection p;
     p.kind = TransportKind::kShm;
     struct ucred cred = {};
@@ -110,26 +136,47 @@ class UnixListener final : public Listener {
   Endpoint ep_;
 };
 
-Result<std::unique_ptr<Listener>> UnixListen(const Endpoint& ep) {
+Result<std::unique_ptr<Listener>> UnixListen(const Endpoint& ep, unsigned mode) {
   Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return ErrnoStatus(Err::kUnknown, "socket", errno);
   struct sockaddr_un addr = {};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, ep.path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) != 0) {
-    if (errno != EADDRINUSE) return ErrnoStatus(Err::kInvalidValue, fmt::format("bind {}", ep.path), errno);
-    // A socket file is there: replace it only if it is stale (nobody answers).
-    if (UnixConnect(ep.path).ok())
+  mode_t old = ::umask(0177);  // never reachable by others before the chmod below
+  int rc = ::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  if (rc != 0 && err == EADDRINUSE) {
+    // A file is there: replace it only if it is a stale socket of ours (nobody answers).
+    struct stat st;
+    if (::lstat(ep.path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) {
+      ::umask(old);
+      return Error(Err::kInvalidValue, "{} exists and is not a socket of this user: not replacing it", ep.path);
+    }
+    if (UnixConnect(ep.path).ok()) {
+      ::umask(old);
       return Error(Err::kInvalidValue, "{} is in use by another running server", ep.path);
+    }
     ::unlink(ep.path.c_str());
-    if (::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) != 0)
-      return ErrnoStatus(Err::kInvalidValue, fmt::format("bind {}", ep.path), errno);
+    rc = ::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr));
+    err = errno;
   }
-  if (::listen(fd.get(), 128) != 0) return ErrnoStatus(Err::kInvalidValue, "listen", errno);
+  ::umask(old);
+  if (rc != 0) return ErrnoStatus(Err::kInvalidValue, fmt::format("bind {}", ep.path), err);
+  if (::chmod(ep.path.c_str(), mode) != 0) return ErrnoStatus(Err::kInvalidValue, fmt::format("chmod {}", ep.path), errno);
+  if (::listen(fd.get(), SOMAXCONN) != 0) return ErrnoStatus(Err::kInvalidValue, "listen", errno);
   return std::unique_ptr<Listener>(std::make_unique<UnixListener>(std::move(fd), ep));
 }
 
 }  // namespace
+
+ClientHandshakeOptions HandshakeOptions(const ConnectOptions& o, bool can_encrypt) {
+  ClientHandshakeOptions h;
+  h.token = o.token;
+  h.encrypt = o.encrypt;
+  h.can_encrypt = can_encrypt;
+  h.insecure_local = o.insecure_local;
+  return h;
+}
 
 Result<Connected> Connect(const Endpoint& ep, const ConnectOptions& options) {
   Connected out;
@@ -139,16 +186,18 @@ Result<Connected> Connect(const Endpoint& ep, const ConnectOptions& options) {
       ASSIGN_OR_RETURN(shm::Segment seg, shm::Segment::Create(shm::Geometry()));
       FrameSocket fs(sock.get());
       int seg_fd = seg.fd();
-      ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, options.token, std::span<const int>(&seg_fd, 1), options.timeout_ms));
+      ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, HandshakeOptions(options, false), std::span<const int>(&seg_fd, 1),
+                                                       options.timeout_ms));
       out.connection = MakeShmRequester(std::move(sock), std::move(seg), ep.path);
       return out;
     }
     case TransportKind::kTcp: {
       ASSIGN_OR_RETURN(Fd sock, TcpConnect(ep.host, ep.port, options.timeout_ms));
       FrameSocket fs(sock.get());
-      ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, options.token, {}, options.timeout_ms));
+      ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, HandshakeOptions(options, true), {}, options.timeout_ms));
       std::string peer = SocketPeerName(sock.get());
-      out.connection = MakeTcpRequester(std::move(sock), peer);
+      out.connection = out.session.keys ? MakeSecureTcpRequester(std::move(sock), peer, *out.session.keys)
+                                        : MakeTcpRequester(std::move(sock), peer);
       return out;
     }
     case TransportKind::kRdma:
@@ -157,16 +206,18 @@ Result<Connected> Connect(const Endpoint& ep, const ConnectOptions& options) {
   return Error(Err::kInvalidValue, "unknown transport");
 }
 
-Result<std::unique_ptr<Listener>> Listen(const Endpoint& ep) {
+Result<std::unique_ptr<Listener>> Listen(const Endpoint& ep, unsigned shm_mode) {
   switch (ep.kind) {
-    case TransportKind::kShm: return UnixListen(ep);
+    case TransportKind::kShm: return UnixListen(ep, shm_mode);
     case TransportKind::kTcp: return TcpListen(ep, TransportKind::kTcp);
     case TransportKind::kRdma: return RdmaListen(ep);
   }
   return Error(Err::kInvalidValue, "unknown transport");
 }
 
-Result<std::unique_ptr<Connection>> AdoptConnection(TransportKind kind, Fd socket, std::vector<Fd> fds) {
+Result<std::unique_ptr<Connection>> AdoptConnection(TransportKind kind, Fd socket, std::vector<Fd> fds,
+                                                    const std::optional<SessionKeys>& keys) {
+  if (keys && kind != TransportKind::kTcp) return Error(Err::kInvalidValue, "only tcp sessions are encrypted");
   switch (kind) {
     case TransportKind::kShm: {
       if (fds.size() != 1) return Error(Err::kInvalidValue, "shm client sent {} descriptors with its Hello, expected its segment", fds.size());
@@ -178,7 +229,7 @@ Result<std::unique_ptr<Connection>> AdoptConnection(TransportKind kind, Fd socke
       return MakeShmExecutor(std::move(socket), std::move(seg), peer);
     }
     case TransportKind::kTcp:
-      return MakeTcpExecutor(std::move(socket));
+      return keys ? MakeSecureTcpExecutor(std::move(socket), *keys) : MakeTcpExecutor(std::move(socket));
     case TransportKind::kRdma:
       return RdmaAdopt(std::move(socket), std::move(fds));
   }

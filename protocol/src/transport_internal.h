@@ -5,6 +5,10 @@
 
 namespace remora {
 
+// The handshake options of a connection with `options` on a transport that can (or cannot)
+// encrypt its data path.
+ClientHandshakeOptions HandshakeOptions(const ConnectOptions& options, bool can_encrypt);
+
 // rdma/ (librdmacm + libibverbs). The rdma:// port is a TCP bootstrap listener of the
 // supervisor; the worker then sets up the queue pair itself (see rdma/README).
 Result<Connected> RdmaConnect(const Endpoint& ep, const ConnectOptions& options);

@@ -269,7 +269,7 @@ Result<Connected> RdmaConnect(const Endpoint& ep, const ConnectOptions& options)
   Connected out;
   ASSIGN_OR_RETURN(Fd sock, TcpConnect(ep.host, ep.port, options.timeout_ms));
   FrameSocket fs(sock.get());
-  ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, options.token, {}, options.timeout_ms));
+  ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, HandshakeOptions(options, false), {}, options.timeout_ms));
   std::string peer = SocketPeerName(sock.get());
 
   rdma::Bootstrap boot;
