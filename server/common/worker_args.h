@@ -7,8 +7,14 @@ namespace remora::worker_args {
 // Descriptors a session worker inherits.
 inline constexpr int kClientFd = 3;   // the client's socket (after the handshake)
 inline constexpr int kControlFd = 4;  // socketpair with the supervisor (control.capnp frames)
-inline constexpr int kLedgerFd = 5;   // memfd holding the quota ledger
-inline constexpr int kFirstExtraFd = 6;  // transport descriptors (the shm segment), --extra-fds of them
+inline constexpr int kLedgerFd = 5;   // memfd holding the quota ledger, writable: the worker maps
+                                      // its own slot's page from it, then closes it
+inline constexpr int kLedgerReadFd = 6;  // the same memfd, read-only
+inline constexpr int kModuleCacheFd = 7; // the tenant's module cache directory (with --module-cache-budget)
+inline constexpr int kFirstExtraFd = 8;  // transport descriptors (the shm segment), --extra-fds of them
+
+// With --encrypted, the first control message is sessionKeys (the data path's keys never
+// appear on a command line). --limits carries SessionLimits::Format().
 
 // Probe mode (`remora-worker --probe --backend B`): prints the GPU inventory, one line per
 // GPU: "gpu\t<index>\t<total bytes>\t<uuid hex>\t<pci bus id>\t<name>", after a first line

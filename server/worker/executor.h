@@ -25,13 +25,16 @@
 #include "remora/memmgr/ledger.h"
 #include "remora/protocol/connection.h"
 #include "worker/driver.h"
+#include "worker/limits.h"
+#include "worker/module_cache.h"
 
 namespace remora::worker {
 
 struct SessionConfig {
   uint64_t session_id = 0;
-  // Server-wide cache of fat binaries by content hash (empty: no cache).
-  std::string module_cache_dir;
+  // The tenant's cache of module images (null: no cache). Borrowed.
+  ModuleCache* module_cache = nullptr;
+  SessionLimits limits;
   std::string tenant;
   // Application device ordinal -> server GPU index (= driver device); -1 once detached.
   std::vector<int> gpus;
@@ -189,6 +192,8 @@ class Executor {
   Result<int> GpuOf(int ordinal) const;
   Result<Stream> ResolveStream(wire::StreamRef::Reader ref, uint64_t thread, int ordinal);
 
+  // What the session holds against its limits (worker/limits.h).
+  ResourceCounter& resources() { return resources_; }
   Ledger* ledger() { return config_.ledger; }
   uint32_t ledger_slot() const { return config_.ledger_slot; }
   void ReleaseCharge(int gpu, uint64_t bytes) {
@@ -213,6 +218,7 @@ class Executor {
   Connection& conn_;
   Driver& driver_;
   SessionConfig config_;
+  ResourceCounter resources_{config_.limits};
   ControlSource* control_;
   std::atomic<bool> stop_{false};
   bool goodbye_ = false;
