@@ -16,7 +16,6 @@ namespace {
 constexpr size_t kBounceBytes = 64 << 10;
 constexpr uint64_t kControlPollNs = 1'000'000;
 constexpr uint64_t kOverheadPollNs = 2'000'000'000;  // re-measure context overhead (NVML)
-constexpr uint64_t kMaxSpillBytes = 512ull << 20;  // read-ahead budget for backlogged bulk
 constexpr uint64_t kReplayChunkBytes = 1 << 20;
 }  // namespace
 
@@ -69,6 +68,7 @@ Result<Executor::Stream> Executor::ResolveStream(wire::StreamRef::Reader ref, ui
     auto key = std::make_pair(thread, gpu);
     auto it = per_thread_streams_.find(key);
     if (it != per_thread_streams_.end()) return Stream{it->second, gpu, 0};
+    RETURN_IF_ERROR(resources_.Room(Resource::kStreams, streams_.size() + per_thread_streams_.size()));
     RETURN_IF_ERROR(SetDevice(gpu));
     // A per-thread default stream synchronises with the legacy stream, like CUDA's.
     ASSIGN_OR_RETURN(DStream s, driver_.StreamCreate(0, 0));
@@ -273,6 +273,8 @@ Result<bool> Executor::DispatchFrames() {
       continue;
     }
     if (transport_held || backlog_has_bulk_) break;
+    // Back-pressure: a client that queues work faster than it completes waits in its send.
+    if (!resources_.MayRead(pending_.size() + backlog_.size())) break;
     ASSIGN_OR_RETURN(std::optional<InFrame> frame, conn_.Poll());
     if (!frame) break;
     any = true;
@@ -284,7 +286,7 @@ Result<bool> Executor::DispatchFrames() {
     // waiting in a stream needs the client's callbackDone to get through meanwhile.)
     Backlogged b{frame->header, std::vector<uint64_t>(frame->body.begin(), frame->body.end()), {}, false};
     uint64_t bulk = frame->header.bulk_bytes;
-    if (bulk > 0 && spilled_bytes_ + bulk <= kMaxSpillBytes) {
+    if (bulk > 0 && bulk <= config_.limits.spill_bytes && spilled_bytes_ <= config_.limits.spill_bytes - bulk) {
       b.spilled = true;
       b.bulk.resize(bulk);
       spilled_bytes_ += bulk;

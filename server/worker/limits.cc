@@ -69,6 +69,14 @@ Status ResourceCounter::Acquire(Resource r, uint64_t n) {
   return Status::Ok();
 }
 
+Status ResourceCounter::Room(Resource r, uint64_t held_now, uint64_t adding) const {
+  uint64_t max = limits_.limit(r);
+  if (adding <= max && held_now <= max - adding) return Status::Ok();
+  const char* name = ResourceName(r);
+  return Error(Err::kMemoryAllocation, "session limit reached: at most {} {} (remora-server --session-limit {}=N)", max,
+               name, name);
+}
+
 void ResourceCounter::Release(Resource r, uint64_t n) {
   uint64_t& h = held_[static_cast<int>(r)];
   h = n > h ? 0 : h - n;

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <string>
 #include <string_view>
 
@@ -38,7 +40,7 @@ struct SessionLimits {
       64,               // pools
       4096,             // graphs
       4096,             // callbacks
-      64ull << 30,      // pinned bytes
+      16ull << 30,      // pinned bytes
   };
   // Back-pressure bounds: past them the executor reads no further request until it has
   // caught up (the client then blocks in its own send, as on a full GPU queue).
@@ -62,16 +64,29 @@ class ResourceCounter {
  public:
   explicit ResourceCounter(const SessionLimits& limits) : limits_(limits) {}
 
-  // kMemoryAllocation: "session limit of N streams reached (remora-server --session-limit
-  // streams=N)".
+  // kMemoryAllocation: "session limit reached: at most N of streams (remora-server
+  // --session-limit streams=N)".
   Status Acquire(Resource r, uint64_t n = 1);
   void Release(Resource r, uint64_t n = 1);
   uint64_t held(Resource r) const { return held_[static_cast<int>(r)]; }
+  // For resources a table counts itself (handles): may `adding` more join `held_now`?
+  Status Room(Resource r, uint64_t held_now, uint64_t adding = 1) const;
+  // Back-pressure: may the executor read another frame with `in_flight` operations and
+  // backlogged frames?
+  bool MayRead(uint64_t in_flight) const { return in_flight < limits_.pending_ops; }
   const SessionLimits& limits() const { return limits_; }
+
+  // Device memory a stream-ordered free left in a pool, still charged to the tenant until
+  // the pool gives it back (ops_memory.cc reconciles it with the pools' reserved memory).
+  uint64_t& pool_retained(int gpu) { return retained_[gpu]; }
+  // Device memory charged for a context limit (cudaDeviceSetLimit) on a GPU, beyond its default.
+  uint64_t& limit_charge(int gpu, int limit) { return limit_charges_[{gpu, limit}]; }
 
  private:
   SessionLimits limits_;
   uint64_t held_[static_cast<int>(Resource::kCount)] = {};
+  std::map<int, uint64_t> retained_;
+  std::map<std::pair<int, int>, uint64_t> limit_charges_;
 };
 
 }  // namespace remora::worker
