@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -70,6 +71,9 @@ Handshakes::~Handshakes() { CloseAll(); }
 bool Handshakes::EvictIdle(const std::function<bool(const Entry&)>& pred) {
   for (auto& [id, e] : entries_) {
     if (e->hello_done || !pred(*e)) continue;
+    // Bytes waiting to be read are (likely) a client's Hello: keep it, and look further.
+    int pending = 0;
+    if (::ioctl(e->pc.socket.get(), FIONREAD, &pending) == 0 && pending > 0) continue;
     Fail(id, Error(Err::kTimeout, "evicted: its peer opened newer connections and this one sent no Hello"), nullptr);
     return true;
   }

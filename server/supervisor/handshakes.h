@@ -4,8 +4,8 @@
 // Budgets, so that idle, slow or hostile peers starve nobody:
 //  - one absolute deadline per handshake (the whole Hello must arrive within half of it);
 //  - at most `per_peer` handshakes in progress per peer (IP address, or uid for shm): a new
-//    connection evicts the peer's oldest one that has not sent its Hello yet, else it is
-//    refused;
+//    connection evicts the peer's oldest one that has not sent (any of) its Hello and has
+//    nothing waiting to be read, else it is refused;
 //  - at most `per_transport` per transport, with the same eviction, so TCP peers can never
 //    use up the shared-memory clients' budget;
 //  - a Hello or Proof body of at most kMaxHandshakeBodyWords, and exactly one descriptor,
@@ -28,7 +28,7 @@ namespace remora::server {
 
 struct HandshakeLimits {
   int deadline_ms = 5000;
-  size_t per_peer = 32;
+  size_t per_peer = 512;
   size_t per_transport = 1024;
 };
 

@@ -224,8 +224,11 @@ Status Supervisor::Start() {
   HandshakeLimits hl;
   hl.deadline_ms = options_.handshake_timeout_ms;
   hl.per_peer = options_.handshakes_per_peer;
-  // Handshakes of one transport may use at most a third of the descriptors.
-  hl.per_transport = static_cast<size_t>(std::clamp<uint64_t>(DescriptorLimit() / 3, 16, 4096));
+  // Handshakes of all transports together hold at most about half of the descriptors (a
+  // shm handshake holds two: its socket and its segment), so sessions, the admin API and
+  // the state store always find some.
+  uint64_t spare = DescriptorLimit() > 256 ? DescriptorLimit() - 128 : DescriptorLimit() / 2;
+  hl.per_transport = static_cast<size_t>(std::clamp<uint64_t>(spare / (3 * std::max<size_t>(listeners_.size(), 1)), 8, 8192));
   handshakes_ = std::make_unique<Handshakes>(epoll_.get(), hl, [this](PendingConnection c, AuthenticatedPeer p) {
     OnHandshaken(std::move(c), std::move(p));
   });

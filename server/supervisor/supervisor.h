@@ -59,7 +59,7 @@ struct ServerOptions {
   uint64_t module_cache_bytes = 16ull << 30;        // all tenants together
   uint64_t module_cache_tenant_bytes = 4ull << 30;  // each tenant
   int handshake_timeout_ms = 5000;
-  uint32_t handshakes_per_peer = 32;
+  uint32_t handshakes_per_peer = 512;
   int shm_mode = -1;                    // of the shm socket; -1: 0666 with --auth token, else 0600
 };
 

@@ -45,7 +45,7 @@ struct SessionLimits {
   // Back-pressure bounds: past them the executor reads no further request until it has
   // caught up (the client then blocks in its own send, as on a full GPU queue).
   uint64_t pending_ops = 8192;        // operations in flight plus frames kept in the backlog
-  uint64_t spill_bytes = 256ull << 20;  // bulk read ahead for backlogged frames
+  uint64_t spill_bytes = 64ull << 20;   // bulk read ahead for backlogged frames
 
   uint64_t limit(Resource r) const { return max[static_cast<int>(r)]; }
 

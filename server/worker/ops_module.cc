@@ -124,8 +124,12 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
   auto a = req.getModuleLoad();
   uint64_t size = a.getSize();  // read once: the body may live in memory the client shares
   bool has_image = a.getHasImage();
-  if (a.getHash().size() != kModuleHashBytes || size == 0 || size > kMaxImageBytes)
-    return Error(Err::kInvalidValue, "bad module load request");
+  if (a.getHash().size() != kModuleHashBytes || size == 0 || size > kMaxImageBytes) {
+    Status bad = Error(Err::kInvalidValue, "bad module load request (hash of {} bytes, image of {} bytes)",
+                       a.getHash().size(), size);
+    if (frame.header.bulk_bytes == 0) return ex.PostReply(tag, bad);
+    return bad;  // its bulk cannot be trusted to match anything: the session ends
+  }
   if (has_image != (frame.header.bulk_bytes == size) || (!has_image && frame.header.bulk_bytes != 0))
     return Error(Err::kInvalidValue, "module image size does not match the request");
   std::string hash = HashHex(a.getHash());
