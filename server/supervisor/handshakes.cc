@@ -91,6 +91,7 @@ void Handshakes::Admit(PendingConnection pc) {
   const std::string key = e->peer_key;
   const TransportKind kind = pc.kind;
   if (of_peer >= limits_.per_peer && !EvictIdle([&](const Entry& x) { return x.peer_key == key; })) {
+    if (refused_ != nullptr) (*refused_)++;
     uint64_t dropped = 0;
     if (log_budget_.Allow(&dropped))
       LOG_WARN("refusing {} connection from {}: {} handshakes of this peer are in progress{}", TransportName(kind),
@@ -98,6 +99,7 @@ void Handshakes::Admit(PendingConnection pc) {
     return;  // closes the socket
   }
   if (of_transport >= limits_.per_transport && !EvictIdle([&](const Entry& x) { return x.pc.kind == kind; })) {
+    if (refused_ != nullptr) (*refused_)++;
     uint64_t dropped = 0;
     if (log_budget_.Allow(&dropped))
       LOG_WARN("refusing {} connection from {}: {} handshakes are in progress on this transport{}", TransportName(kind),
@@ -134,6 +136,7 @@ void Handshakes::Fail(uint64_t id, const Status& why, const std::vector<uint64_t
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   Entry& e = *it->second;
+  if (refused_ != nullptr) (*refused_)++;
   if (refusal != nullptr && !refusal->empty()) {
     FrameHeader h;
     h.kind = static_cast<uint16_t>(FrameKind::kHandshake);

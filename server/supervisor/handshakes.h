@@ -14,6 +14,7 @@
 // Thread-safety: none; the supervisor's loop thread owns it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -58,6 +59,8 @@ class Handshakes {
   ~Handshakes();
 
   void SetPolicy(ServerAuthPolicy policy) { policy_ = std::move(policy); }
+  // Counts every connection refused or dropped before it authenticated (the /metrics counter).
+  void SetRefusedCounter(std::atomic<uint64_t>* refused) { refused_ = refused; }
 
   // Takes a freshly accepted connection (made non-blocking here).
   void Admit(PendingConnection pc);
@@ -86,6 +89,7 @@ class Handshakes {
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::unique_ptr<Entry>> entries_;  // by id: oldest first
   LogBudget log_budget_{20, 10};
+  std::atomic<uint64_t>* refused_ = nullptr;
 };
 
 // The key under which a peer's handshakes are counted: "ip:ADDRESS" for TCP (no port), or

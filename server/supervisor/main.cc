@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
                                                                 "in progress");
   std::string shm_mode;
   app.add_option("--shm-mode", shm_mode, "mode of the shm:// socket, octal (default 0666 with --auth token, else 0600)");
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (tcp://HOST:PORT; no authentication: "
+                 "bind it to a trusted network)");
   CLI11_PARSE(app, argc, argv);
   o.auth_required = auth == "token";
   o.encrypt = *ParseEncryptMode(encrypt);

@@ -27,6 +27,7 @@
 #include "remora/protocol/frame_socket.h"
 #include "remora/protocol/message.h"
 #include "supervisor/admin_service.h"
+#include "supervisor/metrics_server.h"
 #include "supervisor/process.h"
 #include "worker/limits.h"
 
@@ -94,7 +95,7 @@ class Supervisor::Keys final : public TenantKeys {
 Supervisor::Supervisor(ServerOptions options) : options_(std::move(options)), keys_(std::make_unique<Keys>(*this)) {}
 
 Supervisor::~Supervisor() {
-  StopAdmin();
+  StopServices();
   listeners_.clear();
   if (ledger_mem_ != nullptr) ::munmap(ledger_mem_, LedgerRegionBytes());
 }
@@ -120,7 +121,7 @@ Status Supervisor::Start() {
   std::string cache_root = options_.module_cache_dir.empty() ? options_.state_dir + "/modules" : options_.module_cache_dir;
   ASSIGN_OR_RETURN(ModuleStore ms, ModuleStore::Open(cache_root, options_.module_cache_bytes));
   modules_.emplace(std::move(ms));
-  if (options_.worker_path.empty()) options_.worker_path = SelfDirectory() + "/remora-worker";
+  if (options_.worker_path.empty()) options_.worker_path = DefaultWorkerPath();
   ASSIGN_OR_RETURN(WorkerUser wu, ResolveWorkerUser(options_.worker_user));
   ASSIGN_OR_RETURN(WorkerLauncher wl, WorkerLauncher::Create(options_.worker_path, std::move(wu)));
   launcher_.emplace(std::move(wl));
@@ -177,7 +178,9 @@ Status Supervisor::Start() {
                                             : options_.auth_required ? 0666u : 0600u;
   for (const std::string& url : options_.listen) {
     ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(url));
-    auto l = Listen(ep, shm_mode);
+    ListenOptions listen_options;
+    listen_options.shm_mode = shm_mode;
+    auto l = Listen(ep, listen_options);
     if (!l.ok()) {
       if (l.status().code() == Err::kNotSupported) {
         LOG_WARN("not serving {}: {}", url, l.status().message());
@@ -230,8 +233,10 @@ Status Supervisor::Start() {
   uint64_t spare = DescriptorLimit() > 256 ? DescriptorLimit() - 128 : DescriptorLimit() / 2;
   hl.per_transport = static_cast<size_t>(std::clamp<uint64_t>(spare / (3 * std::max<size_t>(listeners_.size(), 1)), 8, 8192));
   handshakes_ = std::make_unique<Handshakes>(epoll_.get(), hl, [this](PendingConnection c, AuthenticatedPeer p) {
+    counters_.handshakes_accepted++;
     OnHandshaken(std::move(c), std::move(p));
   });
+  handshakes_->SetRefusedCounter(&counters_.handshakes_refused);
   ServerAuthPolicy policy;
   policy.auth_required = options_.auth_required;
   policy.keys = keys_.get();
@@ -243,6 +248,7 @@ Status Supervisor::Start() {
   admin.listen_url = options_.admin_listen;
   admin.token_file = options_.admin_token_file;
   ASSIGN_OR_RETURN(admin_, AdminServer::Start(*this, admin));
+  RETURN_IF_ERROR(StartMetrics());
   return WriteReadyFile();
 }
 
@@ -307,7 +313,7 @@ int Supervisor::Run() {
     handshakes_->Expire(MonotonicNanos());
     Reap();  // in case a SIGCHLD was coalesced
   }
-  StopAdmin();
+  StopServices();
   handshakes_->CloseAll();
   LOG_INFO("server stopped");
   return 0;
@@ -322,16 +328,17 @@ void Supervisor::RunQueuedCalls() {
   for (auto& c : calls) c();
 }
 
-void Supervisor::StopAdmin() {
-  if (!admin_) return;
-  admin_->RequestStop();
-  // Its thread may be waiting in Call(): keep serving calls until it has ended.
-  while (!admin_->Finished()) {
+void Supervisor::StopServices() {
+  if (admin_) admin_->RequestStop();
+  if (metrics_) metrics_->RequestStop();
+  // Their threads may be waiting in Call(): keep serving calls until they have ended.
+  while ((admin_ && !admin_->Finished()) || (metrics_ && !metrics_->Finished())) {
     RunQueuedCalls();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   RunQueuedCalls();
   admin_.reset();
+  metrics_.reset();
 }
 
 void Supervisor::OnAccept(Listener& l) {
@@ -358,6 +365,7 @@ void Supervisor::ShedConnection(Listener& l) {
   // Out of descriptors: the waiting connection would keep the listener readable (and this
   // loop spinning). Free the spare descriptor, take the connection and close it, and keep
   // the spare for next time.
+  counters_.handshakes_refused++;
   uint64_t dropped = 0;
   if (accept_log_.Allow(&dropped))
     LOG_WARN("out of file descriptors: dropping a connection to {} (handshakes in progress: {}){}", l.endpoint().ToUrl(),
@@ -406,6 +414,7 @@ void Supervisor::OnHandshaken(PendingConnection conn, AuthenticatedPeer peer) {
   LOG_INFO("session {} started: tenant '{}', {}@{} pid {} ({}), {} {}, GPUs [{}], worker pid {}", s.id, s.tenant,
            s.client.user, s.client.hostname, s.client.pid, s.client.program, TransportName(s.transport), s.peer,
            fmt::join(t.gpus, ","), s.pid);
+  counters_.sessions_started++;
   sessions_.emplace(s.pid, std::move(s));
 }
 
@@ -420,6 +429,11 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
     return ErrnoStatus(Err::kUnknown, "socketpair", errno);
   }
   Fd parent(ctl[0]), child(ctl[1]);
+  auto stats = SessionStatsBlock::Create();
+  if (!stats.ok()) {
+    ledger_->CloseSession(s->ledger_slot);
+    return stats.status();
+  }
   std::vector<std::string> args = {
       "--session", std::to_string(s->id), "--tenant", t->record.name, "--transport", TransportName(conn.kind),
       "--backend", options_.backend, "--gpus", fmt::format("{}", fmt::join(t->gpus, ",")),
@@ -432,6 +446,7 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
   std::vector<std::pair<int, int>> fds = {{conn.socket.get(), worker_args::kClientFd},
                                           {child.get(), worker_args::kControlFd},
                                           {ledger_fd_.get(), worker_args::kLedgerFd},
+                                          {stats->fd(), worker_args::kStatsFd},
                                           {ledger_ro_fd_.get(), worker_args::kLedgerReadFd},
                                           {cache.get(), worker_args::kModuleCacheFd}};
   for (size_t i = 0; i < conn.fds.size(); i++)
@@ -448,6 +463,7 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
   s->peer = conn.peer;
   s->client = peer.client;
   s->started_at = static_cast<int64_t>(std::time(nullptr));
+  s->stats = std::move(*stats);
   conn.fds.clear();  // the worker has its copies now
   if (peer.keys) {
     // The data path's keys go to the worker on its control socket, before anything else.
@@ -489,9 +505,11 @@ void Supervisor::Reap() {
                                         : fmt::format("killed by signal {}", WTERMSIG(status));
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
       LOG_INFO("session {} (tenant '{}') ended; {} returned to the tenant", s.id, s.tenant, FormatSize(total));
-    else
+    else {
       LOG_WARN("session {} (tenant '{}') worker ended abnormally ({}); {} returned to the tenant", s.id, s.tenant, how,
                FormatSize(total));
+      counters_.sessions_lost++;
+    }
     sessions_.erase(it);
     modules_->Trim();  // the server-wide bound of the module caches
   }

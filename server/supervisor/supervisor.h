@@ -9,7 +9,9 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -20,10 +22,9 @@
 #include <optional>
 #include <string>
 #include <thread>
-
-#include <unistd.h>
 #include <vector>
 
+#include "common/session_stats.h"
 #include "remora/base/fd.h"
 #include "remora/memmgr/ledger.h"
 #include "remora/protocol/handshake.h"
@@ -32,6 +33,7 @@
 #include "supervisor/gpu_inventory.h"
 #include "supervisor/handshakes.h"
 #include "supervisor/module_store.h"
+#include "supervisor/metrics.h"
 #include "supervisor/state_store.h"
 #include "supervisor/worker_launcher.h"
 
@@ -61,6 +63,7 @@ struct ServerOptions {
   int handshake_timeout_ms = 5000;
   uint32_t handshakes_per_peer = 512;
   int shm_mode = -1;                    // of the shm socket; -1: 0666 with --auth token, else 0600
+  std::string metrics_listen;           // "" or tcp://HOST:PORT (Prometheus /metrics)
 };
 
 struct TenantState {
@@ -80,10 +83,19 @@ struct SessionState {
   PeerIdentity client;
   int64_t started_at = 0;       // unix seconds
   uint64_t kill_after_ns = 0;   // asked to end: SIGKILL if still running at this time
+  SessionStatsBlock stats;      // the counters its worker publishes
+};
 
+// Event counts for /metrics. Written on the loop and handshake threads, read anywhere.
+struct ServerCounters {
+  std::atomic<uint64_t> handshakes_accepted{0};
+  std::atomic<uint64_t> handshakes_refused{0};
+  std::atomic<uint64_t> sessions_started{0};
+  std::atomic<uint64_t> sessions_lost{0};
 };
 
 class AdminServer;
+class MetricsServer;
 
 class Supervisor {
  public:
@@ -125,6 +137,8 @@ class Supervisor {
   // get the admin API).
   bool IsWorkerOrDescendant(pid_t pid) const;
   uid_t worker_uid() const { return launcher_ ? launcher_->user().uid : ::geteuid(); }
+  // The state /metrics shows (supervisor_metrics.cc).
+  MetricsSnapshot CollectMetrics();
 
  private:
   class Keys;
@@ -144,8 +158,10 @@ class Supervisor {
   Status WriteReadyFile();
   // Runs the calls queued by Call() (loop thread).
   void RunQueuedCalls();
-  // Stops the admin API, serving its Calls until its thread has ended (loop thread).
-  void StopAdmin();
+  // Stops the admin API and the metrics endpoint, serving their Calls until their threads
+  // have ended (loop thread).
+  void StopServices();
+  Status StartMetrics();
 
   ServerOptions options_;
   std::unique_ptr<StateStore> store_;
@@ -158,6 +174,8 @@ class Supervisor {
   std::optional<Ledger> ledger_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unique_ptr<AdminServer> admin_;
+  std::unique_ptr<MetricsServer> metrics_;
+  ServerCounters counters_;
   int64_t started_at_ = 0;
 
   // tenants_ is written only on the loop thread; handshake threads read stored keys under

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <pwd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -36,10 +38,29 @@ Result<WorkerUser> LookUp(const std::string& name) {
   return u;
 }
 
+// The capabilities a server that is not root needs to give workers a user of their own:
+// change uid and groups, hand the tenant's module cache directory to the worker's user and
+// still trim it, drop the workers' bounding set (systemd: remora-server.service grants them).
+constexpr int kSwitchCaps[] = {CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE, CAP_SETPCAP};
+
+bool HasEffective(int cap) {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2] = {};
+  if (::syscall(SYS_capget, &h, d) != 0) return false;
+  return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
 }  // namespace
 
+bool CanSwitchUsers() {
+  if (::geteuid() == 0) return true;
+  for (int cap : kSwitchCaps)
+    if (!HasEffective(cap)) return false;
+  return true;
+}
+
 Result<WorkerUser> ResolveWorkerUser(const std::string& requested) {
-  if (::geteuid() != 0) {
+  if (!CanSwitchUsers()) {
     WorkerUser u;
     u.uid = ::geteuid();
     u.gid = ::getegid();
@@ -48,8 +69,9 @@ Result<WorkerUser> ResolveWorkerUser(const std::string& requested) {
     if (!requested.empty() && requested != u.name)
       return Error(Err::kInvalidValue, "--worker-user {}: this server runs as '{}' (not root) and cannot start "
                                        "processes as another user", requested, u.name);
-    LOG_INFO("workers run as this server's user '{}' (uid {}): run the server as root to give them a user of their "
-             "own (docs/SECURITY.md)", u.name, u.uid);
+    LOG_WARN("workers run as this server's user '{}' (uid {}): run the server as root, or with CAP_SETUID, CAP_SETGID, "
+             "CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE and CAP_SETPCAP, to give them a user of their own "
+             "(docs/SECURITY.md)", u.name, u.uid);
     return u;
   }
   std::string name = requested.empty() ? "remora-worker" : requested;
@@ -59,6 +81,10 @@ Result<WorkerUser> ResolveWorkerUser(const std::string& requested) {
     u = LookUp("nobody");
   }
   if (!u.ok()) return u.status();
+  if (u->uid == ::geteuid()) {
+    LOG_WARN("--worker-user {}: workers run as this server's own user, without privilege separation", name);
+    return u;
+  }
   if (u->uid == 0) LOG_WARN("--worker-user {}: workers run as root, without privilege separation", name);
   u->switch_user = u->uid != 0;
   if (u->switch_user) LOG_INFO("workers run as user '{}' (uid {}), without capabilities", u->name, u->uid);

@@ -21,13 +21,18 @@ struct WorkerUser {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;
-  bool switch_user = false;  // false: workers keep the server's uid (it is not root)
+  bool switch_user = false;  // false: workers keep the server's uid (it cannot switch)
 };
 
-// The user workers run as. A server running as root uses `requested` (default
-// "remora-worker"; "nobody" with a warning if that user does not exist; "root" only when
-// asked for by name, with a warning). A server running as another user cannot switch:
-// workers keep its uid, and a `requested` user other than that is an error.
+// Whether this process may start workers as another user: it is root, or holds CAP_SETUID,
+// CAP_SETGID, CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE and CAP_SETPCAP (remora-server.service
+// runs as `remora` with these as ambient capabilities).
+bool CanSwitchUsers();
+
+// The user workers run as. A server that can switch users uses `requested` (default
+// "remora-worker"; "nobody" with a warning if that user does not exist; "root" or its own
+// user only when asked for by name, with a warning). A server that cannot switch: workers
+// keep its uid (with a warning), and a `requested` user other than that is an error.
 Result<WorkerUser> ResolveWorkerUser(const std::string& requested);
 
 // The environment of workers: a fixed PATH and HOME, and from this process only variables

@@ -97,31 +97,31 @@ Status Handlers::DeviceReset(Executor& ex, uint64_t tag, Req req) {
   Status st = ex.SetDevice(*gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
   // Everything the session holds on this device goes away, as with cudaDeviceReset.
-  for (uint64_t id : ex.streams().Ids()) {
-    Executor::Stream* s = ex.streams().Find(id);
+  for (uint64_t id : ex.session().streams().Ids()) {
+    Executor::Stream* s = ex.session().streams().Find(id);
     if (s->gpu != *gpu) continue;
     (void)ex.driver().StreamDestroy(s->stream);
-    ex.streams().Erase(id);
+    ex.session().streams().Erase(id);
   }
-  for (uint64_t id : ex.events().Ids()) {
-    Executor::Event* e = ex.events().Find(id);
+  for (uint64_t id : ex.session().events().Ids()) {
+    Executor::Event* e = ex.session().events().Find(id);
     if (e->gpu != *gpu) continue;
     (void)ex.driver().EventDestroy(e->event);
-    ex.events().Erase(id);
+    ex.session().events().Erase(id);
   }
-  for (auto it = ex.per_thread_streams().begin(); it != ex.per_thread_streams().end();) {
+  for (auto it = ex.session().per_thread_streams().begin(); it != ex.session().per_thread_streams().end();) {
     if (it->first.second != *gpu) {
       ++it;
       continue;
     }
     (void)ex.driver().StreamDestroy(it->second);
-    it = ex.per_thread_streams().erase(it);
+    it = ex.session().per_thread_streams().erase(it);
   }
-  for (const Allocation& a : ex.allocations().All()) {
+  for (const Allocation& a : ex.session().allocations().All()) {
     if (a.device != *gpu) continue;
     (void)ex.driver().MemFree(a.base);
     ex.ReleaseCharge(a.device, a.reserved);
-    (void)ex.allocations().Erase(a.base);
+    (void)ex.session().allocations().Erase(a.base);
   }
   return ex.PostReply(tag, Status::Ok());
 }
@@ -146,79 +146,6 @@ Status Handlers::PeerAccess(Executor& ex, uint64_t tag, Req req) {
       return ex.PostReply(tag, ex.driver().DisablePeerAccess(*peer));
   }
   return ex.PostReply(tag, Error(Err::kInvalidValue, "unknown peer access operation"));
-}
-
-namespace {
-
-// Device memory the driver sets aside for a context limit of `value`, charged to the tenant
-// like an allocation (the defaults count as context overhead): the malloc heap and the
-// printf FIFO are their size; the stack is per resident thread of the whole GPU. The
-// device-runtime limits are bounded instead.
-Result<uint64_t> LimitBytes(Executor& ex, int gpu, int limit, uint64_t value) {
-  switch (limit) {
-    case CU_LIMIT_STACK_SIZE: {
-      ASSIGN_OR_RETURN(const DeviceDescription* d, ex.Description(gpu));
-      auto attr = [&](int i) { return static_cast<size_t>(i) < d->attributes.size() ? uint64_t(std::max(d->attributes[i], 0)) : 0; };
-      uint64_t threads = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR) * attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-      uint64_t bytes;
-      if (__builtin_mul_overflow(value, threads, &bytes)) return Error(Err::kMemoryAllocation, "stack size too large");
-      return bytes;
-    }
-    case CU_LIMIT_PRINTF_FIFO_SIZE:
-    case CU_LIMIT_MALLOC_HEAP_SIZE:
-      return value;
-    case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
-      if (value > 24) return Error(Err::kInvalidValue, "device runtime sync depth {} (at most 24)", value);
-      return 0;
-    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
-      if (value > (1u << 16)) return Error(Err::kInvalidValue, "pending launch count {} (at most 65536 here)", value);
-      return 0;
-    default:
-      return 0;
-  }
-}
-
-}  // namespace
-
-Status Handlers::DeviceLimit(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getDeviceLimit();
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  if (a.getSet()) {
-    int limit = static_cast<int>(a.getLimit());
-    auto bytes = LimitBytes(ex, *gpu, limit, a.getValue());
-    if (!bytes.ok()) return ex.PostReply(tag, bytes.status());
-    uint64_t& charged = ex.resources().limit_charge(*gpu, limit);
-    if (*bytes > charged) {
-      Status q = ex.Charge(*gpu, *bytes - charged);
-      if (!q.ok()) return ex.PostReply(tag, q);
-    }
-    st = ex.driver().SetLimit(limit, a.getValue());
-    uint64_t now = st.ok() ? *bytes : charged;  // what stays charged
-    if (*bytes > charged && !st.ok()) ex.ReleaseCharge(*gpu, *bytes - charged);
-    if (st.ok() && *bytes < charged) ex.ReleaseCharge(*gpu, charged - *bytes);
-    charged = now;
-    return ex.PostReply(tag, st);
-  }
-  auto v = ex.driver().GetLimit(a.getLimit());
-  if (!v.ok()) return ex.PostReply(tag, v.status());
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setValue(static_cast<int64_t>(*v)); });
-}
-
-Status Handlers::StreamPriorityRange(Executor& ex, uint64_t tag, Req req) {
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  auto range = ex.driver().StreamPriorityRange();
-  if (!range.ok()) return ex.PostReply(tag, range.status());
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
-    auto p = r.initPair();
-    p.setFirst(range->first);
-    p.setSecond(range->second);
-  });
 }
 
 }  // namespace remora::worker

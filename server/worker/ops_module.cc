@@ -43,8 +43,8 @@ Result<uint64_t> Load(Executor& ex, int gpu, const std::string& hash, const std:
     UnchargeImage(ex, gpu, image.size());
     return m.status();
   }
-  uint64_t h = ex.modules().Insert({*m, gpu, hash, image.size()});
-  ex.module_index()[{hash, gpu}] = h;
+  uint64_t h = ex.session().modules().Insert({*m, gpu, hash, image.size()});
+  ex.session().module_index()[{hash, gpu}] = h;
   LOG_DEBUG("module {} ({}) loaded on GPU {}", hash, FormatSize(image.size()), gpu);
   return h;
 }
@@ -78,15 +78,15 @@ class ImageOp final : public PendingOp {
       RETURN_IF_ERROR(ex.PostReply(tag_, refusal_));
       return true;
     }
-    auto loaded = ex.module_index().find({hash_, gpu_});
+    auto loaded = ex.session().module_index().find({hash_, gpu_});
     if (ModuleHashHex(image_.data(), image_.size()) != hash_) {
       Finish(ex);
       RETURN_IF_ERROR(ex.PostReply(tag_, Error(Err::kInvalidKernelImage, "module image does not match its hash")));
       return true;
     }
-    if (loaded != ex.module_index().end() || !charged_) {
+    if (loaded != ex.session().module_index().end() || !charged_) {
       Finish(ex);  // loaded meanwhile (the client sent it twice): nothing new to hold
-      RETURN_IF_ERROR(ReplyModule(ex, tag_, loaded != ex.module_index().end()
+      RETURN_IF_ERROR(ReplyModule(ex, tag_, loaded != ex.session().module_index().end()
                                                 ? Result<uint64_t>(loaded->second)
                                                 : Result<uint64_t>(Error(Err::kInvalidValue, "module image not loaded"))));
       return true;
@@ -138,8 +138,8 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
     if (frame.header.bulk_bytes == 0) return ex.PostReply(tag, gpu.status());
     return Error(Err::kInvalidValue, "module image for an unusable device");
   }
-  auto loaded = ex.module_index().find({hash, *gpu});
-  if (loaded != ex.module_index().end()) {
+  auto loaded = ex.session().module_index().find({hash, *gpu});
+  if (loaded != ex.session().module_index().end()) {
     if (has_image) {
       ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, size, false, Status::Ok()));  // checked, loaded once
       return Status::Ok();
@@ -167,11 +167,11 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
 Status Handlers::GetFunction(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getGetFunction();
   std::string name = a.getName();
-  auto m = ex.modules().Get(a.getModule());
+  auto m = ex.session().modules().Get(a.getModule());
   if (!m.ok()) return ex.PostReply(tag, m.status());
   uint64_t handle = 0;
-  auto known = ex.function_index().find({a.getModule(), name});
-  if (known != ex.function_index().end()) {
+  auto known = ex.session().function_index().find({a.getModule(), name});
+  if (known != ex.session().function_index().end()) {
     handle = known->second;
   } else {
     Status st = ex.SetDevice((*m)->gpu);
@@ -180,10 +180,10 @@ Status Handlers::GetFunction(Executor& ex, uint64_t tag, Req req) {
     if (!f.ok()) return ex.PostReply(tag, Status(Err::kInvalidDeviceFunction, f.status().message()));
     auto params = ex.driver().FuncParams(*f);
     if (!params.ok()) return ex.PostReply(tag, params.status());
-    handle = ex.functions().Insert({*f, (*m)->gpu, a.getModule(), *params});
-    ex.function_index()[{a.getModule(), name}] = handle;
+    handle = ex.session().functions().Insert({*f, (*m)->gpu, a.getModule(), *params});
+    ex.session().function_index()[{a.getModule(), name}] = handle;
   }
-  Executor::Function* fn = ex.functions().Find(handle);
+  Executor::Function* fn = ex.session().functions().Find(handle);
   std::vector<int32_t> attrs(kNumFunctionAttributes, 0);
   for (int i = 0; i < kNumFunctionAttributes; i++) {
     auto v = ex.driver().FuncGetAttribute(fn->function, i);
@@ -204,7 +204,7 @@ Status Handlers::GetFunction(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getGetGlobal();
-  auto m = ex.modules().Get(a.getModule());
+  auto m = ex.session().modules().Get(a.getModule());
   if (!m.ok()) return ex.PostReply(tag, m.status());
   Status st = ex.SetDevice((*m)->gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
@@ -218,7 +218,7 @@ Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
     if (!q.ok()) return ex.PostReply(tag, q);
   }
   auto g = ex.driver().ModuleGetGlobal((*m)->module, name.c_str(), hint);
-  bool known = g.ok() && ex.allocations().Find(g->first).has_value();
+  bool known = g.ok() && ex.session().allocations().Find(g->first).has_value();
   if (charge_hint && (!g.ok() || known)) ex.ReleaseCharge((*m)->gpu, hint);
   else if (charge_hint) (*m)->charged += hint;
   if (!g.ok()) return ex.PostReply(tag, Status(Err::kInvalidSymbol, g.status().message()));
@@ -229,7 +229,7 @@ Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
     al.size = g->second;
     al.device = (*m)->gpu;
     al.kind = AllocKind::kModule;
-    (void)ex.allocations().Insert(al);
+    (void)ex.session().allocations().Insert(al);
   }
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
     auto gi = r.initGlobal();
@@ -240,7 +240,7 @@ Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::LaunchKernel(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getLaunchKernel();
-  auto f = ex.functions().Get(a.getFunction());
+  auto f = ex.session().functions().Get(a.getFunction());
   if (!f.ok()) return ReplyOrDefer(ex, tag, f.status());
   auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
@@ -290,7 +290,7 @@ Status Handlers::LaunchKernel(Executor& ex, uint64_t tag, Req req) {
 }
 
 Status Handlers::FuncGetAttributes(Executor& ex, uint64_t tag, Req req) {
-  auto f = ex.functions().Get(req.getFuncGetAttributes());
+  auto f = ex.session().functions().Get(req.getFuncGetAttributes());
   if (!f.ok()) return ex.PostReply(tag, f.status());
   Status st = ex.SetDevice((*f)->gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
@@ -307,7 +307,7 @@ Status Handlers::FuncGetAttributes(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::FuncSetAttribute(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFuncSetAttribute();
-  auto f = ex.functions().Get(a.getFunction());
+  auto f = ex.session().functions().Get(a.getFunction());
   if (!f.ok()) return ex.PostReply(tag, f.status());
   Status st = ex.SetDevice((*f)->gpu);
   if (st.ok()) st = ex.driver().FuncSetAttribute((*f)->function, a.getAttribute(), a.getValue());
@@ -316,7 +316,7 @@ Status Handlers::FuncSetAttribute(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::FuncSetCacheConfig(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFuncSetCacheConfig();
-  auto f = ex.functions().Get(a.getFunction());
+  auto f = ex.session().functions().Get(a.getFunction());
   if (!f.ok()) return ex.PostReply(tag, f.status());
   Status st = ex.SetDevice((*f)->gpu);
   if (st.ok()) st = ex.driver().FuncSetCacheConfig((*f)->function, a.getValue());
@@ -325,7 +325,7 @@ Status Handlers::FuncSetCacheConfig(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::Occupancy(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getOccupancy();
-  auto f = ex.functions().Get(a.getFunction());
+  auto f = ex.session().functions().Get(a.getFunction());
   if (!f.ok()) return ex.PostReply(tag, f.status());
   Status st = ex.SetDevice((*f)->gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
@@ -341,7 +341,8 @@ Status Handlers::Occupancy(Executor& ex, uint64_t tag, Req req) {
       value = v.ok() ? Result<int64_t>(static_cast<int64_t>(*v)) : Result<int64_t>(v.status());
       break;
     }
-    case wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS: {
+    case wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS:
+    case wire::Occupancy::Kind::MAX_POTENTIAL_CLUSTER_SIZE: {
       auto l = a.getLaunch();
       LaunchConfig c;
       c.grid[0] = l.getGrid().getX();
@@ -358,7 +359,9 @@ Status Handlers::Occupancy(Executor& ex, uint64_t tag, Req req) {
         std::memcpy(la.value, at.getValue().begin(), sizeof(la.value));
         c.attrs.push_back(la);
       }
-      auto v = ex.driver().OccupancyMaxActiveClusters((*f)->function, c);
+      auto v = a.getKind() == wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS
+                   ? ex.driver().OccupancyMaxActiveClusters((*f)->function, c)
+                   : ex.driver().OccupancyMaxPotentialClusterSize((*f)->function, c);
       value = v.ok() ? Result<int64_t>(*v) : Result<int64_t>(v.status());
       break;
     }

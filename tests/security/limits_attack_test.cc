@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include "remora/protocol/api_args.h"
 #include "security_support.h"
 
 namespace remora::security {
@@ -160,9 +161,16 @@ TEST_F(LimitsAttack, StreamsAndThreadsAreBounded) {
   EXPECT_EQ(refusal, Err::kMemoryAllocation);
   EXPECT_NE(message.find("--session-limit streams="), std::string::npos) << message;
   // Per-thread default streams count too: a client naming new thread ids gets no more.
-  auto r = s->Call([](wire::Request::Builder& q) {
+  // cuStreamQuery (generated: library 1, function 40) of stream 0, per-thread.
+  api::ArgWriter args;
+  args.Put<uint64_t>(0);
+  args.Put<uint8_t>(1);
+  auto r = s->Call([&](wire::Request::Builder& q) {
     q.setThread(424242);
-    q.initStreamSynchronize().setPerThread(true);
+    auto a = q.initApiCall();
+    a.setLibrary(1);
+    a.setFunction(40);
+    a.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(args.bytes().data()), args.bytes().size()));
   });
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->error, Err::kMemoryAllocation) << r->message;
@@ -204,20 +212,35 @@ TEST_F(LimitsAttack, MemoryOutsideTheQuotaIsChargedOrRefused) {
   EXPECT_EQ(g->error, Err::kMemoryAllocation) << g->message;
   EXPECT_LT(RssKb(worker), 100u * 1024);
   // cudaDeviceSetLimit(cudaLimitMallocHeapSize, 1 GiB) is memory too.
-  auto heap = tiny->Call([](wire::Request::Builder& q) {
-    auto l = q.initDeviceLimit();
-    l.setLimit(2);
-    l.setValue(1ull << 30);
-    l.setSet(true);
-  });
+  // The generated call cuCtxSetLimit (library 1, function 8): (CUlimit, size_t), the enum
+  // 4 bytes. CU_LIMIT_PRINTF_FIFO_SIZE 1, MALLOC_HEAP_SIZE 2, DEV_RUNTIME_SYNC_DEPTH 3.
+  enum : int32_t { CU_LIMIT_PRINTF_FIFO_SIZE = 1, CU_LIMIT_MALLOC_HEAP_SIZE = 2, CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH = 3 };
+  auto set_limit = [&](int32_t limit, uint64_t value) {
+    api::ArgWriter args;
+    args.Put(limit);
+    args.Put(static_cast<uint64_t>(value));
+    return tiny->Call([&](wire::Request::Builder& q) {
+      auto a = q.initApiCall();
+      a.setLibrary(1);
+      a.setFunction(8);
+      const auto& b = args.bytes();
+      a.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(b.data()), b.size()));
+    });
+  };
+  auto heap = set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, 1ull << 30);
   ASSERT_TRUE(heap.ok());
   EXPECT_EQ(heap->error, Err::kMemoryAllocation) << heap->message;
-  auto depth = tiny->Call([](wire::Request::Builder& q) {
-    auto l = q.initDeviceLimit();
-    l.setLimit(3);
-    l.setValue(1u << 20);
-    l.setSet(true);
-  });
+  // Within the quota it is granted and charged, a new value replacing the old one's charge:
+  // 512 KiB then 768 KiB fit a 1 MiB quota only if the second replaces the first.
+  for (uint64_t kib : {512, 768}) {
+    auto ok = set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, kib << 10);
+    ASSERT_TRUE(ok.ok());
+    EXPECT_EQ(ok->error, Err::kSuccess) << kib << " KiB: " << ok->message;
+  }
+  auto over = set_limit(CU_LIMIT_PRINTF_FIFO_SIZE, 512u << 10);
+  ASSERT_TRUE(over.ok());
+  EXPECT_EQ(over->error, Err::kMemoryAllocation) << "768 KiB heap + 512 KiB FIFO > 1 MiB";
+  auto depth = set_limit(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, 1u << 20);
   ASSERT_TRUE(depth.ok());
   EXPECT_EQ(depth->error, Err::kInvalidValue) << depth->message;
   // A pinned host region beyond the session's limit (a sparse 1 GiB memfd).

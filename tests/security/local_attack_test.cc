@@ -50,15 +50,15 @@ TEST(WorkerConfinement, WorkersRunConfined) {
   EXPECT_EQ(ProcStatus(w, "CapBnd:"), "0000000000000000");
   EXPECT_EQ(ProcStatus(w, "NoNewPrivs:"), "1");
   EXPECT_EQ(ProcStatus(w, "Seccomp:"), "2");
-  // Its own descriptors only: stdio, the client socket, the control socket, the module
-  // cache directory, the shm segment. The ledger's descriptors are closed after mapping.
+  // Its own descriptors only: stdio, the client socket, the control socket, its session's
+  // counters block, the module cache directory, the shm segment. The ledger's descriptors are closed after mapping.
   std::set<int> fds;
   DIR* d = ::opendir(("/proc/" + std::to_string(w) + "/fd").c_str());
   ASSERT_NE(d, nullptr);
   while (struct dirent* e = ::readdir(d))
     if (e->d_name[0] != '.') fds.insert(std::atoi(e->d_name));
   ::closedir(d);
-  EXPECT_EQ(fds, (std::set<int>{0, 1, 2, 3, 4, 7, 8})) << "the worker has other descriptors";
+  EXPECT_EQ(fds, (std::set<int>{0, 1, 2, 3, 4, 6, 8, 9})) << "the worker has other descriptors";
   // A clean environment.
   std::string env = ReadFile("/proc/" + std::to_string(w) + "/environ");
   EXPECT_EQ(env.find("REMORA_TEST_SECRET"), std::string::npos) << "the worker inherited the server's environment";
@@ -95,6 +95,53 @@ TEST(WorkerConfinement, WorkersRunConfined) {
   RunResult ctl = RunAs(as, BinDir() + "/remoractl --state-dir " + s.server.state_dir() + " tenant list");
   EXPECT_NE(ctl.exit_code, 0) << ctl.output;
   EXPECT_EQ(ctl.output.find("alice"), std::string::npos) << ctl.output;
+}
+
+// The packaged layout (tools/packaging/remora-server.service): the server runs as an
+// unprivileged user with only the capabilities starting workers as another user takes. Its
+// workers still get a user of their own, no capabilities, and the tenant's module cache.
+TEST(WorkerConfinement, AServerWithOnlyTheNeededCapabilitiesSeparatesToo) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root (to start the server as another user with capabilities)";
+  struct passwd* worker_pw = ::getpwnam("remora-worker");
+  if (worker_pw == nullptr) GTEST_SKIP() << "no user remora-worker (tools/install-deps.sh creates it)";
+  uid_t worker_uid = worker_pw->pw_uid;
+  struct passwd* pw = ::getpwnam("nobody");
+  ASSERT_NE(pw, nullptr);
+  uid_t server_uid = pw->pw_uid;
+  gid_t server_gid = pw->pw_gid;
+  const std::string caps = "+setuid,+setgid,+chown,+fowner,+dac_override,+setpcap";
+  ServerOptions o;
+  o.launcher = {"setpriv", "--reuid=" + std::to_string(server_uid), "--regid=" + std::to_string(server_gid),
+                "--clear-groups", "--inh-caps=" + caps, "--ambient-caps=" + caps, "--"};
+  o.extra_args = {"--module-cache-dir", "", "--module-cache-size", "64MiB"};
+  TenancyServer s;
+  ASSERT_EQ(::chown(s.server.dir().c_str(), server_uid, server_gid), 0);
+  o.extra_args[1] = s.server.dir() + "/modules";
+  ASSERT_TRUE(s.Start(o));
+  std::string token = s.CreateTenant("alice");
+  auto session = RawSession::Open(s.server.Url("shm"), token);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto pids = WorkerPids(s);
+  ASSERT_EQ(pids.size(), 1u);
+  pid_t w = pids[0];
+  std::string uid = ProcStatus(w, "Uid:");
+  EXPECT_EQ(uid.substr(0, uid.find('\t')), std::to_string(worker_uid)) << "the worker shares the server's user";
+  EXPECT_EQ(ProcStatus(w, "CapEff:"), "0000000000000000");
+  EXPECT_EQ(ProcStatus(w, "CapPrm:"), "0000000000000000");
+  EXPECT_EQ(ProcStatus(w, "CapAmb:"), "0000000000000000");
+  EXPECT_EQ(ProcStatus(w, "CapBnd:"), "0000000000000000");
+  EXPECT_EQ(ProcStatus(w, "NoNewPrivs:"), "1");
+  // The worker's user cannot read the server's state.
+  RunResult read = RunAs("remora-worker", "cat " + s.server.state_dir() + "/state.db > /dev/null");
+  EXPECT_NE(read.exit_code, 0) << "the worker user can read state.db";
+  // The tenant's module cache works: a module loaded is cached in a directory of the
+  // worker's user, which the server (not root) can still trim.
+  std::vector<std::byte> image = FakeFatbin(4096, 3);
+  ModuleAnswer m = LoadModule(**session, ModuleHash(image), &image, image.size());
+  EXPECT_EQ(m.error, Err::kSuccess) << m.message;
+  struct stat st;
+  ASSERT_EQ(::stat((s.server.dir() + "/modules/alice").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, worker_uid);
 }
 
 // ---- F2: remorafs --------------------------------------------------------------------

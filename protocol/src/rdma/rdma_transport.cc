@@ -236,15 +236,17 @@ const Capabilities& RdmaCapabilities() {
 
 }  // namespace rdma
 
-Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep) {
+namespace {
+
+Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep, const ListenOptions&) {
   std::string problem = rdma::RdmaDeviceProblem();
   if (!problem.empty()) return Error(Err::kNotSupported, "{}", problem);  // the caller names the URL
   return TcpListen(ep, TransportKind::kRdma);
 }
 
-std::string RdmaUnavailableReason() { return rdma::RdmaDeviceProblem(); }
 
-Result<std::unique_ptr<Connection>> RdmaAdopt(Fd socket, std::vector<Fd> fds) {
+Result<std::unique_ptr<Connection>> RdmaAdopt(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys) {
+  if (keys) return Error(Err::kInvalidValue, "rdma:// sessions are not encrypted");
   if (!fds.empty()) return Error(Err::kInvalidValue, "an rdma:// client sent {} descriptors with its Hello", fds.size());
   // The libraries and a device were there when the supervisor listened; check again here.
   std::string problem = rdma::RdmaDeviceProblem();
@@ -285,5 +287,14 @@ Result<Connected> RdmaConnect(const Endpoint& ep, const ConnectOptions& options)
   out.connection = rdma::MakeRdmaRequester(std::move(ch).value(), peer);
   return out;
 }
+
+std::string RdmaUnavailable() { return rdma::RdmaDeviceProblem(); }
+
+}  // namespace
+
+// Over rdma bulk is RDMA-read/written into the worker's pinned staging (GPUDirect RDMA to
+// device memory is not implemented).
+const TransportOps kRdmaTransport = {"rdma", TransportKind::kRdma, "rdma-host-staged", RdmaConnect, RdmaListen, RdmaAdopt,
+                                     RdmaUnavailable};
 
 }  // namespace remora

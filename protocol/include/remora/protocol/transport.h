@@ -18,7 +18,13 @@
 namespace remora {
 
 enum class TransportKind { kShm, kTcp, kRdma };
+// The URL scheme ("shm"), and back.
 const char* TransportName(TransportKind kind);
+Result<TransportKind> TransportFromName(std::string_view name);
+// How a session's bulk data moves over this transport ("shared-memory", "socket", ...).
+const char* TransportDataPath(TransportKind kind);
+// Why `kind` cannot be used on this machine, or empty.
+std::string TransportUnavailable(TransportKind kind);
 
 struct Endpoint {
   TransportKind kind = TransportKind::kShm;
@@ -75,10 +81,13 @@ Status AcceptError(int err);
 // True if `fd` is a socket whose peer is on this host's loopback (127/8, ::1).
 bool PeerIsLoopback(int fd);
 
-// Binds and listens. For shm the socket file gets `shm_mode` (explicitly, whatever the
-// umask); a stale socket file is replaced only if it is a socket of this user that nothing
-// answers on.
-Result<std::unique_ptr<Listener>> Listen(const Endpoint& endpoint, unsigned shm_mode = 0600);
+struct ListenOptions {
+  unsigned shm_mode = 0600;  // of the shm socket file, set explicitly whatever the umask
+};
+
+// Binds and listens. A stale shm socket file is replaced only if it is a socket of this
+// user that nothing answers on.
+Result<std::unique_ptr<Listener>> Listen(const Endpoint& endpoint, const ListenOptions& options = {});
 
 // In the worker: builds the executor side of an authenticated connection from the handed-off
 // socket and descriptors (after the supervisor sent Welcome), encrypted with `keys` if given.
