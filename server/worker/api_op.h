@@ -65,6 +65,9 @@ class OpContext {
   // A GPU is current: the one an argument chose, else the calling thread's device.
   Status Ready();
 
+  // Before a call that creates a handle of `kind`: the session's limit for that kind
+  // (worker/limits.h) leaves room for one more, else kMemoryAllocation naming the limit.
+  Status HandleRoom(HandleKind kind);
   // A handle the library created: registered in the session (teardown releases it).
   uint64_t AdoptHandle(HandleKind kind, void* handle);
   // A failed library call, as a status of the library's domain.
