@@ -75,4 +75,6 @@ Status ChargeLimit(OpContext& x, size_t* value) {
   return Status::Ok();
 }
 
+Status FixAllocationProp(OpContext& x, CUmemAllocationProp* prop) { return FixMemLocation(x, &prop->location); }
+
 }  // namespace remora::worker

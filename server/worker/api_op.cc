@@ -17,7 +17,7 @@ Status OpContext::Stream(void** stream) {
   ASSIGN_OR_RETURN(Executor::Stream s, ex_.ResolveStream(h, per_thread, req_.getThread(), req_.getDevice()));
   RETURN_IF_ERROR(ex_.SetDevice(s.gpu));
   if (gpu_ < 0) gpu_ = s.gpu;
-  wait_streams_.push_back(s);
+  if (num_streams_ < 2) streams_[num_streams_++] = s;
   *stream = s.stream;
   return Status::Ok();
 }
@@ -36,14 +36,14 @@ Status OpContext::Handle(HandleKind kind, bool nullable, void** handle) {
       ASSIGN_OR_RETURN(Executor::Stream * s, ex_.session().streams().Get(h));
       *handle = s->stream;
       gpu = s->gpu;
-      wait_streams_.push_back(*s);
+      if (num_streams_ < 2) streams_[num_streams_++] = *s;
       break;
     }
     case HandleKind::kEvent: {
       ASSIGN_OR_RETURN(Executor::Event * e, ex_.session().events().Get(h));
       *handle = e->event;
       gpu = e->gpu;
-      wait_events_.emplace_back(e->gpu, e->event);
+      if (num_events_ < 2) events_[num_events_++] = {e->gpu, e->event};
       break;
     }
     case HandleKind::kModule: {
@@ -83,7 +83,7 @@ Status OpContext::Device(int* device) {
 }
 
 Status OpContext::DevPtr(uint64_t addr, uint64_t bytes, uint64_t* checked) {
-  ASSIGN_OR_RETURN(Allocation a, ex_.session().allocations().CheckRange(addr, bytes == 0 ? 1 : bytes));
+  ASSIGN_OR_RETURN(Allocation a, ex_.session().CheckRange(addr, bytes == 0 ? 1 : bytes));
   if (gpu_ < 0) {
     RETURN_IF_ERROR(ex_.SetDevice(a.device));
     gpu_ = a.device;
@@ -179,14 +179,14 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
     case CallClass::kSync: {
       if (!st.ok()) return ex.PostReply(tag, st);
       const std::vector<std::byte>& out = x.out().bytes();
+      if (out.empty()) return ex.PostReply(tag, Status::Ok());  // nothing to return
       return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
         r.setApiResult(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(out.data()), out.size()));
       });
     }
     case CallClass::kWait:
       if (!st.ok()) return ex.PostReply(tag, st);
-      if (!x.wait_events().empty())
-        return Handlers::ReplyWhenEvent(ex, tag, x.wait_events().front().first, x.wait_events().front().second);
+      if (x.has_wait_event()) return Handlers::ReplyWhenEvent(ex, tag, x.wait_event().first, x.wait_event().second);
       return Handlers::ReplyWhenDone(ex, tag, x.wait_streams());
   }
   return answer(Error(Err::kUnknown, "internal: {} has no call class", op->name));

@@ -74,8 +74,13 @@ class OpContext {
   Status LibraryError(Domain domain, uint32_t code, const char* name, const char* call);
 
   Executor& executor() { return ex_; }
-  // The GPU the call runs on (after Ready).
+  // The GPU the call runs on (once Ready or an argument chose it).
   int gpu() const { return gpu_; }
+  // What a wait call waits for: the streams and events its arguments named (at most two of
+  // each are kept; kept inline so a call allocates nothing for them).
+  std::vector<Executor::Stream> wait_streams() const { return {streams_, streams_ + num_streams_}; }
+  bool has_wait_event() const { return num_events_ > 0; }
+  std::pair<int, void*> wait_event() const { return events_[0]; }
   // A value one argument hook leaves for a later one of the same call.
   void set_note(int64_t v) { note_ = v; }
   int64_t note() const { return note_; }
@@ -85,9 +90,6 @@ class OpContext {
   void Settle(bool ok) {
     if (settle_) std::exchange(settle_, nullptr)(ok);
   }
-  // What a wait call waits for.
-  const std::vector<Executor::Stream>& wait_streams() const { return wait_streams_; }
-  const std::vector<std::pair<int, void*>>& wait_events() const { return wait_events_; }
 
  private:
   Executor& ex_;
@@ -98,8 +100,10 @@ class OpContext {
   int gpu_ = -1;  // the GPU an argument chose
   int64_t note_ = 0;
   std::function<void(bool)> settle_;
-  std::vector<Executor::Stream> wait_streams_;
-  std::vector<std::pair<int, void*>> wait_events_;
+  Executor::Stream streams_[2];
+  int num_streams_ = 0;
+  std::pair<int, void*> events_[2];
+  int num_events_ = 0;
 };
 
 struct OpEntry {

@@ -216,7 +216,7 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::Memset(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getMemset();
   uint64_t size = a.getSize();
-  auto range = ex.session().allocations().CheckRange(a.getDst(), size);
+  auto range = ex.session().CheckRange(a.getDst(), size);
   if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
@@ -241,7 +241,7 @@ Status Handlers::Memset3D(Executor& ex, uint64_t tag, Req req) {
         __builtin_mul_overflow(rows, pitch, &extent) || __builtin_add_overflow(extent, w, &extent))
       return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "3D memset of {}x{}x{} (pitch {}, {} rows per slice) "
                                                              "does not fit in memory", w, h, d, pitch, rps));
-    auto range = ex.session().allocations().CheckRange(dst, extent);
+    auto range = ex.session().CheckRange(dst, extent);
     if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
   }
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());

@@ -33,8 +33,10 @@ void UnchargeImage(Executor& ex, int gpu, uint64_t size) {
 }
 
 // Loads an image on `gpu` and registers the module; its size is already charged
-// (ChargeImage), and stays charged with the module or is given back on failure.
-Result<uint64_t> Load(Executor& ex, int gpu, const std::string& hash, const std::vector<std::byte>& image) {
+// (ChargeImage), and stays charged with the module or is given back on failure. A fresh
+// load is a module of its own, not shared with the session's other loads of the image.
+Result<uint64_t> Load(Executor& ex, int gpu, const std::string& hash, const std::vector<std::byte>& image,
+                      bool fresh = false) {
   Status st = ex.resources().Acquire(Resource::kModules);
   if (st.ok()) st = ex.SetDevice(gpu);
   Result<DModule> m = st.ok() ? ex.driver().ModuleLoad(image.data(), image.size()) : Result<DModule>(st);
@@ -43,8 +45,8 @@ Result<uint64_t> Load(Executor& ex, int gpu, const std::string& hash, const std:
     UnchargeImage(ex, gpu, image.size());
     return m.status();
   }
-  uint64_t h = ex.session().modules().Insert({*m, gpu, hash, image.size()});
-  ex.session().module_index()[{hash, gpu}] = h;
+  uint64_t h = ex.session().modules().Insert({*m, gpu, hash, image.size(), {}, image.size()});
+  if (!fresh) ex.session().module_index()[{hash, gpu}] = h;
   LOG_DEBUG("module {} ({}) loaded on GPU {}", hash, FormatSize(image.size()), gpu);
   return h;
 }
@@ -59,8 +61,9 @@ Status ReplyModule(Executor& ex, uint64_t tag, const Result<uint64_t>& h) {
 // `refusal` the bytes are only drained (never buffered) and the refusal is the answer.
 class ImageOp final : public PendingOp {
  public:
-  ImageOp(uint64_t tag, int gpu, std::string hash, uint64_t size, bool charged, Status refusal)
-      : tag_(tag), gpu_(gpu), hash_(std::move(hash)), size_(size), charged_(charged), refusal_(std::move(refusal)) {}
+  ImageOp(uint64_t tag, int gpu, std::string hash, uint64_t size, bool fresh, bool charged, Status refusal)
+      : tag_(tag), gpu_(gpu), hash_(std::move(hash)), size_(size), fresh_(fresh), charged_(charged),
+        refusal_(std::move(refusal)) {}
   bool HoldsQueue() const override { return true; }
   bool HoldsTransport() const override { return true; }
   Result<bool> Poll(Executor& ex) override {
@@ -84,7 +87,7 @@ class ImageOp final : public PendingOp {
       RETURN_IF_ERROR(ex.PostReply(tag_, Error(Err::kInvalidKernelImage, "module image does not match its hash")));
       return true;
     }
-    if (loaded != ex.session().module_index().end() || !charged_) {
+    if ((!fresh_ && loaded != ex.session().module_index().end()) || !charged_) {
       Finish(ex);  // loaded meanwhile (the client sent it twice): nothing new to hold
       RETURN_IF_ERROR(ReplyModule(ex, tag_, loaded != ex.session().module_index().end()
                                                 ? Result<uint64_t>(loaded->second)
@@ -92,7 +95,7 @@ class ImageOp final : public PendingOp {
       return true;
     }
     charged_ = false;  // Load owns the charge now
-    Result<uint64_t> h = Load(ex, gpu_, hash_, image_);
+    Result<uint64_t> h = Load(ex, gpu_, hash_, image_, fresh_);
     if (h.ok() && ex.config().module_cache != nullptr) ex.config().module_cache->Store(hash_, image_);
     image_ = {};
     RETURN_IF_ERROR(ReplyModule(ex, tag_, h));
@@ -111,6 +114,7 @@ class ImageOp final : public PendingOp {
   int gpu_;
   std::string hash_;
   uint64_t size_;
+  bool fresh_;
   bool charged_;
   Status refusal_;
   uint64_t received_ = 0;
@@ -138,10 +142,11 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
     if (frame.header.bulk_bytes == 0) return ex.PostReply(tag, gpu.status());
     return Error(Err::kInvalidValue, "module image for an unusable device");
   }
+  bool fresh = a.getFresh();
   auto loaded = ex.session().module_index().find({hash, *gpu});
-  if (loaded != ex.session().module_index().end()) {
+  if (!fresh && loaded != ex.session().module_index().end()) {
     if (has_image) {
-      ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, size, false, Status::Ok()));  // checked, loaded once
+      ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, size, false, false, Status::Ok()));  // checked, loaded once
       return Status::Ok();
     }
     return ReplyModule(ex, tag, loaded->second);
@@ -149,7 +154,7 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
   if (has_image) {
     Status charged = ChargeImage(ex, *gpu, size);
     if (!charged.ok()) LOG_INFO("refused a {} module image on GPU {}: {}", FormatSize(size), *gpu, charged.message());
-    ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, size, charged.ok(), charged));
+    ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, size, fresh, charged.ok(), charged));
     return Status::Ok();
   }
   // Only this tenant's own uploads can answer a request without the image.
@@ -161,7 +166,7 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
     return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.initModule().setNeedImage(true); });
   }
   LOG_DEBUG("module {} served from the tenant's module cache", hash);
-  return ReplyModule(ex, tag, Load(ex, *gpu, hash, cached));
+  return ReplyModule(ex, tag, Load(ex, *gpu, hash, cached, fresh));
 }
 
 Status Handlers::GetFunction(Executor& ex, uint64_t tag, Req req) {
@@ -230,6 +235,7 @@ Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
     al.device = (*m)->gpu;
     al.kind = AllocKind::kModule;
     (void)ex.session().allocations().Insert(al);
+    (*m)->globals.push_back(g->first);
   }
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
     auto gi = r.initGlobal();
