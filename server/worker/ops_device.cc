@@ -1,4 +1,6 @@
 // Device enumeration, the tenant's view of memory, device-wide synchronisation and reset.
+#include <cuda.h>
+
 #include <algorithm>
 
 #include "remora/base/log.h"

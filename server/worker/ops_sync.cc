@@ -78,7 +78,8 @@ Status Handlers::StreamCreate(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getStreamCreate();
   auto gpu = ex.GpuOf(req.getDevice());
   if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
+  Status st = ex.resources().Room(Resource::kStreams, ex.session().streams().size() + ex.session().per_thread_streams().size());
+  if (st.ok()) st = ex.SetDevice(*gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
   auto s = ex.driver().StreamCreate(a.getFlags(), a.getPriority());
   if (!s.ok()) return ex.PostReply(tag, s.status());
@@ -102,7 +103,8 @@ Status Handlers::EventCreate(Executor& ex, uint64_t tag, Req req) {
   unsigned flags = req.getEventCreate();
   auto gpu = ex.GpuOf(req.getDevice());
   if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
+  Status st = ex.resources().Room(Resource::kEvents, ex.session().events().size());
+  if (st.ok()) st = ex.SetDevice(*gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
   auto e = ex.driver().EventCreate(flags);
   if (!e.ok()) return ex.PostReply(tag, e.status());
@@ -158,6 +160,8 @@ Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
   auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
   if (ex.session().host_callbacks().count(a.getId())) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "duplicate callback id"));
+  Status room = ex.resources().Room(Resource::kCallbacks, ex.session().host_callbacks().size());
+  if (!room.ok()) return ReplyOrDefer(ex, tag, room);
   auto cb = std::make_shared<Executor::HostCallback>();
   cb->id = a.getId();
   Status st = ex.SetDevice(s->gpu);
