@@ -55,6 +55,14 @@ if [ ! -f "$capsrc/src/capnp/layout.c++" ]; then
   tar -xzf "$tmp"/capnproto_"$capver".orig.tar.gz -C "$here/.deps"
 fi
 
+# The unprivileged user remora-server (run as root) starts its session workers as
+# (docs/SECURITY.md): no home, no shell, no password.
+if ! getent passwd remora-worker >/dev/null; then
+  echo "install-deps: creating the system user remora-worker (session workers run as it)"
+  $SUDO useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+    --user-group remora-worker
+fi
+
 # The CUDA toolkit is not a Debian package here; it must already be installed.
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -x "$CUDA_HOME/bin/nvcc" ] || [ ! -f "$CUDA_HOME/include/cuda_runtime_api.h" ]; then

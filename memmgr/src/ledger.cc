@@ -2,31 +2,45 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 namespace remora {
 
 namespace {
-constexpr uint64_t kLedgerMagic = 0x315247444c524d52ull;  // "RMRLDGR1"
-}
+constexpr uint64_t kLedgerMagic = 0x325247444c524d52ull;  // "RMRLDGR2"
+constexpr size_t kPage = 4096;
+constexpr uint64_t kMaxReservation = 1ull << 50;  // no GPU has a PiB: refused outright
+constexpr uint32_t kBitmapWords = kLedgerMaxSessions / 64;
+constexpr int kSnapshotTries = 64;
+}  // namespace
 
+// Written by the supervisor only (under the mutex); read by everyone.
 struct LedgerTenantRow {
   uint32_t in_use;
   uint32_t pad;
   char name[64];
   uint64_t limit[kLedgerMaxGpus];
-  uint64_t refused;
+  uint64_t refused;               // by sessions already closed
+  uint64_t slots[kBitmapWords];   // the tenant's open session slots
 };
 
-struct LedgerSessionRow {
-  uint32_t in_use;
-  uint32_t tenant;
-  uint64_t session_id;
-  uint64_t used[kLedgerMaxGpus];
+// One page each: the owning worker maps only this page writable. Fields a worker writes
+// are changed with single atomic stores.
+struct alignas(kPage) LedgerSessionRow {
+  uint32_t in_use;                 // supervisor
+  uint32_t tenant;                 // supervisor
+  uint64_t session_id;             // supervisor
+  uint64_t changes;                // worker: incremented after each change of `used`
+  uint64_t used[kLedgerMaxGpus];   // worker: charged and committed
+  uint64_t pending[kLedgerMaxGpus];  // worker: a reservation being checked
   uint64_t overhead[kLedgerMaxGpus];
+  uint64_t refused;                // worker
 };
+static_assert(sizeof(LedgerSessionRow) == kPage);
 
 struct LedgerRegion {
   uint64_t magic;
@@ -38,7 +52,16 @@ struct LedgerRegion {
 
 namespace {
 
-// RAII lock of the robust, process-shared mutex.
+template <typename T>
+T Load(const T& v) {
+  return std::atomic_ref<T>(const_cast<T&>(v)).load(std::memory_order_seq_cst);
+}
+template <typename T>
+void Store(T& v, std::type_identity_t<T> x) {
+  std::atomic_ref<T>(v).store(x, std::memory_order_seq_cst);
+}
+
+// RAII lock of the robust, process-shared mutex (supervisor-side mutations only).
 class RegionLock {
  public:
   explicit RegionLock(LedgerRegion* r) : r_(r) {
@@ -55,16 +78,41 @@ class RegionLock {
   LedgerRegion* r_;
 };
 
-uint64_t TenantUsedLocked(const LedgerRegion* r, uint32_t tenant, uint32_t gpu) {
+bool SlotOfTenant(const LedgerRegion* r, uint32_t slot, uint32_t tenant) {
+  const LedgerSessionRow& s = r->sessions[slot];
+  return Load(s.in_use) != 0 && Load(s.tenant) == tenant;
+}
+
+template <typename Fn>
+void ForEachTenantSlot(const LedgerRegion* r, uint32_t tenant, Fn&& fn) {
+  const LedgerTenantRow& t = r->tenants[tenant];
+  for (uint32_t w = 0; w < kBitmapWords; w++) {
+    uint64_t bits = Load(t.slots[w]);
+    while (bits != 0) {
+      uint32_t slot = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      if (SlotOfTenant(r, slot, tenant)) fn(slot, r->sessions[slot]);
+    }
+  }
+}
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+// Committed plus announced bytes of the tenant on `gpu` (what a reservation checks).
+uint64_t TenantClaimed(const LedgerRegion* r, uint32_t tenant, uint32_t gpu) {
   uint64_t sum = 0;
-  for (const auto& s : r->sessions)
-    if (s.in_use && s.tenant == tenant) sum += s.used[gpu];
+  ForEachTenantSlot(r, tenant, [&](uint32_t, const LedgerSessionRow& s) {
+    sum = SaturatingAdd(sum, Load(s.used[gpu]));
+    sum = SaturatingAdd(sum, Load(s.pending[gpu]));
+  });
   return sum;
 }
 
 }  // namespace
 
 size_t LedgerRegionBytes() { return sizeof(LedgerRegion); }
+size_t LedgerSlotOffset(uint32_t slot) { return offsetof(LedgerRegion, sessions) + size_t{slot} * sizeof(LedgerSessionRow); }
+size_t LedgerSlotBytes() { return sizeof(LedgerSessionRow); }
 
 Result<Ledger> Ledger::Create(void* mem, size_t bytes) {
   if (bytes < sizeof(LedgerRegion)) return Error(Err::kInvalidValue, "ledger region too small");
@@ -89,6 +137,19 @@ Result<Ledger> Ledger::Attach(void* mem, size_t bytes) {
   return Ledger(r);
 }
 
+Result<Ledger> Ledger::AttachSession(const void* mem, size_t bytes, void* slot_mem, uint32_t slot) {
+  ASSIGN_OR_RETURN(Ledger l, Attach(const_cast<void*>(mem), bytes));
+  if (slot >= kLedgerMaxSessions) return Error(Err::kInvalidValue, "bad session slot {}", slot);
+  l.own_ = static_cast<LedgerSessionRow*>(slot_mem);
+  l.own_slot_ = slot;
+  return l;
+}
+
+LedgerSessionRow* Ledger::Writable(uint32_t slot) const {
+  if (own_ != nullptr) return slot == own_slot_ ? own_ : nullptr;
+  return &r_->sessions[slot];
+}
+
 Result<uint32_t> Ledger::AddTenant(std::string_view name) {
   if (name.empty() || name.size() >= sizeof(LedgerTenantRow::name)) return Error(Err::kInvalidValue, "bad tenant name");
   RegionLock lock(r_);
@@ -103,7 +164,7 @@ Result<uint32_t> Ledger::AddTenant(std::string_view name) {
   std::memset(&t, 0, sizeof(t));
   std::memcpy(t.name, name.data(), name.size());
   for (auto& l : t.limit) l = kUnlimited;
-  t.in_use = 1;
+  Store(t.in_use, 1u);
   return static_cast<uint32_t>(free_row);
 }
 
@@ -112,7 +173,7 @@ Status Ledger::RemoveTenant(uint32_t tenant) {
   RegionLock lock(r_);
   for (const auto& s : r_->sessions)
     if (s.in_use && s.tenant == tenant) return Error(Err::kNotPermitted, "tenant has open sessions");
-  r_->tenants[tenant].in_use = 0;
+  Store(r_->tenants[tenant].in_use, 0u);
   return Status::Ok();
 }
 
@@ -120,7 +181,7 @@ Status Ledger::SetLimit(uint32_t tenant, uint32_t gpu, uint64_t limit) {
   if (tenant >= kLedgerMaxTenants || gpu >= kLedgerMaxGpus) return Error(Err::kInvalidValue, "bad tenant or GPU index");
   RegionLock lock(r_);
   if (!r_->tenants[tenant].in_use) return Error(Err::kInvalidValue, "no such tenant");
-  r_->tenants[tenant].limit[gpu] = limit;
+  Store(r_->tenants[tenant].limit[gpu], limit);
   return Status::Ok();
 }
 
@@ -134,7 +195,9 @@ Result<uint32_t> Ledger::OpenSession(uint32_t tenant, uint64_t session_id) {
     std::memset(&s, 0, sizeof(s));
     s.tenant = tenant;
     s.session_id = session_id;
-    s.in_use = 1;
+    Store(s.in_use, 1u);
+    uint64_t& word = r_->tenants[tenant].slots[i / 64];
+    Store(word, Load(word) | (1ull << (i % 64)));
     return i;
   }
   return Error(Err::kMemoryAllocation, "the ledger holds at most {} sessions", kLedgerMaxSessions);
@@ -146,77 +209,109 @@ std::vector<uint64_t> Ledger::CloseSession(uint32_t slot) {
   RegionLock lock(r_);
   auto& s = r_->sessions[slot];
   if (!s.in_use) return held;
-  for (uint32_t g = 0; g < kLedgerMaxGpus; g++) held[g] = s.used[g];
-  s.in_use = 0;
+  for (uint32_t g = 0; g < kLedgerMaxGpus; g++) held[g] = Load(s.used[g]);
+  auto& t = r_->tenants[s.tenant];
+  Store(t.refused, Load(t.refused) + Load(s.refused));
+  uint64_t& word = t.slots[slot / 64];
+  Store(word, Load(word) & ~(1ull << (slot % 64)));
+  Store(s.in_use, 0u);
   return held;
 }
 
 Status Ledger::Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes) {
   if (slot >= kLedgerMaxSessions || gpu >= kLedgerMaxGpus) return Error(Err::kInvalidValue, "bad session or GPU index");
-  RegionLock lock(r_);
-  auto& s = r_->sessions[slot];
-  if (!s.in_use) return Error(Err::kDevicesUnavailable, "session is closed");
-  auto& t = r_->tenants[s.tenant];
-  uint64_t used = TenantUsedLocked(r_, s.tenant, gpu);
-  uint64_t limit = t.limit[gpu];
-  if (bytes > limit || used > limit - bytes) {
-    t.refused++;
+  LedgerSessionRow* s = Writable(slot);
+  if (s == nullptr) return Error(Err::kInvalidValue, "session slot {} is not this worker's", slot);
+  if (!Load(s->in_use)) return Error(Err::kDevicesUnavailable, "session is closed");
+  uint32_t tenant = Load(s->tenant);
+  if (tenant >= kLedgerMaxTenants) return Error(Err::kInvalidValue, "bad tenant index");
+  const LedgerTenantRow& t = r_->tenants[tenant];
+  uint64_t limit = Load(t.limit[gpu]);
+  auto refuse = [&](uint64_t in_use) {
+    Store(s->refused, Load(s->refused) + 1);
     return Error(Err::kMemoryAllocation, "tenant '{}' memory limit on GPU {} reached: {} in use + {} requested > {} limit",
-                 t.name, gpu, used, bytes, limit);
+                 std::string_view(t.name, strnlen(t.name, sizeof(t.name))), gpu, in_use, bytes, limit);
+  };
+  if (bytes > limit || bytes > kMaxReservation) return refuse(TenantClaimed(r_, tenant, gpu));
+  // Announce, then check everything announced or committed: of two racing reservations, at
+  // least one sees the other.
+  Store(s->pending[gpu], Load(s->pending[gpu]) + bytes);
+  uint64_t claimed = TenantClaimed(r_, tenant, gpu);
+  if (claimed > limit) {
+    Store(s->pending[gpu], Load(s->pending[gpu]) - bytes);
+    return refuse(claimed - bytes);
   }
-  s.used[gpu] += bytes;
+  // Commit before withdrawing the announcement: the bytes are never counted zero times.
+  Store(s->used[gpu], Load(s->used[gpu]) + bytes);
+  Store(s->changes, Load(s->changes) + 1);
+  Store(s->pending[gpu], Load(s->pending[gpu]) - bytes);
   return Status::Ok();
 }
 
 void Ledger::Release(uint32_t slot, uint32_t gpu, uint64_t bytes) {
   if (slot >= kLedgerMaxSessions || gpu >= kLedgerMaxGpus) return;
-  RegionLock lock(r_);
-  auto& s = r_->sessions[slot];
-  if (!s.in_use) return;
-  s.used[gpu] = bytes > s.used[gpu] ? 0 : s.used[gpu] - bytes;
+  LedgerSessionRow* s = Writable(slot);
+  if (s == nullptr || !Load(s->in_use)) return;
+  uint64_t used = Load(s->used[gpu]);
+  Store(s->used[gpu], bytes > used ? 0 : used - bytes);
+  Store(s->changes, Load(s->changes) + 1);
 }
 
 void Ledger::SetContextOverhead(uint32_t slot, uint32_t gpu, uint64_t bytes) {
   if (slot >= kLedgerMaxSessions || gpu >= kLedgerMaxGpus) return;
-  RegionLock lock(r_);
-  if (r_->sessions[slot].in_use) r_->sessions[slot].overhead[gpu] = bytes;
+  LedgerSessionRow* s = Writable(slot);
+  if (s != nullptr && Load(s->in_use)) Store(s->overhead[gpu], bytes);
 }
 
 TenantUsage Ledger::Tenant(uint32_t tenant, uint32_t gpu) const {
   TenantUsage u;
   if (tenant >= kLedgerMaxTenants || gpu >= kLedgerMaxGpus) return u;
-  RegionLock lock(r_);
   const auto& t = r_->tenants[tenant];
-  if (!t.in_use) return u;
-  u.limit = t.limit[gpu];
-  u.refused = t.refused;
-  for (const auto& s : r_->sessions) {
-    if (!s.in_use || s.tenant != tenant) continue;
-    u.used += s.used[gpu];
-    u.context_overhead += s.overhead[gpu];
-    u.sessions++;
+  if (!Load(t.in_use)) return u;
+  u.limit = Load(t.limit[gpu]);
+  // A consistent snapshot: a pass in which no slot changed between its first read and the
+  // check after the pass (so all values held at once, at the end of the pass).
+  struct Seen {
+    uint32_t slot;
+    uint64_t changes;
+  };
+  std::vector<Seen> seen;
+  for (int attempt = 0; attempt < kSnapshotTries; attempt++) {
+    seen.clear();
+    TenantUsage pass = u;
+    uint64_t refused = Load(t.refused);
+    ForEachTenantSlot(r_, tenant, [&](uint32_t slot, const LedgerSessionRow& s) {
+      seen.push_back({slot, Load(s.changes)});
+      pass.used = SaturatingAdd(pass.used, Load(s.used[gpu]));
+      pass.context_overhead += Load(s.overhead[gpu]);
+      refused += Load(s.refused);
+      pass.sessions++;
+    });
+    pass.refused = refused;
+    bool stable = true;
+    for (const Seen& x : seen) stable &= Load(r_->sessions[x.slot].changes) == x.changes && SlotOfTenant(r_, x.slot, tenant);
+    if (stable || attempt == kSnapshotTries - 1) return pass;
   }
   return u;
 }
 
 uint64_t Ledger::SessionUsed(uint32_t slot, uint32_t gpu) const {
   if (slot >= kLedgerMaxSessions || gpu >= kLedgerMaxGpus) return 0;
-  RegionLock lock(r_);
-  return r_->sessions[slot].in_use ? r_->sessions[slot].used[gpu] : 0;
+  const LedgerSessionRow& s = own_ != nullptr && slot == own_slot_ ? *own_ : r_->sessions[slot];
+  return Load(s.in_use) ? Load(s.used[gpu]) : 0;
 }
 
 uint32_t Ledger::SessionTenant(uint32_t slot) const {
   if (slot >= kLedgerMaxSessions) return UINT32_MAX;
-  RegionLock lock(r_);
-  return r_->sessions[slot].in_use ? r_->sessions[slot].tenant : UINT32_MAX;
+  const LedgerSessionRow& s = r_->sessions[slot];
+  return Load(s.in_use) ? Load(s.tenant) : UINT32_MAX;
 }
 
 uint64_t Ledger::GpuUsed(uint32_t gpu) const {
   if (gpu >= kLedgerMaxGpus) return 0;
-  RegionLock lock(r_);
   uint64_t sum = 0;
-  for (const auto& s : r_->sessions)
-    if (s.in_use) sum += s.used[gpu];
+  for (uint32_t t = 0; t < kLedgerMaxTenants; t++)
+    if (Load(r_->tenants[t].in_use)) sum = SaturatingAdd(sum, Tenant(t, gpu).used);
   return sum;
 }
 

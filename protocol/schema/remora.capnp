@@ -9,11 +9,14 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("remora::wire");
 
-const protocolVersion :UInt32 = 1;
+const protocolVersion :UInt32 = 2;  # 2: key exchange, sealed proof, server signature
 
 # ---------------------------------------------------------------------------------------
 # Handshake: Hello -> Challenge -> Proof -> Welcome | Refusal (see docs/PROTOCOL.md).
-# The token never crosses the wire: the client proves knowledge of it (SCRAM-style).
+# The token never crosses the wire: the client proves knowledge of it (SCRAM-style), sealed
+# under a key from an ephemeral X25519 exchange and bound to the transcript; the server
+# proves in turn that it knows the tenant's ServerKey. The same exchange gives the keys of
+# an encrypted data path.
 
 struct ClientIdentity {
   hostname @0 :Text;
@@ -28,16 +31,22 @@ struct Hello {
   clientNonce @2 :Data;        # 32 random bytes
   client @3 :ClientIdentity;
   shimVersion @4 :Text;
+  keyShare @5 :Data;           # X25519 public key of this connection (32 bytes)
+  encrypt @6 :UInt8;           # the client's REMORA_ENCRYPT: 0 off, 1 auto, 2 on
+  ciphers @7 :UInt32;          # bit (1 << cipher) for each record cipher it runs
 }
 
 struct Challenge {
   serverNonce @0 :Data;        # 32 random bytes
   authRequired @1 :Bool;       # false on a server started with --auth none
   serverVersion @2 :Text;
+  keyShare @3 :Data;           # X25519 public key of this connection (32 bytes)
+  cipher @4 :UInt8;            # the data path's record cipher; 0: not encrypted
 }
 
 struct Proof {
-  clientProof @0 :Data;        # ClientKey XOR HMAC(StoredKey, AuthMessage)
+  clientProof @0 :Data;        # protocol 1 only (unused)
+  sealedProof @1 :Data;        # AEAD(proof key, ClientKey XOR HMAC(StoredKey, AuthMessage))
 }
 
 struct Welcome {
@@ -47,6 +56,7 @@ struct Welcome {
   emulated @3 :Bool;
   serverName @4 :Text;
   driverVersion @5 :Int32;     # cuDriverGetVersion of the server (CUDA_VERSION style)
+  serverSignature @6 :Data;    # HMAC(ServerKey, AuthMessage | this Welcome); none without auth
 }
 
 struct Refusal {
@@ -153,10 +163,10 @@ struct Dim3 {
   z @2 :UInt32;
 }
 
-# A fat binary, identified by the XXH3-128 hash of its image. The first load of a session
-# sends no image; the worker answers needImage unless its server-wide cache has it.
+# A fat binary, identified by the BLAKE2b-256 of its image. The first load of a session sends
+# no image; the worker answers needImage unless the tenant's own cache has it.
 struct ModuleLoad {
-  hash @0 :Data;               # 16 bytes
+  hash @0 :Data;               # BLAKE2b-256 of the image (32 bytes), checked by the server
   size @1 :UInt64;
   hasImage @2 :Bool;           # the frame's bulk is the image
   fresh @3 :Bool;              # a module of its own even if this session loaded the image

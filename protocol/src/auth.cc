@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "remora/base/util.h"
+
 namespace remora {
 namespace {
 
@@ -26,13 +28,13 @@ Key ClientKey(const Secret& secret) {
   return Hmac(secret.data(), secret.size(), reinterpret_cast<const uint8_t*>(kLabel), sizeof(kLabel) - 1);
 }
 
-std::string AuthMessage(std::string_view tenant, const Nonce& cn, const Nonce& sn) {
-  std::string m = "remora-auth-v1|";
-  m.append(tenant);
-  m.push_back('|');
-  m.append(reinterpret_cast<const char*>(cn.data()), cn.size());
-  m.append(reinterpret_cast<const char*>(sn.data()), sn.size());
-  return m;
+Key ServerKeyOf(const Secret& secret) {
+  static const char kLabel[] = "Remora Server Key";
+  return Hmac(secret.data(), secret.size(), reinterpret_cast<const uint8_t*>(kLabel), sizeof(kLabel) - 1);
+}
+
+Key HmacOf(const Key& key, std::string_view m) {
+  return Hmac(key.data(), key.size(), reinterpret_cast<const uint8_t*>(m.data()), m.size());
 }
 
 }  // namespace
@@ -45,7 +47,7 @@ Status ValidateTenantName(std::string_view name) {
     bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
     if (!alnum && !(i > 0 && (c == '-' || c == '_')))
       return Error(Err::kInvalidValue,
-                   "invalid tenant name '{}': use lowercase letters, digits, '-' and '_'", name);
+                   "invalid tenant name '{}': use lowercase letters, digits, '-' and '_'", Printable(name));
   }
   return Status::Ok();
 }
@@ -98,32 +100,55 @@ Key StoredKeyFor(const Secret& secret) {
   Key ck = ClientKey(secret);
   Key stored;
   crypto_hash_sha256(stored.data(), ck.data(), ck.size());
+  sodium_memzero(ck.data(), ck.size());
   return stored;
 }
 
-Key ClientProof(const Secret& secret, std::string_view tenant, const Nonce& cn, const Nonce& sn) {
+Key ServerKeyFor(const Secret& secret) {
+  EnsureSodium();
+  return ServerKeyOf(secret);
+}
+
+Verifier VerifierFor(const Secret& secret) { return Verifier{StoredKeyFor(secret), ServerKeyFor(secret)}; }
+
+Key ClientProof(const Secret& secret, std::string_view auth_message) {
   EnsureSodium();
   Key ck = ClientKey(secret);
   Key stored;
   crypto_hash_sha256(stored.data(), ck.data(), ck.size());
-  std::string m = AuthMessage(tenant, cn, sn);
-  Key sig = Hmac(stored.data(), stored.size(), reinterpret_cast<const uint8_t*>(m.data()), m.size());
+  Key sig = HmacOf(stored, auth_message);
   Key proof;
   for (size_t i = 0; i < proof.size(); i++) proof[i] = ck[i] ^ sig[i];
   sodium_memzero(ck.data(), ck.size());
   return proof;
 }
 
-bool VerifyProof(const Key& stored_key, std::string_view tenant, const Nonce& cn, const Nonce& sn,
-                 const Key& proof) {
+bool VerifyProof(const Key& stored_key, std::string_view auth_message, const Key& proof) {
   EnsureSodium();
-  std::string m = AuthMessage(tenant, cn, sn);
-  Key sig = Hmac(stored_key.data(), stored_key.size(), reinterpret_cast<const uint8_t*>(m.data()), m.size());
+  Key sig = HmacOf(stored_key, auth_message);
   Key ck;
   for (size_t i = 0; i < ck.size(); i++) ck[i] = proof[i] ^ sig[i];
   Key h;
   crypto_hash_sha256(h.data(), ck.data(), ck.size());
+  sodium_memzero(ck.data(), ck.size());
   return sodium_memcmp(h.data(), stored_key.data(), h.size()) == 0;
+}
+
+Key ServerSignature(const Key& server_key, std::string_view auth_message) {
+  EnsureSodium();
+  return HmacOf(server_key, auth_message);
+}
+
+bool VerifyServerSignature(const Key& server_key, std::string_view auth_message, const Key& signature) {
+  Key expected = ServerSignature(server_key, auth_message);
+  return sodium_memcmp(expected.data(), signature.data(), expected.size()) == 0;
+}
+
+std::string AdminAuthMessage(const Nonce& cn, const Nonce& sn) {
+  std::string m = "remora-admin-v1|";
+  m.append(reinterpret_cast<const char*>(cn.data()), cn.size());
+  m.append(reinterpret_cast<const char*>(sn.data()), sn.size());
+  return m;
 }
 
 std::string ToHex(const uint8_t* data, size_t n) {

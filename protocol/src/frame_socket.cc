@@ -93,10 +93,14 @@ Status FrameSocket::Write(const OutFrame& frame, ConstBytes bulk, std::span<cons
   return WriteAllV(fd_, v, iovcnt);
 }
 
-Status FrameSocket::ReadExact(void* dst, size_t n, int timeout_ms, std::vector<Fd>* fds) {
+Status FrameSocket::ReadExact(void* dst, size_t n, uint64_t deadline_ns, std::vector<Fd>* fds) {
   auto* p = static_cast<char*>(dst);
   while (n > 0) {
-    if (timeout_ms >= 0) RETURN_IF_ERROR(WaitReadable(fd_, timeout_ms));
+    if (deadline_ns != 0) {
+      uint64_t now = MonotonicNanos();
+      int left_ms = now >= deadline_ns ? 0 : static_cast<int>((deadline_ns - now + 999'999) / 1'000'000);
+      RETURN_IF_ERROR(WaitReadable(fd_, left_ms));
+    }
     struct iovec iov = {p, n};
     alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
     struct msghdr msg = {};
@@ -126,18 +130,22 @@ Status FrameSocket::ReadExact(void* dst, size_t n, int timeout_ms, std::vector<F
   return Status::Ok();
 }
 
-Result<InFrame> FrameSocket::Read(int timeout_ms, std::vector<Fd>* fds) {
+Result<InFrame> FrameSocket::Read(int timeout_ms, std::vector<Fd>* fds, uint32_t max_body_words) {
   InFrame f;
-  RETURN_IF_ERROR(ReadExact(&f.header, sizeof(f.header), timeout_ms, fds));
+  uint64_t deadline = timeout_ms < 0 ? 0 : MonotonicNanos() + uint64_t(timeout_ms) * 1'000'000 + 1;
+  RETURN_IF_ERROR(ReadExact(&f.header, sizeof(f.header), deadline, fds));
   RETURN_IF_ERROR(ValidateFrameHeader(f.header));
+  if (f.header.body_words > max_body_words)
+    return Error(Err::kInvalidValue, "frame body of {} words is over the limit of {} here", f.header.body_words, max_body_words);
   body_.resize(f.header.body_words);
-  RETURN_IF_ERROR(ReadExact(body_.data(), body_.size() * sizeof(uint64_t), timeout_ms, fds));
+  RETURN_IF_ERROR(ReadExact(body_.data(), body_.size() * sizeof(uint64_t), deadline, nullptr));
   f.body = {body_.data(), body_.size()};
   return f;
 }
 
 Status FrameSocket::ReadBulk(MutableBytes dst, int timeout_ms) {
-  return ReadExact(dst.data(), dst.size(), timeout_ms, nullptr);
+  uint64_t deadline = timeout_ms < 0 ? 0 : MonotonicNanos() + uint64_t(timeout_ms) * 1'000'000 + 1;
+  return ReadExact(dst.data(), dst.size(), deadline, nullptr);
 }
 
 }  // namespace remora

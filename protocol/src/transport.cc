@@ -1,9 +1,14 @@
 #include "remora/protocol/transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 
+#include <cerrno>
 #include <charconv>
 
+#include "remora/base/util.h"
 #include "transport_internal.h"
 
 namespace remora {
@@ -86,22 +91,56 @@ Result<Endpoint> ParseEndpoint(std::string_view url) {
   return ep;
 }
 
+Status AcceptError(int err) {
+  if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ECONNABORTED)
+    return Status(Err::kNotReady, "no connection waiting");
+  if (err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS)
+    return ErrnoStatus(Err::kMemoryAllocation, "accept", err);
+  return ErrnoStatus(Err::kUnknown, "accept", err);
+}
+
+bool PeerIsLoopback(int fd) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (::getpeername(fd, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0) return false;
+  if (ss.ss_family == AF_INET) {
+    uint32_t a = ntohl(reinterpret_cast<struct sockaddr_in*>(&ss)->sin_addr.s_addr);
+    return (a >> 24) == 127;
+  }
+  if (ss.ss_family == AF_INET6) {
+    const struct in6_addr& a = reinterpret_cast<struct sockaddr_in6*>(&ss)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+  }
+  return ss.ss_family == AF_UNIX;
+}
+
+ClientHandshakeOptions HandshakeOptions(const ConnectOptions& o, bool can_encrypt) {
+  ClientHandshakeOptions h;
+  h.token = o.token;
+  h.encrypt = o.encrypt;
+  h.can_encrypt = can_encrypt;
+  h.insecure_local = o.insecure_local;
+  return h;
+}
+
 Result<Connected> Connect(const Endpoint& ep, const ConnectOptions& options) {
   const TransportOps* t = Find(ep.kind);
   if (t == nullptr) return Error(Err::kInvalidValue, "unknown transport");
   return t->connect(ep, options);
 }
 
-Result<std::unique_ptr<Listener>> Listen(const Endpoint& ep) {
+Result<std::unique_ptr<Listener>> Listen(const Endpoint& ep, const ListenOptions& options) {
   const TransportOps* t = Find(ep.kind);
   if (t == nullptr) return Error(Err::kInvalidValue, "unknown transport");
-  return t->listen(ep);
+  return t->listen(ep, options);
 }
 
-Result<std::unique_ptr<Connection>> AdoptConnection(TransportKind kind, Fd socket, std::vector<Fd> fds) {
+Result<std::unique_ptr<Connection>> AdoptConnection(TransportKind kind, Fd socket, std::vector<Fd> fds,
+                                                    const std::optional<SessionKeys>& keys) {
   const TransportOps* t = Find(kind);
   if (t == nullptr) return Error(Err::kInvalidValue, "unknown transport");
-  return t->adopt(std::move(socket), std::move(fds));
+  return t->adopt(std::move(socket), std::move(fds), keys);
 }
 
 std::string TransportUnavailable(TransportKind kind) {

@@ -10,6 +10,10 @@
 
 namespace remora {
 
+// The handshake options of a connection with `options` on a transport that can (or cannot)
+// encrypt its data path.
+ClientHandshakeOptions HandshakeOptions(const ConnectOptions& options, bool can_encrypt);
+
 struct TransportOps {
   const char* scheme;     // the URL scheme, "shm", "tcp", "rdma"
   TransportKind kind;
@@ -17,9 +21,10 @@ struct TransportOps {
   // Client: connect, run the handshake, set up the data path.
   Result<Connected> (*connect)(const Endpoint& ep, const ConnectOptions& options);
   // Server: bind and listen.
-  Result<std::unique_ptr<Listener>> (*listen)(const Endpoint& ep);
-  // Worker: the executor side of an authenticated connection (socket and Hello descriptors).
-  Result<std::unique_ptr<Connection>> (*adopt)(Fd socket, std::vector<Fd> fds);
+  Result<std::unique_ptr<Listener>> (*listen)(const Endpoint& ep, const ListenOptions& options);
+  // Worker: the executor side of an authenticated connection (socket and Hello descriptors),
+  // encrypted with `keys` if given (kInvalidValue on a transport that cannot).
+  Result<std::unique_ptr<Connection>> (*adopt)(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys);
   // Why this transport cannot be used here, or empty.
   std::string (*unavailable)();
 };

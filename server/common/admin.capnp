@@ -5,9 +5,9 @@
 #    credentials (SO_PEERCRED: root or the server's own uid) when it accepts; the bootstrap
 #    capability of such a connection is `Admin` itself.
 #  - optionally tcp://HOST:PORT (--admin-listen): the bootstrap capability is `AdminLogin`;
-#    the client proves that it knows the admin token with the same challenge-response as a
-#    tenant's handshake (see protocol/include/remora/protocol/auth.h, tenant name "admin"),
-#    so the token never crosses the wire, and receives `Admin`.
+#    the client proves that it knows the admin token with the SCRAM proof of a tenant's
+#    handshake under its own label (AdminAuthMessage in protocol/include/remora/protocol/auth.h),
+#    so the token never crosses the wire, checks the server's signature, and receives `Admin`.
 #
 # Errors: every method answers with an `Outcome` (code = cudaError_t number of the failure, 0 for
 # success, plus a one-line message); a broken connection surfaces as an RPC exception.
@@ -119,6 +119,8 @@ interface AdminLogin {
 }
 
 interface AdminProver {
-  # Step 2 (once): proof = ClientProof(secret, "admin", clientNonce, serverNonce).
-  prove @0 (proof :Data) -> (outcome :Outcome, admin :Admin);
+  # Step 2 (once): proof = ClientProof(secret, AdminAuthMessage(clientNonce, serverNonce)).
+  # serverSignature = ServerSignature(ServerKey, AdminAuthMessage | "|server"): the server's
+  # proof that it holds the admin token's verifier (auth.h). One challenge per connection.
+  prove @0 (proof :Data) -> (outcome :Outcome, admin :Admin, serverSignature :Data);
 }

@@ -7,9 +7,15 @@ namespace remora::worker_args {
 // Descriptors a session worker inherits.
 inline constexpr int kClientFd = 3;   // the client's socket (after the handshake)
 inline constexpr int kControlFd = 4;  // socketpair with the supervisor (control.capnp frames)
-inline constexpr int kLedgerFd = 5;   // memfd holding the quota ledger
+inline constexpr int kLedgerFd = 5;   // memfd holding the quota ledger, writable: the worker maps
+                                      // its own slot's page from it, then closes it
 inline constexpr int kStatsFd = 6;    // memfd of the session's counters (common/session_stats.h)
-inline constexpr int kFirstExtraFd = 7;  // transport descriptors (the shm segment), --extra-fds of them
+inline constexpr int kLedgerReadFd = 7;  // the ledger's memfd again, read-only
+inline constexpr int kModuleCacheFd = 8; // the tenant's module cache directory (with --module-cache-budget)
+inline constexpr int kFirstExtraFd = 9;  // transport descriptors (the shm segment), --extra-fds of them
+
+// With --encrypted, the first control message is sessionKeys (the data path's keys never
+// appear on a command line). --limits carries SessionLimits::Format().
 
 // Probe mode (`remora-worker --probe --backend B`): prints the GPU inventory, one line per
 // GPU: "gpu\t<index>\t<total bytes>\t<uuid hex>\t<pci bus id>\t<name>", after a first line

@@ -15,13 +15,16 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <fcntl.h>
 #include <fstream>
+#include <functional>
 #include <mutex>
 
 #include "admin.capnp.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "remora/protocol/transport.h"
+#include "supervisor/handshakes.h"
 #include "supervisor/supervisor.h"
 
 namespace remora::server {
@@ -270,11 +273,17 @@ class AdminImpl final : public rpc::Admin::Server {
   Supervisor& sup_;
 };
 
-// One challenge: checks one proof, once.
+// One TCP connection's login state: one challenge per connection, one proof per challenge.
+struct LoginState {
+  bool challenged = false;
+  bool logged_in = false;
+};
+
+// One challenge: checks one proof, once, and proves the server in return.
 class ProverImpl final : public rpc::AdminProver::Server {
  public:
-  ProverImpl(Supervisor& sup, const Key& key, const Nonce& cn, const Nonce& sn)
-      : sup_(sup), key_(key), cn_(cn), sn_(sn) {}
+  ProverImpl(Supervisor& sup, const Verifier& key, std::string auth_message, std::shared_ptr<LoginState> state)
+      : sup_(sup), key_(key), auth_message_(std::move(auth_message)), state_(std::move(state)) {}
 
   kj::Promise<void> prove(ProveContext ctx) override {
     auto proof = ctx.getParams().getProof();
@@ -284,60 +293,124 @@ class ProverImpl final : public rpc::AdminProver::Server {
     used_ = true;
     if (ok) {
       std::memcpy(k.data(), proof.begin(), k.size());
-      ok = VerifyProof(key_, kAdminTokenName, cn_, sn_, k);
+      ok = VerifyProof(key_.stored_key, auth_message_, k);
     }
     if (!ok) {
       LOG_WARN("admin login over TCP refused: wrong admin token");
       SetOutcome(res.initOutcome(), Status(Err::kNotPermitted, "wrong admin token"));
       return kj::READY_NOW;
     }
+    state_->logged_in = true;
+    Key sig = ServerSignature(key_.server_key, auth_message_ + "|server");
     SetOutcome(res.initOutcome(), Status::Ok());
+    res.setServerSignature(capnp::Data::Reader(sig.data(), sig.size()));
     res.setAdmin(kj::heap<AdminImpl>(sup_));
     return kj::READY_NOW;
   }
 
  private:
   Supervisor& sup_;
-  Key key_;
-  Nonce cn_, sn_;
+  Verifier key_;
+  std::string auth_message_;
+  std::shared_ptr<LoginState> state_;
   bool used_ = false;
 };
 
 class LoginImpl final : public rpc::AdminLogin::Server {
  public:
-  LoginImpl(Supervisor& sup, const Key& key) : sup_(sup), key_(key) {}
+  LoginImpl(Supervisor& sup, const Verifier& key, std::shared_ptr<LoginState> state)
+      : sup_(sup), key_(key), state_(std::move(state)) {}
 
   kj::Promise<void> challenge(ChallengeContext ctx) override {
+    if (state_->challenged) return KJ_EXCEPTION(FAILED, "one admin challenge per connection");
+    state_->challenged = true;
     auto cn_data = ctx.getParams().getClientNonce();
     Nonce cn{};
-    if (cn_data.size() != cn.size())
-      return KJ_EXCEPTION(FAILED, "the client nonce must be 32 bytes");
+    if (cn_data.size() != cn.size()) return KJ_EXCEPTION(FAILED, "the client nonce must be 32 bytes");
     std::memcpy(cn.data(), cn_data.begin(), cn.size());
     Nonce sn = RandomNonce();
     auto res = ctx.getResults();
     res.setServerNonce(capnp::Data::Reader(sn.data(), sn.size()));
-    res.setProver(kj::heap<ProverImpl>(sup_, key_, cn, sn));
+    res.setProver(kj::heap<ProverImpl>(sup_, key_, AdminAuthMessage(cn, sn), state_));
     return kj::READY_NOW;
   }
 
  private:
   Supervisor& sup_;
-  Key key_;
+  Verifier key_;
+  std::shared_ptr<LoginState> state_;
 };
 
-kj::Promise<void> AcceptUnix(kj::ConnectionReceiver& listener, capnp::TwoPartyServer& server) {
-  return listener.accept().then([&listener, &server](kj::Own<kj::AsyncIoStream> stream) {
-    struct ucred cred = {};
-    kj::uint len = sizeof(cred);
-    stream->getsockopt(SOL_SOCKET, SO_PEERCRED, &cred, &len);
-    if (cred.uid == 0 || cred.uid == ::geteuid()) {
-      server.accept(kj::mv(stream));
-    } else {
-      LOG_WARN("admin connection from pid {} (uid {}) refused: only root or uid {} may administer this server",
-               cred.pid, cred.uid, ::geteuid());
+// Admin connections of one listener: at most kMaxConnections at once, each served by its
+// own RPC system; TCP ones must log in within kLoginDeadline.
+class ConnectionSet final : private kj::TaskSet::ErrorHandler {
+  // One connection's objects, destroyed in reverse order of their members (the RPC system
+  // before the network before the stream it reads).
+  struct Connection {
+    Connection(kj::Own<kj::AsyncIoStream> s, capnp::Capability::Client bootstrap)
+        : stream(kj::mv(s)), network(*stream, capnp::rpc::twoparty::Side::SERVER),
+          rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {}
+    kj::Own<kj::AsyncIoStream> stream;
+    capnp::TwoPartyVatNetwork network;
+    capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+  };
+
+ public:
+  static constexpr int kMaxConnections = 16;
+  ConnectionSet(const char* what, kj::Timer& timer) : what_(what), timer_(timer), tasks_(*this) {}
+
+  bool Full() const { return active_ >= kMaxConnections; }
+
+  // Serves `stream` with `bootstrap`; with a `state` (TCP) the connection is dropped if it
+  // has not logged in in time.
+  void Serve(kj::Own<kj::AsyncIoStream> stream, capnp::Capability::Client bootstrap, std::shared_ptr<LoginState> state) {
+    active_++;
+    auto conn = kj::heap<Connection>(kj::mv(stream), kj::mv(bootstrap));
+    kj::Promise<void> done = conn->network.onDisconnect();
+    if (state) {
+      done = done.exclusiveJoin(timer_.afterDelay(kLoginDeadline).then([state]() -> kj::Promise<void> {
+        if (state->logged_in) return kj::NEVER_DONE;
+        LOG_WARN("admin connection over TCP dropped: no login within {} s", kLoginDeadline / kj::SECONDS);
+        return kj::READY_NOW;
+      }));
     }
-    return AcceptUnix(listener, server);
-  });
+    tasks_.add(done.attach(kj::mv(conn)).then([this]() { active_--; }, [this](kj::Exception&&) { active_--; }));
+  }
+
+  // Logs a refused or failed accept, at most a few lines per ten seconds.
+  void Warn(const std::string& line) {
+    uint64_t dropped = 0;
+    if (budget_.Allow(&dropped))
+      LOG_WARN("admin API ({}): {}{}", what_, line, dropped ? fmt::format(" ({} similar lines left out)", dropped) : "");
+  }
+
+ private:
+  static constexpr kj::Duration kLoginDeadline = 10 * kj::SECONDS;
+  void taskFailed(kj::Exception&&) override {}
+  const char* what_;
+  kj::Timer& timer_;
+  int active_ = 0;
+  LogBudget budget_{5, 10};
+  kj::TaskSet tasks_;
+};
+
+using ServeFn = std::function<void(kj::Own<kj::AsyncIoStream>)>;
+
+// Accepts until cancelled; an accept error (out of descriptors) is logged and retried after
+// a pause instead of ending the admin API.
+kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, kj::Timer& timer, ConnectionSet& set, ServeFn serve) {
+  return listener.accept().then(
+      [&listener, &timer, &set, serve](kj::Own<kj::AsyncIoStream> stream) {
+        if (set.Full()) set.Warn(fmt::format("{} connections already: one refused", ConnectionSet::kMaxConnections));
+        else serve(kj::mv(stream));
+        return AcceptLoop(listener, timer, set, serve);
+      },
+      [&listener, &timer, &set, serve](kj::Exception&& e) {
+        set.Warn(std::string("accept failed (retrying in 100 ms): ") + e.getDescription().cStr());
+        return timer.afterDelay(100 * kj::MILLISECONDS).then([&listener, &timer, &set, serve]() {
+          return AcceptLoop(listener, timer, set, serve);
+        });
+      });
 }
 
 Result<Fd> BindUnix(const std::string& path) {
@@ -399,36 +472,39 @@ struct AdminServer::Shared {
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> fulfiller;
 };
 
-Result<Key> LoadOrCreateAdminToken(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno != ENOENT) return ErrnoStatus(Err::kInitializationError, "admin token file " + path, errno);
+Result<Verifier> LoadOrCreateAdminToken(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd && errno == ENOENT) {
     Token t{kAdminTokenName, RandomSecret()};
-    std::string text = FormatToken(t);
-    mode_t old = ::umask(0177);
-    {
-      std::ofstream out(path);
-      out << text << "\n";
-      if (!out) {
-        ::umask(old);
-        return Error(Err::kInitializationError, "cannot write admin token file {}", path);
-      }
-    }
-    ::umask(old);
+    std::string text = FormatToken(t) + "\n";
+    Fd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out) return ErrnoStatus(Err::kInitializationError, "create admin token file " + path, errno);
+    if (::write(out.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) || ::fsync(out.get()) != 0)
+      return ErrnoStatus(Err::kInitializationError, "write admin token file " + path, errno);
     LOG_INFO("admin token created in {} (mode 0600)", path);
-    return StoredKeyFor(t.secret);
+    return VerifierFor(t.secret);
   }
+  if (!fd) return ErrnoStatus(Err::kInitializationError, "admin token file " + path + " (symbolic links are refused)", errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(Err::kInitializationError, "stat admin token file " + path, errno);
+  if (!S_ISREG(st.st_mode)) return Error(Err::kInitializationError, "admin token file {} is not a regular file", path);
+  if (st.st_uid != ::geteuid())
+    return Error(Err::kInitializationError, "admin token file {} belongs to uid {}, not to this server (uid {})", path,
+                 st.st_uid, ::geteuid());
   if ((st.st_mode & 077) != 0)
-    LOG_WARN("admin token file {} is accessible to other users (mode {:o}): chmod 600 it", path, st.st_mode & 0777);
-  std::ifstream in(path);
-  std::string text;
-  if (!in || !std::getline(in, text)) return Error(Err::kInitializationError, "cannot read admin token file {}", path);
+    return Error(Err::kInitializationError, "admin token file {} is accessible to other users (mode {:o}): chmod 600 it",
+                 path, st.st_mode & 0777);
+  char buf[256];
+  ssize_t n = ::read(fd.get(), buf, sizeof(buf) - 1);
+  if (n <= 0) return Error(Err::kInitializationError, "cannot read admin token file {}", path);
+  std::string text(buf, static_cast<size_t>(n));
+  text = text.substr(0, text.find('\n'));
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   auto tok = ParseToken(text);
   if (!tok.ok() || tok->tenant != kAdminTokenName)
     return Error(Err::kInitializationError, "admin token file {} does not hold an admin token (remora1.admin.<secret>)",
                  path);
-  return StoredKeyFor(tok->secret);
+  return VerifierFor(tok->secret);
 }
 
 AdminServer::AdminServer(Supervisor& sup) : sup_(sup), shared_(std::make_shared<Shared>()) {}
@@ -472,16 +548,36 @@ void AdminServer::ThreadMain() {
     }
     constexpr auto kFlags = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC |
                             kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK;
-    capnp::TwoPartyServer unix_server(kj::heap<AdminImpl>(sup_));
+    kj::Timer& timer = io.provider->getTimer();
+    Supervisor& sup = sup_;
+    ConnectionSet unix_set("unix socket", timer);
+    capnp::Capability::Client admin = kj::heap<AdminImpl>(sup_);
     auto unix_listener = io.lowLevelProvider->wrapListenSocketFd(unix_fd_.release(), kFlags);
-    kj::Promise<void> serving = AcceptUnix(*unix_listener, unix_server);
-    kj::Maybe<kj::Own<capnp::TwoPartyServer>> tcp_server;
+    kj::Promise<void> serving = AcceptLoop(*unix_listener, timer, unix_set, [&](kj::Own<kj::AsyncIoStream> stream) {
+      struct ucred cred = {};
+      kj::uint len = sizeof(cred);
+      stream->getsockopt(SOL_SOCKET, SO_PEERCRED, &cred, &len);
+      if (cred.uid != 0 && cred.uid != ::geteuid()) {
+        LOG_WARN("admin connection from pid {} (uid {}) refused: only root or uid {} may administer this server",
+                 cred.pid, cred.uid, ::geteuid());
+        return;
+      }
+      // Workers never administer, even when they run as this server's uid.
+      if (sup.Call([&] { return sup.IsWorkerOrDescendant(cred.pid); })) {
+        LOG_WARN("admin connection from pid {} refused: it is a session worker (or was started by one)", cred.pid);
+        return;
+      }
+      unix_set.Serve(kj::mv(stream), admin, nullptr);
+    });
+    ConnectionSet tcp_set("tcp", timer);
     kj::Maybe<kj::Own<kj::ConnectionReceiver>> tcp_listener;
     if (tcp_fd_) {
-      auto server = kj::heap<capnp::TwoPartyServer>(kj::heap<LoginImpl>(sup_, admin_key_));
       auto listener = io.lowLevelProvider->wrapListenSocketFd(tcp_fd_.release(), kFlags);
-      serving = serving.exclusiveJoin(server->listen(*listener));
-      tcp_server = kj::mv(server);
+      Verifier key = admin_key_;
+      serving = serving.exclusiveJoin(AcceptLoop(*listener, timer, tcp_set, [&sup, &tcp_set, key](kj::Own<kj::AsyncIoStream> stream) {
+        auto state = std::make_shared<LoginState>();
+        tcp_set.Serve(kj::mv(stream), kj::heap<LoginImpl>(sup, key, state), state);
+      }));
       tcp_listener = kj::mv(listener);
     }
     paf.promise.exclusiveJoin(kj::mv(serving)).wait(io.waitScope);

@@ -2,9 +2,12 @@
 //
 // Contract:
 //  - Serves <state-dir>/admin.sock (mode 0600; a connecting peer must be root or the
-//    server's own uid, checked with SO_PEERCRED; others are disconnected and logged) and,
-//    with an admin listen URL, tcp://HOST:PORT where clients log in with the admin token by
-//    challenge-response.
+//    server's own uid, checked with SO_PEERCRED, and not a session worker; others are
+//    disconnected and logged) and, with an admin listen URL, tcp://HOST:PORT where clients
+//    log in with the admin token by challenge-response (one challenge per connection, within
+//    10 s, and the server proves itself in return).
+//  - At most 16 connections per listener; accept errors (out of descriptors) are retried
+//    after a pause, never the end of the admin API; warnings are rate-limited.
 //  - Runs Cap'n Proto RPC on its own thread with its own kj event loop. Every request runs
 //    on the supervisor's loop thread through Supervisor::Call, one at a time.
 //  - Stop sequence (the supervisor's loop thread): RequestStop(), keep running queued Calls
@@ -57,14 +60,15 @@ class AdminServer {
   std::string socket_path_;
   std::string tcp_url_;
   Fd unix_fd_, tcp_fd_;
-  Key admin_key_{};             // StoredKey of the admin token (TCP only)
+  Verifier admin_key_{};        // verifier of the admin token (TCP only)
   std::shared_ptr<Shared> shared_;
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };
 
-// Reads the admin token from `path`, creating the file (mode 0600, a fresh random token) if
-// it does not exist. Returns its StoredKey.
-Result<Key> LoadOrCreateAdminToken(const std::string& path);
+// Reads the admin token from `path` (a regular file of this uid, mode 0600 or stricter,
+// never through a symbolic link), creating it (0600, a fresh random token) if it does not
+// exist. Returns its verifier.
+Result<Verifier> LoadOrCreateAdminToken(const std::string& path);
 
 }  // namespace remora::server

@@ -1,8 +1,11 @@
 // remora-server: the supervisor of one GPU host.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 
 #include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "remora/protocol/secure.h"
 #include "supervisor/supervisor.h"
 
 int main(int argc, char** argv) {
@@ -26,6 +29,28 @@ int main(int argc, char** argv) {
                  "it is always served on STATE_DIR/admin.sock");
   app.add_option("--admin-token-file", o.admin_token_file,
                  "file holding the admin token for --admin-listen (created, mode 0600, if missing)");
+  app.add_flag("--insecure", o.insecure, "allow --auth none on tcp:// and rdma:// listeners (anyone who can reach them "
+                                        "uses the GPUs)");
+  std::string encrypt = "auto";
+  app.add_option("--encrypt", encrypt, "tcp:// session encryption: on (required), off (refused) or auto (on for peers "
+                                      "that are not on this host)")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
+  app.add_option("--worker-user", o.worker_user, "user the session workers run as when the server runs as root "
+                                                "(default remora-worker)");
+  app.add_option("--max-sessions-per-tenant", o.max_sessions_per_tenant, "sessions one tenant may have at once");
+  app.add_option("--session-limit", o.session_limits,
+                 "a per-session limit, NAME=VALUE (repeatable): streams, events, modules, module-bytes, pools, "
+                 "graphs, callbacks, pinned-bytes, pending, spill-bytes (docs/SECURITY.md)");
+  std::string cache_bytes, tenant_cache_bytes;
+  app.add_option("--module-cache-dir", o.module_cache_dir, "module image caches (default STATE_DIR/modules)");
+  app.add_option("--module-cache-size", cache_bytes, "bytes all tenants' module caches may hold together (default 16GiB)");
+  app.add_option("--module-cache-tenant-size", tenant_cache_bytes, "bytes each tenant's module cache may hold (default 4GiB)");
+  app.add_option("--handshake-timeout", o.handshake_timeout_ms, "milliseconds a connection has to authenticate")
+      ->check(CLI::Range(100, 60000));
+  app.add_option("--handshakes-per-peer", o.handshakes_per_peer, "handshakes one peer (IP address, or uid) may have "
+                                                                "in progress");
+  std::string shm_mode;
+  app.add_option("--shm-mode", shm_mode, "mode of the shm:// socket, octal (default 0666 with --auth token, else 0600)");
   app.add_option("--metrics-listen", o.metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (tcp://HOST:PORT; no authentication: "
                  "bind it to a trusted network)");
@@ -35,6 +60,25 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "on"}));
   CLI11_PARSE(app, argc, argv);
   o.auth_required = auth == "token";
+  o.encrypt = *ParseEncryptMode(encrypt);
+  for (auto [text, out] : {std::pair{&cache_bytes, &o.module_cache_bytes}, std::pair{&tenant_cache_bytes, &o.module_cache_tenant_bytes}}) {
+    if (text->empty()) continue;
+    auto v = ParseSize(*text);
+    if (!v.ok()) {
+      std::fprintf(stderr, "remora-server: %s\n", v.status().message().c_str());
+      return 2;
+    }
+    *out = v->value_or(UINT64_MAX);
+  }
+  if (!shm_mode.empty()) {
+    char* end = nullptr;
+    long m = std::strtol(shm_mode.c_str(), &end, 8);
+    if (end == shm_mode.c_str() || *end != '\0' || m < 0 || m > 0777) {
+      std::fprintf(stderr, "remora-server: --shm-mode %s: expected an octal mode such as 0660\n", shm_mode.c_str());
+      return 2;
+    }
+    o.shm_mode = static_cast<int>(m);
+  }
   if (!o.admin_listen.empty() && o.admin_token_file.empty()) {
     std::fprintf(stderr, "remora-server: --admin-listen needs --admin-token-file\n");
     return 2;

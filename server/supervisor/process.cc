@@ -1,13 +1,18 @@
 #include "supervisor/process.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "remora/base/fd.h"
@@ -17,36 +22,101 @@ extern char** environ;
 
 namespace remora::server {
 
+namespace {
+
+int LastCapability() {
+  int last = 40;
+  if (FILE* f = std::fopen("/proc/sys/kernel/cap_last_cap", "r")) {
+    if (std::fscanf(f, "%d", &last) != 1) last = 40;
+    std::fclose(f);
+  }
+  return last;
+}
+
+// In the child between fork and exec: async-signal-safe calls only.
+[[noreturn]] void ChildFail(const char* what) {
+  const char* e = std::strerror(errno);
+  const char prefix[] = "remora-server: cannot start a worker: ";
+  (void)!::write(2, prefix, sizeof(prefix) - 1);
+  (void)!::write(2, what, std::strlen(what));
+  (void)!::write(2, ": ", 2);
+  (void)!::write(2, e, std::strlen(e));
+  (void)!::write(2, "\n", 1);
+  ::_exit(126);
+}
+
+}  // namespace
+
 Result<pid_t> Spawn(const std::string& path, const std::vector<std::string>& args,
-                    const std::vector<std::pair<int, int>>& fds) {
+                    const std::vector<std::pair<int, int>>& fds, const SpawnOptions& o) {
   // Move every source out of the way of the targets first (dup2 in order could otherwise
   // overwrite a source that is also a target). The copies are close-on-exec.
   std::vector<Fd> high;
+  int max_target = 2;
   for (auto& [from, to] : fds) {
     int h = ::fcntl(from, F_DUPFD_CLOEXEC, 100);
     if (h < 0) return ErrnoStatus(Err::kUnknown, "fcntl(F_DUPFD_CLOEXEC)", errno);
     high.emplace_back(h);
+    max_target = std::max(max_target, to);
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  for (size_t i = 0; i < fds.size(); i++) posix_spawn_file_actions_adddup2(&fa, high[i].get(), fds[i].second);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);  // the supervisor blocks signals for signalfd
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // Everything the child needs is prepared here: after fork it may not allocate.
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(path.c_str()));
   for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, path.c_str(), &fa, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return Error(Err::kUnknown, "cannot start {}: {}", path, std::strerror(rc));
+  std::vector<char*> envp;
+  if (o.env != nullptr) {
+    for (auto& e : *o.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+  char* const* envv = o.env != nullptr ? envp.data() : environ;
+  std::vector<bool> is_target(static_cast<size_t>(max_target) + 1, false);
+  for (auto& [from, to] : fds) is_target[static_cast<size_t>(to)] = true;
+  int last_cap = o.drop_capabilities ? LastCapability() : 0;
+  int exec_at = max_target + 1;
+  // The executable's descriptor may itself sit on a target number: keep a copy out of the way.
+  Fd exec_high;
+  if (o.exec_fd >= 0) {
+    exec_high.reset(::fcntl(o.exec_fd, F_DUPFD_CLOEXEC, 100));
+    if (!exec_high) return ErrnoStatus(Err::kUnknown, "fcntl(F_DUPFD_CLOEXEC)", errno);
+  }
+
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus(Err::kUnknown, "fork", errno);
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++) ::sigaction(sig, &dfl, nullptr);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the supervisor blocks signals for signalfd
+    for (size_t i = 0; i < fds.size(); i++)
+      if (::dup2(high[i].get(), fds[i].second) < 0) ChildFail("dup2");
+    if (o.exec_fd >= 0 && ::dup3(exec_high.get(), exec_at, O_CLOEXEC) < 0) ChildFail("dup3");
+    for (int fd = 3; fd <= max_target; fd++)
+      if (!is_target[static_cast<size_t>(fd)]) ::close(fd);
+    int keep = o.exec_fd >= 0 ? exec_at : max_target;
+    if (::syscall(SYS_close_range, keep + 1, ~0U, 0) != 0)
+      for (int fd = keep + 1; fd < 65536; fd++) ::close(fd);
+    if (o.drop_capabilities) {
+      for (int cap = 0; cap <= last_cap; cap++) (void)::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+      (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    }
+    if (o.switch_user) {
+      if (::setgroups(o.groups.size(), o.groups.data()) != 0) ChildFail("setgroups");
+      if (::setresgid(o.gid, o.gid, o.gid) != 0) ChildFail("setresgid");
+      if (::setresuid(o.uid, o.uid, o.uid) != 0) ChildFail("setresuid");
+    }
+    if (o.drop_capabilities) {
+      struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+      struct __user_cap_data_struct d[2] = {};
+      if (::syscall(SYS_capset, &h, d) != 0) ChildFail("capset");
+    }
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail("prctl(PR_SET_NO_NEW_PRIVS)");
+    if (o.exec_fd >= 0) ::syscall(SYS_execveat, exec_at, "", argv.data(), envv, AT_EMPTY_PATH);
+    else ::execve(path.c_str(), argv.data(), envv);
+    ChildFail(path.c_str());
+  }
   return pid;
 }
 

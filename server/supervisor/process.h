@@ -11,11 +11,22 @@
 
 namespace remora::server {
 
-// Starts `path` with `args` (argv[1..]) and the environment of this process. Each pair
-// (from, to) in `fds` makes the child's descriptor `to` a copy of this process's `from`;
-// every other descriptor is closed in the child (all of ours are close-on-exec).
+struct SpawnOptions {
+  const std::vector<std::string>* env = nullptr;  // "NAME=VALUE" entries; null: this process's
+  int exec_fd = -1;                 // start the executable through this descriptor (execveat)
+  bool drop_capabilities = false;   // empty bounding and ambient sets, then no capabilities
+  bool switch_user = false;         // run as uid/gid with these supplementary groups
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+// Starts `path` with `args` (argv[1..]). Each pair (from, to) in `fds` makes the child's
+// descriptor `to` a copy of this process's `from`; every other descriptor but 0, 1 and 2 is
+// closed in the child, whatever its close-on-exec flag. The child gets no_new_privs, and
+// default signal dispositions and mask. A child that cannot take on its user exits 126.
 Result<pid_t> Spawn(const std::string& path, const std::vector<std::string>& args,
-                    const std::vector<std::pair<int, int>>& fds);
+                    const std::vector<std::pair<int, int>>& fds, const SpawnOptions& options = {});
 
 // Runs `path args` to completion and returns its standard output; a non-zero exit is an
 // error carrying its standard error. Gives up after timeout_ms.

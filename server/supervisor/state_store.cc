@@ -13,7 +13,7 @@
 namespace remora::server {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;  // 2: tenants.server_key
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS tenants (
   name TEXT PRIMARY KEY,
   stored_key TEXT NOT NULL,
   memory_limit INTEGER,            -- bytes per GPU; NULL = unlimited
-  created_at INTEGER NOT NULL
+  created_at INTEGER NOT NULL,
+  server_key TEXT                  -- NULL for tenants created before schema 2
 );
 CREATE TABLE IF NOT EXISTS attachments (
   tenant TEXT NOT NULL REFERENCES tenants(name) ON DELETE CASCADE,
@@ -91,8 +92,15 @@ class SqliteStore final : public StateStore {
     if (!get.ok()) return Fail("read schema version");
     if (get.Step() == SQLITE_ROW) {
       int v = std::atoi(reinterpret_cast<const char*>(sqlite3_column_text(get.get(), 0)));
-      if (v != kSchemaVersion)
+      if (v == 1) {
+        // Schema 1 had no ServerKey: those tenants' clients will ask for a new token.
+        RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE; ALTER TABLE tenants ADD COLUMN server_key TEXT; "
+                             "UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT"));
+        LOG_WARN("state database {} upgraded to schema 2: tenants created before it have no server key, and their "
+                 "clients refuse a server that cannot prove itself: give them new tokens", path_);
+      } else if (v != kSchemaVersion) {
         return Error(Err::kInitializationError, "state database {} has schema version {}, this server needs {}", path_, v, kSchemaVersion);
+      }
     } else {
       RETURN_IF_ERROR(Exec(fmt::format("INSERT INTO meta VALUES ('schema_version', '{}'), ('next_session', '1')", kSchemaVersion)));
     }
@@ -102,7 +110,7 @@ class SqliteStore final : public StateStore {
   Result<std::vector<TenantRecord>> LoadTenants() override {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<TenantRecord> out;
-    Stmt q(db_, "SELECT name, stored_key, memory_limit, created_at FROM tenants ORDER BY name");
+    Stmt q(db_, "SELECT name, stored_key, memory_limit, created_at, server_key FROM tenants ORDER BY name");
     if (!q.ok()) return Fail("load tenants");
     int rc;
     while ((rc = q.Step()) == SQLITE_ROW) {
@@ -113,6 +121,11 @@ class SqliteStore final : public StateStore {
       t.stored_key = *key;
       if (sqlite3_column_type(q.get(), 2) != SQLITE_NULL) t.memory_limit = static_cast<uint64_t>(sqlite3_column_int64(q.get(), 2));
       t.created_at = sqlite3_column_int64(q.get(), 3);
+      if (sqlite3_column_type(q.get(), 4) != SQLITE_NULL) {
+        auto sk = KeyFromHex(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 4)));
+        if (!sk.ok()) return Error(Err::kInitializationError, "state database {}: tenant '{}' has a corrupt key", path_, t.name);
+        t.server_key = *sk;
+      }
       out.push_back(std::move(t));
     }
     if (rc != SQLITE_DONE) return Fail("load tenants");
@@ -158,12 +171,14 @@ class SqliteStore final : public StateStore {
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
     Status st = [&]() -> Status {
-      Stmt ins(db_, "INSERT INTO tenants (name, stored_key, memory_limit, created_at) VALUES (?, ?, ?, ?)");
+      Stmt ins(db_, "INSERT INTO tenants (name, stored_key, memory_limit, created_at, server_key) VALUES (?, ?, ?, ?, ?)");
       ins.Text(1, t.name);
       ins.Text(2, ToHex(t.stored_key.data(), t.stored_key.size()));
       if (t.memory_limit) ins.Int(3, static_cast<int64_t>(*t.memory_limit));
       else ins.Null(3);
       ins.Int(4, t.created_at ? t.created_at : static_cast<int64_t>(std::time(nullptr)));
+      if (t.server_key) ins.Text(5, ToHex(t.server_key->data(), t.server_key->size()));
+      else ins.Null(5);
       int rc = ins.Step();
       if (rc == SQLITE_CONSTRAINT) return Error(Err::kInvalidValue, "tenant '{}' already exists", t.name);
       if (rc != SQLITE_DONE) return Fail("create tenant");

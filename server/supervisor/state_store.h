@@ -18,6 +18,7 @@ namespace remora::server {
 struct TenantRecord {
   std::string name;
   Key stored_key{};                     // StoredKey of the token (see auth.h); never the token
+  std::optional<Key> server_key;        // ServerKey of the token; absent for tenants made before it
   std::optional<uint64_t> memory_limit; // bytes per GPU; nullopt = unlimited
   std::vector<std::string> gpu_uuids;   // attached GPUs of this server, by UUID
   int64_t created_at = 0;               // unix seconds

@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -27,35 +29,68 @@
 #include "supervisor/admin_service.h"
 #include "supervisor/metrics_server.h"
 #include "supervisor/process.h"
+#include "worker/limits.h"
 
 namespace remora::server {
 
 namespace {
-constexpr int kMaxConcurrentHandshakes = 64;
-constexpr int kHandshakeTimeoutMs = 10000;
 constexpr uint64_t kKillGraceNs = 2'000'000'000;
+constexpr int kAcceptsPerEvent = 64;
+
+// Raises the soft descriptor limit to the hard one: every handshake in progress and every
+// admin connection holds one.
+void RaiseDescriptorLimit() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+uint64_t DescriptorLimit() {
+  struct rlimit rl;
+  return ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? static_cast<uint64_t>(rl.rlim_cur) : 1024;
+}
+
+// The state directory holds the stored keys: this server's, and nobody else's to read.
+Status CheckStateDirectory(const std::string& dir) {
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return Status::Ok();  // created by the state store
+  if (!S_ISDIR(st.st_mode)) return Error(Err::kInitializationError, "state directory {} is not a directory", dir);
+  if (st.st_uid != ::geteuid())
+    return Error(Err::kInitializationError, "state directory {} belongs to uid {}, not to this server (uid {})", dir,
+                 st.st_uid, ::geteuid());
+  if ((st.st_mode & 077) != 0) {
+    LOG_WARN("state directory {} had mode {:o}: set to 0700", dir, st.st_mode & 0777);
+    if (::chmod(dir.c_str(), 0700) != 0) return ErrnoStatus(Err::kInitializationError, "chmod " + dir, errno);
+  }
+  return Status::Ok();
+}
+
+// Parent of `pid` from /proc (0 if unknown).
+pid_t ParentOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("PPid:", 0) == 0) return static_cast<pid_t>(std::atoi(line.c_str() + 5));
+  return 0;
+}
+
 }  // namespace
 
-// Stored keys for the handshake threads.
+// Verifiers for the handshakes (loop thread, and tests).
 class Supervisor::Keys final : public TenantKeys {
  public:
   explicit Keys(Supervisor& s) : s_(s) {}
-  std::optional<Key> StoredKey(std::string_view tenant) override {
+  std::optional<TenantVerifier> Lookup(std::string_view tenant) override {
     std::lock_guard<std::mutex> lock(s_.tenants_mu_);
     auto it = s_.tenants_.find(std::string(tenant));
     if (it == s_.tenants_.end()) return std::nullopt;
-    return it->second.record.stored_key;
+    return TenantVerifier{it->second.record.stored_key, it->second.record.server_key};
   }
 
  private:
   Supervisor& s_;
 };
-
-namespace {
-std::atomic<int> g_active_handshakes{0};
-std::mutex g_handshake_mu;
-std::condition_variable g_handshake_cv;
-}  // namespace
 
 Supervisor::Supervisor(ServerOptions options) : options_(std::move(options)), keys_(std::make_unique<Keys>(*this)) {}
 
@@ -67,11 +102,29 @@ Supervisor::~Supervisor() {
 
 Status Supervisor::Start() {
   started_at_ = static_cast<int64_t>(std::time(nullptr));
+  RaiseDescriptorLimit();
+  // Network listeners without authentication serve everyone who can reach them.
+  for (const std::string& url : options_.listen) {
+    auto ep = ParseEndpoint(url);
+    if (ep.ok() && ep->kind != TransportKind::kShm && !options_.auth_required && !options_.insecure)
+      return Error(Err::kInvalidValue, "--auth none with {}: anyone who can reach it would use this server's GPUs "
+                                       "without a token; add --insecure if that is really wanted", url);
+  }
+  {
+    worker::SessionLimits limits;
+    for (const std::string& a : options_.session_limits) RETURN_IF_ERROR(limits.Set(a));
+    limits_arg_ = limits.Format();
+  }
+  RETURN_IF_ERROR(CheckStateDirectory(options_.state_dir));
   ASSIGN_OR_RETURN(store_, OpenSqliteStateStore(options_.state_dir));
-  // Fat binaries shipped by one session serve the next ones (see worker/ops_module.cc).
-  if (::mkdir((options_.state_dir + "/modules").c_str(), 0700) != 0 && errno != EEXIST)
-    return ErrnoStatus(Err::kInitializationError, "create the module cache directory", errno);
+  // Module images shipped by one session serve the tenant's next ones (worker/module_cache.h).
+  std::string cache_root = options_.module_cache_dir.empty() ? options_.state_dir + "/modules" : options_.module_cache_dir;
+  ASSIGN_OR_RETURN(ModuleStore ms, ModuleStore::Open(cache_root, options_.module_cache_bytes));
+  modules_.emplace(std::move(ms));
   if (options_.worker_path.empty()) options_.worker_path = DefaultWorkerPath();
+  ASSIGN_OR_RETURN(WorkerUser wu, ResolveWorkerUser(options_.worker_user));
+  ASSIGN_OR_RETURN(WorkerLauncher wl, WorkerLauncher::Create(options_.worker_path, std::move(wu)));
+  launcher_.emplace(std::move(wl));
   std::vector<std::string> backend_args = {"--backend", options_.backend};
   if (options_.backend == "host") {
     backend_args.insert(backend_args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory",
@@ -85,10 +138,14 @@ Status Supervisor::Start() {
              inventory_.emulated ? " [host-emulated, not a GPU]" : "");
   if (inventory_.gpus.empty()) LOG_WARN("no GPU found: sessions will see no device");
 
-  // The ledger lives in shared memory that every worker maps.
-  ledger_fd_.reset(static_cast<int>(::syscall(SYS_memfd_create, "remora-ledger", MFD_CLOEXEC)));
-  if (!ledger_fd_ || ::ftruncate(ledger_fd_.get(), static_cast<off_t>(LedgerRegionBytes())) != 0)
+  // The ledger lives in shared memory that every worker maps: read-only, but for its own
+  // slot (memmgr/ledger.h). Sealed: no worker can change its size under the supervisor.
+  ledger_fd_.reset(static_cast<int>(::syscall(SYS_memfd_create, "remora-ledger", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (!ledger_fd_ || ::ftruncate(ledger_fd_.get(), static_cast<off_t>(LedgerRegionBytes())) != 0 ||
+      ::fcntl(ledger_fd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     return ErrnoStatus(Err::kInitializationError, "ledger memfd", errno);
+  ledger_ro_fd_.reset(::open(("/proc/self/fd/" + std::to_string(ledger_fd_.get())).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ledger_ro_fd_) return ErrnoStatus(Err::kInitializationError, "read-only ledger descriptor", errno);
   ledger_mem_ = ::mmap(nullptr, LedgerRegionBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, ledger_fd_.get(), 0);
   if (ledger_mem_ == MAP_FAILED) {
     ledger_mem_ = nullptr;
@@ -122,9 +179,13 @@ Status Supervisor::Start() {
   LOG_INFO("state: {} tenant(s) from {}/state.db", tenants_.size(), options_.state_dir);
   UpdateComputeEnforcement();
 
+  unsigned shm_mode = options_.shm_mode >= 0 ? static_cast<unsigned>(options_.shm_mode)
+                                            : options_.auth_required ? 0666u : 0600u;
   for (const std::string& url : options_.listen) {
     ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(url));
-    auto l = Listen(ep);
+    ListenOptions listen_options;
+    listen_options.shm_mode = shm_mode;
+    auto l = Listen(ep, listen_options);
     if (!l.ok()) {
       if (l.status().code() == Err::kNotSupported) {
         LOG_WARN("not serving {}: {}", url, l.status().message());
@@ -132,9 +193,19 @@ Status Supervisor::Start() {
       }
       return l.status();
     }
-    LOG_INFO("listening on {}", (*l)->endpoint().ToUrl());
+    LOG_INFO("listening on {}{}", (*l)->endpoint().ToUrl(),
+             ep.kind == TransportKind::kShm ? fmt::format(" (socket mode {:o})", shm_mode) : "");
     if (!options_.auth_required && ep.kind != TransportKind::kShm)
-      LOG_WARN("--auth none with {}: anyone who can reach it uses this server's GPUs", url);
+      LOG_WARN("--auth none --insecure with {}: anyone who can reach it uses this server's GPUs", url);
+    bool loopback = ep.host == "localhost" || ep.host.rfind("127.", 0) == 0 || ep.host == "::1";
+    if (ep.kind == TransportKind::kTcp && !loopback && options_.encrypt == EncryptMode::kOff)
+      LOG_WARN("--encrypt off with {}: session data crosses the network in the clear and can be read and altered", url);
+    if (ep.kind == TransportKind::kRdma && options_.encrypt == EncryptMode::kOn)
+      LOG_WARN("--encrypt on: {} sessions are not encrypted (only tcp:// is); a client that requires encryption "
+               "is refused there", url);
+    int fl = ::fcntl((*l)->fd(), F_GETFL);
+    if (fl < 0 || ::fcntl((*l)->fd(), F_SETFL, fl | O_NONBLOCK) != 0)
+      return ErrnoStatus(Err::kInitializationError, "listener O_NONBLOCK", errno);
     listeners_.push_back(std::move(*l));
   }
   if (listeners_.empty()) return Error(Err::kInvalidValue, "no transport to serve: give at least one usable --listen URL");
@@ -157,6 +228,26 @@ Status Supervisor::Start() {
   add(signal_fd_.get(), 1);
   add(wake_fd_.get(), 2);
   for (size_t i = 0; i < listeners_.size(); i++) add(listeners_[i]->fd(), 100 + i);
+  spare_fd_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  HandshakeLimits hl;
+  hl.deadline_ms = options_.handshake_timeout_ms;
+  hl.per_peer = options_.handshakes_per_peer;
+  // Handshakes of all transports together hold at most about half of the descriptors (a
+  // shm handshake holds two: its socket and its segment), so sessions, the admin API and
+  // the state store always find some.
+  uint64_t spare = DescriptorLimit() > 256 ? DescriptorLimit() - 128 : DescriptorLimit() / 2;
+  hl.per_transport = static_cast<size_t>(std::clamp<uint64_t>(spare / (3 * std::max<size_t>(listeners_.size(), 1)), 8, 8192));
+  handshakes_ = std::make_unique<Handshakes>(epoll_.get(), hl, [this](PendingConnection c, AuthenticatedPeer p) {
+    counters_.handshakes_accepted++;
+    OnHandshaken(std::move(c), std::move(p));
+  });
+  handshakes_->SetRefusedCounter(&counters_.handshakes_refused);
+  ServerAuthPolicy policy;
+  policy.auth_required = options_.auth_required;
+  policy.keys = keys_.get();
+  policy.server_version = REMORA_VERSION;
+  policy.encrypt = options_.encrypt;
+  handshakes_->SetPolicy(policy);
   AdminOptions admin;
   admin.state_dir = options_.state_dir;
   admin.listen_url = options_.admin_listen;
@@ -217,25 +308,18 @@ int Supervisor::Run() {
       } else if (tag == 2) {
         uint64_t v;
         (void)!::read(wake_fd_.get(), &v, sizeof(v));
-        std::deque<Handshaken> ready;
-        std::deque<std::function<void()>> calls;
-        {
-          std::lock_guard<std::mutex> lock(queue_mu_);
-          ready.swap(handshaken_);
-          calls.swap(calls_);
-        }
-        for (auto& h : ready) OnHandshaken(std::move(h));
-        for (auto& c : calls) c();
+        RunQueuedCalls();
+      } else if (Handshakes::Owns(tag)) {
+        handshakes_->OnEvent(tag);
       } else if (tag >= 100 && tag - 100 < listeners_.size()) {
         OnAccept(*listeners_[tag - 100]);
       }
     }
+    handshakes_->Expire(MonotonicNanos());
     Reap();  // in case a SIGCHLD was coalesced
   }
   StopServices();
-  // Let handshakes in flight finish (their sockets were shut down at drain).
-  std::unique_lock<std::mutex> lock(g_handshake_mu);
-  g_handshake_cv.wait_for(lock, std::chrono::seconds(12), [] { return g_active_handshakes.load() == 0; });
+  handshakes_->CloseAll();
   LOG_INFO("server stopped");
   return 0;
 }
@@ -263,60 +347,60 @@ void Supervisor::StopServices() {
 }
 
 void Supervisor::OnAccept(Listener& l) {
-  auto pc = l.Accept();
-  if (!pc.ok()) {
-    LOG_WARN("accept on {}: {}", l.endpoint().ToUrl(), pc.status().message());
-    return;
+  for (int i = 0; i < kAcceptsPerEvent; i++) {
+    auto pc = l.Accept();
+    if (!pc.ok()) {
+      if (pc.status().code() == Err::kNotReady) return;
+      if (pc.status().code() == Err::kMemoryAllocation) {
+        ShedConnection(l);
+        continue;
+      }
+      uint64_t dropped = 0;
+      if (accept_log_.Allow(&dropped))
+        LOG_WARN("accept on {}: {}{}", l.endpoint().ToUrl(), pc.status().message(),
+                 dropped ? fmt::format(" ({} similar lines left out)", dropped) : "");
+      return;
+    }
+    if (draining_) continue;
+    handshakes_->Admit(std::move(*pc));
   }
-  if (draining_) return;
-  if (g_active_handshakes.load() >= kMaxConcurrentHandshakes) {
-    LOG_WARN("refusing {} connection from {}: too many handshakes in progress", TransportName(pc->kind), pc->peer);
-    counters_.handshakes_refused++;
-    return;
-  }
-  g_active_handshakes++;
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    handshake_sockets_.push_back(pc->socket.get());
-  }
-  std::thread([this, p = std::move(*pc)]() mutable { HandshakeThread(std::move(p)); }).detach();
 }
 
-void Supervisor::HandshakeThread(PendingConnection pc) {
-  int sock = pc.socket.get();
-  FrameSocket fs(sock);
-  ServerAuthPolicy policy;
-  policy.auth_required = options_.auth_required;
-  policy.keys = keys_.get();
-  policy.server_version = REMORA_VERSION;
-  auto peer = RunServerHandshake(fs, policy, &pc.fds, kHandshakeTimeoutMs);
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    handshake_sockets_.erase(std::remove(handshake_sockets_.begin(), handshake_sockets_.end(), sock), handshake_sockets_.end());
-    if (peer.ok()) handshaken_.push_back(Handshaken{std::move(pc), *peer});
-  }
-  (peer.ok() ? counters_.handshakes_accepted : counters_.handshakes_refused)++;
-  if (peer.ok()) {
-    uint64_t one = 1;
-    (void)!::write(wake_fd_.get(), &one, sizeof(one));
-  } else {
-    LOG_WARN("{} connection from {} refused: {}", TransportName(pc.kind), pc.peer, peer.status().message());
-  }
-  std::lock_guard<std::mutex> lock(g_handshake_mu);
-  g_active_handshakes--;
-  g_handshake_cv.notify_all();
+void Supervisor::ShedConnection(Listener& l) {
+  // Out of descriptors: the waiting connection would keep the listener readable (and this
+  // loop spinning). Free the spare descriptor, take the connection and close it, and keep
+  // the spare for next time.
+  counters_.handshakes_refused++;
+  uint64_t dropped = 0;
+  if (accept_log_.Allow(&dropped))
+    LOG_WARN("out of file descriptors: dropping a connection to {} (handshakes in progress: {}){}", l.endpoint().ToUrl(),
+             handshakes_->size(), dropped ? fmt::format(" ({} similar lines left out)", dropped) : "");
+  spare_fd_.reset();
+  int c = ::accept4(l.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (c >= 0) ::close(c);
+  spare_fd_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 }
 
-void Supervisor::OnHandshaken(Handshaken h) {
-  FrameSocket fs(h.conn.socket.get());
+void Supervisor::OnHandshaken(PendingConnection conn, AuthenticatedPeer peer) {
+  FrameSocket fs(conn.socket.get());
   if (draining_) {
     (void)SendRefusal(fs, Err::kDevicesUnavailable, "the Remora server is shutting down");
     return;
   }
+  uint32_t of_tenant = 0;
+  for (const auto& [pid, x] : sessions_) of_tenant += x.tenant == peer.tenant;
+  if (of_tenant >= options_.max_sessions_per_tenant) {
+    LOG_WARN("refusing a session of tenant '{}': it has {} sessions, the limit (--max-sessions-per-tenant)",
+             peer.tenant, of_tenant);
+    (void)SendRefusal(fs, Err::kDevicesUnavailable,
+                      fmt::format("tenant '{}' has reached its limit of {} sessions on this server", peer.tenant,
+                                  options_.max_sessions_per_tenant));
+    return;
+  }
   SessionState s;
-  Status st = SpawnSession(h, &s);
+  Status st = SpawnSession(conn, peer, &s);
   if (!st.ok()) {
-    LOG_ERROR("cannot start a session for tenant '{}': {}", h.peer.tenant, st.ToString());
+    LOG_ERROR("cannot start a session for tenant '{}': {}", peer.tenant, st.ToString());
     (void)SendRefusal(fs, Err::kDevicesUnavailable, "the server could not start a session: " + st.message());
     return;
   }
@@ -329,7 +413,7 @@ void Supervisor::OnHandshaken(Handshaken h) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   info.server_name = host;
-  st = SendWelcome(fs, info);
+  st = SendWelcome(fs, peer, info);
   if (!st.ok()) LOG_WARN("session {}: client left during the handshake ({})", s.id, st.message());
   const TenantState& t = tenants_.at(s.tenant);
   LOG_INFO("session {} started: tenant '{}', {}@{} pid {} ({}), {} {}, GPUs [{}], worker pid {}", s.id, s.tenant,
@@ -339,8 +423,9 @@ void Supervisor::OnHandshaken(Handshaken h) {
   sessions_.emplace(s.pid, std::move(s));
 }
 
-Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
-  ASSIGN_OR_RETURN(TenantState * t, FindTenant(h.peer.tenant));
+Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* s) {
+  ASSIGN_OR_RETURN(TenantState * t, FindTenant(peer.tenant));
+  ASSIGN_OR_RETURN(Fd cache, modules_->TenantDir(t->record.name, launcher_->user().uid, launcher_->user().gid));
   ASSIGN_OR_RETURN(s->id, store_->NextSessionId());
   ASSIGN_OR_RETURN(s->ledger_slot, ledger_->OpenSession(t->ledger_index, s->id));
   int ctl[2];
@@ -355,24 +440,28 @@ Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
     return stats.status();
   }
   // The compute board follows the transport's descriptors.
-  const int compute_fd = worker_args::kFirstExtraFd + static_cast<int>(h.conn.fds.size());
+  const int compute_fd = worker_args::kFirstExtraFd + static_cast<int>(conn.fds.size());
   std::vector<std::string> args = {
-      "--session", std::to_string(s->id), "--tenant", t->record.name, "--transport", TransportName(h.conn.kind),
+      "--session", std::to_string(s->id), "--tenant", t->record.name, "--transport", TransportName(conn.kind),
       "--backend", options_.backend, "--gpus", fmt::format("{}", fmt::join(t->gpus, ",")),
-      "--ledger-slot", std::to_string(s->ledger_slot), "--extra-fds", std::to_string(h.conn.fds.size()),
-      "--log-level", options_.log_level, "--module-cache", options_.state_dir + "/modules",
+      "--ledger-slot", std::to_string(s->ledger_slot), "--extra-fds", std::to_string(conn.fds.size()),
+      "--log-level", options_.log_level, "--limits", limits_arg_,
+      "--module-cache-budget", std::to_string(options_.module_cache_tenant_bytes),
       "--compute-fd", std::to_string(compute_fd)};
   if (options_.backend == "host")
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
-  std::vector<std::pair<int, int>> fds = {{h.conn.socket.get(), worker_args::kClientFd},
+  if (peer.keys) args.push_back("--encrypted");
+  std::vector<std::pair<int, int>> fds = {{conn.socket.get(), worker_args::kClientFd},
                                           {child.get(), worker_args::kControlFd},
                                           {ledger_fd_.get(), worker_args::kLedgerFd},
-                                          {stats->fd(), worker_args::kStatsFd}};
-  for (size_t i = 0; i < h.conn.fds.size(); i++)
-    fds.emplace_back(h.conn.fds[i].get(), worker_args::kFirstExtraFd + static_cast<int>(i));
+                                          {stats->fd(), worker_args::kStatsFd},
+                                          {ledger_ro_fd_.get(), worker_args::kLedgerReadFd},
+                                          {cache.get(), worker_args::kModuleCacheFd}};
+  for (size_t i = 0; i < conn.fds.size(); i++)
+    fds.emplace_back(conn.fds[i].get(), worker_args::kFirstExtraFd + static_cast<int>(i));
   fds.emplace_back(compute_.fd(), compute_fd);
   compute_.board().OpenSession(s->ledger_slot, t->ledger_index);
-  auto pid = Spawn(options_.worker_path, args, fds);
+  auto pid = launcher_->Launch(args, fds);
   if (!pid.ok()) {
     compute_.board().CloseSession(s->ledger_slot, MonotonicNanos());
     ledger_->CloseSession(s->ledger_slot);
@@ -381,13 +470,35 @@ Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
   s->pid = *pid;
   s->tenant = t->record.name;
   s->control = std::move(parent);
-  s->transport = h.conn.kind;
-  s->peer = h.conn.peer;
-  s->client = h.peer.client;
+  s->transport = conn.kind;
+  s->peer = conn.peer;
+  s->client = peer.client;
   s->started_at = static_cast<int64_t>(std::time(nullptr));
   s->stats = std::move(*stats);
-  h.conn.fds.clear();  // the worker has its copies now
+  conn.fds.clear();  // the worker has its copies now
+  if (peer.keys) {
+    // The data path's keys go to the worker on its control socket, before anything else.
+    const SessionKeys& k = *peer.keys;
+    Status st = SendControl(*s, [&](void* m) {
+      auto b = static_cast<control::ControlMessage::Builder*>(m)->initSessionKeys();
+      b.setCipher(static_cast<uint8_t>(k.cipher));
+      b.setClientToServer(capnp::Data::Reader(k.client_to_server.data(), k.client_to_server.size()));
+      b.setServerToClient(capnp::Data::Reader(k.server_to_client.data(), k.server_to_client.size()));
+    });
+    if (!st.ok()) {
+      ::kill(s->pid, SIGKILL);
+      return st;
+    }
+  }
   return Status::Ok();
+}
+
+bool Supervisor::IsWorkerOrDescendant(pid_t pid) const {
+  for (int depth = 0; pid > 1 && depth < 64; depth++) {
+    if (sessions_.count(pid)) return true;
+    pid = ParentOf(pid);
+  }
+  return false;
 }
 
 void Supervisor::Reap() {
@@ -412,6 +523,7 @@ void Supervisor::Reap() {
       counters_.sessions_lost++;
     }
     sessions_.erase(it);
+    modules_->Trim();  // the server-wide bound of the module caches
   }
 }
 
@@ -421,10 +533,7 @@ void Supervisor::BeginDrain() {
   drain_deadline_ns_ = MonotonicNanos() + uint64_t(options_.drain_timeout_s) * 1'000'000'000ull;
   for (auto& l : listeners_) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l->fd(), nullptr);
   listeners_.clear();
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    for (int fd : handshake_sockets_) ::shutdown(fd, SHUT_RDWR);
-  }
+  handshakes_->CloseAll();
   for (auto& [pid, s] : sessions_) {
     Status st = SendControl(s, [](void* m) {
       static_cast<control::ControlMessage::Builder*>(m)->setEndSession("the Remora server is shutting down");
@@ -486,7 +595,9 @@ Result<std::string> Supervisor::CreateTenant(const std::string& name, std::optio
   Token token{name, RandomSecret()};
   TenantState t;
   t.record.name = name;
-  t.record.stored_key = StoredKeyFor(token.secret);
+  Verifier v = VerifierFor(token.secret);
+  t.record.stored_key = v.stored_key;
+  t.record.server_key = v.server_key;
   t.record.memory_limit = memory_limit;
   t.record.created_at = static_cast<int64_t>(std::time(nullptr));
   for (int g : attach) t.record.gpu_uuids.push_back(inventory_.gpus[static_cast<size_t>(g)].uuid);
@@ -526,6 +637,7 @@ Status Supervisor::DeleteTenant(const std::string& name, bool force) {
   }
   RETURN_IF_ERROR(store_->DeleteTenant(name));
   RETURN_IF_ERROR(ledger_->RemoveTenant(t->ledger_index));
+  modules_->RemoveTenant(name);
   {
     std::lock_guard<std::mutex> lock(tenants_mu_);
     tenants_.erase(name);

@@ -2,13 +2,14 @@
 // as a tenant, spawns one worker process per session and reaps it, owns the quota ledger
 // and the state store. It never initialises CUDA.
 //
-// Threading: one event-loop thread (Run) owns all state. Handshakes run on short-lived
-// threads (a slow or hostile client never stalls the loop) and hand finished connections
-// back through a queue. Other threads (the admin API) call in through Call(), which runs a
-// function on the loop thread and waits for it.
+// Threading: one event-loop thread (Run) owns all state, handshakes included: they are
+// non-blocking state machines in the same loop (handshakes.h), within deadlines and
+// per-peer budgets, so a slow or hostile peer never stalls anyone. Other threads (the admin
+// API) call in through Call(), which runs a function on the loop thread and waits for it.
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -28,10 +29,14 @@
 #include "remora/base/fd.h"
 #include "remora/memmgr/ledger.h"
 #include "remora/protocol/handshake.h"
+#include "remora/protocol/secure.h"
 #include "remora/protocol/transport.h"
 #include "supervisor/gpu_inventory.h"
+#include "supervisor/handshakes.h"
+#include "supervisor/module_store.h"
 #include "supervisor/metrics.h"
 #include "supervisor/state_store.h"
+#include "supervisor/worker_launcher.h"
 
 namespace remora::server {
 
@@ -48,6 +53,17 @@ struct ServerOptions {
   std::string log_level = "info";
   std::string admin_listen;             // "" or tcp://HOST:PORT (admin API over TCP)
   std::string admin_token_file;         // the admin token for admin_listen
+  bool insecure = false;                // allow --auth none on network listeners
+  EncryptMode encrypt = EncryptMode::kAuto;  // of tcp:// sessions (secure.h)
+  std::string worker_user;              // "" = remora-worker (see worker_launcher.h)
+  uint32_t max_sessions_per_tenant = 64;
+  std::vector<std::string> session_limits;  // NAME=VALUE (worker/limits.h)
+  std::string module_cache_dir;         // "" = <state-dir>/modules
+  uint64_t module_cache_bytes = 16ull << 30;        // all tenants together
+  uint64_t module_cache_tenant_bytes = 4ull << 30;  // each tenant
+  int handshake_timeout_ms = 5000;
+  uint32_t handshakes_per_peer = 512;
+  int shm_mode = -1;                    // of the shm socket; -1: 0666 with --auth token, else 0600
   std::string metrics_listen;           // "" or tcp://HOST:PORT (Prometheus /metrics)
   // Compute shares (server/sched/): "auto" schedules and measures a GPU's work only while a
   // tenant attached to it has a share, a cap or a priority; "on" always (every tenant then
@@ -127,21 +143,22 @@ class Supervisor {
   Status AttachGpu(const std::string& name, int gpu);
   Status DetachGpu(const std::string& name, int gpu);
   Status KillSession(uint64_t id, const std::string& reason);
+  // True if `pid` is a session worker of this server or a descendant of one (they never
+  // get the admin API).
+  bool IsWorkerOrDescendant(pid_t pid) const;
+  uid_t worker_uid() const { return launcher_ ? launcher_->user().uid : ::geteuid(); }
   // The state /metrics shows (supervisor_metrics.cc).
   MetricsSnapshot CollectMetrics();
 
  private:
-  struct Handshaken {
-    PendingConnection conn;
-    AuthenticatedPeer peer;
-  };
   class Keys;
 
   void Post(std::function<void()> fn);
   void OnAccept(Listener& l);
-  void HandshakeThread(PendingConnection pc);
-  void OnHandshaken(Handshaken h);
-  Status SpawnSession(Handshaken& h, SessionState* out);
+  // accept(2) ran out of descriptors: drop the waiting connection through the spare one.
+  void ShedConnection(Listener& l);
+  void OnHandshaken(PendingConnection conn, AuthenticatedPeer peer);
+  Status SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* out);
   void Reap();
   void BeginDrain();
   Status SendControl(SessionState& s, const std::function<void(void*)>& build);
@@ -162,8 +179,11 @@ class Supervisor {
   ServerOptions options_;
   std::unique_ptr<StateStore> store_;
   Inventory inventory_;
-  Fd ledger_fd_;
+  Fd ledger_fd_, ledger_ro_fd_;
   void* ledger_mem_ = nullptr;
+  std::optional<ModuleStore> modules_;
+  std::optional<WorkerLauncher> launcher_;
+  std::string limits_arg_;  // SessionLimits::Format() for workers
   std::optional<Ledger> ledger_;
   ComputeRegion compute_;  // the compute board every worker maps
   std::vector<std::unique_ptr<Listener>> listeners_;
@@ -180,11 +200,11 @@ class Supervisor {
   std::map<pid_t, SessionState> sessions_;
 
   Fd epoll_, signal_fd_, wake_fd_;
+  Fd spare_fd_;  // kept open to accept (and drop) a connection when out of descriptors
+  std::unique_ptr<Handshakes> handshakes_;
+  LogBudget accept_log_{5, 10};
   std::mutex queue_mu_;
-  std::deque<Handshaken> handshaken_;
   std::deque<std::function<void()>> calls_;
-  std::vector<std::thread> handshake_threads_;
-  std::vector<int> handshake_sockets_;  // for shutdown() when draining (under queue_mu_)
   bool draining_ = false;
   uint64_t drain_deadline_ns_ = 0;
 };

@@ -23,4 +23,12 @@ Status CurrentContext(OpContext& x, CUcontext* ctx);
 // Allocation properties (cuMemCreate, granularity): their location, as above.
 Status FixAllocationProp(OpContext& x, CUmemAllocationProp* prop);
 
+// cuCtxSetLimit: NoteLimit remembers which limit is being set; ChargeLimit charges the
+// device memory the driver sets aside for the new value to the tenant like an allocation
+// (heap, printf FIFO, stack for every resident thread), refusing it over the tenant's
+// budget, and bounds the device-runtime limits. The charge settles with the call: undone if
+// the driver refuses it; the old value's charge released once the new one is in force.
+Status NoteLimit(OpContext& x, CUlimit* limit);
+Status ChargeLimit(OpContext& x, size_t* value);
+
 }  // namespace remora::worker

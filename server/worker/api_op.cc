@@ -156,6 +156,20 @@ Status OpContext::Ready() {
   return Status::Ok();
 }
 
+Status OpContext::HandleRoom(HandleKind kind) {
+  SessionState& s = ex_.session();
+  switch (kind) {
+    case HandleKind::kStream:
+      return ex_.resources().Room(Resource::kStreams, s.streams().size() + s.per_thread_streams().size());
+    case HandleKind::kEvent:
+      return ex_.resources().Room(Resource::kEvents, s.events().size());
+    default:
+      // Pools come back as the device's own (bounded by the devices) or from the MemPool
+      // handler, which counts them; other kinds have no generated constructor yet.
+      return Status::Ok();
+  }
+}
+
 uint64_t OpContext::AdoptHandle(HandleKind kind, void* handle) {
   int gpu = gpu_ < 0 ? 0 : gpu_;
   switch (kind) {
@@ -234,6 +248,7 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
   OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api);
   Status st = op->run(x);
   if (op->launches && st.ok()) ex.NoteGpuWork(x.launch_stream());
+  x.Settle(st.ok());
   switch (op->cls) {
     case CallClass::kOrdered:
       return answer(st);

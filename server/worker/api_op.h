@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,9 @@ class OpContext {
   // A GPU is current: the one an argument chose, else the calling thread's device.
   Status Ready();
 
+  // Before a call that creates a handle of `kind`: the session's limit for that kind
+  // (worker/limits.h) leaves room for one more, else kMemoryAllocation naming the limit.
+  Status HandleRoom(HandleKind kind);
   // A handle the library created or returned: registered in the session (teardown releases
   // it), the same handle each time for an object already known. A graph or node is taken to
   // belong to the graph the call's arguments named last (graph(), below).
@@ -94,6 +99,15 @@ class OpContext {
   std::vector<Executor::Stream> wait_streams() const { return {streams_, streams_ + num_streams_}; }
   bool has_wait_event() const { return num_events_ > 0; }
   std::pair<int, void*> wait_event() const { return events_[0]; }
+  // A value one argument hook leaves for a later one of the same call.
+  void set_note(int64_t v) { note_ = v; }
+  int64_t note() const { return note_; }
+  // Runs `f(ok)` once the call is over (ok: the library accepted it): a hook's charge that
+  // must be undone if the library refuses the call.
+  void OnSettle(std::function<void(bool)> f) { settle_ = std::move(f); }
+  void Settle(bool ok) {
+    if (settle_) std::exchange(settle_, nullptr)(ok);
+  }
 
  private:
   Executor& ex_;
@@ -103,6 +117,8 @@ class OpContext {
   void* library_;
   int gpu_ = -1;  // the GPU an argument chose
   uint64_t graph_ = 0;
+  int64_t note_ = 0;
+  std::function<void(bool)> settle_;
   Executor::Stream streams_[2];
   int num_streams_ = 0;
   std::pair<int, void*> events_[2];

@@ -24,7 +24,7 @@ constexpr uint64_t kOverheadPollNs = 2'000'000'000;  // re-measure context overh
 
 Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, SessionConfig config,
                    ControlSource* control)
-    : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging), frames_(conn),
+    : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging), frames_(conn, config_.limits.spill_bytes),
       replies_(conn) {
   BindLibrary(static_cast<uint16_t>(Domain::kCuda), &gen::cuda::Ops(), &driver_.cuda());
   if (config_.compute != nullptr) compute_ = std::make_unique<ComputeHook>(*config_.compute, config_.ledger_slot, *this);
@@ -75,6 +75,7 @@ Result<Executor::Stream> Executor::ResolveStream(uint64_t h, bool per_thread_fla
     auto& per_thread = session_.per_thread_streams();
     auto it = per_thread.find(key);
     if (it != per_thread.end()) return Stream{it->second, gpu, 0};
+    RETURN_IF_ERROR(resources_.Room(Resource::kStreams, session_.streams().size() + per_thread.size()));
     RETURN_IF_ERROR(SetDevice(gpu));
     // A per-thread default stream synchronises with the legacy stream, like CUDA's.
     ASSIGN_OR_RETURN(DStream s, driver_.StreamCreate(0, 0));
@@ -341,6 +342,8 @@ Result<bool> Executor::DispatchFrames() {
       held = true;
     }
     if (transport_held || frames_.blocked()) break;
+    // Back-pressure: a client that queues work faster than it completes waits in its send.
+    if (!resources_.MayRead(pending_.size() + frames_.size())) break;
     ASSIGN_OR_RETURN(std::optional<InFrame> frame, conn_.Poll());
     if (!frame) break;
     any = true;

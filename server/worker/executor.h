@@ -28,6 +28,8 @@
 #include "common/session_stats.h"
 #include "worker/driver.h"
 #include "worker/frame_queue.h"
+#include "worker/limits.h"
+#include "worker/module_cache.h"
 #include "worker/pools.h"
 #include "worker/reply_queue.h"
 #include "worker/session_state.h"
@@ -42,8 +44,9 @@ class ComputeHook;
 
 struct SessionConfig {
   uint64_t session_id = 0;
-  // Server-wide cache of fat binaries by content hash (empty: no cache).
-  std::string module_cache_dir;
+  // The tenant's cache of module images (null: no cache). Borrowed.
+  ModuleCache* module_cache = nullptr;
+  SessionLimits limits;
   std::string tenant;
   // Application device ordinal -> server GPU index (= driver device); -1 once detached.
   std::vector<int> gpus;
@@ -192,6 +195,8 @@ class Executor {
   // Frees what GraphTables::ForgetGraph/ForgetExec returned (staging no graph binds any
   // more; a graph's memory-node allocations), returning the charges.
   void FreeStaging(const std::vector<DevPtr>& buffers);
+  // What the session holds against its limits (worker/limits.h).
+  ResourceCounter& resources() { return resources_; }
 
   // Libraries whose generated calls this session serves (the driver API always; others as
   // the worker loads them): the operations and the implementation they call.
@@ -227,6 +232,7 @@ class Executor {
   Connection& conn_;
   Driver& driver_;
   SessionConfig config_;
+  ResourceCounter resources_{config_.limits};
   ControlSource* control_;
   std::atomic<bool> stop_{false};
   bool goodbye_ = false;

@@ -6,14 +6,13 @@
 namespace remora::worker {
 
 namespace {
-constexpr uint64_t kMaxSpillBytes = 512ull << 20;  // read-ahead budget for kept frames' bulk
 constexpr uint64_t kReplayChunkBytes = 1 << 20;
 }  // namespace
 
 void FrameQueue::Push(const InFrame& frame) {
   Frame f{frame.header, std::vector<uint64_t>(frame.body.begin(), frame.body.end()), {}, false};
   uint64_t bulk = frame.header.bulk_bytes;
-  if (bulk > 0 && spilled_bytes_ + bulk <= kMaxSpillBytes) {
+  if (bulk > 0 && bulk <= spill_budget_ && spilled_bytes_ <= spill_budget_ - bulk) {
     f.spilled = true;
     f.bulk.resize(bulk);
     spilled_bytes_ += bulk;

@@ -27,9 +27,12 @@ class FrameQueue {
     InFrame view() const { return InFrame{header, {body.data(), body.size()}}; }
   };
 
-  explicit FrameQueue(Connection& conn) : conn_(conn) {}
+  // `spill_budget`: bytes of kept frames' bulk read ahead at most (--session-limit spill-bytes).
+  explicit FrameQueue(Connection& conn, uint64_t spill_budget = 64ull << 20)
+      : conn_(conn), spill_budget_(spill_budget) {}
 
   bool empty() const { return backlog_.empty(); }
+  size_t size() const { return backlog_.size(); }
   // The last kept frame's bulk is still in the transport: no further frame can be read.
   bool blocked() const { return bulk_in_transport_; }
   bool spilling() const { return spilling_; }
@@ -50,6 +53,7 @@ class FrameQueue {
 
  private:
   Connection& conn_;
+  uint64_t spill_budget_;
   std::deque<Frame> backlog_;
   bool bulk_in_transport_ = false;
   bool spilling_ = false;

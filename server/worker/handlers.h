@@ -41,6 +41,8 @@ class Handlers {
   static Status MallocAsync(Executor& ex, uint64_t tag, Req req);
   static Status FreeAsync(Executor& ex, uint64_t tag, Req req);
   static Status MemPool(Executor& ex, uint64_t tag, Req req);  // pool creation and destruction
+  // Gives back the charge of memory freed into `gpu`'s pools that they no longer keep.
+  static void ReconcilePools(Executor& ex, int gpu);
 
   // ops_transfer.cc
   static Status Copy3D(Executor& ex, const InFrame& frame, Req req);

@@ -32,6 +32,8 @@ namespace {
 
 using namespace host;
 
+constexpr int kStreamThreads = 8;  // per session, however many streams it creates
+
 std::vector<int32_t> EmulatedAttributes(int device) {
   std::vector<int32_t> a(kNumDeviceAttributes, 0);
   auto set = [&](CUdevice_attribute k, int32_t v) { a[static_cast<size_t>(k)] = v; };
@@ -162,7 +164,7 @@ class HostDriver final : public Driver, public HostMemory, private EmuGraphHost 
   }
 
   Result<DStream> StreamCreate(unsigned flags, int) override {
-    auto s = std::make_shared<EmuStream>((flags & CU_STREAM_NON_BLOCKING) == 0);
+    auto s = std::make_shared<EmuStream>((flags & CU_STREAM_NON_BLOCKING) == 0, scheduler_.get());
     DStream h = s.get();
     streams_.emplace(h, std::move(s));
     stream_device_[h] = current_;
@@ -171,9 +173,8 @@ class HostDriver final : public Driver, public HostMemory, private EmuGraphHost 
   Status StreamDestroy(DStream s) override {
     auto it = streams_.find(s);
     if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
-    it->second->Close();  // its thread finishes the queued work, then exits
     graphs_.ForgetStream(s);
-    streams_.erase(it);
+    streams_.erase(it);  // work already queued still runs (the scheduler holds the stream)
     stream_device_.erase(s);
     return Status::Ok();
   }
@@ -389,29 +390,22 @@ class HostDriver final : public Driver, public HostMemory, private EmuGraphHost 
   }
   Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth,
                 DStream stream) override {
-    std::vector<std::pair<std::byte*, const std::byte*>> rows;  // validated before anything moves
-    rows.reserve(height * depth);
-    for (uint64_t z = 0; z < depth; z++) {
-      for (uint64_t y = 0; y < height; y++) {
-        uint64_t so = (z * src.height + y) * src.pitch, d_o = (z * dst.height + y) * dst.pitch;
-        ASSIGN_OR_RETURN(std::byte * s, Side(src, so, width));
-        ASSIGN_OR_RETURN(std::byte * d, Side(dst, d_o, width));
-        rows.emplace_back(d, s);
-      }
-    }
-    return InOrder(stream, [rows = std::move(rows), width] {
-      for (auto [d, s] : rows) std::memmove(d, s, width);
+    if (width == 0 || height == 0 || depth == 0) return Status::Ok();
+    // Each side's whole strided extent is checked once (no per-row list: its length is the
+    // caller's to choose); the rows are walked when the copy runs.
+    ASSIGN_OR_RETURN(std::byte * d, Span(dst, width, height, depth));
+    ASSIGN_OR_RETURN(std::byte * s, Span(src, width, height, depth));
+    uint64_t dp = dst.pitch, dh = dst.height, sp = src.pitch, sh = src.height;
+    return InOrder(stream, [=] {
+      for (uint64_t z = 0; z < depth; z++)
+        for (uint64_t y = 0; y < height; y++) std::memmove(d + (z * dh + y) * dp, s + (z * sh + y) * sp, width);
     }, CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream stream) override {
-    std::vector<std::byte*> rows;
-    rows.reserve(height);
-    for (size_t y = 0; y < height; y++) {
-      ASSIGN_OR_RETURN(std::byte * d, Translate(dst + y * pitch, width));
-      rows.push_back(d);
-    }
-    return InOrder(stream, [rows = std::move(rows), value, width] {
-      for (std::byte* d : rows) std::memset(d, value, width);
+    if (width == 0 || height == 0) return Status::Ok();
+    ASSIGN_OR_RETURN(std::byte * d, Span(CopySide{false, dst, pitch, height}, width, height, 1));
+    return InOrder(stream, [=] {
+      for (size_t y = 0; y < height; y++) std::memset(d + y * pitch, value, width);
     }, CU_GRAPH_NODE_TYPE_MEMSET);
   }
   Result<DevPtr> MemAllocAsync(size_t bytes, DPool, DStream) override { return MemAlloc(bytes); }
@@ -496,8 +490,7 @@ class HostDriver final : public Driver, public HostMemory, private EmuGraphHost 
   }
 
   ~HostDriver() override {
-    for (auto& [h, st] : streams_) st->Close();
-    for (auto& [d, st] : legacy_streams_) st->Close();
+    scheduler_.reset();  // running work finishes first; queued work never runs
     for (auto* e : events_) delete static_cast<EmuEvent*>(e);
     for (auto* m : modules_) delete m;
     for (auto* p : pools_) delete p;
@@ -508,7 +501,7 @@ class HostDriver final : public Driver, public HostMemory, private EmuGraphHost 
   Result<std::shared_ptr<EmuStream>> Stream(DStream s) {
     if (s == nullptr) {
       auto& legacy = legacy_streams_[current_];
-      if (!legacy) legacy = std::make_shared<EmuStream>(true);
+      if (!legacy) legacy = std::make_shared<EmuStream>(true, scheduler_.get());
       return legacy;
     }
     auto it = streams_.find(s);
@@ -561,6 +554,16 @@ class HostDriver final : public Driver, public HostMemory, private EmuGraphHost 
     return deps;
   }
   // Host address of `n` bytes at `offset` into one side of a copy.
+  // The host address of a strided region's first byte, after checking that all of it,
+  // ((depth-1) * side.height + height-1) * side.pitch + width bytes, is one region.
+  Result<std::byte*> Span(const CopySide& side, uint64_t width, uint64_t height, uint64_t depth) {
+    uint64_t rows, extent;
+    if ((height > 1 || depth > 1) && side.pitch < width) return Error(Err::kInvalidPitchValue, "pitch below width");
+    if (__builtin_mul_overflow(depth - 1, side.height, &rows) || __builtin_add_overflow(rows, height - 1, &rows) ||
+        __builtin_mul_overflow(rows, side.pitch, &extent) || __builtin_add_overflow(extent, width, &extent))
+      return Error(Err::kInvalidValue, "2D/3D region too large");
+    return Side(side, 0, extent);
+  }
   Result<std::byte*> Side(const CopySide& side, uint64_t offset, uint64_t n) {
     if (side.host) return reinterpret_cast<std::byte*>(side.addr + offset);
     return Translate(side.addr + offset, n);
@@ -589,6 +592,8 @@ class HostDriver final : public Driver, public HostMemory, private EmuGraphHost 
   std::set<std::pair<int, int>> peers_;
   std::map<DevPtr, Block> mapped_;  // registered host memory the device may use
   std::map<int, uint64_t> limits_;
+  // Runs the streams' work on a fixed set of threads (declared last: stopped first).
+  std::unique_ptr<EmuScheduler> scheduler_ = std::make_unique<EmuScheduler>(kStreamThreads);
 };
 
 }  // namespace

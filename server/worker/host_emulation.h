@@ -1,5 +1,5 @@
 // Internals of the host-emulated backend (host_driver.cc and its driver-API emulation): the
-// emulated device memory of one GPU and the emulated streams. Private to server/worker.
+// emulated device memory of one GPU and the emulated streams (worker/emu_streams.h). Private to server/worker.
 #pragma once
 
 #include <cuda.h>  // enum values only; nothing is linked
@@ -21,6 +21,7 @@
 
 #include "remora/base/util.h"
 #include "worker/driver.h"
+#include "worker/emu_streams.h"  // EmuStream, EmuDep: a fixed pool of threads
 
 namespace remora::worker::host {
 
@@ -226,88 +227,6 @@ struct EmuPool {
   std::map<int, uint64_t> attrs;
 };
 
-
-struct EmuStream;
-// Work on another stream that must complete first: its tasks up to `target`.
-struct EmuDep {
-  std::shared_ptr<EmuStream> stream;
-  uint64_t target;
-};
-
-// An emulated stream: work runs in issue order, after the work it depends on (the legacy
-// stream's implicit synchronisation, cudaStreamWaitEvent). While nothing is outstanding,
-// copies and memsets run inline (complete at once); otherwise they queue behind on the
-// stream's own thread, as on a GPU. Host functions always run on that thread. Thread-safety:
-// Submit from the executor thread; the stream thread only runs tasks.
-struct EmuStream {
-  explicit EmuStream(bool blocking_) : blocking(blocking_) {}
-  const bool blocking;  // synchronises with the legacy stream (not cudaStreamNonBlocking)
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::function<void()>> queue;
-  uint64_t issued = 0;                 // tasks enqueued (under mu)
-  std::atomic<uint64_t> completed{0};  // tasks that finished
-  bool running = false;                // the thread exists
-  bool closing = false;
-
-  // Runs `task` after everything queued here and after `deps`: at once if that is all done
-  // and `inline_ok`, else on the stream's thread.
-  void Submit(const std::shared_ptr<EmuStream>& self, std::vector<EmuDep> deps, std::function<void()> task,
-              bool inline_ok = true) {
-    std::erase_if(deps, [](const EmuDep& d) { return d.stream->completed.load() >= d.target; });
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!inline_ok || !deps.empty() || completed.load() < issued) {
-        if (deps.empty()) {
-          EnqueueLocked(self, std::move(task));
-        } else {
-          EnqueueLocked(self, [deps = std::move(deps), task = std::move(task)] {
-            for (const EmuDep& d : deps)
-              while (d.stream->completed.load() < d.target) std::this_thread::sleep_for(std::chrono::microseconds(20));
-            task();
-          });
-        }
-        return;
-      }
-    }
-    task();
-  }
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      cv.wait(lock, [&] { return !queue.empty() || closing; });
-      if (queue.empty()) break;
-      std::function<void()> task = std::move(queue.front());
-      queue.pop_front();
-      lock.unlock();
-      task();
-      completed.fetch_add(1);
-      lock.lock();
-    }
-    running = false;
-  }
-  uint64_t Issued() {
-    std::lock_guard<std::mutex> lock(mu);
-    return issued;
-  }
-  bool Idle() { return completed.load() >= Issued(); }
-  void Close() {
-    std::lock_guard<std::mutex> lock(mu);
-    closing = true;
-    cv.notify_all();
-  }
-
- private:
-  void EnqueueLocked(const std::shared_ptr<EmuStream>& self, std::function<void()> task) {
-    queue.push_back(std::move(task));
-    issued++;
-    if (!running) {
-      running = true;
-      std::thread([self] { self->Run(); }).detach();
-    }
-    cv.notify_all();
-  }
-};
 
 struct EmuEvent {
   unsigned flags;

@@ -17,9 +17,12 @@
 #include "remora/base/util.h"
 #include "remora/protocol/frame_socket.h"
 #include "remora/protocol/message.h"
+#include "remora/protocol/secure.h"
 #include "remora/protocol/transport.h"
 #include "worker/driver.h"
 #include "worker/executor.h"
+#include "worker/module_cache.h"
+#include "worker/sandbox.h"
 
 namespace remora::worker {
 namespace {
@@ -57,12 +60,15 @@ class SocketControl final : public ControlSource {
       if (m.isSetGpus()) {
         ev.kind = ControlEvent::Kind::kSetDevices;
         for (int32_t g : m.getSetGpus()) ev.gpus.push_back(g);
-      } else {
+      } else if (m.isEndSession()) {
         ev.kind = ControlEvent::Kind::kEndSession;
         ev.reason = m.getEndSession();
+      } else {
+        return Error(Err::kNotSupported, "unexpected control message");
       }
       return Status::Ok();
     });
+    if (st.code() == Err::kNotSupported) return std::optional<ControlEvent>();
     RETURN_IF_ERROR(st);
     return std::optional<ControlEvent>(ev);
   }
@@ -104,6 +110,42 @@ int Probe(Driver& d) {
   return 0;
 }
 
+// The session keys of an encrypted session: the supervisor's first control message.
+Result<SessionKeys> ReadSessionKeys(int control_fd) {
+  FrameSocket fs(control_fd);
+  ASSIGN_OR_RETURN(InFrame frame, fs.Read(5000));
+  SessionKeys keys;
+  Status st = GuardDecode("control message", [&]() -> Status {
+    BodyReader r(frame.body);
+    auto m = r.Root<control::ControlMessage>();
+    if (!m.isSessionKeys()) return Error(Err::kInvalidValue, "expected the session keys first");
+    auto k = m.getSessionKeys();
+    keys.cipher = static_cast<Cipher>(k.getCipher());
+    if (k.getClientToServer().size() != 32 || k.getServerToClient().size() != 32 ||
+        (keys.cipher != Cipher::kChaCha20Poly1305 && keys.cipher != Cipher::kAes256Gcm))
+      return Error(Err::kInvalidValue, "malformed session keys");
+    std::memcpy(keys.client_to_server.data(), k.getClientToServer().begin(), 32);
+    std::memcpy(keys.server_to_client.data(), k.getServerToClient().begin(), 32);
+    return Status::Ok();
+  });
+  RETURN_IF_ERROR(st);
+  return keys;
+}
+
+// Maps the ledger read-only and this session's slot writable, then closes both
+// descriptors: from here on nothing in this process can write another slot.
+Result<Ledger> MapLedger(uint32_t slot) {
+  void* ro = ::mmap(nullptr, LedgerRegionBytes(), PROT_READ, MAP_SHARED, worker_args::kLedgerReadFd, 0);
+  if (ro == MAP_FAILED) return ErrnoStatus(Err::kInitializationError, "map the quota ledger", errno);
+  if (slot >= kLedgerMaxSessions) return Error(Err::kInvalidValue, "bad ledger slot {}", slot);
+  void* own = ::mmap(nullptr, LedgerSlotBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, worker_args::kLedgerFd,
+                     static_cast<off_t>(LedgerSlotOffset(slot)));
+  if (own == MAP_FAILED) return ErrnoStatus(Err::kInitializationError, "map this session's ledger slot", errno);
+  ::close(worker_args::kLedgerFd);
+  ::close(worker_args::kLedgerReadFd);
+  return Ledger::AttachSession(ro, LedgerRegionBytes(), own, slot);
+}
+
 }  // namespace
 }  // namespace remora::worker
 
@@ -111,9 +153,9 @@ int main(int argc, char** argv) {
   using namespace remora;
   using namespace remora::worker;
   CLI::App app{"remora-worker: executes one Remora session (spawned by remora-server)"};
-  bool probe = false;
-  uint64_t session = 0;
-  std::string tenant, transport = "shm", backend = "host", host_mem = "16GiB", gpus_arg, log_level = "info";
+  bool probe = false, encrypted = false, no_sandbox = false;
+  uint64_t session = 0, cache_budget = 0;
+  std::string tenant, transport = "shm", backend = "host", host_mem = "16GiB", gpus_arg, log_level = "info", limits_arg;
   int host_gpus = 1, extra_fds = 0;
   uint32_t slot = 0;
   app.add_flag("--probe", probe, "print the GPU inventory and exit");
@@ -127,10 +169,12 @@ int main(int argc, char** argv) {
   app.add_option("--ledger-slot", slot);
   app.add_option("--extra-fds", extra_fds);
   app.add_option("--log-level", log_level);
-  std::string module_cache;
-  app.add_option("--module-cache", module_cache, "server-wide cache of fat binaries");
   int compute_fd = -1;
   app.add_option("--compute-fd", compute_fd, "inherited descriptor of the compute board (server/sched/board.h)");
+  app.add_option("--module-cache-budget", cache_budget, "bytes the tenant's module cache (fd 7) may hold");
+  app.add_option("--limits", limits_arg, "session limits (NAME=VALUE,...)");
+  app.add_flag("--encrypted", encrypted, "the data path is encrypted (keys on the control socket)");
+  app.add_flag("--no-sandbox", no_sandbox, "skip the seccomp filter (debugging only)");
   CLI11_PARSE(app, argc, argv);
 
   auto driver = MakeDriver(backend, host_gpus, host_mem);
@@ -152,15 +196,35 @@ int main(int argc, char** argv) {
   }
 
   // The quota ledger, shared with the supervisor and the other workers.
-  void* ledger_mem = ::mmap(nullptr, LedgerRegionBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, worker_args::kLedgerFd, 0);
-  if (ledger_mem == MAP_FAILED) {
-    LOG_ERROR("cannot map the quota ledger: {}", std::strerror(errno));
-    return 2;
-  }
-  auto ledger = Ledger::Attach(ledger_mem, LedgerRegionBytes());
+  auto ledger = MapLedger(slot);
   if (!ledger.ok()) {
     LOG_ERROR("{}", ledger.status().message());
     return 2;
+  }
+  auto limits = SessionLimits::Parse(limits_arg);
+  if (!limits.ok()) {
+    LOG_ERROR("{}", limits.status().message());
+    return 2;
+  }
+  std::optional<SessionKeys> keys;
+  if (encrypted) {
+    auto k = ReadSessionKeys(worker_args::kControlFd);
+    if (!k.ok()) {
+      LOG_ERROR("cannot read the session keys: {}", k.status().message());
+      return 2;
+    }
+    keys = *k;
+  }
+  std::optional<ModuleCache> cache;
+  if (cache_budget > 0) cache.emplace(Fd(worker_args::kModuleCacheFd), cache_budget);
+
+  // Nothing a client sent has been read yet: confine the process first.
+  if (!no_sandbox) {
+    Status sb = EnterSandbox();
+    if (!sb.ok()) {
+      LOG_ERROR("cannot enter the worker sandbox: {}", sb.message());
+      return 2;
+    }
   }
 
   auto parsed_kind = TransportFromName(transport);
@@ -172,7 +236,7 @@ int main(int argc, char** argv) {
   std::vector<Fd> fds;
   for (int i = 0; i < extra_fds; i++) fds.emplace_back(worker_args::kFirstExtraFd + i);
   DriverStaging staging(**driver);
-  auto conn = AdoptConnection(kind, Fd(worker_args::kClientFd), std::move(fds));
+  auto conn = AdoptConnection(kind, Fd(worker_args::kClientFd), std::move(fds), keys);
   if (!conn.ok()) {
     LOG_ERROR("cannot set up the {} connection: {}", transport, conn.status().ToString());
     return 3;
@@ -188,7 +252,8 @@ int main(int argc, char** argv) {
     pos = comma + 1;
   }
   config.ledger = &*ledger;
-  config.module_cache_dir = module_cache;
+  config.module_cache = cache ? &*cache : nullptr;
+  config.limits = *limits;
   config.ledger_slot = slot;
 
   // The session's published counters (for the supervisor's /metrics); optional.

@@ -31,6 +31,8 @@ Status Handlers::ModuleUnload(Executor& ex, uint64_t tag, Req req) {
   for (uint64_t f : functions) s.functions().Erase(f);
   s.modules().Erase(h);
   ex.ReleaseCharge(mod.gpu, mod.charged);
+  ex.resources().Release(Resource::kModules);
+  ex.resources().Release(Resource::kModuleBytes, mod.image_bytes);
   return ex.PostReply(tag, Status::Ok());
 }
 

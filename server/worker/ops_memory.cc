@@ -5,7 +5,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
+
+#include <cuda.h>
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -68,6 +71,7 @@ class UnregisterRegionOp final : public PendingOp {
       if (it->second.device != 0) (void)ex.session().allocations().Erase(it->second.device);
       if (it->second.registered) ex.driver().HostUnregister(it->second.base);
       ::munmap(it->second.base, it->second.size);
+      ex.resources().Release(Resource::kPinnedBytes, it->second.size);
       ex.session().host_regions().erase(it);
     }
     RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok()));
@@ -94,6 +98,17 @@ Status Handlers::RegisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   if (!fd.ok()) return ex.PostReply(tag, fd.status());
   if (id == 0 || ex.session().host_regions().count(id) || size == 0 || size > (1ull << 40))
     return ex.PostReply(tag, Error(Err::kInvalidValue, "bad host region {} of {} bytes", id, size));
+  // Pinning locks the pages in this host's memory: counted against the session's limit.
+  Status pinned = ex.resources().Acquire(Resource::kPinnedBytes, size);
+  if (!pinned.ok()) return ex.PostReply(tag, pinned);
+  struct Unpin {
+    Executor& ex;
+    uint64_t size;
+    bool keep = false;
+    ~Unpin() {
+      if (!keep) ex.resources().Release(Resource::kPinnedBytes, size);
+    }
+  } unpin{ex, size};
   int seals = ::fcntl(fd->get(), F_GET_SEALS);
   struct stat st;
   if (seals < 0 || !(seals & F_SEAL_SHRINK) || ::fstat(fd->get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < size)
@@ -131,6 +146,7 @@ Status Handlers::RegisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   r.registered = true;
   r.device = *dev;
   ex.session().host_regions()[id] = r;
+  unpin.keep = true;
   LOG_DEBUG("host region {} ({}) shared, pinned and mapped at 0x{:x}{}", id, FormatSize(size), *dev,
             *dev == a.getAddr() ? " (the client's address)" : "");
   DevPtr device = *dev;
@@ -153,10 +169,33 @@ Status Handlers::UnregisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   return Status::Ok();
 }
 
+void Handlers::ReconcilePools(Executor& ex, int gpu) {
+  uint64_t& retained = ex.resources().pool_retained(gpu);
+  if (retained == 0) return;
+  // What the pools of `gpu` hold beyond live allocations (reserved minus used).
+  std::vector<DPool> pools;
+  if (auto d = ex.driver().DefaultMemPool(gpu); d.ok()) pools.push_back(*d);
+  ex.session().pools().ForEach([&](uint64_t, Executor::Pool& p) {
+    if (p.gpu == gpu && std::find(pools.begin(), pools.end(), p.pool) == pools.end()) pools.push_back(p.pool);
+  });
+  uint64_t kept = 0;
+  for (DPool p : pools) {
+    auto reserved = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    auto used = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+    if (!reserved.ok() || !used.ok()) return;  // unknown: keep charging
+    kept += *reserved > *used ? *reserved - *used : 0;
+  }
+  if (kept < retained) {
+    ex.ReleaseCharge(gpu, retained - kept);
+    retained = kept;
+  }
+}
+
 Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {
   uint64_t size = req.getMemAlloc().getSize();
   auto gpu = ex.GpuOf(req.getDevice());
   if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+  ReconcilePools(ex, *gpu);
   if (size == 0) return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.setPointer(0); });
   // Charge first: the ledger stays exact even when several workers allocate at once.
   if (ex.ledger() != nullptr) {
@@ -221,18 +260,43 @@ Status Handlers::Memset(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::Memset3D(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getMemset3D();
   uint64_t w = a.getWidth(), h = a.getHeight(), d = a.getDepth(), pitch = a.getPitch(), rps = a.getRowsPerSlice();
-  if (w > 0 && h > 0 && d > 0) {
+  DevPtr dst = a.getDst();
+  uint8_t value = static_cast<uint8_t>(a.getValue());
+  bool empty = w == 0 || h == 0 || d == 0;
+  if (!empty) {
     if ((h > 1 || d > 1) && pitch < w) return ReplyOrDefer(ex, tag, Error(Err::kInvalidPitchValue, "pitch {} < width {}", pitch, w));
     if (d > 1 && rps < h) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "slice of {} rows < height {}", rps, h));
-    uint64_t extent = ((d - 1) * rps + (h - 1)) * pitch + w;
-    auto range = ex.session().CheckRange(a.getDst(), extent);
+    // Overflow-checked extent: ((d-1) * rps + h-1) * pitch + w must lie in one allocation.
+    uint64_t rows, extent;
+    if (__builtin_mul_overflow(d - 1, rps, &rows) || __builtin_add_overflow(rows, h - 1, &rows) ||
+        __builtin_mul_overflow(rows, pitch, &extent) || __builtin_add_overflow(extent, w, &extent))
+      return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "3D memset of {}x{}x{} (pitch {}, {} rows per slice) "
+                                                             "does not fit in memory", w, h, d, pitch, rps));
+    auto range = ex.session().CheckRange(dst, extent);
     if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
   }
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
   Status st = ex.SetDevice(stream->gpu);
-  for (uint64_t z = 0; st.ok() && z < d && w > 0 && h > 0; z++)
-    st = ex.driver().Memset2D8(a.getDst() + z * rps * pitch, pitch, a.getValue(), w, h, stream->stream);
+  if (st.ok() && !empty) {
+    // As few driver calls as the shape allows; a genuinely 3D shape is one 2D memset per
+    // slice, and their number is bounded.
+    constexpr uint64_t kMaxSlices = 1 << 16;
+    bool rows_adjacent = h == 1 || pitch == w;
+    bool slices_adjacent = d == 1 || rps * pitch == h * w;  // no overflow: both fit in the extent
+    if (rows_adjacent && slices_adjacent) {
+      st = ex.driver().Memset8(dst, value, d * h * w, stream->stream);
+    } else if (d == 1) {
+      st = ex.driver().Memset2D8(dst, pitch, value, w, h, stream->stream);
+    } else if (h == 1) {
+      st = ex.driver().Memset2D8(dst, rps * pitch, value, w, d, stream->stream);  // one row per slice
+    } else if (d > kMaxSlices) {
+      st = Error(Err::kInvalidValue, "3D memset of {} slices (at most {})", d, kMaxSlices);
+    } else {
+      for (uint64_t z = 0; st.ok() && z < d; z++)
+        st = ex.driver().Memset2D8(dst + z * rps * pitch, pitch, value, w, h, stream->stream);
+    }
+  }
   if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
   return ReplyWhenDone(ex, tag, {*stream});
 }
@@ -293,8 +357,16 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
     gpu = (*p)->gpu;
   }
   if (size == 0) return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.setPointer(0); });
-  Status st = ex.Charge(gpu, size);
-  if (!st.ok()) return ex.PostReply(tag, st);
+  ReconcilePools(ex, gpu);
+  // Memory a pool kept from earlier frees is already charged: reuse that charge first.
+  uint64_t& retained = ex.resources().pool_retained(gpu);
+  uint64_t reused = std::min(retained, size);
+  retained -= reused;
+  Status st = ex.Charge(gpu, size - reused);
+  if (!st.ok()) {
+    retained += reused;
+    return ex.PostReply(tag, st);
+  }
   st = ex.SetDevice(stream->gpu);
   auto p = st.ok() ? ex.driver().MemAllocAsync(size, pool, stream->stream) : Result<DevPtr>(st);
   if (!p.ok()) {
@@ -322,8 +394,10 @@ Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
   (void)ex.session().allocations().Erase(a.getPtr());
   Status st = ex.SetDevice(stream->gpu);
   if (st.ok()) st = ex.driver().MemFreeAsync(a.getPtr(), stream->stream);
-  // The tenant gets the memory back when the application gives it back.
-  ex.ReleaseCharge(found->device, found->reserved);
+  // The memory goes back to its pool, which may keep it (a release threshold): it stays
+  // charged until the pools say they no longer hold it (ReconcilePools).
+  if (st.ok()) ex.resources().pool_retained(found->device) += found->reserved;
+  else ex.ReleaseCharge(found->device, found->reserved);
   return ReplyOrDefer(ex, tag, st);
 }
 
@@ -344,7 +418,10 @@ Status Handlers::MemPool(Executor& ex, uint64_t tag, Req req) {
       auto a = req.getPoolCreate();
       auto pg = ex.GpuOf(a.getDevice());
       if (!pg.ok()) return ex.PostReply(tag, pg.status());
-      Status st = ex.SetDevice(*pg);
+      uint64_t created = 0;
+      ex.session().pools().ForEach([&](uint64_t, Executor::Pool& p) { created += p.created; });
+      Status st = ex.resources().Room(Resource::kPools, created);
+      if (st.ok()) st = ex.SetDevice(*pg);
       if (!st.ok()) return ex.PostReply(tag, st);
       auto p = ex.driver().MemPoolCreate(*pg, a.getMaxSize(), a.getHandleTypes());
       if (!p.ok()) return ex.PostReply(tag, p.status());

@@ -1,15 +1,9 @@
 // Modules, kernels and device variables: fat binaries are loaded on first use (from the
-// server-wide cache when another session already shipped them), functions and variables
-// resolved by name, kernels launched with the parameter layout the driver reports.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
-#include <sys/stat.h>
-#include <unistd.h>
-
+// tenant's own cache when one of its sessions already shipped them, worker/module_cache.h),
+// functions and variables resolved by name, kernels launched with the parameter layout the
+// driver reports.
 #include <array>
 #include <cstring>
-#include <fstream>
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -21,60 +15,37 @@ namespace {
 
 constexpr uint64_t kMaxImageBytes = 1ull << 30;
 
-
 std::string HashHex(capnp::Data::Reader h) { return ToHex(h.begin(), h.size()); }
 
-std::string HashOf(const std::vector<std::byte>& image) {
-  XXH128_hash_t h = XXH3_128bits(image.data(), image.size());
-  uint8_t bytes[16];
-  XXH128_canonicalFromHash(reinterpret_cast<XXH128_canonical_t*>(bytes), h);
-  return ToHex(bytes, 16);
+// Takes what an image of `size` bytes costs before any of it is received or loaded: the
+// session's module-bytes limit and the tenant's device memory (the loaded image lives on the
+// GPU). Undone by Uncharge.
+Status ChargeImage(Executor& ex, int gpu, uint64_t size) {
+  RETURN_IF_ERROR(ex.resources().Acquire(Resource::kModuleBytes, size));
+  Status st = ex.Charge(gpu, size);
+  if (!st.ok()) ex.resources().Release(Resource::kModuleBytes, size);
+  return st;
 }
 
-std::string CachePath(const Executor& ex, const std::string& hash) {
-  return ex.config().module_cache_dir + "/" + hash + ".fatbin";
+void UnchargeImage(Executor& ex, int gpu, uint64_t size) {
+  ex.resources().Release(Resource::kModuleBytes, size);
+  ex.ReleaseCharge(gpu, size);
 }
 
-// Reads a cached image; empty if absent or of the wrong size.
-std::vector<std::byte> ReadCached(const Executor& ex, const std::string& hash, uint64_t size) {
-  if (ex.config().module_cache_dir.empty()) return {};
-  std::ifstream in(CachePath(ex, hash), std::ios::binary);
-  if (!in) return {};
-  std::vector<std::byte> image(size);
-  in.read(reinterpret_cast<char*>(image.data()), static_cast<std::streamsize>(size));
-  if (static_cast<uint64_t>(in.gcount()) != size || in.peek() != EOF) return {};
-  if (HashOf(image) != hash) return {};  // a damaged file is ignored (and overwritten later)
-  return image;
-}
-
-void WriteCached(const Executor& ex, const std::string& hash, const std::vector<std::byte>& image) {
-  if (ex.config().module_cache_dir.empty()) return;
-  std::string path = CachePath(ex, hash);
-  std::string tmp = path + fmt::format(".tmp{}", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size()));
-    if (!out) {
-      LOG_WARN("cannot write the module cache file {}", tmp);
-      ::unlink(tmp.c_str());
-      return;
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
-}
-
-// Loads an image on `gpu` and registers the module; charges its size to the tenant. A fresh
+// Loads an image on `gpu` and registers the module; its size is already charged
+// (ChargeImage), and stays charged with the module or is given back on failure. A fresh
 // load is a module of its own, not shared with the session's other loads of the image.
 Result<uint64_t> Load(Executor& ex, int gpu, const std::string& hash, const std::vector<std::byte>& image,
                       bool fresh = false) {
-  RETURN_IF_ERROR(ex.Charge(gpu, image.size()));
-  Status st = ex.SetDevice(gpu);
+  Status st = ex.resources().Acquire(Resource::kModules);
+  if (st.ok()) st = ex.SetDevice(gpu);
   Result<DModule> m = st.ok() ? ex.driver().ModuleLoad(image.data(), image.size()) : Result<DModule>(st);
   if (!m.ok()) {
-    ex.ReleaseCharge(gpu, image.size());
+    if (st.ok()) ex.resources().Release(Resource::kModules);
+    UnchargeImage(ex, gpu, image.size());
     return m.status();
   }
-  uint64_t h = ex.session().modules().Insert({*m, gpu, hash, image.size(), {}});
+  uint64_t h = ex.session().modules().Insert({*m, gpu, hash, image.size(), {}, image.size()});
   if (!fresh) ex.session().module_index()[{hash, gpu}] = h;
   LOG_DEBUG("module {} ({}) loaded on GPU {}", hash, FormatSize(image.size()), gpu);
   return h;
@@ -85,38 +56,68 @@ Status ReplyModule(Executor& ex, uint64_t tag, const Result<uint64_t>& h) {
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.initModule().setHandle(*h); });
 }
 
-// Receives a shipped image, checks its hash, caches and loads it.
+// Receives a shipped image (already charged when `charged`), checks that it hashes to the
+// name the client gave it, loads it and only then adds it to the tenant's cache. With a
+// `refusal` the bytes are only drained (never buffered) and the refusal is the answer.
 class ImageOp final : public PendingOp {
  public:
-  ImageOp(uint64_t tag, int gpu, std::string hash, uint64_t size, bool fresh)
-      : tag_(tag), gpu_(gpu), hash_(std::move(hash)), fresh_(fresh) {
-    image_.reserve(size);
-  }
+  ImageOp(uint64_t tag, int gpu, std::string hash, uint64_t size, bool fresh, bool charged, Status refusal)
+      : tag_(tag), gpu_(gpu), hash_(std::move(hash)), size_(size), fresh_(fresh), charged_(charged),
+        refusal_(std::move(refusal)) {}
   bool HoldsQueue() const override { return true; }
   bool HoldsTransport() const override { return true; }
   Result<bool> Poll(Executor& ex) override {
-    while (image_.size() < image_.capacity()) {
+    bool keep = refusal_.ok();
+    if (keep && image_.capacity() < size_) image_.reserve(size_);  // charged before any byte arrives
+    while (received_ < size_) {
       ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.PollBulk());
       if (!c) return false;
-      image_.insert(image_.end(), c->data, c->data + c->size);
+      if (c->size > size_ - received_) return Error(Err::kInvalidValue, "module image longer than announced");
+      if (keep) image_.insert(image_.end(), c->data, c->data + c->size);
+      received_ += c->size;
       ex.ReleaseBulk(*c);
     }
-    if (HashOf(image_) != hash_) {
+    if (!keep) {
+      RETURN_IF_ERROR(ex.PostReply(tag_, refusal_));
+      return true;
+    }
+    auto loaded = ex.session().module_index().find({hash_, gpu_});
+    if (ModuleHashHex(image_.data(), image_.size()) != hash_) {
+      Finish(ex);
       RETURN_IF_ERROR(ex.PostReply(tag_, Error(Err::kInvalidKernelImage, "module image does not match its hash")));
       return true;
     }
-    WriteCached(ex, hash_, image_);
-    auto loaded = ex.session().module_index().find({hash_, gpu_});
-    if (!fresh_ && loaded != ex.session().module_index().end()) RETURN_IF_ERROR(ReplyModule(ex, tag_, loaded->second));
-    else RETURN_IF_ERROR(ReplyModule(ex, tag_, Load(ex, gpu_, hash_, image_, fresh_)));
+    if ((!fresh_ && loaded != ex.session().module_index().end()) || !charged_) {
+      Finish(ex);  // loaded meanwhile (the client sent it twice): nothing new to hold
+      RETURN_IF_ERROR(ReplyModule(ex, tag_, loaded != ex.session().module_index().end()
+                                                ? Result<uint64_t>(loaded->second)
+                                                : Result<uint64_t>(Error(Err::kInvalidValue, "module image not loaded"))));
+      return true;
+    }
+    charged_ = false;  // Load owns the charge now
+    Result<uint64_t> h = Load(ex, gpu_, hash_, image_, fresh_);
+    if (h.ok() && ex.config().module_cache != nullptr) ex.config().module_cache->Store(hash_, image_);
+    image_ = {};
+    RETURN_IF_ERROR(ReplyModule(ex, tag_, h));
     return true;
   }
+  void Abandon(Executor& ex) override { Finish(ex); }
 
  private:
+  void Finish(Executor& ex) {
+    if (charged_) UnchargeImage(ex, gpu_, size_);
+    charged_ = false;
+    image_ = {};
+  }
+
   uint64_t tag_;
   int gpu_;
   std::string hash_;
+  uint64_t size_;
   bool fresh_;
+  bool charged_;
+  Status refusal_;
+  uint64_t received_ = 0;
   std::vector<std::byte> image_;
 };
 
@@ -125,9 +126,15 @@ class ImageOp final : public PendingOp {
 Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
   uint64_t tag = frame.header.tag;
   auto a = req.getModuleLoad();
-  if (a.getHash().size() != 16 || a.getSize() == 0 || a.getSize() > kMaxImageBytes)
-    return Error(Err::kInvalidValue, "bad module load request");
-  if (a.getHasImage() != (frame.header.bulk_bytes == a.getSize()) || (!a.getHasImage() && frame.header.bulk_bytes != 0))
+  uint64_t size = a.getSize();  // read once: the body may live in memory the client shares
+  bool has_image = a.getHasImage();
+  if (a.getHash().size() != kModuleHashBytes || size == 0 || size > kMaxImageBytes) {
+    Status bad = Error(Err::kInvalidValue, "bad module load request (hash of {} bytes, image of {} bytes)",
+                       a.getHash().size(), size);
+    if (frame.header.bulk_bytes == 0) return ex.PostReply(tag, bad);
+    return bad;  // its bulk cannot be trusted to match anything: the session ends
+  }
+  if (has_image != (frame.header.bulk_bytes == size) || (!has_image && frame.header.bulk_bytes != 0))
     return Error(Err::kInvalidValue, "module image size does not match the request");
   std::string hash = HashHex(a.getHash());
   auto gpu = ex.GpuOf(req.getDevice());
@@ -138,20 +145,27 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
   bool fresh = a.getFresh();
   auto loaded = ex.session().module_index().find({hash, *gpu});
   if (!fresh && loaded != ex.session().module_index().end()) {
-    if (frame.header.bulk_bytes > 0) {
-      ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, a.getSize(), false));  // drained, loaded once
+    if (has_image) {
+      ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, size, false, false, Status::Ok()));  // checked, loaded once
       return Status::Ok();
     }
     return ReplyModule(ex, tag, loaded->second);
   }
-  if (a.getHasImage()) {
-    ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, a.getSize(), fresh));
+  if (has_image) {
+    Status charged = ChargeImage(ex, *gpu, size);
+    if (!charged.ok()) LOG_INFO("refused a {} module image on GPU {}: {}", FormatSize(size), *gpu, charged.message());
+    ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, size, fresh, charged.ok(), charged));
     return Status::Ok();
   }
-  std::vector<std::byte> cached = ReadCached(ex, hash, a.getSize());
-  if (cached.empty())
+  // Only this tenant's own uploads can answer a request without the image.
+  Status charged = ChargeImage(ex, *gpu, size);
+  if (!charged.ok()) return ex.PostReply(tag, charged);
+  std::vector<std::byte> cached = ex.config().module_cache ? ex.config().module_cache->Read(hash, size) : std::vector<std::byte>();
+  if (cached.empty()) {
+    UnchargeImage(ex, *gpu, size);
     return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.initModule().setNeedImage(true); });
-  LOG_DEBUG("module {} served from the server's cache", hash);
+  }
+  LOG_DEBUG("module {} served from the tenant's module cache", hash);
   return ReplyModule(ex, tag, Load(ex, *gpu, hash, cached, fresh));
 }
 
@@ -200,10 +214,21 @@ Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
   Status st = ex.SetDevice((*m)->gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
   std::string name = a.getName();
-  auto g = ex.driver().ModuleGetGlobal((*m)->module, name.c_str(), a.getSize());
+  uint64_t hint = a.getSize();
+  // The emulated driver backs a variable it does not know with `hint` bytes of its memory:
+  // charged to the tenant first, like any allocation, and held with the module.
+  bool charge_hint = ex.driver().emulated() && hint > 0;
+  if (charge_hint) {
+    Status q = ex.Charge((*m)->gpu, hint);
+    if (!q.ok()) return ex.PostReply(tag, q);
+  }
+  auto g = ex.driver().ModuleGetGlobal((*m)->module, name.c_str(), hint);
+  bool known = g.ok() && ex.session().allocations().Find(g->first).has_value();
+  if (charge_hint && (!g.ok() || known)) ex.ReleaseCharge((*m)->gpu, hint);
+  else if (charge_hint) (*m)->charged += hint;
   if (!g.ok()) return ex.PostReply(tag, Status(Err::kInvalidSymbol, g.status().message()));
   // Copies to and from the variable are checked like any other device memory.
-  if (!ex.session().allocations().Find(g->first)) {
+  if (!known) {
     Allocation al;
     al.base = g->first;
     al.size = g->second;

@@ -86,7 +86,8 @@ Status Handlers::StreamCreate(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getStreamCreate();
   auto gpu = ex.GpuOf(req.getDevice());
   if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
+  Status st = ex.resources().Room(Resource::kStreams, ex.session().streams().size() + ex.session().per_thread_streams().size());
+  if (st.ok()) st = ex.SetDevice(*gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
   auto s = ex.driver().StreamCreate(a.getFlags(), a.getPriority());
   if (!s.ok()) return ex.PostReply(tag, s.status());
@@ -110,7 +111,8 @@ Status Handlers::EventCreate(Executor& ex, uint64_t tag, Req req) {
   unsigned flags = req.getEventCreate();
   auto gpu = ex.GpuOf(req.getDevice());
   if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
+  Status st = ex.resources().Room(Resource::kEvents, ex.session().events().size());
+  if (st.ok()) st = ex.SetDevice(*gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
   auto e = ex.driver().EventCreate(flags);
   if (!e.ok()) return ex.PostReply(tag, e.status());
@@ -175,6 +177,8 @@ Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
     return ReplyOrDefer(ex, tag, st);
   }
   if (ex.session().host_callbacks().count(a.getId())) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "duplicate callback id"));
+  Status room = ex.resources().Room(Resource::kCallbacks, ex.session().host_callbacks().size());
+  if (!room.ok()) return ReplyOrDefer(ex, tag, room);
   auto cb = std::make_shared<Executor::HostCallback>();
   cb->id = a.getId();
   Status st = ex.SetDevice(s->gpu);

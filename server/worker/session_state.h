@@ -38,6 +38,7 @@ struct Module {
   std::string hash;        // hex
   uint64_t charged = 0;    // bytes charged to the tenant for its code and data
   std::vector<uint64_t> globals;  // its variables' addresses in allocations()
+  uint64_t image_bytes = 0;       // held against the session's module-bytes limit
 };
 struct Function {
   DFunction function = nullptr;

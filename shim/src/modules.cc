@@ -1,7 +1,6 @@
-#define XXH_INLINE_ALL
 #include "modules.h"
 
-#include <xxhash.h>
+#include <sodium.h>
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -21,10 +20,10 @@ Result<uint64_t> ModuleOn(FatbinRecord* fb, int device) {
   if (fb->data == nullptr || fb->size == 0)
     return Error(Err::kInvalidKernelImage, "the fat binary of this kernel has a layout Remora does not know");
   if (fb->hash.empty()) {
-    XXH128_hash_t h = XXH3_128bits(fb->data, fb->size);
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, h);
-    fb->hash.assign(reinterpret_cast<const char*>(c.digest), 16);
+    // The name the server checks the image against (BLAKE2b-256, as it computes it).
+    unsigned char h[crypto_generichash_BYTES];
+    crypto_generichash(h, sizeof(h), static_cast<const unsigned char*>(fb->data), fb->size, nullptr, 0);
+    fb->hash.assign(reinterpret_cast<const char*>(h), sizeof(h));
   }
   ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
   uint64_t handle = 0;
@@ -32,7 +31,7 @@ Result<uint64_t> ModuleOn(FatbinRecord* fb, int device) {
   auto build = [&](bool with_image) {
     return [fb, with_image](wire::Request::Builder& r) {
       auto m = r.initModuleLoad();
-      m.setHash(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(fb->hash.data()), 16));
+      m.setHash(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(fb->hash.data()), fb->hash.size()));
       m.setSize(fb->size);
       m.setHasImage(with_image);
       m.setFresh(fb->fresh);

@@ -1,6 +1,9 @@
 #include "runtime.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <new>
@@ -12,7 +15,9 @@
 #include "local_gpu_check.h"
 #include "remote_call.h"
 #include "registry.h"
+#include "remora/base/fd.h"
 #include "remora/base/log.h"
+#include "remora/protocol/secure.h"
 #include "remora/protocol/transport.h"
 
 namespace remora::shim {
@@ -63,9 +68,18 @@ Result<std::optional<Token>> TokenFromEnvironment() {
   if (const char* t = std::getenv("REMORA_TOKEN"); t != nullptr && *t) {
     text = t;
   } else if (const char* f = std::getenv("REMORA_TOKEN_FILE"); f != nullptr && *f) {
-    std::ifstream in(f);
-    if (!in) return Error(Err::kNoDevice, "cannot read REMORA_TOKEN_FILE {}", f);
-    std::getline(in, text);
+    // Never through a symbolic link (a token is a credential: read the file that was named).
+    Fd fd(::open(f, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st;
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+      return Error(Err::kNoDevice, "cannot read REMORA_TOKEN_FILE {} (a regular file, not a symbolic link)", f);
+    if ((st.st_mode & 077) != 0)
+      LOG_WARN("REMORA_TOKEN_FILE {} can be read by other users (mode {:o}): chmod 600 it", f, st.st_mode & 0777);
+    char buf[256];
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf) - 1);
+    if (n <= 0) return Error(Err::kNoDevice, "cannot read REMORA_TOKEN_FILE {}", f);
+    text.assign(buf, static_cast<size_t>(n));
+    text = text.substr(0, text.find('\n'));
   } else {
     return std::optional<Token>();
   }
@@ -114,6 +128,12 @@ Status Runtime::Connect() {
   if (!ep.ok()) return fail(ep.status());
   ConnectOptions options;
   options.token = *token;
+  if (const char* e = std::getenv("REMORA_ENCRYPT"); e != nullptr && *e) {
+    auto mode = ParseEncryptMode(e);
+    if (!mode.ok()) return fail(mode.status());
+    options.encrypt = *mode;
+  }
+  if (const char* e = std::getenv("REMORA_INSECURE_LOCAL"); e != nullptr) options.insecure_local = std::string_view(e) == "1";
   auto conn = remora::Connect(*ep, options);
   if (!conn.ok()) return fail(conn.status());
   Install(std::move(conn->connection), conn->session);

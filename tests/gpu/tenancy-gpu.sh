@@ -23,9 +23,10 @@ shm_url=$(grep '^shm://' "$ready")
 tcp_url=$(grep '^tcp://' "$ready")
 
 token_q=$(token_of quota --memory 64MiB)
+token_p=$(token_of pools --memory 256MiB)
 token_a=$(token_of faulty --memory 2GiB)
 token_b=$(token_of steady --memory 2GiB)
-[ -n "$token_q" ] && [ -n "$token_a" ] && [ -n "$token_b" ] || { echo "FAIL tenancy-gpu: tenant creation"; exit 1; }
+[ -n "$token_q" ] && [ -n "$token_a" ] && [ -n "$token_b" ] && [ -n "$token_p" ] || { echo "FAIL tenancy-gpu: tenant creation"; exit 1; }
 run_as() {  # run_as TOKEN URL PROGRAM ARGS...
   local token=$1 url=$2
   shift 2
@@ -68,6 +69,24 @@ echo "usage while tenant 'steady' holds 256 MiB:"
 ctl usage steady
 wait "$h_pid"
 report "a session holds 256 MiB and exits cleanly" $? "$work/hold.log"
+
+# 4. Memory a stream-ordered pool keeps after a free stays charged (docs/SECURITY.md, F5).
+run_as "$token_p" "$shm_url" "$bin/gpu_pool_retention" 256 >"$work/pool.log" 2>&1
+report "pool retention: kept pool memory stays charged until trimmed" $? "$work/pool.log"
+
+# 5. The workers run sandboxed: another user, no capabilities, seccomp (docs/SECURITY.md, F7).
+run_as "$token_b" "$shm_url" "$bin/app_hold_memory" 1048576 3 >"$work/hold2.log" 2>&1 &
+h_pid=$!
+for _ in $(seq 1 100); do grep -q holding "$work/hold2.log" && break; sleep 0.05; done
+wpid=$(ctl --json session list | sed -n 's/.*"worker_pid":\([0-9]*\).*/\1/p' | head -1)
+if [ -n "$wpid" ]; then
+  grep -E '^(Uid|CapEff|NoNewPrivs|Seccomp):' "/proc/$wpid/status" | sed 's/^/    /'
+  sandboxed=$(grep -c -E '^(CapEff:\s+0+$|NoNewPrivs:\s+1$|Seccomp:\s+2$)' "/proc/$wpid/status")
+  [ "$sandboxed" -eq 3 ]
+  report "the cuda worker runs without capabilities, with no_new_privs and its seccomp filter" $? "$work/hold2.log"
+fi
+wait "$h_pid"
+report "a session runs to its end in the sandboxed worker" $? "$work/hold2.log"
 
 ctl usage
 ctl session list

@@ -41,6 +41,12 @@ class TenancyServer {
     return server.Start(o);
   }
 
+  // The same with every option of the harness (authentication is forced on).
+  bool Start(ServerOptions o) {
+    o.auth = true;
+    return server.Start(o);
+  }
+
   // remoractl --state-dir <ours> ARGS.
   RunResult Ctl(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {BinDir() + "/remoractl", "--state-dir", server.state_dir()};

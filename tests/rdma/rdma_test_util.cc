@@ -199,7 +199,7 @@ void TestServer::Session(PendingConnection pending) {
     info.session_id = 1;
     info.tenant = peer.tenant;
     info.backend = "test";
-    RETURN_IF_ERROR(SendWelcome(fs, info));
+    RETURN_IF_ERROR(SendWelcome(fs, peer, info));
     ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, AdoptConnection(pending.kind, std::move(pending.socket), std::move(fds)));
     return ServeSession(*conn, staging, stop_, on_stall_);
   }();

@@ -446,7 +446,7 @@ TEST(RdmaFailure, ClientGoneBeforeItsRdmaConnection) {
     auto sock = TcpConnect(ep->host, ep->port, 5000);
     ASSERT_TRUE(sock.ok());
     FrameSocket fs(sock->get());
-    ASSERT_TRUE(RunClientHandshake(fs, std::nullopt, {}, 5000).ok());
+    ASSERT_TRUE(RunClientHandshake(fs, ClientHandshakeOptions{}, {}, 5000).ok());
     std::array<std::byte, 64> boot;
     ASSERT_TRUE(fs.ReadBulk(boot, 5000).ok());  // the bootstrap; then go away
   }
@@ -465,7 +465,7 @@ TEST(RdmaFailure, ConnectionWithoutTheSessionSecretIsRejected) {
   auto sock = TcpConnect(ep->host, ep->port, 5000);
   ASSERT_TRUE(sock.ok());
   FrameSocket fs(sock->get());
-  ASSERT_TRUE(RunClientHandshake(fs, std::nullopt, {}, 5000).ok());
+  ASSERT_TRUE(RunClientHandshake(fs, ClientHandshakeOptions{}, {}, 5000).ok());
   std::array<std::byte, rdma::kBootstrapFixedBytes> fixed;
   ASSERT_TRUE(fs.ReadBulk(fixed, 5000).ok());
   rdma::Bootstrap boot;

@@ -348,7 +348,7 @@ TEST(RdmaHost, AdoptWithoutADeviceRefusesTheClientCleanly) {
     ASSERT_TRUE(peer.ok()) << peer.status().ToString();
     SessionInfo info;
     info.session_id = 1;
-    ASSERT_TRUE(SendWelcome(fs, info).ok());
+    ASSERT_TRUE(SendWelcome(fs, *peer, info).ok());
     auto conn = AdoptConnection(TransportKind::kRdma, std::move(pending->socket), {});
     adopt_status = conn.ok() ? Status::Ok() : conn.status();
   });

@@ -98,10 +98,16 @@ bool ServerProcess::Start(const ServerOptions& o) {
     else if (t == "tcp") argv.push_back("tcp://127.0.0.1:0");
     else if (t == "rdma") argv.push_back("rdma://" + o.rdma_host + ":0");
   }
+  // Test servers without authentication are private to the test (loopback, a temporary
+  // directory): say so for their network listeners.
+  bool network = false;
+  for (const std::string& t : o.transports) network |= t != "shm";
+  if (!o.auth && network) argv.push_back("--insecure");
   argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
+  argv.insert(argv.begin(), o.launcher.begin(), o.launcher.end());
   int log = ::open((dir_.path() + "/server.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   ::unlink((dir_.path() + "/ready").c_str());
-  pid_ = Spawn(argv, {}, log);
+  pid_ = Spawn(argv, o.env, log);
   ::close(log);
   uint64_t deadline = NowMs() + 30000;
   while (NowMs() < deadline) {

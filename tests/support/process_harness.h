@@ -35,6 +35,8 @@ struct ServerOptions {
   std::string state_dir;          // empty: a fresh one in the server's temp dir
   std::string rdma_host;          // address to bind rdma:// to
   std::vector<std::string> extra_args;
+  std::vector<std::string> launcher;  // prefix of the command line, e.g. {"prlimit", "--nofile=256:256", "--"}
+  std::map<std::string, std::string> env;  // added to the server's environment
 };
 
 class ServerProcess {

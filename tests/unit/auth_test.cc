@@ -72,6 +72,15 @@ TEST(TenantName, Validation) {
   }
 }
 
+// An authentication message as the handshake builds one: a label, the tenant, and what
+// binds it to one exchange (here: two nonces).
+std::string Msg(std::string_view tenant, const Nonce& a, const Nonce& b) {
+  std::string m = "remora-auth-v2|" + std::string(tenant) + "|";
+  m.append(reinterpret_cast<const char*>(a.data()), a.size());
+  m.append(reinterpret_cast<const char*>(b.data()), b.size());
+  return m;
+}
+
 class ProofTest : public ::testing::Test {
  protected:
   Secret secret = RandomSecret();
@@ -81,41 +90,41 @@ class ProofTest : public ::testing::Test {
 };
 
 TEST_F(ProofTest, RightSecretIsAccepted) {
-  Key proof = ClientProof(secret, "alpha", cn, sn);
-  EXPECT_TRUE(VerifyProof(stored, "alpha", cn, sn, proof));
+  Key proof = ClientProof(secret, Msg("alpha", cn, sn));
+  EXPECT_TRUE(VerifyProof(stored, Msg("alpha", cn, sn), proof));
 }
 
 TEST_F(ProofTest, WrongSecretIsRejected) {
-  Key proof = ClientProof(RandomSecret(), "alpha", cn, sn);
-  EXPECT_FALSE(VerifyProof(stored, "alpha", cn, sn, proof));
+  Key proof = ClientProof(RandomSecret(), Msg("alpha", cn, sn));
+  EXPECT_FALSE(VerifyProof(stored, Msg("alpha", cn, sn), proof));
 }
 
 // The proof binds the tenant name: a valid proof for one tenant does not log in as another.
 TEST_F(ProofTest, WrongTenantIsRejected) {
-  Key proof = ClientProof(secret, "alpha", cn, sn);
-  EXPECT_FALSE(VerifyProof(stored, "beta", cn, sn, proof));
-  EXPECT_FALSE(VerifyProof(stored, "alph", cn, sn, proof));
-  EXPECT_FALSE(VerifyProof(stored, "", cn, sn, proof));
+  Key proof = ClientProof(secret, Msg("alpha", cn, sn));
+  EXPECT_FALSE(VerifyProof(stored, Msg("beta", cn, sn), proof));
+  EXPECT_FALSE(VerifyProof(stored, Msg("alph", cn, sn), proof));
+  EXPECT_FALSE(VerifyProof(stored, Msg("", cn, sn), proof));
 }
 
 // The proof binds both nonces: a recorded proof cannot be replayed in another handshake.
 TEST_F(ProofTest, WrongNoncesAreRejected) {
-  Key proof = ClientProof(secret, "alpha", cn, sn);
-  EXPECT_FALSE(VerifyProof(stored, "alpha", RandomNonce(), sn, proof));
-  EXPECT_FALSE(VerifyProof(stored, "alpha", cn, RandomNonce(), proof));
-  EXPECT_FALSE(VerifyProof(stored, "alpha", sn, cn, proof)) << "swapped nonces";
-  EXPECT_NE(proof, ClientProof(secret, "alpha", cn, RandomNonce())) << "a fresh challenge gives a fresh proof";
+  Key proof = ClientProof(secret, Msg("alpha", cn, sn));
+  EXPECT_FALSE(VerifyProof(stored, Msg("alpha", RandomNonce(), sn), proof));
+  EXPECT_FALSE(VerifyProof(stored, Msg("alpha", cn, RandomNonce()), proof));
+  EXPECT_FALSE(VerifyProof(stored, Msg("alpha", sn, cn), proof)) << "swapped nonces";
+  EXPECT_NE(proof, ClientProof(secret, Msg("alpha", cn, RandomNonce()))) << "a fresh challenge gives a fresh proof";
 }
 
 // Any single flipped bit of the proof makes it invalid.
 TEST_F(ProofTest, EveryFlippedProofBitIsRejected) {
-  Key proof = ClientProof(secret, "alpha", cn, sn);
+  Key proof = ClientProof(secret, Msg("alpha", cn, sn));
   for (size_t bit = 0; bit < proof.size() * 8; bit++) {
     Key p = proof;
     p[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
-    EXPECT_FALSE(VerifyProof(stored, "alpha", cn, sn, p)) << "bit " << bit;
+    EXPECT_FALSE(VerifyProof(stored, Msg("alpha", cn, sn), p)) << "bit " << bit;
   }
-  EXPECT_FALSE(VerifyProof(stored, "alpha", cn, sn, Key{}));
+  EXPECT_FALSE(VerifyProof(stored, Msg("alpha", cn, sn), Key{}));
 }
 
 // What the server stores (and what crosses the wire) reveals neither the secret nor a
@@ -128,13 +137,36 @@ TEST_F(ProofTest, StoredKeyDoesNotRevealTheSecret) {
   EXPECT_NE(StoredKeyFor(other), stored);
   EXPECT_NE(StoredKeyFor(RandomSecret()), stored);
   EXPECT_NE(0, std::memcmp(stored.data(), secret.data(), stored.size()));
-  Key proof = ClientProof(secret, "alpha", cn, sn);
+  Key proof = ClientProof(secret, Msg("alpha", cn, sn));
   EXPECT_NE(0, std::memcmp(proof.data(), secret.data(), proof.size()));
   EXPECT_NE(proof, stored);
   // Knowing the stored key is not enough to log in: using it as if it were the secret fails.
   Secret as_secret;
   std::memcpy(as_secret.data(), stored.data(), as_secret.size());
-  EXPECT_FALSE(VerifyProof(stored, "alpha", cn, sn, ClientProof(as_secret, "alpha", cn, sn)));
+  EXPECT_FALSE(VerifyProof(stored, Msg("alpha", cn, sn), ClientProof(as_secret, Msg("alpha", cn, sn))));
+}
+
+// The server's signature: only a holder of the ServerKey makes it, and it binds the message.
+TEST_F(ProofTest, ServerSignatureProvesTheServer) {
+  Key server_key = ServerKeyFor(secret);
+  std::string m = Msg("alpha", cn, sn);
+  Key sig = ServerSignature(server_key, m);
+  EXPECT_TRUE(VerifyServerSignature(server_key, m, sig));
+  EXPECT_FALSE(VerifyServerSignature(server_key, Msg("alpha", cn, RandomNonce()), sig));
+  EXPECT_FALSE(VerifyServerSignature(ServerKeyFor(RandomSecret()), m, sig));
+  EXPECT_FALSE(VerifyServerSignature(server_key, m, ServerSignature(stored, m))) << "StoredKey cannot sign";
+  EXPECT_NE(server_key, stored);
+  Verifier v = VerifierFor(secret);
+  EXPECT_EQ(v.stored_key, stored);
+  EXPECT_EQ(v.server_key, server_key);
+}
+
+// Admin and tenant logins never share an authentication message (domain separation): a
+// tenant named "admin" cannot replay anything into an admin login.
+TEST_F(ProofTest, AdminMessagesAreSeparateFromTenantMessages) {
+  EXPECT_NE(AdminAuthMessage(cn, sn), Msg("admin", cn, sn));
+  EXPECT_EQ(AdminAuthMessage(cn, sn).rfind("remora-admin-v1|", 0), 0u);
+  EXPECT_FALSE(VerifyProof(stored, AdminAuthMessage(cn, sn), ClientProof(secret, Msg("admin", cn, sn))));
 }
 
 TEST(KeyHex, RoundTripAndRejects) {

@@ -75,6 +75,7 @@ class ExecutorTest : public ::testing::Test {
     config.gpus = {0};
     config.ledger = &*ledger_;
     config.ledger_slot = slot_;
+    config.limits = limits_;
     executor_ = std::make_unique<Executor>(*exec_conn_, *driver_, staging_, config);
     if (auto_start_) Start();
   }
@@ -269,6 +270,7 @@ class ExecutorTest : public ::testing::Test {
   std::atomic<bool> run_done_{false};
   uint64_t tag_ = 0;
   bool auto_start_ = true;
+  SessionLimits limits_;  // a derived fixture may lower them in its constructor
 };
 
 }  // namespace remora::worker::unit

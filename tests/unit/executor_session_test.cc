@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "executor_harness.h"
+#include "worker/api_op.h"
 #include "remora/protocol/message.h"
 #include "remora/protocol/transport.h"
 #include "test_util.h"
@@ -232,6 +233,47 @@ TEST_F(ExecutorBatchTest, AllocFollowedByGoodbyeIsReleased) {
   auto mem = driver_->MemGetInfo();
   ASSERT_TRUE(mem.ok());
   EXPECT_EQ(mem->free, mem->total);
+}
+
+
+// Generated calls that create a handle (out(handle=K) in protocol/api/*.api) check the
+// session's limit for K before they call the library (tools/gen/apigen/roles.py emits
+// HandleRoom), as the hand-written StreamCreate and EventCreate do.
+class HandleLimitTest : public ExecutorTest {
+ protected:
+  HandleLimitTest() {
+    auto_start_ = false;  // the test thread owns the session: nothing else runs
+    EXPECT_TRUE(limits_.Set("streams=2").ok());
+    EXPECT_TRUE(limits_.Set("events=1").ok());
+  }
+  Status Room(HandleKind kind) {
+    capnp::MallocMessageBuilder m;
+    auto req = m.initRoot<wire::Request>();
+    OpContext x(*executor_, req.asReader(), api::ArgReader(nullptr, 0), nullptr);
+    return x.HandleRoom(kind);
+  }
+};
+
+TEST_F(HandleLimitTest, GeneratedConstructorsStopAtTheSessionLimit) {
+  ASSERT_TRUE(driver_->SetDevice(0).ok());
+  EXPECT_TRUE(Room(HandleKind::kStream).ok());
+  EXPECT_TRUE(Room(HandleKind::kEvent).ok());
+  auto s = driver_->StreamCreate(0, 0);
+  ASSERT_TRUE(s.ok());
+  executor_->session().streams().Insert({*s, 0, 0});
+  EXPECT_TRUE(Room(HandleKind::kStream).ok()) << "one of two streams held";
+  auto e = driver_->EventCreate(0);
+  ASSERT_TRUE(e.ok());
+  executor_->session().events().Insert({*e, 0, 0});
+  Status ev = Room(HandleKind::kEvent);
+  EXPECT_EQ(ev.code(), Err::kMemoryAllocation) << ev.ToString();
+  EXPECT_NE(ev.message().find("--session-limit events="), std::string::npos) << ev.message();
+  auto s2 = driver_->StreamCreate(0, 0);
+  ASSERT_TRUE(s2.ok());
+  executor_->session().streams().Insert({*s2, 0, 0});
+  Status st = Room(HandleKind::kStream);
+  EXPECT_EQ(st.code(), Err::kMemoryAllocation) << st.ToString();
+  EXPECT_TRUE(Room(HandleKind::kPool).ok()) << "pools are counted where they are created";
 }
 
 

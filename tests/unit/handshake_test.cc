@@ -20,13 +20,18 @@ constexpr int kTimeoutMs = 5000;
 
 class FakeKeys final : public TenantKeys {
  public:
-  std::map<std::string, Key, std::less<>> keys;
-  std::optional<Key> StoredKey(std::string_view tenant) override {
+  std::map<std::string, TenantVerifier, std::less<>> keys;
+  std::optional<TenantVerifier> Lookup(std::string_view tenant) override {
     auto it = keys.find(tenant);
     if (it == keys.end()) return std::nullopt;
     return it->second;
   }
 };
+
+TenantVerifier VerifierOf(const Secret& s) {
+  Verifier v = VerifierFor(s);
+  return TenantVerifier{v.stored_key, v.server_key};
+}
 
 struct Sockets {
   Fd client, server;
@@ -55,18 +60,24 @@ SessionInfo WelcomeFor(const AuthenticatedPeer& peer) {
   return info;
 }
 
+ClientHandshakeOptions With(const std::optional<Token>& token) {
+  ClientHandshakeOptions o;
+  o.token = token;
+  return o;
+}
+
 // Runs both sides; the server sends Welcome when it authenticates the peer.
-Outcome Handshake(const ServerAuthPolicy& policy, const std::optional<Token>& token,
-                  std::span<const int> client_fds = {}) {
+Outcome Handshake(const ServerAuthPolicy& policy, const ClientHandshakeOptions& client,
+                  std::span<const int> client_fds = {}, ServerConnectionInfo conn = {}) {
   Sockets s;
   Outcome out;
   std::thread server([&] {
     FrameSocket fs(s.server.get());
-    out.server.emplace(RunServerHandshake(fs, policy, &out.hello_fds, kTimeoutMs));
-    if (out.server->ok()) { EXPECT_TRUE(SendWelcome(fs, WelcomeFor(**out.server)).ok()); }
+    out.server.emplace(RunServerHandshake(fs, policy, &out.hello_fds, kTimeoutMs, conn));
+    if (out.server->ok()) { EXPECT_TRUE(SendWelcome(fs, **out.server, WelcomeFor(**out.server)).ok()); }
   });
   FrameSocket fc(s.client.get());
-  out.client.emplace(RunClientHandshake(fc, token, client_fds, kTimeoutMs));
+  out.client.emplace(RunClientHandshake(fc, client, client_fds, kTimeoutMs));
   s.client.reset();  // a client that gave up goes away; the server must notice
   server.join();
   return out;
@@ -85,7 +96,7 @@ class AuthHandshake : public ::testing::Test {
   void SetUp() override {
     token.tenant = "alpha";
     token.secret = RandomSecret();
-    keys.keys["alpha"] = StoredKeyFor(token.secret);
+    keys.keys["alpha"] = VerifierOf(token.secret);
     policy.auth_required = true;
     policy.keys = &keys;
     policy.server_version = "test";
@@ -97,7 +108,7 @@ class AuthHandshake : public ::testing::Test {
 
 // --auth none: every session belongs to the anonymous tenant, whatever the client says.
 TEST(Handshake, NoAuthGivesTheAnonymousTenant) {
-  Outcome o = Handshake(NoAuth(), std::nullopt);
+  Outcome o = Handshake(NoAuth(), With(std::nullopt));
   ASSERT_TRUE(o.server->ok()) << o.server->status().ToString();
   EXPECT_EQ((*o.server)->tenant, "local");
   EXPECT_EQ((*o.server)->client.pid, static_cast<uint32_t>(getpid()));
@@ -114,9 +125,25 @@ TEST(Handshake, NoAuthGivesTheAnonymousTenant) {
   Token t;
   t.tenant = "someone";
   t.secret = RandomSecret();
-  Outcome o2 = Handshake(NoAuth(), t);
+  ClientHandshakeOptions local = With(t);
+  local.insecure_local = true;
+  Outcome o2 = Handshake(NoAuth(), local);
   ASSERT_TRUE(o2.server->ok());
   EXPECT_EQ((*o2.server)->tenant, "local") << "a token does not choose the tenant on an --auth none server";
+  ASSERT_TRUE(o2.client->ok()) << o2.client->status().ToString();
+  EXPECT_FALSE((*o2.client)->server_authenticated);
+}
+
+// A client holding a token refuses a server that does not authenticate itself (a fake
+// server can always claim --auth none), unless told it is a private local server.
+TEST(Handshake, ClientWithATokenRefusesAServerWithoutAuthentication) {
+  Token t;
+  t.tenant = "someone";
+  t.secret = RandomSecret();
+  Outcome o = Handshake(NoAuth(), With(t));
+  ASSERT_FALSE(o.client->ok());
+  EXPECT_EQ(o.client->status().code(), Err::kNoDevice);
+  EXPECT_NE(o.client->status().message().find("REMORA_INSECURE_LOCAL"), std::string::npos) << o.client->status().message();
 }
 
 // Descriptors sent with the Hello (the shm segment) arrive on the server side.
@@ -125,7 +152,7 @@ TEST(Handshake, DescriptorsTravelWithTheHello) {
   ASSERT_EQ(::pipe(p), 0);
   Fd rd(p[0]), wr(p[1]);
   int fds[1] = {wr.get()};
-  Outcome o = Handshake(NoAuth(), std::nullopt, fds);
+  Outcome o = Handshake(NoAuth(), With(std::nullopt), fds);
   ASSERT_TRUE(o.server->ok());
   ASSERT_EQ(o.hello_fds.size(), 1u);
   ASSERT_EQ(::write(o.hello_fds[0].get(), "x", 1), 1) << "the received descriptor is the pipe's write end";
@@ -135,17 +162,92 @@ TEST(Handshake, DescriptorsTravelWithTheHello) {
 }
 
 TEST_F(AuthHandshake, CorrectTokenIsAccepted) {
-  Outcome o = Handshake(policy, token);
+  Outcome o = Handshake(policy, With(token));
   ASSERT_TRUE(o.server->ok()) << o.server->status().ToString();
   EXPECT_EQ((*o.server)->tenant, "alpha");
   ASSERT_TRUE(o.client->ok()) << o.client->status().ToString();
   EXPECT_EQ((*o.client)->tenant, "alpha");
+  EXPECT_TRUE((*o.client)->server_authenticated) << "the server proved it knows the tenant's ServerKey";
+}
+
+// A server that has the tenant's StoredKey but not its ServerKey (an impostor that stole
+// half a verifier, or guessed) cannot sign the Welcome: the client refuses it.
+TEST_F(AuthHandshake, ServerWithoutTheServerKeyIsRefusedByTheClient) {
+  keys.keys["alpha"].server_key = ServerKeyFor(RandomSecret());
+  Outcome o = Handshake(policy, With(token));
+  ASSERT_TRUE(o.server->ok()) << "the proof itself checks out";
+  ASSERT_FALSE(o.client->ok());
+  EXPECT_EQ(o.client->status().code(), Err::kNoDevice);
+  EXPECT_NE(o.client->status().message().find("did not prove"), std::string::npos) << o.client->status().message();
+  // A tenant created before servers signed (no ServerKey stored): refused the same way.
+  keys.keys["alpha"].server_key.reset();
+  Outcome o2 = Handshake(policy, With(token));
+  ASSERT_FALSE(o2.client->ok());
+  EXPECT_NE(o2.client->status().message().find("new token"), std::string::npos) << o2.client->status().message();
+}
+
+// Encryption is negotiated in the handshake, and both ends derive the same keys.
+TEST_F(AuthHandshake, EncryptionIsNegotiated) {
+  ServerConnectionInfo tcp_remote{true, false}, tcp_local{true, true}, shm{false, false};
+  ClientHandshakeOptions c = With(token);
+  c.can_encrypt = true;
+  Outcome remote = Handshake(policy, c, {}, tcp_remote);
+  ASSERT_TRUE(remote.client->ok()) << remote.client->status().ToString();
+  ASSERT_TRUE((*remote.client)->keys.has_value()) << "auto: a peer that is not on this host is encrypted";
+  ASSERT_TRUE((*remote.server)->keys.has_value());
+  EXPECT_EQ((*remote.client)->keys->client_to_server, (*remote.server)->keys->client_to_server);
+  EXPECT_EQ((*remote.client)->keys->server_to_client, (*remote.server)->keys->server_to_client);
+  EXPECT_NE((*remote.client)->keys->client_to_server, (*remote.client)->keys->server_to_client);
+  Outcome local = Handshake(policy, c, {}, tcp_local);
+  ASSERT_TRUE(local.client->ok());
+  EXPECT_FALSE((*local.client)->keys.has_value()) << "auto: loopback is not encrypted";
+  c.encrypt = EncryptMode::kOn;
+  Outcome forced = Handshake(policy, c, {}, tcp_local);
+  ASSERT_TRUE(forced.client->ok()) << forced.client->status().ToString();
+  EXPECT_TRUE((*forced.client)->keys.has_value()) << "REMORA_ENCRYPT=on encrypts loopback too";
+  // Contradictory requirements fail, saying so, on both sides.
+  ServerAuthPolicy off = policy;
+  off.encrypt = EncryptMode::kOff;
+  Outcome clash = Handshake(off, c, {}, tcp_local);
+  ASSERT_FALSE(clash.client->ok());
+  EXPECT_NE(clash.client->status().message().find("encryption"), std::string::npos) << clash.client->status().message();
+  // A transport that cannot encrypt fails a client that requires it, before connecting.
+  ClientHandshakeOptions shm_client = With(token);
+  shm_client.encrypt = EncryptMode::kOn;
+  Outcome no = Handshake(policy, shm_client, {}, shm);
+  ASSERT_FALSE(no.client->ok());
+  EXPECT_NE(no.client->status().message().find("does not encrypt"), std::string::npos) << no.client->status().message();
+}
+
+// Identity fields over the limit are refused before anything is logged or stored.
+TEST(Handshake, OversizedIdentityFieldsAreRefused) {
+  Result<AuthenticatedPeer> r = Status(Err::kUnknown, "not run");
+  Sockets s;
+  std::thread server([&] {
+    FrameSocket fs(s.server.get());
+    r = RunServerHandshake(fs, ServerAuthPolicy{false, nullptr, "local", "test"}, nullptr, kTimeoutMs);
+  });
+  FrameSocket fc(s.client.get());
+  ScratchMessage msg;
+  auto hello = msg.InitRoot<wire::HandshakeMessage>().initHello();
+  hello.setProtocolVersion(wire::PROTOCOL_VERSION);
+  Nonce n = RandomNonce();
+  hello.setClientNonce(capnp::Data::Reader(n.data(), n.size()));
+  hello.setKeyShare(capnp::Data::Reader(n.data(), n.size()));
+  hello.initClient().setHostname(std::string(kMaxIdentityBytes + 1, 'h'));
+  OutFrame f;
+  f.kind = FrameKind::kHandshake;
+  f.body = msg.Flatten();
+  ASSERT_TRUE(fc.Write(f).ok());
+  server.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("hostname"), std::string::npos) << r.status().message();
 }
 
 TEST_F(AuthHandshake, WrongTokenIsRefusedWithNoDevice) {
   Token wrong = token;
   wrong.secret = RandomSecret();
-  Outcome o = Handshake(policy, wrong);
+  Outcome o = Handshake(policy, With(wrong));
   ASSERT_FALSE(o.client->ok());
   EXPECT_EQ(o.client->status().code(), Err::kNoDevice);
   EXPECT_NE(o.client->status().message().find("authentication failed"), std::string::npos)
@@ -162,12 +264,12 @@ TEST_F(AuthHandshake, UnknownTenantIsRefused) {
   Token stranger;
   stranger.tenant = "mallory";
   stranger.secret = RandomSecret();
-  Outcome o = Handshake(policy, stranger);
+  Outcome o = Handshake(policy, With(stranger));
   ASSERT_FALSE(o.client->ok());
   EXPECT_EQ(o.client->status().code(), Err::kNoDevice);
   Token wrong = token;
   wrong.secret = RandomSecret();
-  Outcome o2 = Handshake(policy, wrong);
+  Outcome o2 = Handshake(policy, With(wrong));
   std::string a = o.client->status().message(), b = o2.client->status().message();
   EXPECT_EQ(a.substr(0, a.find('\'')), b.substr(0, b.find('\''))) << a << " / " << b;
   ASSERT_FALSE(o.server->ok());
@@ -178,7 +280,7 @@ TEST_F(AuthHandshake, UnknownTenantIsRefused) {
 // naming the environment variable; the server does not hang on it.
 TEST_F(AuthHandshake, MissingTokenNamesRemoraToken) {
   auto start = std::chrono::steady_clock::now();
-  Outcome o = Handshake(policy, std::nullopt);
+  Outcome o = Handshake(policy, With(std::nullopt));
   ASSERT_FALSE(o.client->ok());
   EXPECT_EQ(o.client->status().code(), Err::kNoDevice);
   EXPECT_NE(o.client->status().message().find("REMORA_TOKEN"), std::string::npos) << o.client->status().message();
@@ -191,7 +293,7 @@ TEST_F(AuthHandshake, MissingTokenNamesRemoraToken) {
 TEST_F(AuthHandshake, EmptyTenantIsRefusedByTheServer) {
   Token nameless;
   nameless.secret = RandomSecret();
-  Outcome o = Handshake(policy, nameless);
+  Outcome o = Handshake(policy, With(nameless));
   ASSERT_FALSE(o.client->ok());
   EXPECT_EQ(o.client->status().code(), Err::kNoDevice);
   EXPECT_NE(o.client->status().message().find("REMORA_TOKEN"), std::string::npos) << o.client->status().message();
@@ -352,7 +454,7 @@ TEST(Handshake, SilentServerTimesOutOnTheClient) {
   Sockets s;
   FrameSocket fc(s.client.get());
   auto start = std::chrono::steady_clock::now();
-  auto r = RunClientHandshake(fc, std::nullopt, {}, 150);
+  auto r = RunClientHandshake(fc, With(std::nullopt), {}, 150);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Err::kTimeout);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));

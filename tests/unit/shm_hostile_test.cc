@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "remora.capnp.h"
+#include "remora/base/util.h"
 #include "remora/protocol/message.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
@@ -356,6 +357,25 @@ TEST(SegmentAttach, RejectsBadGeometry) {
     uint64_t size = std::min<uint64_t>(g.total_bytes(), 256u << 20);
     ExpectRejected(Segment::Attach(MakeMemfd(std::max<uint64_t>(size, shm::kControlBytes), &h, kAllSeals)), c.what);
   }
+}
+
+// F13 (docs/SECURITY.md): the worker decodes a request from a private copy. A client that
+// rewrites the body in the ring after the worker took the frame (between a check and a use
+// of the same field) changes nothing the worker sees.
+TEST_F(HostileShm, TheBodyIsAPrivateCopy) {
+  Build();
+  std::vector<uint64_t> body = PingBody();
+  WriteRecord(0, HeaderFor(body.size()), body);
+  Publish(AlignUp(sizeof(FrameHeader) + body.size() * 8, 8));
+  auto f = executor_->Poll();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE(f->has_value());
+  std::vector<uint64_t> seen((*f)->body.begin(), (*f)->body.end());
+  // The client overwrites the record in its ring while the worker holds the frame.
+  std::memset(ring_data() + sizeof(FrameHeader), 0xff, body.size() * 8);
+  EXPECT_EQ(std::vector<uint64_t>((*f)->body.begin(), (*f)->body.end()), seen);
+  EXPECT_NE(reinterpret_cast<const std::byte*>((*f)->body.data()), ring_data() + sizeof(FrameHeader))
+      << "the frame body points into memory the client can write";
 }
 
 }  // namespace

@@ -19,13 +19,16 @@ Result<std::unique_ptr<Connection>> AcceptOne(Listener& l, TransportKind kind) {
   ServerAuthPolicy policy;
   policy.auth_required = false;
   std::vector<Fd> fds;
-  ASSIGN_OR_RETURN(AuthenticatedPeer peer, RunServerHandshake(fs, policy, &fds, kDeadlineMs));
+  ServerConnectionInfo conn;
+  conn.can_encrypt = kind == TransportKind::kTcp;
+  conn.loopback = PeerIsLoopback(p.socket.get());
+  ASSIGN_OR_RETURN(AuthenticatedPeer peer, RunServerHandshake(fs, policy, &fds, kDeadlineMs, conn));
   SessionInfo info;
   info.session_id = 1;
   info.tenant = peer.tenant;
   info.backend = "host-emulated";
-  RETURN_IF_ERROR(SendWelcome(fs, info));
-  return AdoptConnection(kind, std::move(p.socket), std::move(fds));
+  RETURN_IF_ERROR(SendWelcome(fs, peer, info));
+  return AdoptConnection(kind, std::move(p.socket), std::move(fds), peer.keys);
 }
 
 bool PastDeadline(uint64_t start) { return MonotonicNanos() - start > uint64_t{kDeadlineMs} * 1000000; }
@@ -54,6 +57,7 @@ void MakeEnds(Kind kind, Ends* e) {
     std::thread server([&] { adopted.emplace(AcceptOne(**listener, tk)); });
     ConnectOptions opts;
     opts.timeout_ms = kDeadlineMs;
+    opts.encrypt = kind == Kind::kTcpSecure ? EncryptMode::kOn : EncryptMode::kAuto;
     auto connected = Connect((*listener)->endpoint(), opts);
     server.join();
     ASSERT_TRUE(connected.ok()) << connected.status().ToString();

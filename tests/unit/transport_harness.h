@@ -16,8 +16,13 @@
 
 namespace remora::transport_test {
 
-enum class Kind { kPipe, kShm, kTcp };
-inline const char* Name(Kind k) { return k == Kind::kPipe ? "pipe" : k == Kind::kShm ? "shm" : "tcp"; }
+// kTcpSecure: tcp with the data path encrypted (REMORA_ENCRYPT=on).
+enum class Kind { kPipe, kShm, kTcp, kTcpSecure };
+inline const char* Name(Kind k) {
+  return k == Kind::kPipe ? "pipe" : k == Kind::kShm ? "shm" : k == Kind::kTcp ? "tcp" : "tcp_secure";
+}
+// What capabilities().transport says for each kind.
+inline const char* TransportOf(Kind k) { return k == Kind::kTcpSecure ? "tcp" : Name(k); }
 
 inline constexpr int kDeadlineMs = 20000;  // any single wait in these tests; a hang fails, not blocks
 inline constexpr uint64_t kInline = 64 << 10;  // shm inline bulk limit

@@ -23,7 +23,7 @@ namespace {
 
 // Same transports and fixture as transport_test.cc, separate suite.
 class TransportPeerLossTest : public TransportTest {};
-INSTANTIATE_TEST_SUITE_P(All, TransportPeerLossTest, ::testing::Values(Kind::kPipe, Kind::kShm, Kind::kTcp),
+INSTANTIATE_TEST_SUITE_P(All, TransportPeerLossTest, ::testing::Values(Kind::kPipe, Kind::kShm, Kind::kTcp, Kind::kTcpSecure),
                          [](const auto& info) { return std::string(Name(info.param)); });
 
 // The executor destroyed while the requester waits for a reply: Receive fails with

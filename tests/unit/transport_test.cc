@@ -20,13 +20,15 @@ namespace {
 
 constexpr uint64_t kBulkSizes[] = {0, 1, 4095, kInline, kInline + 1, (5u << 20) + 3, 64u << 20};
 
-INSTANTIATE_TEST_SUITE_P(All, TransportTest, ::testing::Values(Kind::kPipe, Kind::kShm, Kind::kTcp),
+INSTANTIATE_TEST_SUITE_P(All, TransportTest, ::testing::Values(Kind::kPipe, Kind::kShm, Kind::kTcp, Kind::kTcpSecure),
                          [](const auto& info) { return std::string(Name(info.param)); });
 
 // The transport says what it is; callers branch on capabilities, not types.
 TEST_P(TransportTest, DescribesItself) {
-  EXPECT_STREQ(req().capabilities().transport, Name(GetParam()));
-  EXPECT_STREQ(ends_.executor->capabilities().transport, Name(GetParam()));
+  EXPECT_STREQ(req().capabilities().transport, TransportOf(GetParam()));
+  EXPECT_STREQ(ends_.executor->capabilities().transport, TransportOf(GetParam()));
+  bool encrypted = req().Describe().find("encrypted") != std::string::npos;
+  EXPECT_EQ(encrypted, GetParam() == Kind::kTcpSecure) << req().Describe();
   EXPECT_FALSE(req().Describe().empty());
   if (GetParam() == Kind::kShm) {
     EXPECT_TRUE(req().capabilities().shared_memory);
@@ -248,7 +250,7 @@ TEST_P(TransportTest, OneWayFramesKeepOrderAndAreNotHeldBack) {
 // worker's DtoH does while DMAs run): each acquired chunk is a distinct window of the
 // bulk. Pipe is covered by PipeSeveralChunksInFlight below.
 class TransportInflightTest : public TransportTest {};
-INSTANTIATE_TEST_SUITE_P(Real, TransportInflightTest, ::testing::Values(Kind::kShm, Kind::kTcp),
+INSTANTIATE_TEST_SUITE_P(Real, TransportInflightTest, ::testing::Values(Kind::kShm, Kind::kTcp, Kind::kTcpSecure),
                          [](const auto& info) { return std::string(Name(info.param)); });
 
 void SeveralChunksInFlight(Connection& requester, std::unique_ptr<Connection>& executor) {

@@ -355,11 +355,20 @@ class Client final : public AdminClient {
     Nonce sn{};
     if (sn_data.size() != sn.size()) return Status(Err::kInvalidValue, "malformed admin challenge");
     std::memcpy(sn.data(), sn_data.begin(), sn.size());
-    Key proof = ClientProof(token_.secret, "admin", cn, sn);
+    std::string auth_message = AdminAuthMessage(cn, sn);
+    Key proof = ClientProof(token_.secret, auth_message);
     auto pr = ch.getProver().proveRequest();
     pr.setProof(capnp::Data::Reader(proof.data(), proof.size()));
     auto answer = timer_->timeoutAfter(timeout_ms_ * kj::MILLISECONDS, pr.send()).wait(io.waitScope);
     RETURN_IF_ERROR(FromOutcome(answer.getOutcome()));
+    // The server proves in turn that it holds this token's verifier.
+    auto sig = answer.getServerSignature();
+    Key signature{};
+    if (sig.size() != signature.size())
+      return Status(Err::kNotPermitted, "the admin server did not prove that it knows the admin token");
+    std::memcpy(signature.data(), sig.begin(), signature.size());
+    if (!VerifyServerSignature(ServerKeyFor(token_.secret), auth_message + "|server", signature))
+      return Status(Err::kNotPermitted, "the admin server's proof is wrong: it is not the server this token belongs to");
     admin_.emplace(answer.getAdmin());
     return Status::Ok();
   }

@@ -71,8 +71,9 @@ int main(int argc, char** argv) {
 
   app.add_option(
          "--transports", transports,
-         "Transports to run remoted, comma-separated: shm, tcp, or NAME=URL (an explicit "
-         "--listen URL for the server, e.g. rdma=rdma://10.0.0.1:0); 'none' for native only")
+         "Transports to run remoted, comma-separated: shm, tcp, tcp-enc (tcp with the data path "
+         "encrypted), or NAME=URL (an explicit --listen URL for the server, e.g. "
+         "rdma=rdma://10.0.0.1:0); 'none' for native only")
       ->delimiter(',')
       ->type_name("LIST")
       ->capture_default_str();

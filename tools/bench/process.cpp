@@ -229,6 +229,8 @@ std::pair<std::optional<Server>, Failure> start_server(const ServerConfig& c) {
   SpawnSpec spec;
   spec.argv = {c.binary,  "--listen", c.listen_url, "--state-dir",  state_dir, "--backend",
                c.backend, "--auth",   "none",       "--ready-file", ready};
+  // A private benchmark server without authentication: say so for a network listener.
+  if (c.listen_url.rfind("shm://", 0) != 0) spec.argv.push_back("--insecure");
   spec.argv.insert(spec.argv.end(), c.extra_args.begin(), c.extra_args.end());
   spec.log_path = s.log_path;
   spec.own_process_group = true;

@@ -128,7 +128,7 @@ std::string default_listen_url(const Transport& t, const std::string& dir) {
 Transport parse_transport(const std::string& spec) {
   auto eq = spec.find('=');
   if (eq != std::string::npos) {
-    Transport t{spec.substr(0, eq), spec.substr(eq + 1)};
+    Transport t{spec.substr(0, eq), spec.substr(eq + 1), ""};
     bool name_ok = !t.name.empty() && t.name.find_first_not_of(
                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                           "0123456789_-") == std::string::npos;
@@ -138,9 +138,11 @@ Transport parse_transport(const std::string& spec) {
     }
     return t;
   }
-  if (spec == "shm" || spec == "tcp") return Transport{spec, ""};
+  if (spec == "shm") return Transport{spec, "", ""};
+  if (spec == "tcp") return Transport{spec, "", "off"};
+  if (spec == "tcp-enc") return Transport{spec, "", "on"};
   throw std::invalid_argument("unknown transport '" + spec +
-                              "' (use shm, tcp, or NAME=URL for an explicit --listen URL)");
+                              "' (use shm, tcp, tcp-enc, or NAME=URL for an explicit --listen URL)");
 }
 
 Report run_benchmark(const BenchOptions& o) {
@@ -215,6 +217,7 @@ Report run_benchmark(const BenchOptions& o) {
     progress(t.name + ": run against " + server->url);
     SpawnSpec env;
     env.env = {{"LD_PRELOAD", o.shim}, {"REMORA_SERVER", server->url}};
+    if (!t.encrypt.empty()) env.env.push_back({"REMORA_ENCRYPT", t.encrypt});
     col.result = run_suite_child(t.name, env, o, tmp.path());
     col.result.server_url = server->url;
     if (want_app && !col.result.failed()) {

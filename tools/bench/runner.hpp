@@ -18,11 +18,15 @@
 namespace remora::bench {
 
 struct Transport {
-  std::string name;  // "shm", "tcp", or a user-given name
+  std::string name;  // "shm", "tcp", "tcp-enc", or a user-given name
   std::string url;   // explicit --listen URL; empty: the default for `name` (shm or tcp)
+  // REMORA_ENCRYPT for the application: "on" (tcp-enc), "off" (tcp: loopback is not
+  // encrypted by default anyway, this makes it explicit), "" (NAME=URL: the default, auto).
+  std::string encrypt;
 };
 
-// Parses "shm", "tcp" or "NAME=URL"; throws std::invalid_argument with a message otherwise.
+// Parses "shm", "tcp", "tcp-enc" (tcp with the data path encrypted, REMORA_ENCRYPT=on) or
+// "NAME=URL"; throws std::invalid_argument with a message otherwise.
 Transport parse_transport(const std::string& spec);
 
 struct BenchOptions {

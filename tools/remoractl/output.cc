@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "remora/base/util.h"
+
 namespace remora::ctl {
 
 Table::Table(std::vector<std::string> headers) {
@@ -17,6 +19,9 @@ Table::Table(std::vector<std::string> headers) {
 
 void Table::Row(std::vector<std::string> cells) {
   cells.resize(headers_.size());
+  // Cells may hold what a client reported about itself (host, user, program): never let a
+  // control byte reach the terminal.
+  for (std::string& c : cells) c = EscapeControl(c);
   rows_.push_back(std::move(cells));
 }
 
@@ -95,7 +100,7 @@ Json& Json::String(std::string_view v) {
     else if (c == '\\') out_ += "\\\\";
     else if (c == '\n') out_ += "\\n";
     else if (c == '\t') out_ += "\\t";
-    else if (c < 0x20) out_ += fmt::format("\\u{:04x}", c);
+    else if (c < 0x20 || c == 0x7f) out_ += fmt::format("\\u{:04x}", c);
     else out_ += ch;
   }
   out_ += '"';

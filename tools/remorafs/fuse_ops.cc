@@ -8,8 +8,10 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <string_view>
 
 #include "remora/base/log.h"
+#include "remora/base/util.h"
 #include "tree.h"
 
 namespace remora::fs {
@@ -19,6 +21,25 @@ namespace {
 using OpenFile = Tree::Snapshot;
 
 Tree& TheTree() { return *static_cast<Tree*>(fuse_get_context()->private_data); }
+
+// Changes and token reads are the administrator's: root, or the user who mounted (whose
+// credentials reach the server). The kernel checks the modes too (default_permissions,
+// always on); this is the same rule, enforced here whatever the mount options.
+bool MayAdminister() {
+  uid_t uid = fuse_get_context()->uid;
+  return uid == 0 || uid == ::geteuid();
+}
+
+int Refuse(const char* op, const char* path) {
+  LOG_WARN("{} {}: refused to uid {} (only root or uid {} may change this tree or read tokens)", op, path,
+           fuse_get_context()->uid, ::geteuid());
+  return -EACCES;
+}
+
+bool IsToken(const char* path) {
+  std::string_view p(path);
+  return p.size() >= 6 && p.substr(p.size() - 6) == "/token";
+}
 
 // Logs the failure and returns it as FUSE wants it (-errno).
 int Fail(const char* op, const char* path, const FsStatus& st) {
@@ -62,6 +83,7 @@ int ReadDir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_file_
 
 int Open(const char* path, fuse_file_info* fi) {
   int mode = fi->flags & O_ACCMODE;
+  if ((mode != O_RDONLY || IsToken(path)) && !MayAdminister()) return Refuse("open", path);
   auto contents = TheTree().Open(path, mode != O_WRONLY, mode != O_RDONLY);
   if (!contents.ok()) return Fail("open", path, contents.status);
   fi->fh = reinterpret_cast<uint64_t>(new OpenFile(std::move(contents.value)));
@@ -78,10 +100,11 @@ int Read(const char*, char* buf, size_t size, off_t off, fuse_file_info* fi) {
 }
 
 int Write(const char* path, const char* buf, size_t size, off_t off, fuse_file_info*) {
+  if (!MayAdminister()) return Refuse("write", path);
   FsStatus st = TheTree().Write(path, std::string_view(buf, size), static_cast<uint64_t>(off));
   if (!st.ok()) return Fail("write", path, st);
   std::string_view value(buf, size);
-  LOG_INFO("write {}: {}", path, value.substr(0, value.find('\n')));
+  LOG_INFO("write {}: {}", path, Printable(value.substr(0, value.find('\n'))));
   return static_cast<int>(size);
 }
 
@@ -92,11 +115,13 @@ int Release(const char* path, fuse_file_info* fi) {
 }
 
 int Truncate(const char* path, off_t size, fuse_file_info*) {
+  if (!MayAdminister()) return Refuse("truncate", path);
   FsStatus st = TheTree().Truncate(path, static_cast<uint64_t>(size));
   return st.ok() ? 0 : Fail("truncate", path, st);
 }
 
 int Mkdir(const char* path, mode_t) {
+  if (!MayAdminister()) return Refuse("mkdir", path);
   FsStatus st = TheTree().Mkdir(path);
   if (!st.ok()) return Fail("mkdir", path, st);
   LOG_INFO("mkdir {}: tenant created", path);
@@ -104,6 +129,7 @@ int Mkdir(const char* path, mode_t) {
 }
 
 int Rmdir(const char* path) {
+  if (!MayAdminister()) return Refuse("rmdir", path);
   FsStatus st = TheTree().Rmdir(path);
   if (!st.ok()) return Fail("rmdir", path, st);
   LOG_INFO("rmdir {}: tenant deleted", path);

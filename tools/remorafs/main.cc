@@ -79,15 +79,19 @@ int Main(const Options& o) {
     SetLogFd(log_fd);
   }
 
-  std::vector<std::string> argv = {"remorafs"};
-  if (!o.fuse_options.empty()) argv.insert(argv.end(), {"-o", o.fuse_options});
+  // The kernel checks every access against the files' modes (owner: this process's uid),
+  // so allow_other gives other users read access to what is world-readable and nothing
+  // more; fuse_ops.cc refuses changes and token reads to anyone but root and this uid.
+  std::string options = "default_permissions";
+  if (!o.fuse_options.empty()) options += "," + o.fuse_options;
+  std::vector<std::string> argv = {"remorafs", "-o", options};
   fuse_args args = FUSE_ARGS_INIT(0, nullptr);
   for (const std::string& a : argv) fuse_opt_add_arg(&args, a.c_str());
   ReconnectingClient client(*connect);  // connects on the first operation, in the daemon
   Tree tree(client);
   fuse* f = fuse_new(&args, &Operations(), sizeof(fuse_operations), &tree);
   fuse_opt_free_args(&args);
-  if (f == nullptr) return Fatal("bad FUSE options '" + o.fuse_options + "'", 2);
+  if (f == nullptr) return Fatal("bad FUSE options '" + options + "'", 2);
   if (fuse_mount(f, mountpoint) != 0) {
     fuse_destroy(f);
     return Fatal(std::string("cannot mount on ") + mountpoint + " (libfuse said why above)");
@@ -127,7 +131,7 @@ int main(int argc, char** argv) {
   app.add_option("--admin-token-file", o.token_file, "admin token for tcp:// (default $REMORA_ADMIN_TOKEN)");
   app.add_option("MOUNTPOINT", o.mountpoint, "an existing directory")->required();
   app.add_flag("-f,--foreground", o.foreground, "stay in the foreground (log to stderr)");
-  app.add_option("-o", o.fuse_options, "FUSE mount options, comma-separated (e.g. allow_other)");
+  app.add_option("-o", o.fuse_options, "FUSE mount options, comma-separated (default_permissions is always added)");
   app.add_option("--log-file", o.log_file, "append the log here (default: stderr with -f, else syslog)");
   try {
     app.parse(argc, argv);

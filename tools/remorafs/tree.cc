@@ -113,7 +113,7 @@ FsResult<Tree::Resolved> Tree::ResolveTenant(const std::vector<std::string>& par
     if (parts.size() == 4) return Resolved::Dir({"compute.stat", "host", "memory.current", "pid", "started", "transport"});
     const std::string& f = parts[4];
     if (f == "pid") return Resolved::File(Line(s->client_pid), kRoMode);
-    if (f == "host") return Resolved::File(Line(s->host), kRoMode);
+    if (f == "host") return Resolved::File(Line(Printable(s->host)), kRoMode);  // the client's own words
     if (f == "transport") return Resolved::File(Line(s->transport), kRoMode);
     if (f == "memory.current") return Resolved::File(Line(s->memory_current), kRoMode);
     if (f == "started") return Resolved::File(Line(static_cast<uint64_t>(s->started_at)), kRoMode);

@@ -2,7 +2,12 @@
 // Without --server it starts a private remora-server for the duration of the command (the
 // embedded default): on this machine's GPUs when an NVIDIA driver is present, otherwise
 // on the host-emulated backend, and it says so.
+//
+// The private server is this user's alone: over shm its socket lives in a directory only
+// this user can enter; over tcp (loopback) it requires a one-off tenant token that only this
+// run knows (a file of mode 0600 in that directory), so other local users cannot use it.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +23,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "admin_client.h"
+#include "remora/base/util.h"
 
 namespace fs = std::filesystem;
 
@@ -76,6 +84,23 @@ void PrintTail(const std::string& path) {
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   size_t from = lines.size() > 20 ? lines.size() - 20 : 0;
   for (size_t i = from; i < lines.size(); i++) std::fprintf(stderr, "  %s\n", lines[i].c_str());
+}
+
+// Creates the tenant "local" on the private server (through its admin socket) and writes its
+// token to `path`, mode 0600.
+remora::Status CreatePrivateTenant(const std::string& state_dir, const std::string& path) {
+  using namespace remora;
+  admin::ConnectOptions o;
+  o.state_dir = state_dir;
+  ASSIGN_OR_RETURN(std::unique_ptr<admin::AdminClient> c, admin::AdminClient::Connect(o));
+  ASSIGN_OR_RETURN(std::string token, c->CreateTenant("local", std::nullopt, std::nullopt));
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(Err::kUnknown, "create " + path, errno);
+  token += "\n";
+  bool ok = ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  ::close(fd);
+  if (!ok) return Error(Err::kUnknown, "cannot write {}", path);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -155,9 +180,10 @@ int main(int argc, char** argv) {
   }
   std::string tmp = tmpl;
   std::string url = transport == "tcp" ? "tcp://127.0.0.1:0" : "shm://" + tmp + "/remora.sock";
+  bool tcp = transport == "tcp";
   std::vector<std::string> sargs = {dir + "/remora-server", "--listen", url, "--state-dir", tmp + "/state",
-                                    "--backend", backend, "--auth", "none", "--ready-file", tmp + "/ready",
-                                    "--drain-timeout", "5", "--log-level", verbose ? "info" : "warn"};
+                                    "--backend", backend, "--auth", tcp ? "token" : "none", "--ready-file",
+                                    tmp + "/ready", "--drain-timeout", "5", "--log-level", verbose ? "info" : "warn"};
   if (backend == "host") sargs.insert(sargs.end(), {"--host-gpus", host_gpus, "--host-gpu-memory", host_mem});
   std::string log = verbose ? "" : tmp + "/server.log";
   pid_t srv = Start(sargs, log);
@@ -186,6 +212,24 @@ int main(int argc, char** argv) {
     return 1;
   }
   app_env.emplace_back("REMORA_SERVER", ready_url);
+  // The application talks to the private server only: a token the user may have for other
+  // servers is not for it.
+  unsetenv("REMORA_TOKEN");
+  unsetenv("REMORA_TOKEN_FILE");
+  std::erase_if(app_env, [](const auto& kv) { return kv.first == "REMORA_TOKEN_FILE"; });
+  if (tcp) {
+    // A one-off tenant of the private server; its token goes to a file only this user reads.
+    std::string private_token = tmp + "/token";
+    remora::Status st = CreatePrivateTenant(tmp + "/state", private_token);
+    if (!st.ok()) {
+      std::fprintf(stderr, "remora-run: cannot set up the private server's token: %s\n", st.message().c_str());
+      ::kill(srv, SIGKILL);
+      ::waitpid(srv, nullptr, 0);
+      cleanup();
+      return 1;
+    }
+    app_env.emplace_back("REMORA_TOKEN_FILE", private_token);
+  }
 
   struct sigaction sa = {};
   sa.sa_handler = Forward;

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <string>
 
+#include "remora/base/util.h"
+
 namespace remora {
 namespace {
 
@@ -66,9 +68,14 @@ void LogLine(LogLevel level, std::string_view message) {
     std::lock_guard<std::mutex> lock(g_identity_mu);
     identity = g_identity ? *g_identity : std::string("remora");
   }
+  // One line per call, whatever the message holds: control bytes (a peer's newline or
+  // terminal escape) are escaped and the message is cut at kMaxMessage bytes.
+  constexpr size_t kMaxMessage = 4096;
+  std::string text = EscapeControl(message.substr(0, kMaxMessage));
+  if (message.size() > kMaxMessage) text += fmt::format("...({} bytes)", message.size());
   std::string line = fmt::format("{:02}:{:02}:{:02}.{:06} {} [{} {}] {}\n", tm.tm_hour, tm.tm_min,
                                  tm.tm_sec, static_cast<long>(tv.tv_usec), LevelName(level),
-                                 identity, getpid(), message);
+                                 EscapeControl(identity), getpid(), text);
   const char* p = line.data();
   size_t n = line.size();
   while (n > 0) {

@@ -238,14 +238,15 @@ const Capabilities& RdmaCapabilities() {
 
 namespace {
 
-Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep) {
+Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep, const ListenOptions&) {
   std::string problem = rdma::RdmaDeviceProblem();
   if (!problem.empty()) return Error(Err::kNotSupported, "{}", problem);  // the caller names the URL
   return TcpListen(ep, TransportKind::kRdma);
 }
 
 
-Result<std::unique_ptr<Connection>> RdmaAdopt(Fd socket, std::vector<Fd> fds) {
+Result<std::unique_ptr<Connection>> RdmaAdopt(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys) {
+  if (keys) return Error(Err::kInvalidValue, "rdma:// sessions are not encrypted");
   if (!fds.empty()) return Error(Err::kInvalidValue, "an rdma:// client sent {} descriptors with its Hello", fds.size());
   // The libraries and a device were there when the supervisor listened; check again here.
   std::string problem = rdma::RdmaDeviceProblem();
@@ -270,7 +271,7 @@ Result<Connected> RdmaConnect(const Endpoint& ep, const ConnectOptions& options)
   Connected out;
   ASSIGN_OR_RETURN(Fd sock, TcpConnect(ep.host, ep.port, options.timeout_ms));
   FrameSocket fs(sock.get());
-  ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, options.token, {}, options.timeout_ms));
+  ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, HandshakeOptions(options, false), {}, options.timeout_ms));
   std::string peer = SocketPeerName(sock.get());
 
   rdma::Bootstrap boot;

@@ -368,6 +368,12 @@ class ShmConnection final : public Connection {
     InFrame f;
     f.header = r.header;
     f.body = {reinterpret_cast<const uint64_t*>(r.at + sizeof(FrameHeader)), r.header.body_words};
+    if (!requester_) {
+      // The ring is memory the client can still write: the worker decodes a private copy,
+      // so a value it checked is the value it uses (no double fetch).
+      body_copy_.assign(f.body.begin(), f.body.end());
+      f.body = {body_copy_.data(), body_copy_.size()};
+    }
     return f;
   }
 
@@ -429,6 +435,7 @@ class ShmConnection final : public Connection {
   std::byte* inline_ring_at_ = nullptr;
   uint64_t inline_ring_bytes_ = 0;
   std::optional<Record> current_;
+  std::vector<uint64_t> body_copy_;  // executor: the private copy of current_'s body
   uint64_t bulk_given_ = 0;
   int chunks_out_ = 0;
   bool peer_gone_ = false;

@@ -34,7 +34,7 @@ Status FrameCoalescer::Write(const OutFrame& frame, ConstBytes bulk) {
         {const_cast<uint64_t*>(frame.body.data()), frame.body.size_bytes()},
         {const_cast<std::byte*>(bulk.data()), bulk.size()},
     };
-    Status st = WriteAllV(fs_.fd(), iov, bulk.empty() ? 3 : 4);
+    Status st = write_(iov, bulk.empty() ? 3 : 4);
     buf_.clear();
     if (!st.ok()) error_ = st;
     return st;
@@ -62,7 +62,7 @@ Status FrameCoalescer::Flush() {
 Status FrameCoalescer::FlushLocked() {
   if (buf_.empty() || !error_.ok()) return error_;
   struct iovec iov = {buf_.data(), buf_.size() * 8};
-  Status st = WriteAllV(fs_.fd(), &iov, 1);
+  Status st = write_(&iov, 1);
   buf_.clear();
   if (!st.ok()) error_ = st;
   return st;

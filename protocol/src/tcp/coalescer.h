@@ -7,13 +7,16 @@
 // wire is the order of calls), when the requester is about to wait for the server (Flush),
 // and at the latest kFlushDelayUs after its first frame, from a background thread.
 //
-// Thread-safety: every method may be called from any thread; writes to the socket are
-// serialised here. The socket is borrowed and must outlive the coalescer. The background
-// thread starts with the first buffered frame and stops in the destructor.
+// Thread-safety: every method may be called from any thread; writes (through the writer
+// given at construction, which must outlive the coalescer) are serialised here. The
+// background thread starts with the first buffered frame and stops in the destructor.
 #pragma once
+
+#include <sys/uio.h>
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,7 +33,10 @@ class FrameCoalescer {
   static constexpr size_t kFlushBytes = 32 << 10;
   static constexpr int64_t kFlushDelayUs = 20;
 
-  explicit FrameCoalescer(FrameSocket& fs) : fs_(fs) {}
+  // Writes all of an iovec, blocking (WriteAllV on a socket, or an encrypting writer).
+  using Writer = std::function<Status(struct iovec* iov, int iovcnt)>;
+
+  explicit FrameCoalescer(Writer writer) : write_(std::move(writer)) {}
   ~FrameCoalescer();
   FrameCoalescer(const FrameCoalescer&) = delete;
   FrameCoalescer& operator=(const FrameCoalescer&) = delete;
@@ -45,7 +51,7 @@ class FrameCoalescer {
   Status FlushLocked();
   void Run();
 
-  FrameSocket& fs_;
+  Writer write_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<uint64_t> buf_;  // whole frames: header words then body words

@@ -25,6 +25,9 @@ constexpr size_t kChunkBytes = 4 << 20;  // bulk pipelining unit on the executor
 constexpr size_t kChunkCount = 6;
 constexpr int64_t kSpinNanos = 30'000;
 constexpr uint64_t kRequesterSpinNs = 50'000;
+// Replies queued for a client that does not read them: past this, the executor reads no
+// further request until the client has caught up (back-pressure, never unbounded memory).
+constexpr size_t kMaxQueuedReplyBytes = 8 << 20;
 
 class TcpConnection final : public Connection {
  public:
@@ -70,6 +73,10 @@ class TcpConnection final : public Connection {
         return Error(Err::kUnknown, "executor polled the next frame before consuming this one's bulk");
       in_begin_ = bulk_pos_;
       frame_ready_ = false;
+    }
+    if (queued_bytes_ > kMaxQueuedReplyBytes) {
+      RETURN_IF_ERROR(FlushOut());
+      if (queued_bytes_ > kMaxQueuedReplyBytes) return std::optional<InFrame>();
     }
     // Keep the next header 8-byte aligned and make room at the tail.
     if (in_begin_ > 0 && (in_begin_ % 8 != 0 || in_begin_ == in_end_ || in_.size() * 8 - in_end_ < 4096)) {
@@ -157,6 +164,7 @@ class TcpConnection final : public Connection {
     std::memcpy(item.owned.data() + sizeof(h), frame.body.data(), frame.body.size_bytes());
     item.data = item.owned.data();
     item.len = item.owned.size();
+    queued_bytes_ += item.len;
     outq_.push_back(std::move(item));
     out_total_ = bulk_bytes;
     out_acquired_ = out_committed_ = 0;
@@ -258,6 +266,7 @@ class TcpConnection final : public Connection {
         left -= take;
         if (it.sent == it.len) {
           if (it.pool_index >= 0) out_pool_.Release(it.pool_index);
+          else queued_bytes_ -= it.len;
           outq_.pop_front();
         }
       }
@@ -268,7 +277,7 @@ class TcpConnection final : public Connection {
   Fd sock_;
   std::string peer_;
   FrameSocket fs_;
-  FrameCoalescer out_{fs_};  // requester writes
+  FrameCoalescer out_{[this](struct iovec* iov, int n) { return WriteAllV(sock_.get(), iov, n); }};  // requester writes
 
   // executor input
   std::vector<uint64_t> in_ = std::vector<uint64_t>(64 * 1024 / 8);
@@ -284,6 +293,7 @@ class TcpConnection final : public Connection {
 
   // executor output
   std::deque<OutItem> outq_;
+  size_t queued_bytes_ = 0;  // of frames in outq_ (bulk chunks are bounded by out_pool_)
   uint64_t out_total_ = 0, out_acquired_ = 0, out_committed_ = 0;
   ChunkPool out_pool_;
 };
@@ -383,7 +393,7 @@ class TcpListener final : public Listener {
   const Endpoint& endpoint() const override { return ep_; }
   Result<PendingConnection> Accept() override {
     Fd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!c) return ErrnoStatus(Err::kUnknown, "accept", errno);
+    if (!c) return AcceptError(errno);
     TuneTcpSocket(c.get());
     PendingConnection p;
     p.kind = kind_;
@@ -416,7 +426,7 @@ Result<std::unique_ptr<Listener>> TcpListen(const Endpoint& endpoint, TransportK
     if (!fd) continue;
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 128) != 0) {
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
       last = ErrnoStatus(Err::kInvalidValue, fmt::format("listen on {}", endpoint.ToUrl()), errno);
       continue;
     }

@@ -7,6 +7,7 @@
 
 #include "remora/base/fd.h"
 #include "remora/protocol/connection.h"
+#include "remora/protocol/secure.h"
 #include "remora/protocol/transport.h"
 
 namespace remora {
@@ -15,6 +16,9 @@ namespace remora {
 std::unique_ptr<Connection> MakeTcpRequester(Fd sock, std::string peer);
 // Executor side (switches the socket to non-blocking).
 Result<std::unique_ptr<Connection>> MakeTcpExecutor(Fd sock);
+// The same with the data path sealed in records (secure_tcp_connection.cc).
+std::unique_ptr<Connection> MakeSecureTcpRequester(Fd sock, std::string peer, const SessionKeys& keys);
+Result<std::unique_ptr<Connection>> MakeSecureTcpExecutor(Fd sock, const SessionKeys& keys);
 
 // Socket helpers shared with the rdma bootstrap.
 Result<Fd> TcpConnect(const std::string& host, uint16_t port, int timeout_ms);

@@ -11,17 +11,20 @@ Result<Connected> TcpTransportConnect(const Endpoint& ep, const ConnectOptions& 
   Connected out;
   ASSIGN_OR_RETURN(Fd sock, TcpConnect(ep.host, ep.port, options.timeout_ms));
   FrameSocket fs(sock.get());
-  ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, options.token, {}, options.timeout_ms));
+  ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, HandshakeOptions(options, true), {}, options.timeout_ms));
   std::string peer = SocketPeerName(sock.get());
-  out.connection = MakeTcpRequester(std::move(sock), peer);
+  out.connection = out.session.keys ? MakeSecureTcpRequester(std::move(sock), peer, *out.session.keys)
+                                    : MakeTcpRequester(std::move(sock), peer);
   return out;
 }
 
-Result<std::unique_ptr<Listener>> TcpTransportListen(const Endpoint& ep) { return TcpListen(ep, TransportKind::kTcp); }
+Result<std::unique_ptr<Listener>> TcpTransportListen(const Endpoint& ep, const ListenOptions&) {
+  return TcpListen(ep, TransportKind::kTcp);
+}
 
-Result<std::unique_ptr<Connection>> TcpAdopt(Fd socket, std::vector<Fd> fds) {
+Result<std::unique_ptr<Connection>> TcpAdopt(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys) {
   if (!fds.empty()) return Error(Err::kInvalidValue, "a tcp:// client sent {} descriptors with its Hello", fds.size());
-  return MakeTcpExecutor(std::move(socket));
+  return keys ? MakeSecureTcpExecutor(std::move(socket), *keys) : MakeTcpExecutor(std::move(socket));
 }
 
 std::string Available() { return ""; }

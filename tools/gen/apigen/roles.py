@@ -18,6 +18,7 @@ declaration order, each as below; scalars are the little-endian bytes of the C t
   string       u64 length, then the bytes (no NUL)
   out, outarray(count), outstring(len): nothing on the way in (outarray/outstring send
                their capacity as u64); the result carries the bytes back
+               (out(handle=K): the worker first checks the session's limit for kind K)
   fixup(F)     sizeof(T) bytes of a by-value struct the worker adjusts with the hand-written
                hook F (e.g. device ordinals inside a CUmemLocation)
 
@@ -173,6 +174,9 @@ def worker_check(e, p):
         return ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than %s\");" % (n, p.args["len"], n, p.args["len"])]
     if r == "out" and "size" in p.args:
         return ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than its size\");" % (n, p.args["size"], n)]
+    if r == "out" and "handle" in p.args:
+        # A created handle counts against the session's limit for its kind (worker/limits.h).
+        return ["RETURN_IF_ERROR(x.HandleRoom(HandleKind::k%s));" % p.args["handle"]]
     if r == "array" and "fixup" in p.args:
         return ["for (auto& el : %s_v) RETURN_IF_ERROR(%s(x, &el));" % (n, p.args["fixup"])]
     if r in ("in", "inout") and "fixup" in p.args:

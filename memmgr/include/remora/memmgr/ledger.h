@@ -4,10 +4,19 @@
 // dies, however it dies, the supervisor closes its session slot and everything it held
 // returns to the tenant.
 //
-// Consistency: one process-shared robust mutex guards the region. A tenant's usage is the
-// sum of its sessions' slots, and every mutation is a single store under the lock, so a
-// process killed at any instant leaves the ledger consistent (the next locker marks the
-// mutex consistent and carries on). Pure code: no CUDA, no I/O.
+// Who may write what (docs/SECURITY.md, F7): the supervisor owns the region; a worker maps it
+// read-only and only its own session slot (a page of its own) writable (AttachSession), so a
+// compromised worker can change nothing but its own slot - not a limit, not another session.
+//
+// Consistency without a shared lock: a tenant's usage is the sum of its sessions' slots.
+// A reservation first announces itself in its slot (`pending`), then sums used + pending
+// over the tenant's slots: of two racing reservations at least one sees the other, so the
+// committed usage never exceeds the limit (a near-limit race may refuse both). Each store
+// is a single atomic word, so a process killed at any instant leaves the ledger
+// consistent. Readers take a consistent snapshot of a tenant's slots (each slot counts its
+// changes; a pass is retried until no slot changed under it). The supervisor's structural
+// changes (tenants, limits, opening and closing slots) take a process-shared robust mutex
+// that only it uses. Pure code: no CUDA, no I/O.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +38,10 @@ struct LedgerRegion;  // plain data laid out for shared memory; see ledger.cc
 
 // Bytes of memory a region needs.
 size_t LedgerRegionBytes();
+// Where session slot `slot`'s page lies in the region, and its size: what a worker maps
+// writable (AttachSession).
+size_t LedgerSlotOffset(uint32_t slot);
+size_t LedgerSlotBytes();
 
 struct TenantUsage {
   uint64_t limit = kUnlimited;  // per GPU
@@ -42,8 +55,13 @@ class Ledger {
  public:
   // Formats `mem` (at least LedgerRegionBytes(), any content) as an empty ledger.
   static Result<Ledger> Create(void* mem, size_t bytes);
-  // Uses a region another process formatted.
+  // Uses a region another process formatted (supervisor side, or tests).
   static Result<Ledger> Attach(void* mem, size_t bytes);
+  // A worker's view: `mem` the whole region mapped read-only, `slot_mem` the page of its
+  // own slot mapped writable (LedgerSlotOffset/LedgerSlotBytes). Only the worker calls
+  // (Reserve, Release, SetContextOverhead) and the queries may be used on it, and only for
+  // `slot`.
+  static Result<Ledger> AttachSession(const void* mem, size_t bytes, void* slot_mem, uint32_t slot);
 
   // ---- supervisor ------------------------------------------------------------------
   // Index of the tenant (created if new). Limits start unlimited.
@@ -57,7 +75,7 @@ class Ledger {
 
   // ---- workers (their own slot) ------------------------------------------------------
   // Charges `bytes` on `gpu` to the slot's tenant, or fails with kMemoryAllocation (and
-  // counts a refusal) if the tenant's limit would be exceeded.
+  // counts a refusal) if the tenant's limit would be exceeded. One writer per slot.
   Status Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes);
   void Release(uint32_t slot, uint32_t gpu, uint64_t bytes);
   void SetContextOverhead(uint32_t slot, uint32_t gpu, uint64_t bytes);
@@ -71,7 +89,10 @@ class Ledger {
 
  private:
   explicit Ledger(LedgerRegion* r) : r_(r) {}
-  LedgerRegion* r_;
+  struct LedgerSessionRow* Writable(uint32_t slot) const;
+  LedgerRegion* r_;                            // read-only memory in a worker's view
+  struct LedgerSessionRow* own_ = nullptr;     // a worker's writable slot
+  uint32_t own_slot_ = UINT32_MAX;
 };
 
 }  // namespace remora

@@ -1,10 +1,13 @@
-// Tenant tokens and the challenge-response that proves one without sending it (SCRAM-like,
-// HMAC-SHA-256 via libsodium):
+// Tenant tokens and the SCRAM-style proofs built on them (HMAC-SHA-256 via libsodium):
 //   ClientKey = HMAC(secret, "Remora Client Key")      StoredKey = SHA-256(ClientKey)
-//   AuthMessage = "remora-auth-v1" | tenant | clientNonce | serverNonce
+//   ServerKey = HMAC(secret, "Remora Server Key")
 //   ClientProof = ClientKey XOR HMAC(StoredKey, AuthMessage)
-// The server keeps only StoredKey; it recovers ClientKey from the proof and checks its hash,
-// so neither the wire nor a stolen database reveals a usable token.
+//   ServerSignature = HMAC(ServerKey, AuthMessage)
+// The server keeps the verifier (StoredKey, ServerKey), never the token: it recovers
+// ClientKey from a proof and checks its hash, and proves in turn that it knows ServerKey.
+// AuthMessage is the caller's: the session handshake binds it to its transcript and to an
+// ephemeral key exchange (handshake.cc, docs/SECURITY.md says what the verifier reveals);
+// the admin login uses AdminAuthMessage. The two never share a label.
 #pragma once
 
 #include <array>
@@ -34,11 +37,25 @@ Status ValidateTenantName(std::string_view name);
 
 Secret RandomSecret();
 Nonce RandomNonce();
+
+// What a server stores for a token.
+struct Verifier {
+  Key stored_key{};
+  Key server_key{};
+};
+Verifier VerifierFor(const Secret& secret);
 Key StoredKeyFor(const Secret& secret);
-Key ClientProof(const Secret& secret, std::string_view tenant, const Nonce& client_nonce,
-                const Nonce& server_nonce);
-bool VerifyProof(const Key& stored_key, std::string_view tenant, const Nonce& client_nonce,
-                 const Nonce& server_nonce, const Key& proof);
+Key ServerKeyFor(const Secret& secret);
+
+Key ClientProof(const Secret& secret, std::string_view auth_message);
+// Constant time in everything but the length of auth_message.
+bool VerifyProof(const Key& stored_key, std::string_view auth_message, const Key& proof);
+Key ServerSignature(const Key& server_key, std::string_view auth_message);
+// Constant-time comparison of a received signature with the expected one.
+bool VerifyServerSignature(const Key& server_key, std::string_view auth_message, const Key& signature);
+
+// The admin login (AdminLogin over TCP): "remora-admin-v1|" clientNonce serverNonce.
+std::string AdminAuthMessage(const Nonce& client_nonce, const Nonce& server_nonce);
 
 std::string ToHex(const uint8_t* data, size_t n);
 Result<Key> KeyFromHex(std::string_view hex);

@@ -24,14 +24,16 @@ class FrameSocket {
   // Writes header, body and `bulk` with as few syscalls as possible (writev). `fds` are
   // attached to the first byte (unix sockets only).
   Status Write(const OutFrame& frame, ConstBytes bulk = {}, std::span<const int> fds = {});
-  // Reads one frame. The body is valid until the next Read. Received descriptors (at most 8)
-  // are appended to `fds` if given, closed otherwise. timeout_ms < 0 waits forever.
-  Result<InFrame> Read(int timeout_ms, std::vector<Fd>* fds = nullptr);
+  // Reads one frame within timeout_ms (for the whole frame; < 0 waits forever). The body is
+  // valid until the next Read. Received descriptors (at most 8) are appended to `fds` if
+  // given, closed otherwise. A body over max_body_words is refused before it is read.
+  Result<InFrame> Read(int timeout_ms, std::vector<Fd>* fds = nullptr, uint32_t max_body_words = kMaxBodyWords);
   // Reads exactly dst.size() bytes of bulk that follow the last frame.
   Status ReadBulk(MutableBytes dst, int timeout_ms);
 
  private:
-  Status ReadExact(void* dst, size_t n, int timeout_ms, std::vector<Fd>* fds);
+  // deadline_ns 0: no deadline.
+  Status ReadExact(void* dst, size_t n, uint64_t deadline_ns, std::vector<Fd>* fds);
 
   int fd_;
   std::vector<uint64_t> body_;

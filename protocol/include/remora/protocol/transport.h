@@ -13,6 +13,7 @@
 #include "remora/protocol/auth.h"
 #include "remora/protocol/connection.h"
 #include "remora/protocol/handshake.h"
+#include "remora/protocol/secure.h"
 
 namespace remora {
 
@@ -40,6 +41,11 @@ Result<Endpoint> ParseEndpoint(std::string_view url);
 struct ConnectOptions {
   std::optional<Token> token;
   int timeout_ms = 15000;
+  // REMORA_ENCRYPT: tcp:// encrypts by default to non-loopback servers (see secure.h).
+  EncryptMode encrypt = EncryptMode::kAuto;
+  // REMORA_INSECURE_LOCAL: accept a server that does not authenticate although we hold a
+  // token (see ClientHandshakeOptions).
+  bool insecure_local = false;
 };
 
 struct Connected {
@@ -64,17 +70,29 @@ class Listener {
   virtual ~Listener() = default;
   virtual int fd() const = 0;  // readable when Accept will not block
   virtual const Endpoint& endpoint() const = 0;
+  // Errors: kNotReady when nothing is waiting (non-blocking listener); kMemoryAllocation
+  // when this process (or the system) is out of descriptors or memory: the connection is
+  // still queued, and accepting again at once will fail again.
   virtual Result<PendingConnection> Accept() = 0;
 };
 
-// Binds and listens. For shm the socket file is created with mode 0666 inside the caller's
-// directory (access is governed by the directory and by authentication); a stale socket
-// file is replaced only if nothing answers on it.
-Result<std::unique_ptr<Listener>> Listen(const Endpoint& endpoint);
+// The Status for accept(2) failing with `err` (see Listener::Accept).
+Status AcceptError(int err);
+// True if `fd` is a socket whose peer is on this host's loopback (127/8, ::1).
+bool PeerIsLoopback(int fd);
+
+struct ListenOptions {
+  unsigned shm_mode = 0600;  // of the shm socket file, set explicitly whatever the umask
+};
+
+// Binds and listens. A stale shm socket file is replaced only if it is a socket of this
+// user that nothing answers on.
+Result<std::unique_ptr<Listener>> Listen(const Endpoint& endpoint, const ListenOptions& options = {});
 
 // In the worker: builds the executor side of an authenticated connection from the handed-off
-// socket and descriptors (after the supervisor sent Welcome).
-Result<std::unique_ptr<Connection>> AdoptConnection(TransportKind kind, Fd socket, std::vector<Fd> fds);
+// socket and descriptors (after the supervisor sent Welcome), encrypted with `keys` if given.
+Result<std::unique_ptr<Connection>> AdoptConnection(TransportKind kind, Fd socket, std::vector<Fd> fds,
+                                                    const std::optional<SessionKeys>& keys = std::nullopt);
 
 // In-process pair for unit tests: {requester side, executor side}.
 std::pair<std::unique_ptr<Connection>, std::unique_ptr<Connection>> MakePipeConnectionPair();
