@@ -82,8 +82,10 @@ TEST_P(Skeleton, ClientKilledMidCopyLeavesTheServerServing) {
 
 TEST_P(Skeleton, DropInLibcudartOnLibraryPath) {
   // No LD_PRELOAD: the dynamic linker finds our libcudart.so.13 first.
-  RunResult r = remora::testing::Run({BinDir() + "/app_roundtrip"},
-                    {{"LD_LIBRARY_PATH", BinDir() + "/../lib"}, {"REMORA_SERVER", url()}, {"REMORA_LOG", "info"}});
+  std::map<std::string, std::string> env = {
+      {"LD_LIBRARY_PATH", BinDir() + "/../lib"}, {"REMORA_SERVER", url()}, {"REMORA_LOG", "info"}};
+  if (!SanitizerPreload().empty()) env["LD_PRELOAD"] = SanitizerPreload();  // the runtime only
+  RunResult r = remora::testing::Run({BinDir() + "/app_roundtrip"}, env);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("remora-shim"), std::string::npos) << "the shim did not serve the calls: " << r.output;
 }

@@ -66,6 +66,11 @@ std::string ShimPath() {
   return s ? s : BinDir() + "/../lib/libremora.so";
 }
 
+std::string SanitizerPreload() {
+  const char* s = std::getenv("REMORA_SANITIZER_PRELOAD");
+  return s ? s : "";
+}
+
 TempDir::TempDir() {
   std::string base = std::getenv("REMORA_TEST_TMP") ? std::getenv("REMORA_TEST_TMP") : "/tmp";
   std::string tmpl = base + "/remora-test.XXXXXX";
@@ -157,7 +162,8 @@ std::string ServerProcess::Log() const {
 }
 
 std::map<std::string, std::string> ShimEnv(const std::string& url) {
-  return {{"LD_PRELOAD", ShimPath()}, {"REMORA_SERVER", url}};
+  std::string preload = SanitizerPreload();
+  return {{"LD_PRELOAD", preload.empty() ? ShimPath() : preload + ":" + ShimPath()}, {"REMORA_SERVER", url}};
 }
 
 RunResult Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int timeout_s) {

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 // GCC 12 reports a false -Wmaybe-uninitialized in std::variant<int, Status>'s destructor
-// when a Result<int> is built from a constant in the same function.
+// when a Result<int> is built from a constant in the same function (clang has no such warning).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <memory>
 #include <set>
