@@ -59,6 +59,8 @@ cudaError_t DoLaunch(FunctionRecord* f, const Launch& l, void** args, const char
   if (!st.ok()) return Finish(st, call);
   auto dev = rt.Device(device);
   if (!dev.ok()) return Finish(dev.status(), call);
+  // A detached device has no limits to validate against: its calls fail as such.
+  if ((*dev)->detached) return Finish(Error(Err::kDevicesUnavailable, "device {} was detached", device), call);
   auto k = KernelOn(f, device);
   if (!k.ok()) return Finish(k.status(), call);
   st = Validate(l, **k, **dev);

@@ -271,7 +271,9 @@ void Client::HandleNotice(const InFrame& f) {
       generation_.store(n.getDevicesChanged(), std::memory_order_relaxed);
       LOG_INFO("the server changed this session's devices (generation {})", n.getDevicesChanged());
     } else if (n.isHostCallback()) {
-      if (callback_sink_) callback_sink_(n.getHostCallback());
+      if (callback_sink_) callback_sink_(n.getHostCallback(), true);
+    } else if (n.isHostCallbackCancelled()) {
+      if (callback_sink_) callback_sink_(n.getHostCallbackCancelled(), false);
     } else if (n.isSessionEnding()) {
       std::string why = n.getSessionEnding();
       LOG_ERROR("the Remora server ended this session: {}", why);

@@ -144,6 +144,32 @@ TEST_F(ExecutorTest, AsyncErrorsSurfaceAtTheNextSynchronisingCall) {
   EXPECT_EQ(again.async_error, Err::kSuccess) << "reported once";
 }
 
+// A host function the worker refuses (here: a stream that is not the session's; in the wild:
+// one whose device was detached after the client queued it) is announced as cancelled, so the
+// client stops waiting for it, and the refusal surfaces at the next synchronising call.
+TEST_F(ExecutorTest, RefusedHostFunctionIsCancelledNotLeftPending) {
+  Send([](auto r) {
+    auto h = r.initHostFunc();
+    h.initStream().setHandle(0x5100000000000990ull);
+    h.setId(5);
+  }, {}, /*expects_reply=*/false);
+  auto f = requester_->Receive(kReplyTimeoutMs);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(f->kind(), FrameKind::kNotice);
+  Status st = GuardDecode("notice", [&]() -> Status {
+    BodyReader reader(f->body);
+    auto n = reader.Root<wire::Notice>();
+    EXPECT_TRUE(n.isHostCallbackCancelled());
+    if (n.isHostCallbackCancelled()) {
+      EXPECT_EQ(n.getHostCallbackCancelled(), 5u);
+    }
+    return Status::Ok();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  Reply sync = Call([](auto r) { r.setDeviceSynchronize(); });
+  EXPECT_EQ(sync.async_error, Err::kInvalidValue) << "the refusal is reported at the next synchronising call";
+}
+
 TEST_F(ExecutorTest, GoodbyeEndsRunWithOk) {
   Reply a = Alloc(4096);
   ASSERT_EQ(a.error, Err::kSuccess);
