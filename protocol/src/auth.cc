@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "remora/base/util.h"
+
 namespace remora {
 namespace {
 
@@ -45,7 +47,7 @@ Status ValidateTenantName(std::string_view name) {
     bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
     if (!alnum && !(i > 0 && (c == '-' || c == '_')))
       return Error(Err::kInvalidValue,
-                   "invalid tenant name '{}': use lowercase letters, digits, '-' and '_'", name);
+                   "invalid tenant name '{}': use lowercase letters, digits, '-' and '_'", Printable(name));
   }
   return Status::Ok();
 }
