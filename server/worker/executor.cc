@@ -159,6 +159,12 @@ Status Executor::Dispatch(const InFrame& frame) {
     using W = wire::Request;
     // Calls that may be asynchronous answer only when the client waits for them.
     uint64_t async_tag = Handlers::ExpectsReply(frame) ? tag : 0;
+    // Only these calls carry data. Another one with data is inconsistent: nothing would read
+    // the data, and the transport cannot resynchronise (found by fuzz target `request`).
+    if (frame.header.bulk_bytes > 0 && req.which() != W::MEMCPY_HTO_D && req.which() != W::MODULE_LOAD &&
+        req.which() != W::COPY3_D)
+      return Error(Err::kInvalidValue, "request type {} carries {} bytes of data it does not take",
+                   static_cast<int>(req.which()), frame.header.bulk_bytes);
     switch (req.which()) {
       case W::GET_DEVICES: return Handlers::GetDevices(*this, tag, req);
       case W::MEM_ALLOC: return Handlers::MemAlloc(*this, tag, req);
