@@ -393,6 +393,7 @@ Status Executor::PollControl() {
     ASSIGN_OR_RETURN(std::optional<ControlEvent> ev, control_->Poll());
     if (!ev) return Status::Ok();
     RETURN_IF_ERROR(ApplyControl(*ev));
+    if (ev->kind == ControlEvent::Kind::kEndSession) return Status::Ok();  // nothing after the end
   }
 }
 
