@@ -8,6 +8,9 @@
 #   REMORA_SANITIZE=thread             every C/C++ target with TSan. The shim is not built: a
 #       TSan runtime cannot be preloaded into an uninstrumented program, and the shim only ever
 #       runs inside one. Integration tests use a normal build's shim (REMORA_TEST_APPS_DIR).
+#       Cap'n Proto is compiled from source with the same flags (REMORA_CAPNP_FROM_SOURCE,
+#       protocol/capnp_source.cmake): kj's cross-thread promises synchronise inside its own
+#       code, which TSan must see.
 #   REMORA_FUZZ=ON                     coverage instrumentation for libFuzzer on every library
 #       (-fsanitize=fuzzer-no-link) and the targets of tools/fuzz; usually together with
 #       address,undefined, so that one build serves the sanitizer tests and the fuzzers.
@@ -16,6 +19,7 @@
 # processes the tests start (servers, workers) are collected through the *SAN_OPTIONS
 # log_path that tools/test.sh sets.
 set(REMORA_SANITIZER_PRELOAD "")
+set(REMORA_CAPNP_FROM_SOURCE OFF)
 if(REMORA_SANITIZE STREQUAL "" AND NOT REMORA_FUZZ)
   return()
 endif()
@@ -36,6 +40,7 @@ if(REMORA_SANITIZE MATCHES "thread")
   endif()
   list(APPEND _san_compile -fsanitize=${REMORA_SANITIZE})
   list(APPEND _san_link -fsanitize=${REMORA_SANITIZE})
+  set(REMORA_CAPNP_FROM_SOURCE ON)
 elseif(NOT REMORA_SANITIZE STREQUAL "")
   list(APPEND _san_compile -fsanitize=${REMORA_SANITIZE} -fno-sanitize-recover=all)
   list(APPEND _san_link -fsanitize=${REMORA_SANITIZE} -shared-libsan)
