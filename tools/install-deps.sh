@@ -21,6 +21,11 @@ PKGS=(
   # RDMA tests boot Debian's own kernel (which has rdma_rxe) under QEMU.
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio iproute2
   perftest rdmacm-utils
+  # Operations tests (tests/ops): a single-node Slurm cluster and the SPANK plugin's headers,
+  # Prometheus and promtool, and building/verifying the Debian packages and systemd unit.
+  slurmctld slurmd slurm-client munge libslurm-dev
+  prometheus curl
+  dpkg-dev adduser systemd
 )
 
 missing=()

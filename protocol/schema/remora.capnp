@@ -200,6 +200,7 @@ struct Occupancy {
     maxActiveBlocks @0;
     availableDynamicSmem @1;
     maxActiveClusters @2;
+    maxPotentialClusterSize @3;
   }
 }
 
@@ -297,6 +298,18 @@ struct HostFunc {
   id @1 :UInt64;               # the shim's callback id, echoed in Notice.hostCallback
 }
 
+# A call generated from an API description (protocol/api/*.api): the library, the entry's
+# stable number in it, and the arguments in the flat encoding of
+# protocol/include/remora/protocol/api_args.h. Whether it is answered is the entry's call
+# class (sync and wait: a reply carrying apiResult; ordered: posted, errors deferred).
+struct ApiCall {
+  library @0 :UInt16;          # the description's `wire` number (cuda = 1, ...)
+  function @1 :UInt32;         # the entry's @N
+  args @2 :Data;
+}
+
+# Members marked "retired" are calls that became generated entries (apiCall); they stay in
+# the schema so numbers are never reused, and a worker answers them cudaErrorNotSupported.
 struct Request {
   device @0 :Int32;            # the calling thread's current device ordinal
   thread @1 :UInt64;           # calling thread (for per-thread default streams)
@@ -311,15 +324,15 @@ struct Request {
     memGetInfo @9 :Void;
     streamCreate @10 :StreamCreate;
     streamDestroy @11 :StreamRef;
-    streamSynchronize @12 :StreamRef;
-    streamQuery @13 :StreamRef;
-    streamWaitEvent @14 :StreamWaitEvent;
+    streamSynchronize @12 :StreamRef;  # retired: now an apiCall
+    streamQuery @13 :StreamRef;  # retired: now an apiCall
+    streamWaitEvent @14 :StreamWaitEvent;  # retired: now an apiCall
     eventCreate @15 :UInt32;   # flags
     eventDestroy @16 :UInt64;
-    eventRecord @17 :EventRecord;
-    eventSynchronize @18 :UInt64;
-    eventQuery @19 :UInt64;
-    eventElapsedTime @20 :EventPair;
+    eventRecord @17 :EventRecord;  # retired: now an apiCall
+    eventSynchronize @18 :UInt64;  # retired: now an apiCall
+    eventQuery @19 :UInt64;  # retired: now an apiCall
+    eventElapsedTime @20 :EventPair;  # retired: now an apiCall
     deviceSynchronize @21 :Void;
     deviceReset @22 :Void;
     goodbye @23 :Void;         # orderly end of session (process exit)
@@ -337,22 +350,23 @@ struct Request {
     mallocPitch @35 :MallocPitch;
     mallocAsync @36 :MallocAsync;
     freeAsync @37 :FreeAsync;
-    defaultMemPool @38 :Void;
-    getMemPool @39 :Void;
-    setMemPool @40 :UInt64;
+    defaultMemPool @38 :Void;  # retired: now an apiCall
+    getMemPool @39 :Void;  # retired: now an apiCall
+    setMemPool @40 :UInt64;  # retired: now an apiCall
     poolCreate @41 :PoolCreate;
     poolDestroy @42 :UInt64;
-    poolSetAttribute @43 :PoolAttribute;
-    poolGetAttribute @44 :PoolAttribute;
-    poolTrimTo @45 :PoolAttribute;       # value = minBytesToKeep
+    poolSetAttribute @43 :PoolAttribute;  # retired: now an apiCall
+    poolGetAttribute @44 :PoolAttribute;  # retired: now an apiCall
+    poolTrimTo @45 :PoolAttribute;  # retired: now an apiCall
     memcpyPeer @46 :MemcpyPeer;
     peerAccess @47 :PeerAccess;
-    deviceLimit @48 :DeviceLimit;
-    streamPriorityRange @49 :Void;
+    deviceLimit @48 :DeviceLimit;  # retired: now an apiCall
+    streamPriorityRange @49 :Void;  # retired: now an apiCall
     hostFunc @50 :HostFunc;
     callbackDone @51 :UInt64;            # id: the client ran the callback
     registerHostRegion @52 :RegisterHostRegion;
     unregisterHostRegion @53 :UInt64;    # id; answered once no DMA uses it any more
+    apiCall @54 :ApiCall;
   }
 }
 
@@ -405,7 +419,7 @@ struct MemInfo {
 }
 
 struct Reply {
-  error @0 :UInt32;            # cudaError_t of this call
+  error @0 :UInt32;            # status of this call, in errorDomain (cudaError_t by default)
   message @1 :Text;            # human detail for logs (empty on success)
   asyncError @2 :UInt32;       # first failure of an earlier asynchronous call, if any
   asyncMessage @3 :Text;
@@ -424,7 +438,10 @@ struct Reply {
     pitched @15 :PitchedPtr;
     pair @16 :IntPair;
     attributes @17 :List(Int32);
+    apiResult @18 :Data;       # an apiCall's results (flat encoding)
   }
+  errorDomain @19 :UInt16;     # remora::Domain of `error` (0: cudart)
+  asyncErrorDomain @20 :UInt16;
 }
 
 # Server-initiated, unsolicited (frame tag 0).

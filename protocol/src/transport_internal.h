@@ -1,16 +1,34 @@
-// Entry points of the transports that transport.cc dispatches to. Private to protocol/.
+// The transport table (NCCL's ncclTransport style): one record per transport, filled at the
+// end of that transport's own file, iterated by transport.cc. Nothing else names a transport.
+// Private to protocol/.
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include "remora/protocol/transport.h"
 
 namespace remora {
 
-// rdma/ (librdmacm + libibverbs). The rdma:// port is a TCP bootstrap listener of the
-// supervisor; the worker then sets up the queue pair itself (see rdma/README).
-Result<Connected> RdmaConnect(const Endpoint& ep, const ConnectOptions& options);
-Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep);
-Result<std::unique_ptr<Connection>> RdmaAdopt(Fd socket, std::vector<Fd> fds);
+struct TransportOps {
+  const char* scheme;     // the URL scheme, "shm", "tcp", "rdma"
+  TransportKind kind;
+  const char* data_path;  // how a session's bulk data moves, for listings
+  // Client: connect, run the handshake, set up the data path.
+  Result<Connected> (*connect)(const Endpoint& ep, const ConnectOptions& options);
+  // Server: bind and listen.
+  Result<std::unique_ptr<Listener>> (*listen)(const Endpoint& ep);
+  // Worker: the executor side of an authenticated connection (socket and Hello descriptors).
+  Result<std::unique_ptr<Connection>> (*adopt)(Fd socket, std::vector<Fd> fds);
+  // Why this transport cannot be used here, or empty.
+  std::string (*unavailable)();
+};
+
+extern const TransportOps kShmTransport;   // shm/shm_transport.cc
+extern const TransportOps kTcpTransport;   // tcp/tcp_transport.cc
+extern const TransportOps kRdmaTransport;  // rdma/rdma_transport.cc (rdma_stub.cc without verbs)
+
 // One line for the server log: why rdma:// cannot be served here, or empty if it can.
-std::string RdmaUnavailableReason();
+inline std::string RdmaUnavailableReason() { return kRdmaTransport.unavailable(); }
 
 }  // namespace remora

@@ -8,7 +8,8 @@ namespace remora::worker_args {
 inline constexpr int kClientFd = 3;   // the client's socket (after the handshake)
 inline constexpr int kControlFd = 4;  // socketpair with the supervisor (control.capnp frames)
 inline constexpr int kLedgerFd = 5;   // memfd holding the quota ledger
-inline constexpr int kFirstExtraFd = 6;  // transport descriptors (the shm segment), --extra-fds of them
+inline constexpr int kStatsFd = 6;    // memfd of the session's counters (common/session_stats.h)
+inline constexpr int kFirstExtraFd = 7;  // transport descriptors (the shm segment), --extra-fds of them
 
 // Probe mode (`remora-worker --probe --backend B`): prints the GPU inventory, one line per
 // GPU: "gpu\t<index>\t<total bytes>\t<uuid hex>\t<pci bus id>\t<name>", after a first line

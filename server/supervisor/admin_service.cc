@@ -30,19 +30,6 @@ namespace rpc = admin::rpc;
 
 namespace {
 
-// How a session's bulk data moves, which the transport alone decides in this version: over
-// shm the GPU reaches the client's pinned memory and staging slots directly; over tcp bulk is
-// streamed through the worker's pinned chunks; over rdma it is RDMA-read/written into the
-// worker's pinned staging (GPUDirect RDMA to device memory is not implemented).
-const char* DataPath(TransportKind t) {
-  switch (t) {
-    case TransportKind::kShm: return "shared-memory";
-    case TransportKind::kTcp: return "socket";
-    case TransportKind::kRdma: return "rdma-host-staged";
-  }
-  return "unknown";
-}
-
 constexpr char kAdminTokenName[] = "admin";
 
 void SetOutcome(rpc::Outcome::Builder o, const Status& st) {
@@ -183,7 +170,7 @@ class AdminImpl final : public rpc::Admin::Server {
         b.setUser(s.client.user);
         b.setProgram(s.client.program);
         b.setTransport(TransportName(s.transport));
-        b.setDataPath(DataPath(s.transport));
+        b.setDataPath(TransportDataPath(s.transport));
         b.setPeer(s.peer);
         b.setStartedAt(s.started_at);
         uint64_t mem = 0;

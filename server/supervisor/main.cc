@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
                  "it is always served on STATE_DIR/admin.sock");
   app.add_option("--admin-token-file", o.admin_token_file,
                  "file holding the admin token for --admin-listen (created, mode 0600, if missing)");
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (tcp://HOST:PORT; no authentication: "
+                 "bind it to a trusted network)");
   CLI11_PARSE(app, argc, argv);
   o.auth_required = auth == "token";
   if (!o.admin_listen.empty() && o.admin_token_file.empty()) {

@@ -98,4 +98,12 @@ std::string SelfDirectory() {
   return p.substr(0, p.rfind('/'));
 }
 
+std::string DefaultWorkerPath() {
+  std::string dir = SelfDirectory();
+  std::string beside = dir + "/remora-worker";
+  if (::access(beside.c_str(), X_OK) == 0) return beside;
+  std::string installed = dir + "/../libexec/remora/remora-worker";
+  return ::access(installed.c_str(), X_OK) == 0 ? installed : beside;
+}
+
 }  // namespace remora::server

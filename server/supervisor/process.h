@@ -23,5 +23,8 @@ Result<std::string> RunAndCapture(const std::string& path, const std::vector<std
 
 // Directory of this executable (for finding remora-worker next to remora-server).
 std::string SelfDirectory();
+// The worker binary: remora-worker beside this program (a build tree), else
+// ../libexec/remora/remora-worker relative to it (an installed tree: /usr/bin and /usr/libexec).
+std::string DefaultWorkerPath();
 
 }  // namespace remora::server

@@ -25,6 +25,7 @@
 #include "remora/protocol/frame_socket.h"
 #include "remora/protocol/message.h"
 #include "supervisor/admin_service.h"
+#include "supervisor/metrics_server.h"
 #include "supervisor/process.h"
 
 namespace remora::server {
@@ -59,7 +60,7 @@ std::condition_variable g_handshake_cv;
 Supervisor::Supervisor(ServerOptions options) : options_(std::move(options)), keys_(std::make_unique<Keys>(*this)) {}
 
 Supervisor::~Supervisor() {
-  StopAdmin();
+  StopServices();
   listeners_.clear();
   if (ledger_mem_ != nullptr) ::munmap(ledger_mem_, LedgerRegionBytes());
 }
@@ -70,7 +71,7 @@ Status Supervisor::Start() {
   // Fat binaries shipped by one session serve the next ones (see worker/ops_module.cc).
   if (::mkdir((options_.state_dir + "/modules").c_str(), 0700) != 0 && errno != EEXIST)
     return ErrnoStatus(Err::kInitializationError, "create the module cache directory", errno);
-  if (options_.worker_path.empty()) options_.worker_path = SelfDirectory() + "/remora-worker";
+  if (options_.worker_path.empty()) options_.worker_path = DefaultWorkerPath();
   std::vector<std::string> backend_args = {"--backend", options_.backend};
   if (options_.backend == "host") {
     backend_args.insert(backend_args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory",
@@ -156,6 +157,7 @@ Status Supervisor::Start() {
   admin.listen_url = options_.admin_listen;
   admin.token_file = options_.admin_token_file;
   ASSIGN_OR_RETURN(admin_, AdminServer::Start(*this, admin));
+  RETURN_IF_ERROR(StartMetrics());
   return WriteReadyFile();
 }
 
@@ -225,7 +227,7 @@ int Supervisor::Run() {
     }
     Reap();  // in case a SIGCHLD was coalesced
   }
-  StopAdmin();
+  StopServices();
   // Let handshakes in flight finish (their sockets were shut down at drain).
   std::unique_lock<std::mutex> lock(g_handshake_mu);
   g_handshake_cv.wait_for(lock, std::chrono::seconds(12), [] { return g_active_handshakes.load() == 0; });
@@ -242,16 +244,17 @@ void Supervisor::RunQueuedCalls() {
   for (auto& c : calls) c();
 }
 
-void Supervisor::StopAdmin() {
-  if (!admin_) return;
-  admin_->RequestStop();
-  // Its thread may be waiting in Call(): keep serving calls until it has ended.
-  while (!admin_->Finished()) {
+void Supervisor::StopServices() {
+  if (admin_) admin_->RequestStop();
+  if (metrics_) metrics_->RequestStop();
+  // Their threads may be waiting in Call(): keep serving calls until they have ended.
+  while ((admin_ && !admin_->Finished()) || (metrics_ && !metrics_->Finished())) {
     RunQueuedCalls();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   RunQueuedCalls();
   admin_.reset();
+  metrics_.reset();
 }
 
 void Supervisor::OnAccept(Listener& l) {
@@ -263,6 +266,7 @@ void Supervisor::OnAccept(Listener& l) {
   if (draining_) return;
   if (g_active_handshakes.load() >= kMaxConcurrentHandshakes) {
     LOG_WARN("refusing {} connection from {}: too many handshakes in progress", TransportName(pc->kind), pc->peer);
+    counters_.handshakes_refused++;
     return;
   }
   g_active_handshakes++;
@@ -286,6 +290,7 @@ void Supervisor::HandshakeThread(PendingConnection pc) {
     handshake_sockets_.erase(std::remove(handshake_sockets_.begin(), handshake_sockets_.end(), sock), handshake_sockets_.end());
     if (peer.ok()) handshaken_.push_back(Handshaken{std::move(pc), *peer});
   }
+  (peer.ok() ? counters_.handshakes_accepted : counters_.handshakes_refused)++;
   if (peer.ok()) {
     uint64_t one = 1;
     (void)!::write(wake_fd_.get(), &one, sizeof(one));
@@ -325,6 +330,7 @@ void Supervisor::OnHandshaken(Handshaken h) {
   LOG_INFO("session {} started: tenant '{}', {}@{} pid {} ({}), {} {}, GPUs [{}], worker pid {}", s.id, s.tenant,
            s.client.user, s.client.hostname, s.client.pid, s.client.program, TransportName(s.transport), s.peer,
            fmt::join(t.gpus, ","), s.pid);
+  counters_.sessions_started++;
   sessions_.emplace(s.pid, std::move(s));
 }
 
@@ -338,6 +344,11 @@ Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
     return ErrnoStatus(Err::kUnknown, "socketpair", errno);
   }
   Fd parent(ctl[0]), child(ctl[1]);
+  auto stats = SessionStatsBlock::Create();
+  if (!stats.ok()) {
+    ledger_->CloseSession(s->ledger_slot);
+    return stats.status();
+  }
   std::vector<std::string> args = {
       "--session", std::to_string(s->id), "--tenant", t->record.name, "--transport", TransportName(h.conn.kind),
       "--backend", options_.backend, "--gpus", fmt::format("{}", fmt::join(t->gpus, ",")),
@@ -347,7 +358,8 @@ Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
   std::vector<std::pair<int, int>> fds = {{h.conn.socket.get(), worker_args::kClientFd},
                                           {child.get(), worker_args::kControlFd},
-                                          {ledger_fd_.get(), worker_args::kLedgerFd}};
+                                          {ledger_fd_.get(), worker_args::kLedgerFd},
+                                          {stats->fd(), worker_args::kStatsFd}};
   for (size_t i = 0; i < h.conn.fds.size(); i++)
     fds.emplace_back(h.conn.fds[i].get(), worker_args::kFirstExtraFd + static_cast<int>(i));
   auto pid = Spawn(options_.worker_path, args, fds);
@@ -362,6 +374,7 @@ Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
   s->peer = h.conn.peer;
   s->client = h.peer.client;
   s->started_at = static_cast<int64_t>(std::time(nullptr));
+  s->stats = std::move(*stats);
   h.conn.fds.clear();  // the worker has its copies now
   return Status::Ok();
 }
@@ -381,9 +394,11 @@ void Supervisor::Reap() {
                                         : fmt::format("killed by signal {}", WTERMSIG(status));
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
       LOG_INFO("session {} (tenant '{}') ended; {} returned to the tenant", s.id, s.tenant, FormatSize(total));
-    else
+    else {
       LOG_WARN("session {} (tenant '{}') worker ended abnormally ({}); {} returned to the tenant", s.id, s.tenant, how,
                FormatSize(total));
+      counters_.sessions_lost++;
+    }
     sessions_.erase(it);
   }
 }

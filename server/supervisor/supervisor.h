@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -22,11 +23,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/session_stats.h"
 #include "remora/base/fd.h"
 #include "remora/memmgr/ledger.h"
 #include "remora/protocol/handshake.h"
 #include "remora/protocol/transport.h"
 #include "supervisor/gpu_inventory.h"
+#include "supervisor/metrics.h"
 #include "supervisor/state_store.h"
 
 namespace remora::server {
@@ -44,6 +47,7 @@ struct ServerOptions {
   std::string log_level = "info";
   std::string admin_listen;             // "" or tcp://HOST:PORT (admin API over TCP)
   std::string admin_token_file;         // the admin token for admin_listen
+  std::string metrics_listen;           // "" or tcp://HOST:PORT (Prometheus /metrics)
 };
 
 struct TenantState {
@@ -63,10 +67,19 @@ struct SessionState {
   PeerIdentity client;
   int64_t started_at = 0;       // unix seconds
   uint64_t kill_after_ns = 0;   // asked to end: SIGKILL if still running at this time
+  SessionStatsBlock stats;      // the counters its worker publishes
+};
 
+// Event counts for /metrics. Written on the loop and handshake threads, read anywhere.
+struct ServerCounters {
+  std::atomic<uint64_t> handshakes_accepted{0};
+  std::atomic<uint64_t> handshakes_refused{0};
+  std::atomic<uint64_t> sessions_started{0};
+  std::atomic<uint64_t> sessions_lost{0};
 };
 
 class AdminServer;
+class MetricsServer;
 
 class Supervisor {
  public:
@@ -104,6 +117,8 @@ class Supervisor {
   Status AttachGpu(const std::string& name, int gpu);
   Status DetachGpu(const std::string& name, int gpu);
   Status KillSession(uint64_t id, const std::string& reason);
+  // The state /metrics shows (supervisor_metrics.cc).
+  MetricsSnapshot CollectMetrics();
 
  private:
   struct Handshaken {
@@ -126,8 +141,10 @@ class Supervisor {
   Status WriteReadyFile();
   // Runs the calls queued by Call() (loop thread).
   void RunQueuedCalls();
-  // Stops the admin API, serving its Calls until its thread has ended (loop thread).
-  void StopAdmin();
+  // Stops the admin API and the metrics endpoint, serving their Calls until their threads
+  // have ended (loop thread).
+  void StopServices();
+  Status StartMetrics();
 
   ServerOptions options_;
   std::unique_ptr<StateStore> store_;
@@ -137,6 +154,8 @@ class Supervisor {
   std::optional<Ledger> ledger_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unique_ptr<AdminServer> admin_;
+  std::unique_ptr<MetricsServer> metrics_;
+  ServerCounters counters_;
   int64_t started_at_ = 0;
 
   // tenants_ is written only on the loop thread; handshake threads read stored keys under

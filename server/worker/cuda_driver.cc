@@ -8,6 +8,7 @@
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "cuda_api.h"
 #include "worker/driver.h"
 #include "worker/nvml.h"
 
@@ -30,7 +31,7 @@ namespace {
   X(cuModuleGetGlobal) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)   \
   X(cuFuncSetCacheConfig) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel) \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuOccupancyAvailableDynamicSMemPerBlock) \
-  X(cuOccupancyMaxActiveClusters) X(cuMemAllocPitch) X(cuMemcpy3DAsync) X(cuMemsetD2D8Async) \
+  X(cuOccupancyMaxActiveClusters) X(cuOccupancyMaxPotentialClusterSize) X(cuMemAllocPitch) X(cuMemcpy3DAsync) X(cuMemsetD2D8Async) \
   X(cuMemAllocAsync) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool) \
   X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)        \
   X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemcpyPeerAsync) \
@@ -47,7 +48,14 @@ using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdr
 
 class CudaDriver final : public Driver {
  public:
-  CudaDriver(void* lib, Api api) : lib_(lib), api_(api) {}
+  CudaDriver(void* lib, Api api) : lib_(lib), api_(api) {
+    // The generated calls' table: every function by its exported name. One this driver
+    // lacks answers CUDA_ERROR_NOT_SUPPORTED.
+    std::vector<std::string> missing = table_.Load([lib](const char* name) { return ::dlsym(lib, name); });
+    if (!missing.empty()) LOG_INFO("this NVIDIA driver lacks {} function(s) clients may call, e.g. {}", missing.size(), missing[0]);
+  }
+
+  gen::cuda::Api& cuda() override { return table_; }
   ~CudaDriver() override {
     for (size_t i = 0; i < contexts_.size(); i++)
       if (contexts_[i] != nullptr) api_.cuDevicePrimaryCtxRelease(static_cast<CUdevice>(i));
@@ -306,6 +314,15 @@ class CudaDriver final : public Driver {
     return n;
   }
 
+  Result<int> OccupancyMaxPotentialClusterSize(DFunction f, const LaunchConfig& c) override {
+    std::vector<CUlaunchAttribute> attrs;
+    CUlaunchConfig lc = ToDriver(c, &attrs);
+    int n = 0;
+    RETURN_IF_ERROR(Check(api_.cuOccupancyMaxPotentialClusterSize(&n, static_cast<CUfunction>(f), &lc),
+                          "cuOccupancyMaxPotentialClusterSize"));
+    return n;
+  }
+
   // ---- more memory ----
   Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) override {
     CUdeviceptr p = 0;
@@ -428,6 +445,7 @@ class CudaDriver final : public Driver {
   void* lib_;
   Api api_;
   std::vector<CUcontext> contexts_;
+  gen::cuda::DlApi table_;
   int current_ = -1;
   bool nvml_tried_ = false;
   std::unique_ptr<NvmlProbe> nvml_;  // null where NVML is unavailable

@@ -18,6 +18,10 @@
 
 namespace remora::worker {
 
+namespace gen::cuda {
+class Api;  // the driver API functions generated calls run (protocol/api/cuda.api)
+}
+
 using DevPtr = uint64_t;
 using DStream = void*;   // nullptr = the legacy default stream of the current device
 using DEvent = void*;
@@ -136,6 +140,7 @@ class Driver {
   virtual Result<int> OccupancyMaxActiveBlocks(DFunction f, int block_size, size_t dynamic_smem, unsigned flags) = 0;
   virtual Result<size_t> OccupancyAvailableDynamicSmem(DFunction f, int num_blocks, int block_size) = 0;
   virtual Result<int> OccupancyMaxActiveClusters(DFunction f, const LaunchConfig& config) = 0;
+  virtual Result<int> OccupancyMaxPotentialClusterSize(DFunction f, const LaunchConfig& config) = 0;
 
   // ---- more memory ---------------------------------------------------------------------
   virtual Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) = 0;
@@ -159,6 +164,12 @@ class Driver {
   virtual Result<uint64_t> GetLimit(int limit) = 0;
   virtual Status SetLimit(int limit, uint64_t value) = 0;
   virtual Result<std::pair<int, int>> StreamPriorityRange() = 0;  // {least, greatest}
+
+  // ---- every other driver function a client may call ------------------------------------
+  // The generated table of the driver API (protocol/api/cuda.api): the real driver's
+  // functions, or the host backend's emulation of some of them (the rest answer
+  // CUDA_ERROR_NOT_SUPPORTED). Handles it receives are this Driver's (DStream = CUstream...).
+  virtual gen::cuda::Api& cuda() = 0;
 };
 
 // Pinned staging memory for transports, from the driver's host allocator.

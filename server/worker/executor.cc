@@ -8,21 +8,24 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "remora/protocol/message.h"
+#include "worker/call_stats.h"
+#include "worker/api_op.h"
+#include "worker/gen_tables.h"
 #include "worker/handlers.h"
 
 namespace remora::worker {
 
 namespace {
-constexpr size_t kBounceBytes = 64 << 10;
 constexpr uint64_t kControlPollNs = 1'000'000;
 constexpr uint64_t kOverheadPollNs = 2'000'000'000;  // re-measure context overhead (NVML)
-constexpr uint64_t kMaxSpillBytes = 512ull << 20;  // read-ahead budget for backlogged bulk
-constexpr uint64_t kReplayChunkBytes = 1 << 20;
 }  // namespace
 
 Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, SessionConfig config,
                    ControlSource* control)
-    : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging) {}
+    : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging), frames_(conn),
+      replies_(conn) {
+  BindLibrary(static_cast<uint16_t>(Domain::kCuda), &gen::cuda::Ops(), &driver_.cuda());
+}
 
 Result<const DeviceDescription*> Executor::Description(int gpu) {
   auto it = descriptions_.find(gpu);
@@ -60,30 +63,30 @@ Result<int> Executor::GpuOf(int ordinal) const {
   return gpu;
 }
 
-Result<Executor::Stream> Executor::ResolveStream(wire::StreamRef::Reader ref, uint64_t thread, int ordinal) {
-  uint64_t h = ref.getHandle();
-  bool per_thread = h == 2 || (h == 0 && ref.getPerThread());
+Result<Executor::Stream> Executor::ResolveStream(uint64_t h, bool per_thread_flag, uint64_t thread, int ordinal) {
+  bool per_thread = h == 2 || (h == 0 && per_thread_flag);
   if (h == 0 || h == 1 || h == 2) {
     ASSIGN_OR_RETURN(int gpu, GpuOf(ordinal));
     if (!per_thread) return Stream{nullptr, gpu, 0};
     auto key = std::make_pair(thread, gpu);
-    auto it = per_thread_streams_.find(key);
-    if (it != per_thread_streams_.end()) return Stream{it->second, gpu, 0};
+    auto& per_thread = session_.per_thread_streams();
+    auto it = per_thread.find(key);
+    if (it != per_thread.end()) return Stream{it->second, gpu, 0};
     RETURN_IF_ERROR(SetDevice(gpu));
     // A per-thread default stream synchronises with the legacy stream, like CUDA's.
     ASSIGN_OR_RETURN(DStream s, driver_.StreamCreate(0, 0));
-    per_thread_streams_.emplace(key, s);
+    per_thread.emplace(key, s);
     return Stream{s, gpu, 0};
   }
-  ASSIGN_OR_RETURN(Stream * s, streams_.Get(h));
+  ASSIGN_OR_RETURN(Stream * s, session_.streams().Get(h));
   if (config_.gpus.empty() || std::find(config_.gpus.begin(), config_.gpus.end(), s->gpu) == config_.gpus.end())
     return Error(Err::kDevicesUnavailable, "the stream's GPU was detached");
   return *s;
 }
 
 Result<std::byte*> Executor::RegionRange(uint64_t region, uint64_t offset, uint64_t n) {
-  auto it = host_regions_.find(region);
-  if (it == host_regions_.end()) return Error(Err::kInvalidValue, "host region {} is not registered by this session", region);
+  auto it = session_.host_regions().find(region);
+  if (it == session_.host_regions().end()) return Error(Err::kInvalidValue, "host region {} is not registered by this session", region);
   if (offset > it->second.size || n > it->second.size - offset)
     return Error(Err::kInvalidValue, "{} bytes at offset {} run past the {}-byte host region", n, offset, it->second.size);
   return it->second.base + offset;
@@ -97,22 +100,11 @@ void Executor::DeferError(const Status& st) {
 }
 
 Result<DEvent> Executor::AcquirePoolEvent(int gpu) {
-  auto& pool = event_pool_[gpu];
-  if (!pool.empty()) {
-    DEvent e = pool.back();
-    pool.pop_back();
-    return e;
-  }
   RETURN_IF_ERROR(SetDevice(gpu));
-  ASSIGN_OR_RETURN(DEvent e, driver_.EventCreate(0x2 /* disable timing */));
-  pool_event_owner_.emplace_back(gpu, e);
-  return e;
+  return event_pool_.Acquire(driver_, gpu);
 }
 
-void Executor::ReleasePoolEvent(int gpu, DEvent e) { event_pool_[gpu].push_back(e); }
-
 Result<DEvent> Executor::RecordPoolEvent(const Stream& s) {
-  RETURN_IF_ERROR(SetDevice(s.gpu));
   ASSIGN_OR_RETURN(DEvent e, AcquirePoolEvent(s.gpu));
   Status st = driver_.EventRecord(e, s.stream);
   if (!st.ok()) {
@@ -122,33 +114,6 @@ Result<DEvent> Executor::RecordPoolEvent(const Stream& s) {
   return e;
 }
 
-Result<std::byte*> Executor::AcquireBounce() {
-  if (!bounce_free_.empty()) {
-    std::byte* p = bounce_free_.back();
-    bounce_free_.pop_back();
-    return p;
-  }
-  ASSIGN_OR_RETURN(void* p, driver_.HostAlloc(kBounceBytes));
-  bounce_all_.push_back(static_cast<std::byte*>(p));
-  return static_cast<std::byte*>(p);
-}
-
-void Executor::ReleaseBounce(std::byte* p) { bounce_free_.push_back(p); }
-
-Status Executor::EndBulkReply() {
-  bulk_reply_active_ = false;
-  while (!queued_replies_.empty()) {
-    QueuedReply& q = queued_replies_.front();
-    OutFrame f;
-    f.kind = q.kind;
-    f.tag = q.tag;
-    f.body = {q.body.data(), q.body.size()};
-    RETURN_IF_ERROR(conn_.Post(f, 0));
-    queued_replies_.pop_front();
-  }
-  return Status::Ok();
-}
-
 Status Executor::Dispatch(const InFrame& frame) {
   if (frame.kind() != FrameKind::kRequest)
     return Error(Err::kInvalidValue, "client sent a frame of kind {} where a request was expected", frame.header.kind);
@@ -156,6 +121,7 @@ Status Executor::Dispatch(const InFrame& frame) {
   Status decoded = GuardDecode("request", [&]() -> Status {
     BodyReader reader(frame.body);
     auto req = reader.Root<wire::Request>();
+    if (config_.stats != nullptr) CountRequest(*config_.stats, req);
     using W = wire::Request;
     // Calls that may be asynchronous answer only when the client waits for them.
     uint64_t async_tag = Handlers::ExpectsReply(frame) ? tag : 0;
@@ -176,15 +142,8 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MEM_GET_INFO: return Handlers::MemGetInfo(*this, tag, req);
       case W::STREAM_CREATE: return Handlers::StreamCreate(*this, tag, req);
       case W::STREAM_DESTROY: return Handlers::StreamDestroy(*this, async_tag, req);
-      case W::STREAM_SYNCHRONIZE: return Handlers::StreamSynchronize(*this, tag, req);
-      case W::STREAM_QUERY: return Handlers::StreamQuery(*this, tag, req);
-      case W::STREAM_WAIT_EVENT: return Handlers::StreamWaitEvent(*this, async_tag, req);
       case W::EVENT_CREATE: return Handlers::EventCreate(*this, tag, req);
       case W::EVENT_DESTROY: return Handlers::EventDestroy(*this, async_tag, req);
-      case W::EVENT_RECORD: return Handlers::EventRecord(*this, async_tag, req);
-      case W::EVENT_SYNCHRONIZE: return Handlers::EventSynchronize(*this, tag, req);
-      case W::EVENT_QUERY: return Handlers::EventQuery(*this, tag, req);
-      case W::EVENT_ELAPSED_TIME: return Handlers::EventElapsedTime(*this, tag, req);
       case W::DEVICE_SYNCHRONIZE: return Handlers::DeviceSynchronize(*this, tag, req);
       case W::DEVICE_RESET: return Handlers::DeviceReset(*this, tag, req);
       case W::GOODBYE:
@@ -205,22 +164,32 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MALLOC_PITCH: return Handlers::MallocPitch(*this, tag, req);
       case W::MALLOC_ASYNC: return Handlers::MallocAsync(*this, tag, req);
       case W::FREE_ASYNC: return Handlers::FreeAsync(*this, async_tag, req);
-      case W::DEFAULT_MEM_POOL:
-      case W::GET_MEM_POOL:
-      case W::SET_MEM_POOL:
       case W::POOL_CREATE:
-      case W::POOL_DESTROY:
-      case W::POOL_SET_ATTRIBUTE:
-      case W::POOL_GET_ATTRIBUTE:
-      case W::POOL_TRIM_TO: return Handlers::MemPool(*this, tag, req);
+      case W::POOL_DESTROY: return Handlers::MemPool(*this, tag, req);
       case W::MEMCPY_PEER: return Handlers::MemcpyPeer(*this, async_tag, req);
       case W::PEER_ACCESS: return Handlers::PeerAccess(*this, tag, req);
-      case W::DEVICE_LIMIT: return Handlers::DeviceLimit(*this, tag, req);
-      case W::STREAM_PRIORITY_RANGE: return Handlers::StreamPriorityRange(*this, tag, req);
       case W::HOST_FUNC: return Handlers::HostFunc(*this, async_tag, req);
       case W::CALLBACK_DONE: return Handlers::CallbackDone(*this, async_tag, req);
       case W::REGISTER_HOST_REGION: return Handlers::RegisterHostRegion(*this, tag, req);
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
+      case W::API_CALL: return DispatchApiCall(*this, frame, req);
+      // Retired members (now generated calls, wire::ApiCall): a current client never sends them.
+      case W::STREAM_SYNCHRONIZE:
+      case W::STREAM_QUERY:
+      case W::STREAM_WAIT_EVENT:
+      case W::EVENT_RECORD:
+      case W::EVENT_SYNCHRONIZE:
+      case W::EVENT_QUERY:
+      case W::EVENT_ELAPSED_TIME:
+      case W::DEVICE_LIMIT:
+      case W::STREAM_PRIORITY_RANGE:
+      case W::DEFAULT_MEM_POOL:
+      case W::GET_MEM_POOL:
+      case W::SET_MEM_POOL:
+      case W::POOL_SET_ATTRIBUTE:
+      case W::POOL_GET_ATTRIBUTE:
+      case W::POOL_TRIM_TO:
+        break;
     }
     // A call this worker does not know (a newer shim): answer, never crash.
     Status st = Error(Err::kNotSupported, "request type {} is not supported by this server", static_cast<int>(req.which()));
@@ -257,28 +226,18 @@ Result<bool> Executor::DispatchFrames() {
       held |= op->HoldsQueue();
       transport_held |= op->HoldsTransport();
     }
-    if (spilling_) {
-      ASSIGN_OR_RETURN(bool done, SpillBulk());
+    if (frames_.spilling()) {
+      ASSIGN_OR_RETURN(bool done, frames_.Spill());
       if (!done) break;
       any = true;
     }
-    if (!held && !backlog_.empty()) {
-      Backlogged b = std::move(backlog_.front());
-      backlog_.pop_front();
-      if (b.spilled) {
-        spilled_bytes_ -= b.bulk.size();
-        if (replay_released_ < replay_.size())
-          return Error(Err::kUnknown, "internal: spilled bulk replayed while the previous one is in use");
-        replay_ = std::move(b.bulk);
-        replay_polled_ = replay_released_ = 0;
-      } else if (b.header.bulk_bytes > 0) {
-        backlog_has_bulk_ = false;
-      }
-      RETURN_IF_ERROR(Dispatch(InFrame{b.header, {b.body.data(), b.body.size()}}));
+    if (!held && !frames_.empty()) {
+      ASSIGN_OR_RETURN(FrameQueue::Frame f, frames_.Pop());
+      RETURN_IF_ERROR(Dispatch(f.view()));
       any = true;
       continue;
     }
-    if (transport_held || backlog_has_bulk_) break;
+    if (transport_held || frames_.blocked()) break;
     ASSIGN_OR_RETURN(std::optional<InFrame> frame, conn_.Poll());
     if (!frame) break;
     any = true;
@@ -288,59 +247,9 @@ Result<bool> Executor::DispatchFrames() {
     }
     // A transfer holds the queue: keep the frame for later, in order. (A host function
     // waiting in a stream needs the client's callbackDone to get through meanwhile.)
-    Backlogged b{frame->header, std::vector<uint64_t>(frame->body.begin(), frame->body.end()), {}, false};
-    uint64_t bulk = frame->header.bulk_bytes;
-    if (bulk > 0 && spilled_bytes_ + bulk <= kMaxSpillBytes) {
-      b.spilled = true;
-      b.bulk.resize(bulk);
-      spilled_bytes_ += bulk;
-      spilling_ = true;
-      spill_filled_ = 0;
-    } else if (bulk > 0) {
-      backlog_has_bulk_ = true;
-    }
-    backlog_.push_back(std::move(b));
+    frames_.Push(*frame);
   }
   return any;
-}
-
-Result<bool> Executor::SpillBulk() {
-  std::vector<std::byte>& dst = backlog_.back().bulk;
-  while (spill_filled_ < dst.size()) {
-    ASSIGN_OR_RETURN(std::optional<BulkChunk> c, conn_.PollBulkChunk());
-    if (!c) return false;
-    if (c->offset != spill_filled_ || c->size > dst.size() - spill_filled_)
-      return Error(Err::kInvalidValue, "bulk chunk out of order or past the frame's bulk");
-    std::memcpy(dst.data() + spill_filled_, c->data, c->size);
-    spill_filled_ += c->size;
-    conn_.ReleaseBulkChunk(*c);
-  }
-  spilling_ = false;
-  return true;
-}
-
-Result<std::optional<BulkChunk>> Executor::PollBulk() {
-  if (replay_polled_ < replay_.size()) {
-    size_t n = std::min<uint64_t>(kReplayChunkBytes, replay_.size() - replay_polled_);
-    BulkChunk c{replay_.data() + replay_polled_, n, replay_polled_, 0};
-    replay_polled_ += n;
-    return std::optional<BulkChunk>(c);
-  }
-  if (!replay_.empty()) return std::optional<BulkChunk>();  // the op wants more than was sent
-  return conn_.PollBulkChunk();
-}
-
-void Executor::ReleaseBulk(const BulkChunk& chunk) {
-  if (!replay_.empty() && chunk.data >= replay_.data() && chunk.data < replay_.data() + replay_.size()) {
-    replay_released_ += chunk.size;
-    if (replay_released_ >= replay_.size()) {
-      replay_.clear();
-      replay_.shrink_to_fit();
-      replay_polled_ = replay_released_ = 0;
-    }
-    return;
-  }
-  conn_.ReleaseBulkChunk(chunk);
 }
 
 Result<bool> Executor::PollPending() {
@@ -473,56 +382,21 @@ Status Executor::Run() {
 }
 
 void Executor::ReleaseEverything() {
-  // Driver threads blocked in host functions must not wait for a client that is gone.
-  for (auto& [id, cb] : host_callbacks_) {
-    std::lock_guard<std::mutex> lock(cb->mu);
-    cb->done = true;
-    cb->cv.notify_all();
-  }
-  host_callbacks_.clear();
+  struct Releaser final : SessionState::Releaser {
+    explicit Releaser(Executor& ex) : ex(ex) {}
+    Status SetDevice(int gpu) override { return ex.SetDevice(gpu); }
+    void ReleaseCharge(int gpu, uint64_t bytes) override { ex.ReleaseCharge(gpu, bytes); }
+    Executor& ex;
+  } releaser(*this);
+  // Newest first: operations in flight, the session's objects, then what the loop itself
+  // created (pooled events and buffers, the transport's pinned regions).
   for (auto& op : pending_) op->Abandon(*this);
   pending_.clear();
-  for (auto& [key, s] : per_thread_streams_) {
-    if (SetDevice(key.second).ok()) (void)driver_.StreamDestroy(s);
-  }
-  per_thread_streams_.clear();
-  streams_.ForEach([&](uint64_t, Stream& s) {
-    if (SetDevice(s.gpu).ok()) (void)driver_.StreamDestroy(s.stream);
-  });
-  events_.ForEach([&](uint64_t, Event& e) {
-    if (SetDevice(e.gpu).ok()) (void)driver_.EventDestroy(e.event);
-  });
-  modules_.ForEach([&](uint64_t, Module& m) {
-    if (SetDevice(m.gpu).ok()) (void)driver_.ModuleUnload(m.module);
-    ReleaseCharge(m.gpu, m.charged);
-  });
-  pools_.ForEach([&](uint64_t, Pool& p) {
-    if (p.created && SetDevice(p.gpu).ok()) (void)driver_.MemPoolDestroy(p.pool);
-  });
-  for (auto& [gpu, e] : pool_event_owner_)
-    if (SetDevice(gpu).ok()) (void)driver_.EventDestroy(e);
-  pool_event_owner_.clear();
-  event_pool_.clear();
-  uint64_t left = 0;
-  for (const Allocation& a : allocs_.All()) {
-    if (a.kind == AllocKind::kModule) continue;  // goes with its module
-    if (SetDevice(a.device).ok()) (void)driver_.MemFree(a.base);
-    ReleaseCharge(a.device, a.reserved);
-    left += a.size;
-  }
-  if (allocs_.size() > 0)
-    LOG_INFO("released {} in {} allocation(s) the client left behind", FormatSize(left), allocs_.size());
-  allocs_.Clear();
-  for (std::byte* b : bounce_all_) driver_.HostFree(b);
-  bounce_all_.clear();
-  bounce_free_.clear();
+  session_.ReleaseAll(driver_, releaser);
+  event_pool_.ReleaseAll(driver_, [&](int gpu) { return SetDevice(gpu); });
+  bounce_pool_.ReleaseAll(driver_);
   for (const SharedRegion& r : registered_) driver_.HostUnregister(r.base);
   registered_.clear();
-  for (auto& [id, r] : host_regions_) {
-    if (r.registered) driver_.HostUnregister(r.base);
-    ::munmap(r.base, r.size);
-  }
-  host_regions_.clear();
 }
 
 }  // namespace remora::worker

@@ -8,10 +8,12 @@ template <typename Fill>
 Status Executor::PostReply(uint64_t tag, const Status& status, Fill&& fill, uint64_t bulk_bytes) {
   ScratchMessage msg;
   auto r = msg.InitRoot<wire::Reply>();
-  r.setError(static_cast<uint32_t>(status.code()));
+  r.setError(status.raw());
+  r.setErrorDomain(static_cast<uint16_t>(status.domain()));
   if (!status.ok()) r.setMessage(status.message());
   if (!deferred_.ok()) {
-    r.setAsyncError(static_cast<uint32_t>(deferred_.code()));
+    r.setAsyncError(deferred_.raw());
+    r.setAsyncErrorDomain(static_cast<uint16_t>(deferred_.domain()));
     r.setAsyncMessage(deferred_.message());
     deferred_ = Status();
   }
@@ -21,12 +23,7 @@ Status Executor::PostReply(uint64_t tag, const Status& status, Fill&& fill, uint
   f.kind = FrameKind::kReply;
   f.tag = tag;
   f.body = msg.Flatten();
-  if (bulk_reply_active_ || !queued_replies_.empty()) {
-    if (bulk_bytes > 0) return Error(Err::kUnknown, "two bulk replies at once");
-    queued_replies_.push_back(QueuedReply{FrameKind::kReply, tag, std::vector<uint64_t>(f.body.begin(), f.body.end())});
-    return Status::Ok();
-  }
-  return conn_.Post(f, bulk_bytes);
+  return replies_.Post(f, bulk_bytes);
 }
 
 template <typename Fill>
@@ -37,11 +34,7 @@ Status Executor::PostNotice(Fill&& fill) {
   OutFrame f;
   f.kind = FrameKind::kNotice;
   f.body = msg.Flatten();
-  if (bulk_reply_active_ || !queued_replies_.empty()) {
-    queued_replies_.push_back(QueuedReply{FrameKind::kNotice, 0, std::vector<uint64_t>(f.body.begin(), f.body.end())});
-    return Status::Ok();
-  }
-  return conn_.Post(f, 0);
+  return replies_.Post(f, 0);
 }
 
 }  // namespace remora::worker

@@ -30,26 +30,17 @@ class Handlers {
   // ops_sync.cc
   static Status StreamCreate(Executor& ex, uint64_t tag, Req req);
   static Status StreamDestroy(Executor& ex, uint64_t tag, Req req);
-  static Status StreamSynchronize(Executor& ex, uint64_t tag, Req req);
-  static Status StreamQuery(Executor& ex, uint64_t tag, Req req);
-  static Status StreamWaitEvent(Executor& ex, uint64_t tag, Req req);
   static Status EventCreate(Executor& ex, uint64_t tag, Req req);
   static Status EventDestroy(Executor& ex, uint64_t tag, Req req);
-  static Status EventRecord(Executor& ex, uint64_t tag, Req req);
-  static Status EventSynchronize(Executor& ex, uint64_t tag, Req req);
-  static Status EventQuery(Executor& ex, uint64_t tag, Req req);
-  static Status EventElapsedTime(Executor& ex, uint64_t tag, Req req);
 
   static Status PeerAccess(Executor& ex, uint64_t tag, Req req);
-  static Status DeviceLimit(Executor& ex, uint64_t tag, Req req);
-  static Status StreamPriorityRange(Executor& ex, uint64_t tag, Req req);
 
   // ops_memory.cc
   static Status Memset3D(Executor& ex, uint64_t tag, Req req);
   static Status MallocPitch(Executor& ex, uint64_t tag, Req req);
   static Status MallocAsync(Executor& ex, uint64_t tag, Req req);
   static Status FreeAsync(Executor& ex, uint64_t tag, Req req);
-  static Status MemPool(Executor& ex, uint64_t tag, Req req);  // every pool request
+  static Status MemPool(Executor& ex, uint64_t tag, Req req);  // pool creation and destruction
 
   // ops_transfer.cc
   static Status Copy3D(Executor& ex, const InFrame& frame, Req req);
@@ -75,6 +66,8 @@ class Handlers {
   // Shared helpers.
   // Replies to `tag` once the work issued so far on `streams` completes.
   static Status ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor::Stream> streams);
+  // Replies to `tag` once `event` (of `gpu`) has completed.
+  static Status ReplyWhenEvent(Executor& ex, uint64_t tag, int gpu, DEvent event);
   // All streams of `gpu` the session knows (legacy, created, per-thread).
   static std::vector<Executor::Stream> StreamsOf(Executor& ex, int gpu);
   // The flag of a request that wants no reply (asynchronous call).

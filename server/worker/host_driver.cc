@@ -19,7 +19,9 @@
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "cuda_api.h"
 #include "worker/driver.h"
+#include "worker/host_cuda_api.h"
 
 namespace remora::worker {
 namespace {
@@ -265,7 +267,7 @@ std::vector<int32_t> EmulatedAttributes(int device) {
 
 class HostDriver final : public Driver {
  public:
-  explicit HostDriver(const HostDriverOptions& o) : options_(o) {
+  explicit HostDriver(const HostDriverOptions& o) : options_(o), api_(MakeHostCudaApi(*this)) {
     for (int i = 0; i < o.gpus; i++) heaps_.emplace_back(kDeviceBase + uint64_t(i) * kDeviceStride, o.memory_per_gpu);
   }
 
@@ -484,6 +486,10 @@ class HostDriver final : public Driver {
     return size_t{232448} / static_cast<size_t>(num_blocks);
   }
   Result<int> OccupancyMaxActiveClusters(DFunction, const LaunchConfig&) override { return 4; }
+  gen::cuda::Api& cuda() override { return *api_; }
+
+  // The portable cluster size limit of CUDA (8), as a GPU without the non-portable opt-in answers.
+  Result<int> OccupancyMaxPotentialClusterSize(DFunction, const LaunchConfig&) override { return 8; }
 
   // ---- more memory ----
   Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) override {
@@ -643,6 +649,7 @@ class HostDriver final : public Driver {
   }
 
   HostDriverOptions options_;
+  std::unique_ptr<gen::cuda::Api> api_;  // only stores a reference to this driver
   std::vector<EmulatedHeap> heaps_;
   int current_ = 0;
   std::unordered_map<void*, std::shared_ptr<EmuStream>> streams_;

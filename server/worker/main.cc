@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
+#include "common/session_stats.h"
 #include "common/worker_args.h"
 #include "control.capnp.h"
 #include "remora/base/log.h"
@@ -163,7 +164,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  TransportKind kind = transport == "tcp" ? TransportKind::kTcp : transport == "rdma" ? TransportKind::kRdma : TransportKind::kShm;
+  auto parsed_kind = TransportFromName(transport);
+  if (!parsed_kind.ok()) {
+    LOG_ERROR("{}", parsed_kind.status().message());
+    return 2;
+  }
+  TransportKind kind = *parsed_kind;
   std::vector<Fd> fds;
   for (int i = 0; i < extra_fds; i++) fds.emplace_back(worker_args::kFirstExtraFd + i);
   DriverStaging staging(**driver);
@@ -185,6 +191,11 @@ int main(int argc, char** argv) {
   config.ledger = &*ledger;
   config.module_cache_dir = module_cache;
   config.ledger_slot = slot;
+
+  // The session's published counters (for the supervisor's /metrics); optional.
+  auto stats = SessionStatsBlock::Attach(Fd(worker_args::kStatsFd));
+  if (stats.ok()) config.stats = stats->counters();
+  else LOG_WARN("not publishing session counters: {}", stats.status().message());
 
   SocketControl control(worker_args::kControlFd);
   int rc = 0;

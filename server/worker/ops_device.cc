@@ -95,31 +95,31 @@ Status Handlers::DeviceReset(Executor& ex, uint64_t tag, Req req) {
   Status st = ex.SetDevice(*gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
   // Everything the session holds on this device goes away, as with cudaDeviceReset.
-  for (uint64_t id : ex.streams().Ids()) {
-    Executor::Stream* s = ex.streams().Find(id);
+  for (uint64_t id : ex.session().streams().Ids()) {
+    Executor::Stream* s = ex.session().streams().Find(id);
     if (s->gpu != *gpu) continue;
     (void)ex.driver().StreamDestroy(s->stream);
-    ex.streams().Erase(id);
+    ex.session().streams().Erase(id);
   }
-  for (uint64_t id : ex.events().Ids()) {
-    Executor::Event* e = ex.events().Find(id);
+  for (uint64_t id : ex.session().events().Ids()) {
+    Executor::Event* e = ex.session().events().Find(id);
     if (e->gpu != *gpu) continue;
     (void)ex.driver().EventDestroy(e->event);
-    ex.events().Erase(id);
+    ex.session().events().Erase(id);
   }
-  for (auto it = ex.per_thread_streams().begin(); it != ex.per_thread_streams().end();) {
+  for (auto it = ex.session().per_thread_streams().begin(); it != ex.session().per_thread_streams().end();) {
     if (it->first.second != *gpu) {
       ++it;
       continue;
     }
     (void)ex.driver().StreamDestroy(it->second);
-    it = ex.per_thread_streams().erase(it);
+    it = ex.session().per_thread_streams().erase(it);
   }
-  for (const Allocation& a : ex.allocations().All()) {
+  for (const Allocation& a : ex.session().allocations().All()) {
     if (a.device != *gpu) continue;
     (void)ex.driver().MemFree(a.base);
     ex.ReleaseCharge(a.device, a.reserved);
-    (void)ex.allocations().Erase(a.base);
+    (void)ex.session().allocations().Erase(a.base);
   }
   return ex.PostReply(tag, Status::Ok());
 }
@@ -144,32 +144,6 @@ Status Handlers::PeerAccess(Executor& ex, uint64_t tag, Req req) {
       return ex.PostReply(tag, ex.driver().DisablePeerAccess(*peer));
   }
   return ex.PostReply(tag, Error(Err::kInvalidValue, "unknown peer access operation"));
-}
-
-Status Handlers::DeviceLimit(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getDeviceLimit();
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  if (a.getSet()) return ex.PostReply(tag, ex.driver().SetLimit(a.getLimit(), a.getValue()));
-  auto v = ex.driver().GetLimit(a.getLimit());
-  if (!v.ok()) return ex.PostReply(tag, v.status());
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setValue(static_cast<int64_t>(*v)); });
-}
-
-Status Handlers::StreamPriorityRange(Executor& ex, uint64_t tag, Req req) {
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.SetDevice(*gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  auto range = ex.driver().StreamPriorityRange();
-  if (!range.ok()) return ex.PostReply(tag, range.status());
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
-    auto p = r.initPair();
-    p.setFirst(range->first);
-    p.setSecond(range->second);
-  });
 }
 
 }  // namespace remora::worker

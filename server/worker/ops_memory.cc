@@ -60,11 +60,11 @@ class UnregisterRegionOp final : public PendingOp {
       ex.ReleasePoolEvent(gpu, e);
       events_.pop_back();
     }
-    auto it = ex.host_regions().find(id_);
-    if (it != ex.host_regions().end()) {
+    auto it = ex.session().host_regions().find(id_);
+    if (it != ex.session().host_regions().end()) {
       if (it->second.registered) ex.driver().HostUnregister(it->second.base);
       ::munmap(it->second.base, it->second.size);
-      ex.host_regions().erase(it);
+      ex.session().host_regions().erase(it);
     }
     RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok()));
     return true;
@@ -88,7 +88,7 @@ Status Handlers::RegisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   // descriptor channel stays in step with the requests.
   auto fd = ex.conn().TakeFd(2000);
   if (!fd.ok()) return ex.PostReply(tag, fd.status());
-  if (id == 0 || ex.host_regions().count(id) || size == 0 || size > (1ull << 40))
+  if (id == 0 || ex.session().host_regions().count(id) || size == 0 || size > (1ull << 40))
     return ex.PostReply(tag, Error(Err::kInvalidValue, "bad host region {} of {} bytes", id, size));
   int seals = ::fcntl(fd->get(), F_GET_SEALS);
   struct stat st;
@@ -103,14 +103,14 @@ Status Handlers::RegisterHostRegion(Executor& ex, uint64_t tag, Req req) {
     return ex.PostReply(tag, reg);
   }
   r.registered = true;
-  ex.host_regions()[id] = r;
+  ex.session().host_regions()[id] = r;
   LOG_DEBUG("host region {} ({}) shared and pinned: copies to and from it are zero-copy", id, FormatSize(size));
   return ex.PostReply(tag, Status::Ok());
 }
 
 Status Handlers::UnregisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   uint64_t id = req.getUnregisterHostRegion();
-  if (!ex.host_regions().count(id)) return ex.PostReply(tag, Error(Err::kInvalidValue, "host region {} is not registered", id));
+  if (!ex.session().host_regions().count(id)) return ex.PostReply(tag, Error(Err::kInvalidValue, "host region {} is not registered", id));
   // cudaFreeHost synchronises: no DMA may still use the memory.
   std::vector<std::pair<int, DEvent>> events;
   for (int gpu : ex.config().gpus) {
@@ -148,7 +148,7 @@ Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {
   a.device = *gpu;
   a.kind = AllocKind::kDevice;
   a.reserved = size;
-  st = ex.allocations().Insert(a);
+  st = ex.session().allocations().Insert(a);
   if (!st.ok()) {  // the driver handed out an address we already track: never expected
     (void)ex.driver().MemFree(*p);
     ex.ReleaseCharge(*gpu, size);
@@ -161,10 +161,10 @@ Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   uint64_t ptr = req.getMemFree().getPtr();
   if (ptr == 0) return ex.PostReply(tag, Status::Ok());
-  auto found = ex.allocations().Find(ptr);
+  auto found = ex.session().allocations().Find(ptr);
   if (found && found->base == ptr && found->kind == AllocKind::kModule)
     return ex.PostReply(tag, Error(Err::kInvalidValue, "0x{:x} is a module variable, not an allocation", ptr));
-  auto a = ex.allocations().Erase(ptr);
+  auto a = ex.session().allocations().Erase(ptr);
   if (!a.ok()) return ex.PostReply(tag, a.status());
   std::vector<std::pair<int, DEvent>> events;
   for (const Executor::Stream& s : StreamsOf(ex, a->device)) {
@@ -177,7 +177,7 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::Memset(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getMemset();
   uint64_t size = a.getSize();
-  auto range = ex.allocations().CheckRange(a.getDst(), size);
+  auto range = ex.session().allocations().CheckRange(a.getDst(), size);
   if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
@@ -194,7 +194,7 @@ Status Handlers::Memset3D(Executor& ex, uint64_t tag, Req req) {
     if ((h > 1 || d > 1) && pitch < w) return ReplyOrDefer(ex, tag, Error(Err::kInvalidPitchValue, "pitch {} < width {}", pitch, w));
     if (d > 1 && rps < h) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "slice of {} rows < height {}", rps, h));
     uint64_t extent = ((d - 1) * rps + (h - 1)) * pitch + w;
-    auto range = ex.allocations().CheckRange(a.getDst(), extent);
+    auto range = ex.session().allocations().CheckRange(a.getDst(), extent);
     if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
   }
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
@@ -240,7 +240,7 @@ Status Handlers::MallocPitch(Executor& ex, uint64_t tag, Req req) {
   al.size = actual;
   al.device = *gpu;
   al.reserved = actual;
-  (void)ex.allocations().Insert(al);
+  (void)ex.session().allocations().Insert(al);
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
     auto pp = r.initPitched();
     pp.setPtr(p->first);
@@ -256,7 +256,7 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
   DPool pool = nullptr;
   int gpu = stream->gpu;
   if (a.getPool() != 0) {
-    auto p = ex.pools().Get(a.getPool());
+    auto p = ex.session().pools().Get(a.getPool());
     if (!p.ok()) return ex.PostReply(tag, p.status());
     pool = (*p)->pool;
     gpu = (*p)->gpu;
@@ -276,19 +276,19 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
   al.device = gpu;
   al.kind = AllocKind::kDeviceAsync;
   al.reserved = size;
-  (void)ex.allocations().Insert(al);
+  (void)ex.session().allocations().Insert(al);
   DevPtr ptr = *p;
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setPointer(ptr); });
 }
 
 Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFreeAsync();
-  auto found = ex.allocations().Find(a.getPtr());
+  auto found = ex.session().allocations().Find(a.getPtr());
   if (!found || found->base != a.getPtr() || found->kind == AllocKind::kModule)
     return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", a.getPtr()));
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
-  (void)ex.allocations().Erase(a.getPtr());
+  (void)ex.session().allocations().Erase(a.getPtr());
   Status st = ex.SetDevice(stream->gpu);
   if (st.ok()) st = ex.driver().MemFreeAsync(a.getPtr(), stream->stream);
   // The tenant gets the memory back when the application gives it back.
@@ -299,13 +299,6 @@ Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
 namespace {
 
 // The handle of a driver pool, inserting it if this session has not seen it yet.
-uint64_t PoolHandle(Executor& ex, DPool pool, int gpu, bool created) {
-  uint64_t found = 0;
-  ex.pools().ForEach([&](uint64_t id, Executor::Pool& p) {
-    if (p.pool == pool) found = id;
-  });
-  return found != 0 ? found : ex.pools().Insert({pool, gpu, created});
-}
 
 Status ReplyHandle(Executor& ex, uint64_t tag, uint64_t h) {
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
@@ -315,24 +308,7 @@ Status ReplyHandle(Executor& ex, uint64_t tag, uint64_t h) {
 
 Status Handlers::MemPool(Executor& ex, uint64_t tag, Req req) {
   using W = wire::Request;
-  auto gpu = ex.GpuOf(req.getDevice());
   switch (req.which()) {
-    case W::DEFAULT_MEM_POOL:
-    case W::GET_MEM_POOL: {
-      if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-      Status st = ex.SetDevice(*gpu);
-      if (!st.ok()) return ex.PostReply(tag, st);
-      auto p = req.which() == W::DEFAULT_MEM_POOL ? ex.driver().DefaultMemPool(*gpu) : ex.driver().GetMemPool(*gpu);
-      if (!p.ok()) return ex.PostReply(tag, p.status());
-      return ReplyHandle(ex, tag, PoolHandle(ex, *p, *gpu, false));
-    }
-    case W::SET_MEM_POOL: {
-      auto p = ex.pools().Get(req.getSetMemPool());
-      if (!p.ok()) return ex.PostReply(tag, p.status());
-      if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-      if ((*p)->gpu != *gpu) return ex.PostReply(tag, Error(Err::kInvalidDevice, "the pool belongs to another device"));
-      return ex.PostReply(tag, ex.driver().SetMemPool(*gpu, (*p)->pool));
-    }
     case W::POOL_CREATE: {
       auto a = req.getPoolCreate();
       auto pg = ex.GpuOf(a.getDevice());
@@ -341,30 +317,15 @@ Status Handlers::MemPool(Executor& ex, uint64_t tag, Req req) {
       if (!st.ok()) return ex.PostReply(tag, st);
       auto p = ex.driver().MemPoolCreate(*pg, a.getMaxSize(), a.getHandleTypes());
       if (!p.ok()) return ex.PostReply(tag, p.status());
-      return ReplyHandle(ex, tag, ex.pools().Insert({*p, *pg, true}));
+      return ReplyHandle(ex, tag, ex.session().pools().Insert({*p, *pg, true}));
     }
     case W::POOL_DESTROY: {
-      auto p = ex.pools().Get(req.getPoolDestroy());
+      auto p = ex.session().pools().Get(req.getPoolDestroy());
       if (!p.ok()) return ex.PostReply(tag, p.status());
       if (!(*p)->created) return ex.PostReply(tag, Error(Err::kInvalidValue, "a device's default pool cannot be destroyed"));
       Status st = ex.driver().MemPoolDestroy((*p)->pool);
-      ex.pools().Erase(req.getPoolDestroy());
+      ex.session().pools().Erase(req.getPoolDestroy());
       return ex.PostReply(tag, st);
-    }
-    case W::POOL_SET_ATTRIBUTE:
-    case W::POOL_GET_ATTRIBUTE:
-    case W::POOL_TRIM_TO: {
-      auto a = req.which() == W::POOL_SET_ATTRIBUTE ? req.getPoolSetAttribute()
-               : req.which() == W::POOL_GET_ATTRIBUTE ? req.getPoolGetAttribute() : req.getPoolTrimTo();
-      auto p = ex.pools().Get(a.getPool());
-      if (!p.ok()) return ex.PostReply(tag, p.status());
-      Status st = ex.SetDevice((*p)->gpu);
-      if (!st.ok()) return ex.PostReply(tag, st);
-      if (req.which() == W::POOL_SET_ATTRIBUTE) return ex.PostReply(tag, ex.driver().MemPoolSetAttribute((*p)->pool, a.getAttribute(), a.getValue()));
-      if (req.which() == W::POOL_TRIM_TO) return ex.PostReply(tag, ex.driver().MemPoolTrimTo((*p)->pool, a.getValue()));
-      auto v = ex.driver().MemPoolGetAttribute((*p)->pool, a.getAttribute());
-      if (!v.ok()) return ex.PostReply(tag, v.status());
-      return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setValue(static_cast<int64_t>(*v)); });
     }
     default:
       return ex.PostReply(tag, Error(Err::kNotSupported, "unknown pool request"));

@@ -72,8 +72,8 @@ Result<uint64_t> Load(Executor& ex, int gpu, const std::string& hash, const std:
     ex.ReleaseCharge(gpu, image.size());
     return m.status();
   }
-  uint64_t h = ex.modules().Insert({*m, gpu, hash, image.size()});
-  ex.module_index()[{hash, gpu}] = h;
+  uint64_t h = ex.session().modules().Insert({*m, gpu, hash, image.size()});
+  ex.session().module_index()[{hash, gpu}] = h;
   LOG_DEBUG("module {} ({}) loaded on GPU {}", hash, FormatSize(image.size()), gpu);
   return h;
 }
@@ -103,8 +103,8 @@ class ImageOp final : public PendingOp {
       return true;
     }
     WriteCached(ex, hash_, image_);
-    auto loaded = ex.module_index().find({hash_, gpu_});
-    if (loaded != ex.module_index().end()) RETURN_IF_ERROR(ReplyModule(ex, tag_, loaded->second));
+    auto loaded = ex.session().module_index().find({hash_, gpu_});
+    if (loaded != ex.session().module_index().end()) RETURN_IF_ERROR(ReplyModule(ex, tag_, loaded->second));
     else RETURN_IF_ERROR(ReplyModule(ex, tag_, Load(ex, gpu_, hash_, image_)));
     return true;
   }
@@ -131,8 +131,8 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
     if (frame.header.bulk_bytes == 0) return ex.PostReply(tag, gpu.status());
     return Error(Err::kInvalidValue, "module image for an unusable device");
   }
-  auto loaded = ex.module_index().find({hash, *gpu});
-  if (loaded != ex.module_index().end()) {
+  auto loaded = ex.session().module_index().find({hash, *gpu});
+  if (loaded != ex.session().module_index().end()) {
     if (frame.header.bulk_bytes > 0) {
       ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, a.getSize()));  // drained, loaded once
       return Status::Ok();
@@ -153,11 +153,11 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
 Status Handlers::GetFunction(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getGetFunction();
   std::string name = a.getName();
-  auto m = ex.modules().Get(a.getModule());
+  auto m = ex.session().modules().Get(a.getModule());
   if (!m.ok()) return ex.PostReply(tag, m.status());
   uint64_t handle = 0;
-  auto known = ex.function_index().find({a.getModule(), name});
-  if (known != ex.function_index().end()) {
+  auto known = ex.session().function_index().find({a.getModule(), name});
+  if (known != ex.session().function_index().end()) {
     handle = known->second;
   } else {
     Status st = ex.SetDevice((*m)->gpu);
@@ -166,10 +166,10 @@ Status Handlers::GetFunction(Executor& ex, uint64_t tag, Req req) {
     if (!f.ok()) return ex.PostReply(tag, Status(Err::kInvalidDeviceFunction, f.status().message()));
     auto params = ex.driver().FuncParams(*f);
     if (!params.ok()) return ex.PostReply(tag, params.status());
-    handle = ex.functions().Insert({*f, (*m)->gpu, a.getModule(), *params});
-    ex.function_index()[{a.getModule(), name}] = handle;
+    handle = ex.session().functions().Insert({*f, (*m)->gpu, a.getModule(), *params});
+    ex.session().function_index()[{a.getModule(), name}] = handle;
   }
-  Executor::Function* fn = ex.functions().Find(handle);
+  Executor::Function* fn = ex.session().functions().Find(handle);
   std::vector<int32_t> attrs(kNumFunctionAttributes, 0);
   for (int i = 0; i < kNumFunctionAttributes; i++) {
     auto v = ex.driver().FuncGetAttribute(fn->function, i);
@@ -190,7 +190,7 @@ Status Handlers::GetFunction(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getGetGlobal();
-  auto m = ex.modules().Get(a.getModule());
+  auto m = ex.session().modules().Get(a.getModule());
   if (!m.ok()) return ex.PostReply(tag, m.status());
   Status st = ex.SetDevice((*m)->gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
@@ -198,13 +198,13 @@ Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
   auto g = ex.driver().ModuleGetGlobal((*m)->module, name.c_str(), a.getSize());
   if (!g.ok()) return ex.PostReply(tag, Status(Err::kInvalidSymbol, g.status().message()));
   // Copies to and from the variable are checked like any other device memory.
-  if (!ex.allocations().Find(g->first)) {
+  if (!ex.session().allocations().Find(g->first)) {
     Allocation al;
     al.base = g->first;
     al.size = g->second;
     al.device = (*m)->gpu;
     al.kind = AllocKind::kModule;
-    (void)ex.allocations().Insert(al);
+    (void)ex.session().allocations().Insert(al);
   }
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
     auto gi = r.initGlobal();
@@ -215,7 +215,7 @@ Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::LaunchKernel(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getLaunchKernel();
-  auto f = ex.functions().Get(a.getFunction());
+  auto f = ex.session().functions().Get(a.getFunction());
   if (!f.ok()) return ReplyOrDefer(ex, tag, f.status());
   auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
@@ -265,7 +265,7 @@ Status Handlers::LaunchKernel(Executor& ex, uint64_t tag, Req req) {
 }
 
 Status Handlers::FuncGetAttributes(Executor& ex, uint64_t tag, Req req) {
-  auto f = ex.functions().Get(req.getFuncGetAttributes());
+  auto f = ex.session().functions().Get(req.getFuncGetAttributes());
   if (!f.ok()) return ex.PostReply(tag, f.status());
   Status st = ex.SetDevice((*f)->gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
@@ -282,7 +282,7 @@ Status Handlers::FuncGetAttributes(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::FuncSetAttribute(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFuncSetAttribute();
-  auto f = ex.functions().Get(a.getFunction());
+  auto f = ex.session().functions().Get(a.getFunction());
   if (!f.ok()) return ex.PostReply(tag, f.status());
   Status st = ex.SetDevice((*f)->gpu);
   if (st.ok()) st = ex.driver().FuncSetAttribute((*f)->function, a.getAttribute(), a.getValue());
@@ -291,7 +291,7 @@ Status Handlers::FuncSetAttribute(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::FuncSetCacheConfig(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFuncSetCacheConfig();
-  auto f = ex.functions().Get(a.getFunction());
+  auto f = ex.session().functions().Get(a.getFunction());
   if (!f.ok()) return ex.PostReply(tag, f.status());
   Status st = ex.SetDevice((*f)->gpu);
   if (st.ok()) st = ex.driver().FuncSetCacheConfig((*f)->function, a.getValue());
@@ -300,7 +300,7 @@ Status Handlers::FuncSetCacheConfig(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::Occupancy(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getOccupancy();
-  auto f = ex.functions().Get(a.getFunction());
+  auto f = ex.session().functions().Get(a.getFunction());
   if (!f.ok()) return ex.PostReply(tag, f.status());
   Status st = ex.SetDevice((*f)->gpu);
   if (!st.ok()) return ex.PostReply(tag, st);
@@ -316,7 +316,8 @@ Status Handlers::Occupancy(Executor& ex, uint64_t tag, Req req) {
       value = v.ok() ? Result<int64_t>(static_cast<int64_t>(*v)) : Result<int64_t>(v.status());
       break;
     }
-    case wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS: {
+    case wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS:
+    case wire::Occupancy::Kind::MAX_POTENTIAL_CLUSTER_SIZE: {
       auto l = a.getLaunch();
       LaunchConfig c;
       c.grid[0] = l.getGrid().getX();
@@ -333,7 +334,9 @@ Status Handlers::Occupancy(Executor& ex, uint64_t tag, Req req) {
         std::memcpy(la.value, at.getValue().begin(), sizeof(la.value));
         c.attrs.push_back(la);
       }
-      auto v = ex.driver().OccupancyMaxActiveClusters((*f)->function, c);
+      auto v = a.getKind() == wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS
+                   ? ex.driver().OccupancyMaxActiveClusters((*f)->function, c)
+                   : ex.driver().OccupancyMaxPotentialClusterSize((*f)->function, c);
       value = v.ok() ? Result<int64_t>(*v) : Result<int64_t>(v.status());
       break;
     }

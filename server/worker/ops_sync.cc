@@ -49,7 +49,7 @@ std::vector<Executor::Stream> Handlers::StreamsOf(Executor& ex, int gpu) {
   // The legacy stream waits for every blocking stream (per-thread ones included), so an
   // event there covers them; non-blocking streams need their own.
   std::vector<Executor::Stream> out{{nullptr, gpu, 0}};
-  ex.streams().ForEach([&](uint64_t, Executor::Stream& s) {
+  ex.session().streams().ForEach([&](uint64_t, Executor::Stream& s) {
     if (s.gpu == gpu && (s.flags & 0x1)) out.push_back(s);
   });
   return out;
@@ -69,6 +69,11 @@ Status Handlers::ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor:
   return Status::Ok();
 }
 
+Status Handlers::ReplyWhenEvent(Executor& ex, uint64_t tag, int gpu, DEvent event) {
+  ex.AddPending(std::make_unique<SyncWaitOp>(tag, std::vector<SyncWaitOp::Item>{{gpu, event, false}}));
+  return Status::Ok();
+}
+
 Status Handlers::StreamCreate(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getStreamCreate();
   auto gpu = ex.GpuOf(req.getDevice());
@@ -77,44 +82,19 @@ Status Handlers::StreamCreate(Executor& ex, uint64_t tag, Req req) {
   if (!st.ok()) return ex.PostReply(tag, st);
   auto s = ex.driver().StreamCreate(a.getFlags(), a.getPriority());
   if (!s.ok()) return ex.PostReply(tag, s.status());
-  uint64_t h = ex.streams().Insert({*s, *gpu, a.getFlags()});
+  uint64_t h = ex.session().streams().Insert({*s, *gpu, a.getFlags()});
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
 }
 
 Status Handlers::StreamDestroy(Executor& ex, uint64_t tag, Req req) {
   uint64_t h = req.getStreamDestroy().getHandle();
-  auto s = ex.streams().Get(h);
+  auto s = ex.session().streams().Get(h);
   if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
   Executor::Stream stream = **s;
-  ex.streams().Erase(h);
+  ex.session().streams().Erase(h);
   Status st = ex.SetDevice(stream.gpu);
   // Like cuStreamDestroy, returns at once; work already queued still completes.
   if (st.ok()) st = ex.driver().StreamDestroy(stream.stream);
-  return ReplyOrDefer(ex, tag, st);
-}
-
-Status Handlers::StreamSynchronize(Executor& ex, uint64_t tag, Req req) {
-  auto s = ex.ResolveStream(req.getStreamSynchronize(), req.getThread(), req.getDevice());
-  if (!s.ok()) return ex.PostReply(tag, s.status());
-  return ReplyWhenDone(ex, tag, {*s});
-}
-
-Status Handlers::StreamQuery(Executor& ex, uint64_t tag, Req req) {
-  auto s = ex.ResolveStream(req.getStreamQuery(), req.getThread(), req.getDevice());
-  if (!s.ok()) return ex.PostReply(tag, s.status());
-  Status st = ex.SetDevice(s->gpu);
-  if (st.ok()) st = ex.driver().StreamQuery(s->stream);
-  return ex.PostReply(tag, st);
-}
-
-Status Handlers::StreamWaitEvent(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getStreamWaitEvent();
-  auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
-  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
-  auto e = ex.events().Get(a.getEvent());
-  if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
-  Status st = ex.SetDevice(s->gpu);
-  if (st.ok()) st = ex.driver().StreamWaitEvent(s->stream, (*e)->event, a.getFlags());
   return ReplyOrDefer(ex, tag, st);
 }
 
@@ -126,60 +106,19 @@ Status Handlers::EventCreate(Executor& ex, uint64_t tag, Req req) {
   if (!st.ok()) return ex.PostReply(tag, st);
   auto e = ex.driver().EventCreate(flags);
   if (!e.ok()) return ex.PostReply(tag, e.status());
-  uint64_t h = ex.events().Insert({*e, *gpu, flags});
+  uint64_t h = ex.session().events().Insert({*e, *gpu, flags});
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
 }
 
 Status Handlers::EventDestroy(Executor& ex, uint64_t tag, Req req) {
   uint64_t h = req.getEventDestroy();
-  auto e = ex.events().Get(h);
+  auto e = ex.session().events().Get(h);
   if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
   Executor::Event ev = **e;
-  ex.events().Erase(h);
+  ex.session().events().Erase(h);
   Status st = ex.SetDevice(ev.gpu);
   if (st.ok()) st = ex.driver().EventDestroy(ev.event);
   return ReplyOrDefer(ex, tag, st);
-}
-
-Status Handlers::EventRecord(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getEventRecord();
-  auto e = ex.events().Get(a.getEvent());
-  if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
-  auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
-  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
-  if (s->gpu != (*e)->gpu)
-    return ReplyOrDefer(ex, tag, Error(Err::kInvalidResourceHandle, "event and stream belong to different devices"));
-  Status st = ex.SetDevice(s->gpu);
-  if (st.ok()) st = ex.driver().EventRecord((*e)->event, s->stream);
-  return ReplyOrDefer(ex, tag, st);
-}
-
-Status Handlers::EventSynchronize(Executor& ex, uint64_t tag, Req req) {
-  auto e = ex.events().Get(req.getEventSynchronize());
-  if (!e.ok()) return ex.PostReply(tag, e.status());
-  ex.AddPending(std::make_unique<SyncWaitOp>(tag, std::vector<SyncWaitOp::Item>{{(*e)->gpu, (*e)->event, false}}));
-  return Status::Ok();
-}
-
-Status Handlers::EventQuery(Executor& ex, uint64_t tag, Req req) {
-  auto e = ex.events().Get(req.getEventQuery());
-  if (!e.ok()) return ex.PostReply(tag, e.status());
-  Status st = ex.SetDevice((*e)->gpu);
-  if (st.ok()) st = ex.driver().EventQuery((*e)->event);
-  return ex.PostReply(tag, st);
-}
-
-Status Handlers::EventElapsedTime(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getEventElapsedTime();
-  auto s = ex.events().Get(a.getStart());
-  if (!s.ok()) return ex.PostReply(tag, s.status());
-  auto e = ex.events().Get(a.getEnd());
-  if (!e.ok()) return ex.PostReply(tag, e.status());
-  Status st = ex.SetDevice((*s)->gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  auto ms = ex.driver().EventElapsedMs((*s)->event, (*e)->event);
-  if (!ms.ok()) return ex.PostReply(tag, ms.status());
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setElapsedMs(*ms); });
 }
 
 namespace {
@@ -224,7 +163,7 @@ Status Refuse(Executor& ex, uint64_t tag, uint64_t id, const Status& why) {
 Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getHostFunc();
   // A duplicate id is a misbehaving client: the pending callback of that id stays.
-  if (ex.host_callbacks().count(a.getId())) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "duplicate callback id"));
+  if (ex.session().host_callbacks().count(a.getId())) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "duplicate callback id"));
   // The stream's device may have been detached after the client queued this.
   auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!s.ok()) return Refuse(ex, tag, a.getId(), s.status());
@@ -238,20 +177,20 @@ Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
     delete ref;
     return Refuse(ex, tag, a.getId(), st);
   }
-  ex.host_callbacks()[cb->id] = cb;
+  ex.session().host_callbacks()[cb->id] = cb;
   ex.AddPending(std::make_unique<HostFuncOp>(cb));
   return ReplyOrDefer(ex, tag, Status::Ok());
 }
 
 Status Handlers::CallbackDone(Executor& ex, uint64_t tag, Req req) {
-  auto it = ex.host_callbacks().find(req.getCallbackDone());
-  if (it == ex.host_callbacks().end()) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "unknown callback id"));
+  auto it = ex.session().host_callbacks().find(req.getCallbackDone());
+  if (it == ex.session().host_callbacks().end()) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "unknown callback id"));
   {
     std::lock_guard<std::mutex> lock(it->second->mu);
     it->second->done = true;
   }
   it->second->cv.notify_all();
-  ex.host_callbacks().erase(it);
+  ex.session().host_callbacks().erase(it);
   return ReplyOrDefer(ex, tag, Status::Ok());
 }
 

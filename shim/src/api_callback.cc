@@ -1,4 +1,4 @@
-// cudaLaunchHostFunc and cudaStreamAddCallback; device limits and stream priorities.
+// cudaLaunchHostFunc and cudaStreamAddCallback.
 #include <cuda_runtime_api.h>
 
 #include "callbacks.h"
@@ -57,41 +57,4 @@ REMORA_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStrea
   return HostFunc(stream, [stream, callback, userData] { callback(stream, cudaSuccess, userData); }, true, "cudaStreamAddCallback");
 }
 
-namespace {
-cudaError_t Limit(cudaLimit limit, size_t* get, size_t set, const char* call) {
-  auto dev = Runtime::Get().CurrentDevice();
-  if (!dev.ok()) return Finish(dev.status(), call);
-  Status st = (*Runtime::Get().Session())->Call(*dev, [&](wire::Request::Builder& r) {
-    auto l = r.initDeviceLimit();
-    l.setLimit(static_cast<int32_t>(limit));
-    l.setValue(set);
-    l.setSet(get == nullptr);
-  }, [&](wire::Reply::Reader& r) -> Status {
-    if (get != nullptr) *get = static_cast<size_t>(r.getValue());
-    return Status::Ok();
-  });
-  return Finish(st, call);
-}
-}  // namespace
 
-REMORA_API cudaError_t cudaDeviceGetLimit(size_t* pValue, cudaLimit limit) {
-  if (pValue == nullptr) return Finish(Error(Err::kInvalidValue, "pValue is NULL"), "cudaDeviceGetLimit");
-  return Limit(limit, pValue, 0, "cudaDeviceGetLimit");
-}
-REMORA_API cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) { return Limit(limit, nullptr, value, "cudaDeviceSetLimit"); }
-
-REMORA_API cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
-  auto dev = Runtime::Get().CurrentDevice();
-  if (!dev.ok()) return Finish(dev.status(), "cudaDeviceGetStreamPriorityRange");
-  int64_t least = 0, greatest = 0;
-  Status st = (*Runtime::Get().Session())->Call(*dev, [](wire::Request::Builder& r) { r.setStreamPriorityRange(); },
-                                                [&](wire::Reply::Reader& r) -> Status {
-                                                  least = r.getPair().getFirst();
-                                                  greatest = r.getPair().getSecond();
-                                                  return Status::Ok();
-                                                });
-  if (!st.ok()) return Finish(st, "cudaDeviceGetStreamPriorityRange");
-  if (leastPriority) *leastPriority = static_cast<int>(least);
-  if (greatestPriority) *greatestPriority = static_cast<int>(greatest);
-  return cudaSuccess;
-}

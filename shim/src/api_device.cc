@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "export.h"
+#include "cuda_client.h"
 #include "runtime.h"
 
 namespace remora::shim {
@@ -100,8 +101,6 @@ void FillProperties(const DeviceEntry& d, cudaDeviceProp* p) {
   p->gpuPciSubsystemID = static_cast<unsigned>(Attr(d, cudaDevAttrGpuPciSubsystemId));
 }
 
-std::atomic<unsigned> g_device_flags{0};
-
 }  // namespace
 }  // namespace remora::shim
 
@@ -136,6 +135,7 @@ REMORA_API cudaError_t cudaSetDevice(int device) {
   if (!d.ok()) return Finish(d.status(), "cudaSetDevice");
   if ((*d)->detached) return Finish(Error(Err::kDevicesUnavailable, "device {} was detached", device), "cudaSetDevice");
   Thread().device = device;
+  Thread().device_set = true;
   return cudaSuccess;
 }
 
@@ -146,13 +146,13 @@ REMORA_API cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) {
 }
 
 REMORA_API cudaError_t cudaSetDeviceFlags(unsigned int flags) {
-  g_device_flags.store(flags);
+  Process::Get().device_flags().store(flags);
   return cudaSuccess;
 }
 
 REMORA_API cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
   if (flags == nullptr) return Finish(Error(Err::kInvalidValue, "flags is NULL"), "cudaGetDeviceFlags");
-  *flags = g_device_flags.load() | cudaDeviceMapHost;
+  *flags = Process::Get().device_flags().load() | cudaDeviceMapHost;
   return cudaSuccess;
 }
 
@@ -262,4 +262,53 @@ REMORA_API cudaError_t cudaDriverGetVersion(int* version) {
   // As CUDA does without a driver: 0 and success.
   *version = c.ok() ? (*c)->session().driver_version : 0;
   return cudaSuccess;
+}
+
+REMORA_API cudaError_t cudaSetValidDevices(int* device_arr, int len) {
+  if (len < 0 || (len > 0 && device_arr == nullptr))
+    return Finish(Error(Err::kInvalidValue, "bad device list"), "cudaSetValidDevices");
+  auto devs = Runtime::Get().Devices();
+  if (!devs.ok()) return Finish(devs.status(), "cudaSetValidDevices");
+  std::vector<int> list;
+  for (int i = 0; i < len; i++) {
+    if (device_arr[i] < 0 || static_cast<size_t>(device_arr[i]) >= (*devs)->size())
+      return Finish(Error(Err::kInvalidDevice, "device {} does not exist", device_arr[i]), "cudaSetValidDevices");
+    list.push_back(device_arr[i]);
+  }
+  Runtime::Get().SetValidDevices(std::move(list));
+  return cudaSuccess;
+}
+
+// The driver takes a format and a channel count where the runtime takes a channel
+// descriptor: convert, then ask the device.
+REMORA_API cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t* maxWidthInElements, const cudaChannelFormatDesc* fmtDesc,
+                                                            int device) {
+  constexpr const char* kCall = "cudaDeviceGetTexture1DLinearMaxWidth";
+  if (maxWidthInElements == nullptr || fmtDesc == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), kCall);
+  int bits[4] = {fmtDesc->x, fmtDesc->y, fmtDesc->z, fmtDesc->w};
+  unsigned channels = 0;
+  for (int b : bits) {
+    if (b == 0) break;
+    if (b != fmtDesc->x) return Finish(Error(Err::kInvalidValue, "channels of different widths"), kCall);
+    channels++;
+  }
+  CUarray_format format;
+  switch (fmtDesc->f) {
+    case cudaChannelFormatKindSigned:
+      format = fmtDesc->x == 8 ? CU_AD_FORMAT_SIGNED_INT8 : fmtDesc->x == 16 ? CU_AD_FORMAT_SIGNED_INT16 : CU_AD_FORMAT_SIGNED_INT32;
+      break;
+    case cudaChannelFormatKindUnsigned:
+      format = fmtDesc->x == 8 ? CU_AD_FORMAT_UNSIGNED_INT8 : fmtDesc->x == 16 ? CU_AD_FORMAT_UNSIGNED_INT16 : CU_AD_FORMAT_UNSIGNED_INT32;
+      break;
+    case cudaChannelFormatKindFloat:
+      format = fmtDesc->x == 16 ? CU_AD_FORMAT_HALF : CU_AD_FORMAT_FLOAT;
+      break;
+    default:
+      return Finish(Error(Err::kInvalidValue, "channel format kind {} has no linear texture", static_cast<int>(fmtDesc->f)), kCall);
+  }
+  bool valid_width = fmtDesc->x == 8 || fmtDesc->x == 16 || fmtDesc->x == 32;
+  if (channels == 0 || channels == 3 || !valid_width || (fmtDesc->f == cudaChannelFormatKindFloat && fmtDesc->x == 8))
+    return Finish(Error(Err::kInvalidValue, "unsupported channel descriptor"), kCall);
+  Status st = gen::cuda::cuDeviceGetTexture1DLinearMaxWidth(CallCtx{false, kCall}, maxWidthInElements, format, channels, device);
+  return Finish(st, kCall);
 }

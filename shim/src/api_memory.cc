@@ -219,8 +219,6 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
 
 namespace {
 
-std::atomic<uint64_t> g_next_region{1};
-
 // Pinned memory the worker can reach: a sealed memfd mapped here and there, registered with
 // the driver on the worker's side. Returns the region id, or 0 if the transport cannot share
 // memory (the caller then uses plain memory and the copies are staged).
@@ -232,7 +230,7 @@ uint64_t ShareWithWorker(Client* c, void** p, size_t bytes) {
     return 0;
   void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (m == MAP_FAILED) return 0;
-  uint64_t id = g_next_region.fetch_add(1);
+  uint64_t id = Process::Get().NextRegionId();
   Status st = c->CallWithFd(Thread().device, fd.get(), [&](wire::Request::Builder& r) {
     auto h = r.initRegisterHostRegion();
     h.setId(id);

@@ -306,13 +306,6 @@ REMORA_API cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void*
   return MemcpyPeer(dst, dstDevice, src, srcDevice, count, stream, true, "cudaMemcpyPeerAsync");
 }
 
-REMORA_API cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
-  if (canAccessPeer == nullptr) return Finish(Error(Err::kInvalidValue, "canAccessPeer is NULL"), "cudaDeviceCanAccessPeer");
-  int64_t v = 0;
-  cudaError_t e = PeerAccess(device, peerDevice, wire::PeerAccess::Op::QUERY, &v, "cudaDeviceCanAccessPeer");
-  if (e == cudaSuccess) *canAccessPeer = static_cast<int>(v);
-  return e;
-}
 REMORA_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
   if (flags != 0) return Finish(Error(Err::kInvalidValue, "flags must be 0"), "cudaDeviceEnablePeerAccess");
   return PeerAccess(Thread().device, peerDevice, wire::PeerAccess::Op::ENABLE, nullptr, "cudaDeviceEnablePeerAccess");

@@ -53,7 +53,7 @@ cudaError_t FreeAsync(void* ptr, cudaStream_t stream, bool per_thread, const cha
   return Finish(st, call);
 }
 
-// A pool request answered with a handle or a value.
+// A pool request answered with a handle (creation) or nothing.
 template <typename Build>
 Status PoolCall(int device, Build build, uint64_t* handle, int64_t* value) {
   ASSIGN_OR_RETURN(Client * c, Runtime::Get().Session());
@@ -62,11 +62,6 @@ Status PoolCall(int device, Build build, uint64_t* handle, int64_t* value) {
     if (value != nullptr) *value = r.getValue();
     return Status::Ok();
   });
-}
-
-bool IntAttribute(cudaMemPoolAttr a) {
-  return a == cudaMemPoolReuseFollowEventDependencies || a == cudaMemPoolReuseAllowOpportunistic ||
-         a == cudaMemPoolReuseAllowInternalDependencies;
 }
 
 }  // namespace
@@ -94,27 +89,6 @@ REMORA_API cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
   return FreeAsync(devPtr, hStream, true, "cudaFreeAsync");
 }
 
-REMORA_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
-  if (memPool == nullptr) return Finish(Error(Err::kInvalidValue, "memPool is NULL"), "cudaDeviceGetDefaultMemPool");
-  uint64_t h = 0;
-  Status st = PoolCall(device, [](wire::Request::Builder& r) { r.setDefaultMemPool(); }, &h, nullptr);
-  if (st.ok()) *memPool = reinterpret_cast<cudaMemPool_t>(h);
-  return Finish(st, "cudaDeviceGetDefaultMemPool");
-}
-
-REMORA_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* memPool, int device) {
-  if (memPool == nullptr) return Finish(Error(Err::kInvalidValue, "memPool is NULL"), "cudaDeviceGetMemPool");
-  uint64_t h = 0;
-  Status st = PoolCall(device, [](wire::Request::Builder& r) { r.setGetMemPool(); }, &h, nullptr);
-  if (st.ok()) *memPool = reinterpret_cast<cudaMemPool_t>(h);
-  return Finish(st, "cudaDeviceGetMemPool");
-}
-
-REMORA_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
-  Status st = PoolCall(device, [&](wire::Request::Builder& r) { r.setSetMemPool(U(memPool)); }, nullptr, nullptr);
-  return Finish(st, "cudaDeviceSetMemPool");
-}
-
 REMORA_API cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* props) {
   if (memPool == nullptr || props == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), "cudaMemPoolCreate");
   if (props->allocType != cudaMemAllocationTypePinned || props->location.type != cudaMemLocationTypeDevice)
@@ -135,37 +109,3 @@ REMORA_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
                 "cudaMemPoolDestroy");
 }
 
-REMORA_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
-  if (value == nullptr) return Finish(Error(Err::kInvalidValue, "value is NULL"), "cudaMemPoolSetAttribute");
-  uint64_t v = IntAttribute(attr) ? static_cast<uint64_t>(*static_cast<int*>(value)) : *static_cast<uint64_t*>(value);
-  Status st = PoolCall(Thread().device, [&](wire::Request::Builder& r) {
-    auto a = r.initPoolSetAttribute();
-    a.setPool(U(memPool));
-    a.setAttribute(static_cast<int32_t>(attr));
-    a.setValue(v);
-  }, nullptr, nullptr);
-  return Finish(st, "cudaMemPoolSetAttribute");
-}
-
-REMORA_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
-  if (value == nullptr) return Finish(Error(Err::kInvalidValue, "value is NULL"), "cudaMemPoolGetAttribute");
-  int64_t v = 0;
-  Status st = PoolCall(Thread().device, [&](wire::Request::Builder& r) {
-    auto a = r.initPoolGetAttribute();
-    a.setPool(U(memPool));
-    a.setAttribute(static_cast<int32_t>(attr));
-  }, nullptr, &v);
-  if (!st.ok()) return Finish(st, "cudaMemPoolGetAttribute");
-  if (IntAttribute(attr)) *static_cast<int*>(value) = static_cast<int>(v);
-  else *static_cast<uint64_t*>(value) = static_cast<uint64_t>(v);
-  return cudaSuccess;
-}
-
-REMORA_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
-  Status st = PoolCall(Thread().device, [&](wire::Request::Builder& r) {
-    auto a = r.initPoolTrimTo();
-    a.setPool(U(memPool));
-    a.setValue(minBytesToKeep);
-  }, nullptr, nullptr);
-  return Finish(st, "cudaMemPoolTrimTo");
-}

@@ -1,6 +1,7 @@
-// Streams and events. Creation answers with a worker handle that becomes the application's
-// cudaStream_t / cudaEvent_t; records, waits and destruction are asynchronous; queries and
-// synchronisations are answered when the GPU reaches that point.
+// Streams and events: creation (a worker handle becomes the application's cudaStream_t /
+// cudaEvent_t, recorded in the client's tables), destruction (asynchronous) and the
+// properties the client answers itself. Records, waits, queries and synchronisations are
+// generated entries (protocol/api/cudart.api, via the driver API).
 #include <cuda_runtime_api.h>
 
 #include "export.h"
@@ -9,64 +10,6 @@
 
 namespace remora::shim {
 namespace {
-
-constexpr auto Ok = [](wire::Reply::Reader&) { return Status::Ok(); };
-
-cudaError_t StreamSync(cudaStream_t s, bool per_thread, const char* call) {
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
-  int device = 0;
-  Status st = rt.CheckStream(s, &device);
-  if (!st.ok()) return Finish(st, call);
-  st = (*c)->Call(device, [&](wire::Request::Builder& r) { SetStream(r.initStreamSynchronize(), s, per_thread); }, Ok);
-  return FinishSync(*c, st, call);
-}
-
-cudaError_t StreamQuery(cudaStream_t s, bool per_thread, const char* call) {
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
-  int device = 0;
-  Status st = rt.CheckStream(s, &device);
-  if (!st.ok()) return Finish(st, call);
-  st = (*c)->Call(device, [&](wire::Request::Builder& r) { SetStream(r.initStreamQuery(), s, per_thread); }, Ok);
-  if (st.code() == Err::kNotReady) return cudaErrorNotReady;
-  return FinishSync(*c, st, call);
-}
-
-cudaError_t StreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags, bool per_thread, const char* call) {
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
-  int device = 0;
-  Status st = rt.CheckStream(s, &device);
-  if (st.ok()) st = rt.CheckEvent(e);
-  if (!st.ok()) return Finish(st, call);
-  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
-    auto w = r.initStreamWaitEvent();
-    SetStream(w.initStream(), s, per_thread);
-    w.setEvent(U(e));
-    w.setFlags(flags);
-  });
-  return Finish(st, call);
-}
-
-cudaError_t EventRecord(cudaEvent_t e, cudaStream_t s, bool per_thread, const char* call) {
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
-  int device = 0;
-  Status st = rt.CheckStream(s, &device);
-  if (st.ok()) st = rt.CheckEvent(e);
-  if (!st.ok()) return Finish(st, call);
-  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
-    auto rec = r.initEventRecord();
-    rec.setEvent(U(e));
-    SetStream(rec.initStream(), s, per_thread);
-  });
-  return Finish(st, call);
-}
 
 cudaError_t StreamInfo(cudaStream_t s, unsigned* flags, int* priority, int* device, const char* call) {
   auto c = Runtime::Get().Session();
@@ -129,16 +72,6 @@ REMORA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return Finish(st, "cudaStreamDestroy");
 }
 
-REMORA_API cudaError_t cudaStreamSynchronize(cudaStream_t s) { return StreamSync(s, false, "cudaStreamSynchronize"); }
-REMORA_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return StreamSync(s, true, "cudaStreamSynchronize"); }
-REMORA_API cudaError_t cudaStreamQuery(cudaStream_t s) { return StreamQuery(s, false, "cudaStreamQuery"); }
-REMORA_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return StreamQuery(s, true, "cudaStreamQuery"); }
-REMORA_API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
-  return StreamWaitEvent(s, e, flags, false, "cudaStreamWaitEvent");
-}
-REMORA_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
-  return StreamWaitEvent(s, e, flags, true, "cudaStreamWaitEvent");
-}
 REMORA_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int* flags) {
   if (flags == nullptr) return Finish(Error(Err::kInvalidValue, "flags is NULL"), "cudaStreamGetFlags");
   return StreamInfo(s, flags, nullptr, nullptr, "cudaStreamGetFlags");
@@ -186,56 +119,4 @@ REMORA_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
     return Finish(Error(Err::kInvalidValue, "{} is not a live event of this process", static_cast<void*>(event)), "cudaEventDestroy");
   Status st = (*c)->Post(0, [&](wire::Request::Builder& r) { r.setEventDestroy(U(event)); });
   return Finish(st, "cudaEventDestroy");
-}
-
-REMORA_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return EventRecord(e, s, false, "cudaEventRecord"); }
-REMORA_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) { return EventRecord(e, s, true, "cudaEventRecord"); }
-REMORA_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int flags) {
-  if (flags & ~static_cast<unsigned>(cudaEventRecordExternal))
-    return Finish(Error(Err::kInvalidValue, "invalid event record flags"), "cudaEventRecordWithFlags");
-  return EventRecord(e, s, false, "cudaEventRecordWithFlags");
-}
-REMORA_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned int flags) {
-  if (flags & ~static_cast<unsigned>(cudaEventRecordExternal))
-    return Finish(Error(Err::kInvalidValue, "invalid event record flags"), "cudaEventRecordWithFlags");
-  return EventRecord(e, s, true, "cudaEventRecordWithFlags");
-}
-
-REMORA_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), "cudaEventSynchronize");
-  Status st = rt.CheckEvent(event);
-  if (st.ok()) st = (*c)->Call(0, [&](wire::Request::Builder& r) { r.setEventSynchronize(U(event)); }, Ok);
-  return FinishSync(*c, st, "cudaEventSynchronize");
-}
-
-REMORA_API cudaError_t cudaEventQuery(cudaEvent_t event) {
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), "cudaEventQuery");
-  Status st = rt.CheckEvent(event);
-  if (st.ok()) st = (*c)->Call(0, [&](wire::Request::Builder& r) { r.setEventQuery(U(event)); }, Ok);
-  if (st.code() == Err::kNotReady) return cudaErrorNotReady;
-  return FinishSync(*c, st, "cudaEventQuery");
-}
-
-REMORA_API cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if (ms == nullptr) return Finish(Error(Err::kInvalidValue, "ms is NULL"), "cudaEventElapsedTime");
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), "cudaEventElapsedTime");
-  Status st = rt.CheckEvent(start);
-  if (st.ok()) st = rt.CheckEvent(end);
-  if (st.ok())
-    st = (*c)->Call(0, [&](wire::Request::Builder& r) {
-      auto p = r.initEventElapsedTime();
-      p.setStart(U(start));
-      p.setEnd(U(end));
-    }, [&](wire::Reply::Reader& r) -> Status {
-      *ms = r.getElapsedMs();
-      return Status::Ok();
-    });
-  if (st.code() == Err::kNotReady) return Finish(st, "cudaEventElapsedTime");
-  return Finish(st, "cudaEventElapsedTime");
 }

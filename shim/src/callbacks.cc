@@ -8,11 +8,6 @@
 
 namespace remora::shim {
 
-HostCallbacks& HostCallbacks::Get() {
-  static HostCallbacks* c = new HostCallbacks();
-  return *c;
-}
-
 uint64_t HostCallbacks::Add(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t id = next_id_++;

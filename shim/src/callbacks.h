@@ -14,11 +14,13 @@
 #include <mutex>
 #include <thread>
 
+#include "process.h"
+
 namespace remora::shim {
 
 class HostCallbacks {
  public:
-  static HostCallbacks& Get();
+  static HostCallbacks& Get() { return Process::Get().callbacks(); }
   // Registers a callback; returns its id for the hostFunc request.
   uint64_t Add(std::function<void()> fn);
   // The request could not be sent: forget the callback.

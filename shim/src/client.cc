@@ -27,6 +27,9 @@ Client::~Client() {
 }
 
 namespace {
+// A domain number from the wire; unknown ones (a newer server) read as cudart.
+Domain DomainOf(uint16_t d) { return d < kNumDomains ? static_cast<Domain>(d) : Domain::kCudart; }
+
 // Errors after which CUDA's context is unusable: every later call returns them.
 bool IsSticky(Err e) {
   switch (static_cast<int>(e)) {
@@ -244,9 +247,9 @@ void Client::HandleReply(const InFrame& f) {
     auto r = reader.Root<wire::Reply>();
     generation_.store(r.getDeviceGeneration(), std::memory_order_relaxed);
     if (r.getAsyncError() != 0)
-      NoteAsyncError(Status(static_cast<Err>(r.getAsyncError()), r.getAsyncMessage().cStr()));
+      NoteAsyncError(Status(DomainOf(r.getAsyncErrorDomain()), r.getAsyncError(), r.getAsyncMessage().cStr()));
     if (r.getError() != 0) {
-      own = Status(static_cast<Err>(r.getError()), r.getMessage().cStr());
+      own = Status(DomainOf(r.getErrorDomain()), r.getError(), r.getMessage().cStr());
     } else if (w->on_reply != nullptr) {
       own = (*w->on_reply)(r);
     }

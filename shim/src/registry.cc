@@ -39,11 +39,6 @@ bool DecodeFatbinWrapper(const void* wrapper, const void** data, size_t* size) {
   return true;
 }
 
-Registry& Registry::Get() {
-  static Registry* r = new Registry();  // outlives every static destructor
-  return *r;
-}
-
 FatbinRecord* Registry::AddFatbin(const void* wrapper) {
   auto* f = new FatbinRecord;
   f->wrapper = wrapper;

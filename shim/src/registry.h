@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "process.h"
+
 namespace remora::shim {
 
 inline constexpr int kMaxDevices = 16;
@@ -64,7 +66,7 @@ struct VariableRecord {
 
 class Registry {
  public:
-  static Registry& Get();
+  static Registry& Get() { return Process::Get().registry(); }
 
   FatbinRecord* AddFatbin(const void* wrapper);
   void RemoveFatbin(FatbinRecord* f);

@@ -1,7 +1,5 @@
 #include "runtime.h"
 
-#include "stubs.h"
-
 #include <pthread.h>
 
 #include <fstream>
@@ -10,6 +8,8 @@
 #include <sstream>
 
 #include "callbacks.h"
+#include "local_gpu_check.h"
+#include "remote_call.h"
 #include "registry.h"
 #include "remora/base/log.h"
 #include "remora/protocol/transport.h"
@@ -51,8 +51,6 @@ REMORA_SAME(kTimeout, cudaErrorTimeout)
 REMORA_SAME(kUnknown, cudaErrorUnknown)
 #undef REMORA_SAME
 
-std::atomic<Client*> g_client{nullptr};
-
 namespace {
 
 constexpr const char* kDefaultServer = "shm:///run/remora/remora.sock";
@@ -82,11 +80,6 @@ ThreadState& Thread() {
   return t;
 }
 
-Runtime& Runtime::Get() {
-  static Runtime* r = new Runtime();  // never destroyed: calls may arrive during exit
-  return *r;
-}
-
 Runtime::Runtime() {
   SetLogIdentity("remora-shim");
   SetLogLevelFromEnv(LogLevel::kWarn);
@@ -94,16 +87,16 @@ Runtime::Runtime() {
 }
 
 Result<Client*> Runtime::Session() {
-  if (Client* c = g_client.load(std::memory_order_acquire)) return c;
+  if (Client* c = connected_.load(std::memory_order_acquire)) return c;
   std::lock_guard<std::mutex> lock(connect_mu_);
-  if (Client* c = g_client.load(std::memory_order_acquire)) return c;
+  if (Client* c = connected_.load(std::memory_order_acquire)) return c;
   if (connect_error_) return *connect_error_;
   Status st = Connect();
   if (!st.ok()) {
     connect_error_ = st;
     return st;
   }
-  return g_client.load();
+  return connected_.load();
 }
 
 Status Runtime::Connect() {
@@ -122,19 +115,30 @@ Status Runtime::Connect() {
   options.token = *token;
   auto conn = remora::Connect(*ep, options);
   if (!conn.ok()) return fail(conn.status());
-  const SessionInfo& s = conn->session;
+  Install(std::move(conn->connection), conn->session);
+  return Status::Ok();
+}
+
+Status Runtime::Adopt(std::unique_ptr<Connection> conn, SessionInfo session) {
+  std::lock_guard<std::mutex> lock(connect_mu_);
+  if (connected_.load() != nullptr) return Error(Err::kInvalidValue, "this process already has a Remora session");
+  connect_error_.reset();
+  Install(std::move(conn), session);
+  return Status::Ok();
+}
+
+void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo& s) {
   SetLogIdentity(fmt::format("remora-shim s{}{}", s.session_id, s.emulated ? " (host-emulated)" : ""));
   LOG_INFO("session {} as tenant '{}' on {} ({} backend, {})", s.session_id, s.tenant, s.server_name, s.backend,
-           conn->connection->Describe());
+           connection->Describe());
   if (s.emulated)
     LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
-  client_ = std::make_unique<Client>(std::move(conn->connection), s);
+  client_ = std::make_unique<Client>(std::move(connection), s);
   client_->SetCallbackSink([](uint64_t id, bool run) {
     if (run) HostCallbacks::Get().Reached(id);
     else HostCallbacks::Get().Cancel(id);
   });
-  g_client.store(client_.get(), std::memory_order_release);
-  return Status::Ok();
+  connected_.store(client_.get(), std::memory_order_release);
 }
 
 Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
@@ -178,9 +182,25 @@ Result<std::shared_ptr<const DeviceEntry>> Runtime::Device(int ordinal) {
   return std::shared_ptr<const DeviceEntry>(devs, &(*devs)[static_cast<size_t>(ordinal)]);
 }
 
+void Runtime::SetValidDevices(std::vector<int> devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  valid_devices_ = std::move(devices);
+}
+
 Result<int> Runtime::CurrentDevice() {
   ASSIGN_OR_RETURN(DeviceList devs, Devices());
-  int d = Thread().device;
+  ThreadState& t = Thread();
+  if (!t.device_set) {
+    // A thread that never chose a device takes the first usable one of cudaSetValidDevices.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int v : valid_devices_) {
+      if (v >= 0 && static_cast<size_t>(v) < devs->size() && !(*devs)[static_cast<size_t>(v)].detached) {
+        t.device = v;
+        break;
+      }
+    }
+  }
+  int d = t.device;
   if (devs->empty()) return Error(Err::kNoDevice, "no device is attached to this tenant");
   if (d < 0 || static_cast<size_t>(d) >= devs->size()) return Error(Err::kInvalidDevice, "device {} does not exist", d);
   if ((*devs)[static_cast<size_t>(d)].detached)
@@ -283,6 +303,12 @@ Status Runtime::CheckEvent(cudaEvent_t e) {
   return Status::Ok();
 }
 
+int Runtime::EventDevice(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = events_.find(handle);
+  return it == events_.end() ? -1 : it->second;
+}
+
 void Runtime::ForgetDevice(int device) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Allocation& a : device_allocs_.All())
@@ -297,19 +323,19 @@ void Runtime::AfterForkInChild() {
   new (&connect_mu_) std::mutex();
   new (&mu_) std::mutex();
   (void)client_.release();
-  g_client.store(nullptr);
+  connected_.store(nullptr);
   connect_error_.reset();
   devices_.reset();
   devices_generation_ = ~0ull;
   device_allocs_.Clear();
   streams_.clear();
   events_.clear();
-  Registry::Get().ForgetSession();
-  HostCallbacks::Get().AfterFork();
+  Process::Get().registry().ForgetSession();
+  Process::Get().callbacks().AfterFork();
 }
 
 void Runtime::Shutdown() {
-  Client* c = g_client.load();  // never constructs the runtime
+  Client* c = connected_.load();
   if (c == nullptr || !c->broken().ok()) return;
   (void)c->Post(0, [](wire::Request::Builder& r) { r.setGoodbye(); });
   (void)c->Flush();  // the process is exiting: nothing may stay batched
@@ -330,24 +356,14 @@ cudaError_t FinishSync(Client* c, const Status& st, const char* call) {
 }
 
 cudaError_t NotSupported(const char* call) {
-  static std::mutex mu;
-  static std::set<std::string>* seen = new std::set<std::string>();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (seen->insert(call).second)
-      LOG_WARN("{} is not supported by Remora yet: returning cudaErrorNotSupported", call);
-  }
-  Thread().last_error = cudaErrorNotSupported;
-  return cudaErrorNotSupported;
+  return static_cast<cudaError_t>(NotSupported(Domain::kCudart, cudaErrorNotSupported, call));
 }
 
 }  // namespace remora::shim
 
 // Sends the session's goodbye after the application's own destructors have run.
 __attribute__((destructor)) static void RemoraShimFini() {
-  if (remora::shim::g_client.load() != nullptr) remora::shim::Runtime::Get().Shutdown();
+  // Never creates the process root on the way out.
+  if (auto* p = remora::shim::Process::IfCreated()) p->runtime().Shutdown();
+  remora::shim::CheckNoLocalGpuAtExit();
 }
-
-namespace remora::shim {
-int NotSupportedCode(const char* call) { return static_cast<int>(NotSupported(call)); }
-}  // namespace remora::shim

@@ -1,6 +1,6 @@
-// The shim's process-wide state: the session (connected lazily on the first CUDA call),
-// the device list, and the local tables that let asynchronous calls be validated without a
-// round trip. This is the one singleton the entry points need.
+// Runtime: the session (connected lazily on the first CUDA call), the device list, and the
+// client's tables that let asynchronous calls be validated without a round trip. Owned by
+// the process root (process.h).
 //
 // Thread-safety: every member function is thread-safe.
 #pragma once
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "client.h"
+#include "process.h"
 #include "remora/memmgr/allocation_table.h"
 
 namespace remora::shim {
@@ -33,7 +34,9 @@ struct DeviceEntry {
 // What the calling thread carries: its current device and last error, as in CUDA.
 struct ThreadState {
   int device = 0;
+  bool device_set = false;  // cudaSetDevice was called (else cudaSetValidDevices may choose)
   cudaError_t last_error = cudaSuccess;
+  int capture_mode = cudaStreamCaptureModeGlobal;
 };
 ThreadState& Thread();
 
@@ -41,7 +44,7 @@ enum class HostAllocKind { kPinned };
 
 class Runtime {
  public:
-  static Runtime& Get();
+  static Runtime& Get() { return Process::Get().runtime(); }
 
   // The session, connecting on first use. The failure of the first attempt is remembered
   // (as CUDA remembers a failed initialisation) and returned by every later call.
@@ -54,6 +57,8 @@ class Runtime {
   Result<std::shared_ptr<const DeviceEntry>> Device(int ordinal);
   // Checks that the calling thread's current device can be used (and resolves it).
   Result<int> CurrentDevice();
+  // cudaSetValidDevices: the devices, in priority order, a thread that never chose one uses.
+  void SetValidDevices(std::vector<int> devices);
 
   // ---- local tables (validated again by the worker, which is authoritative) ----------
   void AddDeviceAllocation(uint64_t base, uint64_t size, int device, AllocKind kind = AllocKind::kDevice);
@@ -77,6 +82,8 @@ class Runtime {
   void AddEvent(uint64_t handle, int device);
   bool RemoveEvent(uint64_t handle);
   Status CheckEvent(cudaEvent_t e);
+  // The device of a live event of this process, or -1.
+  int EventDevice(uint64_t handle);
 
   // Forgets what lived on `device` (after cudaDeviceReset).
   void ForgetDevice(int device);
@@ -84,13 +91,22 @@ class Runtime {
   void AfterForkInChild();
   // Ends the session at process exit.
   void Shutdown();
+  // Uses `conn` (authenticated; `session` is its Welcome) as this process's session instead
+  // of connecting through REMORA_SERVER: for programs that embed the client, and for tests
+  // that run a worker in-process. kInvalidValue if a session exists already.
+  Status Adopt(std::unique_ptr<Connection> conn, SessionInfo session);
+  // The session if it is connected, else nullptr (never connects).
+  Client* ConnectedClient() const { return connected_.load(std::memory_order_acquire); }
 
  private:
+  friend class Process;
   Runtime();
   Status Connect();
+  void Install(std::unique_ptr<Connection> conn, const SessionInfo& s);  // caller holds connect_mu_
 
   std::mutex connect_mu_;
   std::unique_ptr<Client> client_;
+  std::atomic<Client*> connected_{nullptr};  // client_ once connected (lock-free fast path)
   std::optional<Status> connect_error_;
 
   std::mutex mu_;  // tables and device cache
@@ -105,6 +121,7 @@ class Runtime {
   };
   std::unordered_map<uint64_t, StreamEntry> streams_;
   std::unordered_map<uint64_t, int> events_;
+  std::vector<int> valid_devices_;
 };
 
 // ---- the extern "C" boundary ----------------------------------------------------------

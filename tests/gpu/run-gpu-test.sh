@@ -38,7 +38,8 @@ case "$mode" in
       echo "FAIL: remora-run not found or not executable at $REMORA_RUN" >&2
       exit 1
     fi
-    exec "$REMORA_RUN" --transport "$mode" --backend cuda -- "$@"
+    # The remoted program must touch no local GPU: the shim checks at exit (98 otherwise).
+    REMORA_ASSERT_NO_LOCAL_GPU=1 exec "$REMORA_RUN" --transport "$mode" --backend cuda -- "$@"
     ;;
   *)
     usage

@@ -49,6 +49,8 @@ TEST_P(Skeleton, DataRoundTripsByteForByte) { EXPECT_PASSES(RunApp("app_roundtri
 TEST_P(Skeleton, BadCallsGetCudaErrorCodes) { EXPECT_PASSES(RunApp("app_bad_calls", url()), "bad_calls"); }
 
 TEST_P(Skeleton, StreamsAndEvents) { EXPECT_PASSES(RunApp("app_streams_events", url()), "streams_events"); }
+// The generated runtime entries (protocol/api/cudart.api), end to end through the shim.
+TEST_P(Skeleton, GeneratedRuntimeEntries) { EXPECT_PASSES(RunApp("gpu_runtime_api", url()), "runtime_api"); }
 
 // Host functions interleaved with staged copies: the worker must keep reading (the client's
 // callbackDone is behind the copies) and copies must read pinned memory in stream order.

@@ -16,6 +16,8 @@
 
 #include "remora.capnp.h"
 #include "remora/memmgr/ledger.h"
+#include "cuda_wire.h"
+#include "remora/protocol/api_args.h"
 #include "remora/protocol/message.h"
 #include "remora/protocol/transport.h"
 #include "test_util.h"
@@ -45,6 +47,7 @@ struct Reply {
   };
   std::vector<Device> devices;
   std::vector<std::byte> bulk;
+  std::vector<std::byte> api_result;  // a generated call's results
 };
 
 using Fill = std::function<void(wire::Request::Builder)>;
@@ -146,6 +149,10 @@ class ExecutorTest : public ::testing::Test {
           out.mem_free = m.getMemInfo().getFree();
           out.mem_total = m.getMemInfo().getTotal();
           break;
+        case wire::Reply::API_RESULT:
+          out.api_result.assign(reinterpret_cast<const std::byte*>(m.getApiResult().begin()),
+                                reinterpret_cast<const std::byte*>(m.getApiResult().end()));
+          break;
         case wire::Reply::DEVICES:
           for (auto d : m.getDevices())
             out.devices.push_back({d.getName().cStr(), d.getTotalMemory(), d.getPhysicalMemory(), d.getEmulated()});
@@ -197,6 +204,56 @@ class ExecutorTest : public ::testing::Test {
     });
   }
   Reply Ping() { return Call([](auto r) { r.setPing(); }); }
+
+  // Generated calls of the driver API (protocol/api/cuda.api), encoded as the shim does.
+  Reply Api(::remora::gen::cuda::Fn fn, const api::ArgWriter& args, bool expects_reply = true) {
+    auto fill = [&](wire::Request::Builder r) {
+      auto a = r.initApiCall();
+      a.setLibrary(::remora::gen::cuda::kLibrary);
+      a.setFunction(fn);
+      a.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(args.bytes().data()), args.bytes().size()));
+    };
+    if (!expects_reply) {
+      Send(fill, {}, false);
+      return Reply{};
+    }
+    return Call(fill);
+  }
+  static api::ArgWriter StreamArg(uint64_t stream, bool per_thread = false) {
+    api::ArgWriter w;
+    w.Put<uint64_t>(stream);
+    w.Put<uint8_t>(per_thread);
+    return w;
+  }
+  static api::ArgWriter HandleArg(uint64_t h) {
+    api::ArgWriter w;
+    w.Put<uint64_t>(h);
+    return w;
+  }
+  Reply StreamSync(uint64_t s) { return Api(::remora::gen::cuda::k_cuStreamSynchronize, StreamArg(s)); }
+  Reply StreamQuery(uint64_t s) { return Api(::remora::gen::cuda::k_cuStreamQuery, StreamArg(s)); }
+  Reply EventRecord(uint64_t ev, uint64_t stream) {
+    api::ArgWriter w = HandleArg(ev);
+    w.Put<uint64_t>(stream);
+    w.Put<uint8_t>(0);
+    return Api(::remora::gen::cuda::k_cuEventRecord, w);
+  }
+  Reply EventQuery(uint64_t ev) { return Api(::remora::gen::cuda::k_cuEventQuery, HandleArg(ev)); }
+  Reply EventSync(uint64_t ev) { return Api(::remora::gen::cuda::k_cuEventSynchronize, HandleArg(ev)); }
+  // elapsed_ms is filled from the results.
+  Reply EventElapsed(uint64_t start, uint64_t end) {
+    api::ArgWriter w = HandleArg(start);
+    w.Put<uint64_t>(end);
+    Reply r = Api(::remora::gen::cuda::k_cuEventElapsedTime_v2, w);
+    if (r.api_result.size() == sizeof(float)) std::memcpy(&r.elapsed_ms, r.api_result.data(), sizeof(float));
+    return r;
+  }
+  Reply StreamWaitEvent(uint64_t stream, uint64_t ev) {
+    api::ArgWriter w = StreamArg(stream);
+    w.Put<uint64_t>(ev);
+    w.Put<unsigned>(0);
+    return Api(::remora::gen::cuda::k_cuStreamWaitEvent, w);
+  }
   uint64_t Used() { return ledger_->SessionUsed(slot_, 0); }
 
   void* ledger_mem_ = MAP_FAILED;

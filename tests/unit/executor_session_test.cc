@@ -19,8 +19,8 @@ TEST_F(ExecutorTest, StreamCreateSyncDestroy) {
   ASSERT_EQ(s.which, wire::Reply::HANDLE);
   EXPECT_GT(s.handle, 2u);
   uint64_t h = s.handle;
-  EXPECT_EQ(Call([&](auto r) { r.initStreamSynchronize().setHandle(h); }).error, Err::kSuccess);
-  EXPECT_EQ(Call([&](auto r) { r.initStreamQuery().setHandle(h); }).error, Err::kSuccess);
+  EXPECT_EQ(StreamSync(h).error, Err::kSuccess);
+  EXPECT_EQ(StreamQuery(h).error, Err::kSuccess);
   // Work on the stream, then synchronise it.
   Reply a = Alloc(4096);
   auto data = test::RandomBytes(4096, 5);
@@ -28,12 +28,12 @@ TEST_F(ExecutorTest, StreamCreateSyncDestroy) {
   Reply back = DtoH(a.pointer, 4096, h);
   EXPECT_EQ(back.bulk, data);
   EXPECT_EQ(Call([&](auto r) { r.initStreamDestroy().setHandle(h); }).error, Err::kSuccess);
-  EXPECT_EQ(Call([&](auto r) { r.initStreamSynchronize().setHandle(h); }).error, Err::kInvalidValue)
+  EXPECT_EQ(StreamSync(h).error, Err::kInvalidValue)
       << "a destroyed stream is gone";
   EXPECT_EQ(Call([&](auto r) { r.initStreamDestroy().setHandle(h); }).error, Err::kInvalidValue);
   // The default and per-thread streams need no creation.
-  EXPECT_EQ(Call([](auto r) { r.initStreamSynchronize().setHandle(0); }).error, Err::kSuccess);
-  EXPECT_EQ(Call([](auto r) { r.initStreamSynchronize().setHandle(2); }).error, Err::kSuccess);
+  EXPECT_EQ(StreamSync(0).error, Err::kSuccess);
+  EXPECT_EQ(StreamSync(2).error, Err::kSuccess);
   EXPECT_EQ(Call([](auto r) { r.setDeviceSynchronize(); }).error, Err::kSuccess);
 }
 
@@ -44,37 +44,25 @@ TEST_F(ExecutorTest, EventCreateRecordQueryElapsed) {
   ASSERT_EQ(end.error, Err::kSuccess);
   EXPECT_NE(start.handle, end.handle);
   auto record = [&](uint64_t ev) {
-    return Call([&](auto r) {
-      auto m = r.initEventRecord();
-      m.setEvent(ev);
-      m.initStream().setHandle(0);
-    });
+    return EventRecord(ev, 0);
   };
   EXPECT_EQ(record(start.handle).error, Err::kSuccess);
   EXPECT_EQ(record(end.handle).error, Err::kSuccess);
-  EXPECT_EQ(Call([&](auto r) { r.setEventQuery(end.handle); }).error, Err::kSuccess);
-  EXPECT_EQ(Call([&](auto r) { r.setEventSynchronize(end.handle); }).error, Err::kSuccess);
-  Reply el = Call([&](auto r) {
-    auto p = r.initEventElapsedTime();
-    p.setStart(start.handle);
-    p.setEnd(end.handle);
-  });
+  EXPECT_EQ(EventQuery(end.handle).error, Err::kSuccess);
+  EXPECT_EQ(EventSync(end.handle).error, Err::kSuccess);
+  Reply el = EventElapsed(start.handle, end.handle);
   ASSERT_EQ(el.error, Err::kSuccess) << el.message;
-  ASSERT_EQ(el.which, wire::Reply::ELAPSED_MS);
+  ASSERT_EQ(el.api_result.size(), sizeof(float));
   EXPECT_GE(el.elapsed_ms, 0.0f);
   EXPECT_LT(el.elapsed_ms, 10000.0f);
   // cudaEventDisableTiming events cannot be timed.
   Reply untimed = Call([](auto r) { r.setEventCreate(0x2); });
   ASSERT_EQ(untimed.error, Err::kSuccess);
   EXPECT_EQ(record(untimed.handle).error, Err::kSuccess);
-  Reply bad = Call([&](auto r) {
-    auto p = r.initEventElapsedTime();
-    p.setStart(start.handle);
-    p.setEnd(untimed.handle);
-  });
+  Reply bad = EventElapsed(start.handle, untimed.handle);
   EXPECT_EQ(bad.error, Err::kInvalidResourceHandle) << bad.message;
   EXPECT_EQ(Call([&](auto r) { r.setEventDestroy(start.handle); }).error, Err::kSuccess);
-  EXPECT_EQ(Call([&](auto r) { r.setEventQuery(start.handle); }).error, Err::kInvalidValue);
+  EXPECT_EQ(EventQuery(start.handle).error, Err::kInvalidValue);
 }
 
 // Handles that are not the session's own - unknown ids, and handles of the wrong kind -
@@ -85,19 +73,15 @@ TEST_F(ExecutorTest, UnknownAndMismatchedHandlesAreRejected) {
   ASSERT_EQ(s.error, Err::kSuccess);
   ASSERT_EQ(e.error, Err::kSuccess);
   for (uint64_t bogus : {uint64_t{0x5100000000000ff0}, uint64_t{3}, e.handle, ~uint64_t{0}}) {
-    EXPECT_EQ(Call([&](auto r) { r.initStreamSynchronize().setHandle(bogus); }).error, Err::kInvalidValue)
+    EXPECT_EQ(StreamSync(bogus).error, Err::kInvalidValue)
         << std::hex << bogus;
-    EXPECT_EQ(Call([&](auto r) { r.initStreamQuery().setHandle(bogus); }).error, Err::kInvalidValue);
+    EXPECT_EQ(StreamQuery(bogus).error, Err::kInvalidValue);
     Reply a = Alloc(64);
     EXPECT_EQ(DtoH(a.pointer, 64, bogus).error, Err::kInvalidValue) << "a copy on a stream that is not ours";
   }
-  EXPECT_EQ(Call([&](auto r) { r.setEventQuery(s.handle); }).error, Err::kInvalidValue) << "stream as event";
-  EXPECT_EQ(Call([&](auto r) { r.setEventSynchronize(0x5200000000000ff0); }).error, Err::kInvalidValue);
-  Reply wait = Call([&](auto r) {
-    auto w = r.initStreamWaitEvent();
-    w.initStream().setHandle(s.handle);
-    w.setEvent(s.handle);
-  });
+  EXPECT_EQ(EventQuery(s.handle).error, Err::kInvalidValue) << "stream as event";
+  EXPECT_EQ(EventSync(0x5200000000000ff0).error, Err::kInvalidValue);
+  Reply wait = StreamWaitEvent(s.handle, s.handle);
   EXPECT_EQ(wait.error, Err::kInvalidValue);
 }
 
@@ -212,7 +196,7 @@ TEST_F(ExecutorTest, EverythingIsReleasedWhenTheSessionEnds) {
     for (uint64_t size : {4096u, 1u << 20, 3u << 20}) ASSERT_EQ(Alloc(size).error, Err::kSuccess);
     ASSERT_EQ(Call([](auto r) { r.initStreamCreate(); }).error, Err::kSuccess);
     ASSERT_EQ(Call([](auto r) { r.setEventCreate(0); }).error, Err::kSuccess);
-    ASSERT_EQ(Call([](auto r) { r.initStreamSynchronize().setHandle(2); }).error, Err::kSuccess);
+    ASSERT_EQ(StreamSync(2).error, Err::kSuccess);
     EXPECT_EQ(Used(), 4096u + (1u << 20) + (3u << 20));
     Status st = EndBy(goodbye);
     EXPECT_EQ(st.code(), goodbye ? Err::kSuccess : Err::kDevicesUnavailable);

@@ -49,9 +49,12 @@ int ExitCodeOf(int status) {
   return 1;
 }
 
-pid_t Start(const std::vector<std::string>& argv, const std::string& log) {
+// Starts argv with `env` added to this process's environment (in the child only).
+pid_t Start(const std::vector<std::string>& argv, const std::string& log,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
   if (!log.empty()) {
     FILE* f = std::fopen(log.c_str(), "w");
     if (f != nullptr) {
@@ -101,18 +104,25 @@ int main(int argc, char** argv) {
   }
 
   std::string dir = SelfDir();
-  if (shim.empty()) shim = fs::weakly_canonical(fs::path(dir) / ".." / "lib" / "libremora.so").string();
+  if (shim.empty()) {
+    // A build tree (bin/ beside lib/), else where the remora-client package puts it.
+    shim = fs::weakly_canonical(fs::path(dir) / ".." / "lib" / "libremora.so").string();
+    if (!fs::exists(shim)) shim = REMORA_INSTALLED_SHIM;
+  }
   if (!fs::exists(shim)) {
     std::fprintf(stderr, "remora-run: the shim %s does not exist (use --shim)\n", shim.c_str());
     return 1;
   }
+  // The application's environment. The private server below must not get it: its worker
+  // loads the real driver.
   std::string preload = shim;
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old) preload += std::string(":") + old;
-  setenv("LD_PRELOAD", preload.c_str(), 1);
-  if (verbose && std::getenv("REMORA_LOG") == nullptr) setenv("REMORA_LOG", "info", 1);
-  if (!token_file.empty()) setenv("REMORA_TOKEN_FILE", token_file.c_str(), 1);
+  std::vector<std::pair<std::string, std::string>> app_env = {{"LD_PRELOAD", preload}};
+  if (verbose && std::getenv("REMORA_LOG") == nullptr) app_env.emplace_back("REMORA_LOG", "info");
+  if (!token_file.empty()) app_env.emplace_back("REMORA_TOKEN_FILE", token_file);
 
   if (!server.empty()) {
+    for (const auto& [k, v] : app_env) setenv(k.c_str(), v.c_str(), 1);
     setenv("REMORA_SERVER", server.c_str(), 1);
     std::vector<char*> a;
     for (auto& s : command) a.push_back(const_cast<char*>(s.c_str()));
@@ -167,13 +177,13 @@ int main(int argc, char** argv) {
     cleanup();
     return 1;
   }
-  setenv("REMORA_SERVER", ready_url.c_str(), 1);
+  app_env.emplace_back("REMORA_SERVER", ready_url);
 
   struct sigaction sa = {};
   sa.sa_handler = Forward;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  g_child = Start(command, "");
+  g_child = Start(command, "", app_env);
   int status = 0;
   while (::waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
   }

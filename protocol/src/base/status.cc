@@ -43,10 +43,33 @@ std::string_view ErrName(Err e) {
   return "cudaError(other)";
 }
 
+std::string_view DomainName(Domain d) {
+  switch (d) {
+    case Domain::kCudart: return "cudart";
+    case Domain::kCuda: return "cuda";
+    case Domain::kCublas: return "cublas";
+    case Domain::kCublasLt: return "cublasLt";
+    case Domain::kCudnn: return "cudnn";
+    case Domain::kCufft: return "cufft";
+    case Domain::kCurand: return "curand";
+    case Domain::kCusolver: return "cusolver";
+    case Domain::kCusparse: return "cusparse";
+    case Domain::kNccl: return "nccl";
+    case Domain::kNvrtc: return "nvrtc";
+  }
+  return "unknown";
+}
+
 std::string Status::ToString() const {
   if (ok()) return "cudaSuccess";
-  std::string s(ErrName(code_));
-  if (s == "cudaError(other)") s = fmt::format("cudaError({})", static_cast<uint32_t>(code_));
+  std::string s;
+  if (domain_ == Domain::kCudart || domain_ == Domain::kCuda) {
+    s = ErrName(static_cast<Err>(code_));
+    if (s == "cudaError(other)") s = fmt::format("cudaError({})", code_);
+    if (domain_ == Domain::kCuda) s = fmt::format("CUresult {} ({})", code_, s);
+  } else {
+    s = fmt::format("{} status {}", DomainName(domain_), code_);
+  }
   if (!message_.empty()) {
     s += ": ";
     s += message_;

@@ -1,7 +1,8 @@
-// Placeholder until the RDMA transport lands: rdma:// is refused with a clear error.
+// The rdma:// record of a build without the verbs headers: it refuses with a clear error.
 #include "transport_internal.h"
 
 namespace remora {
+namespace {
 
 Result<Connected> RdmaConnect(const Endpoint& ep, const ConnectOptions&) {
   return Error(Err::kNotSupported, "{}: this build has no RDMA transport", ep.ToUrl());
@@ -12,6 +13,11 @@ Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep) {
 Result<std::unique_ptr<Connection>> RdmaAdopt(Fd, std::vector<Fd>) {
   return Error(Err::kNotSupported, "this build has no RDMA transport");
 }
-std::string RdmaUnavailableReason() { return "this build has no RDMA transport"; }
+std::string RdmaUnavailable() { return "this build has no RDMA transport"; }
+
+}  // namespace
+
+const TransportOps kRdmaTransport = {"rdma", TransportKind::kRdma, "rdma-host-staged", RdmaConnect, RdmaListen, RdmaAdopt,
+                                     RdmaUnavailable};
 
 }  // namespace remora

@@ -236,13 +236,14 @@ const Capabilities& RdmaCapabilities() {
 
 }  // namespace rdma
 
+namespace {
+
 Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep) {
   std::string problem = rdma::RdmaDeviceProblem();
   if (!problem.empty()) return Error(Err::kNotSupported, "{}", problem);  // the caller names the URL
   return TcpListen(ep, TransportKind::kRdma);
 }
 
-std::string RdmaUnavailableReason() { return rdma::RdmaDeviceProblem(); }
 
 Result<std::unique_ptr<Connection>> RdmaAdopt(Fd socket, std::vector<Fd> fds) {
   if (!fds.empty()) return Error(Err::kInvalidValue, "an rdma:// client sent {} descriptors with its Hello", fds.size());
@@ -285,5 +286,14 @@ Result<Connected> RdmaConnect(const Endpoint& ep, const ConnectOptions& options)
   out.connection = rdma::MakeRdmaRequester(std::move(ch).value(), peer);
   return out;
 }
+
+std::string RdmaUnavailable() { return rdma::RdmaDeviceProblem(); }
+
+}  // namespace
+
+// Over rdma bulk is RDMA-read/written into the worker's pinned staging (GPUDirect RDMA to
+// device memory is not implemented).
+const TransportOps kRdmaTransport = {"rdma", TransportKind::kRdma, "rdma-host-staged", RdmaConnect, RdmaListen, RdmaAdopt,
+                                     RdmaUnavailable};
 
 }  // namespace remora

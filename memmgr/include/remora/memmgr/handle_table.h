@@ -36,6 +36,8 @@ class HandleTable {
     return Error(Err::kInvalidValue, "0x{:x} is not a {} of this session", id, HandleKindName(kind_));
   }
   bool Erase(uint64_t id) { return map_.erase(id) > 0; }
+  // Forgets every handle (ids are still never reused).
+  void Clear() { map_.clear(); }
   size_t size() const { return map_.size(); }
   template <typename Fn>
   void ForEach(Fn&& fn) {

@@ -1,9 +1,13 @@
 // Status and Result<T>: the one error vocabulary of Remora.
 //
-// Error codes are the CUDA runtime's cudaError_t numbers, so an error produced anywhere
-// (the worker's driver call, the ledger, a transport) reaches the application unchanged.
-// Only the shim's extern "C" boundary turns a Status into cudaError_t (a cast, checked by
-// static_asserts there); memmgr/ and protocol/ never include CUDA headers.
+// A Status is a code in a domain: the API family whose status type the code belongs to.
+// Codes of the cudart domain are the CUDA runtime's cudaError_t numbers (Err names the ones
+// Remora produces itself), so an error produced anywhere (the worker's driver call, the
+// ledger, a transport) reaches the application unchanged. A library call (cuBLAS, cuDNN, the
+// driver API, ...) carries its library's own status value in that library's domain. Only the
+// extern "C" boundaries turn a Status into the caller's type (cudaError_t, CUresult,
+// cublasStatus_t, ...), with the conversion each API description names; memmgr/ and
+// protocol/ never include CUDA headers.
 #pragma once
 
 #include <cstdint>
@@ -53,21 +57,52 @@ enum class Err : uint32_t {
 // Short symbolic name ("cudaErrorInvalidValue" style) for logs; never allocates.
 std::string_view ErrName(Err e);
 
+// The API family of a status code (numbers travel on the wire: never renumber).
+enum class Domain : uint16_t {
+  kCudart = 0,    // cudaError_t
+  kCuda = 1,      // CUresult (driver API)
+  kCublas = 2,    // cublasStatus_t
+  kCublasLt = 3,  // cublasStatus_t of cuBLASLt
+  kCudnn = 4,     // cudnnStatus_t
+  kCufft = 5,     // cufftResult
+  kCurand = 6,    // curandStatus_t
+  kCusolver = 7,  // cusolverStatus_t
+  kCusparse = 8,  // cusparseStatus_t
+  kNccl = 9,      // ncclResult_t
+  kNvrtc = 10,    // nvrtcResult
+};
+inline constexpr uint16_t kNumDomains = 11;
+std::string_view DomainName(Domain d);
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Err code, std::string message) : code_(code), message_(std::move(message)) {}
+  // A code of the cudart domain.
+  Status(Err code, std::string message) : code_(static_cast<uint32_t>(code)), message_(std::move(message)) {}
+  // A library's own status value (0 is success in every domain).
+  Status(Domain domain, uint32_t code, std::string message)
+      : domain_(domain), code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
 
-  bool ok() const { return code_ == Err::kSuccess; }
-  Err code() const { return code_; }
+  bool ok() const { return code_ == 0; }
+  Domain domain() const { return domain_; }
+  // The code in its own domain.
+  uint32_t raw() const { return code_; }
+  // The code in the runtime's vocabulary: itself in the cudart domain; in the driver's, the
+  // same number (CUresult and cudaError_t coincide for every code the driver returns that
+  // Remora acts on); kUnknown for a library's own status values.
+  Err code() const {
+    if (domain_ == Domain::kCudart || domain_ == Domain::kCuda || code_ == 0) return static_cast<Err>(code_);
+    return Err::kUnknown;
+  }
   const std::string& message() const { return message_; }
-  // "cudaErrorInvalidValue: <message>"
+  // "cudaErrorInvalidValue: <message>" ("cublas status 7: <message>" in other domains)
   std::string ToString() const;
 
  private:
-  Err code_ = Err::kSuccess;
+  Domain domain_ = Domain::kCudart;
+  uint32_t code_ = 0;
   std::string message_;
 };
 

@@ -17,7 +17,13 @@
 namespace remora {
 
 enum class TransportKind { kShm, kTcp, kRdma };
+// The URL scheme ("shm"), and back.
 const char* TransportName(TransportKind kind);
+Result<TransportKind> TransportFromName(std::string_view name);
+// How a session's bulk data moves over this transport ("shared-memory", "socket", ...).
+const char* TransportDataPath(TransportKind kind);
+// Why `kind` cannot be used on this machine, or empty.
+std::string TransportUnavailable(TransportKind kind);
 
 struct Endpoint {
   TransportKind kind = TransportKind::kShm;

@@ -1,0 +1,73 @@
+// What /metrics shows: a plain-data snapshot of the server's state (taken on the supervisor's
+// loop thread by Supervisor::CollectMetrics) and its rendering in the Prometheus text
+// exposition format 0.0.4. No I/O and no locks here; RenderMetrics is a pure function, so
+// every metric's name, type and labels are unit-tested. docs/OPERATIONS.md lists them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace remora::server {
+
+struct MetricsSnapshot {
+  std::string version;
+  std::string backend;  // "cuda" or "host-emulated"
+  bool emulated = false;
+  int64_t started_at = 0;  // unix seconds
+
+  uint64_t handshakes_accepted = 0;
+  uint64_t handshakes_refused = 0;  // failed authentication or protocol, or no handshake slot
+  uint64_t sessions_started = 0;
+  uint64_t sessions_lost = 0;       // workers that crashed, were killed by a signal or exited non-zero
+
+  struct Gpu {
+    int index = 0;
+    std::string name, uuid, pci_bus_id;
+    uint64_t total_memory = 0;
+    uint64_t used = 0;  // charged to tenants (the ledger)
+  };
+  std::vector<Gpu> gpus;
+
+  struct TenantGpu {
+    int gpu = 0;
+    bool attached = false;
+    uint64_t used = 0;
+    uint64_t context_overhead = 0;
+  };
+  struct Tenant {
+    std::string name;
+    std::optional<uint64_t> memory_limit;  // per GPU; nullopt = unlimited
+    uint64_t refused = 0;
+    uint32_t sessions = 0;
+    std::vector<TenantGpu> gpus;  // attached, or holding memory
+  };
+  std::vector<Tenant> tenants;
+
+  struct Session {
+    uint64_t id = 0;
+    std::string tenant, transport, data_path, program, user, host;
+    int64_t started_at = 0;  // unix seconds
+    uint64_t memory_used = 0;
+    bool has_counters = false;  // the worker publishes its counters
+    uint64_t calls = 0, bytes_to_device = 0, bytes_from_device = 0;
+  };
+  std::vector<Session> sessions;
+};
+
+// Readings of the physical GPUs (NVML, cuda backend only); absent values are not shown.
+struct GpuSample {
+  std::string pci_bus_id;
+  std::optional<double> utilization;  // 0..1, the fraction of the last sample period a kernel ran
+  std::optional<uint64_t> memory_used;  // bytes in use on the device, every process included
+};
+
+// The exposition text (Content-Type: text/plain; version=0.0.4).
+std::string RenderMetrics(const MetricsSnapshot& snapshot, const std::vector<GpuSample>& samples);
+
+// A label value made safe for the exposition format and for the people reading it:
+// printable ASCII kept (with \ and " escaped), anything else becomes '?', at most 128 bytes.
+std::string LabelValue(std::string_view raw);
+
+}  // namespace remora::server

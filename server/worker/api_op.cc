@@ -1,0 +1,180 @@
+#include "worker/api_op.h"
+
+#include <algorithm>
+
+#include "remora/base/log.h"
+#include "worker/handlers.h"
+
+namespace remora::worker {
+
+OpContext::OpContext(Executor& ex, wire::Request::Reader req, api::ArgReader in, void* library)
+    : ex_(ex), req_(req), in_(in), library_(library) {}
+
+Status OpContext::Stream(void** stream) {
+  uint64_t h = in_.Get<uint64_t>();
+  bool per_thread = in_.Get<uint8_t>() != 0;
+  if (!in_.ok()) return in_.Finish();
+  ASSIGN_OR_RETURN(Executor::Stream s, ex_.ResolveStream(h, per_thread, req_.getThread(), req_.getDevice()));
+  RETURN_IF_ERROR(ex_.SetDevice(s.gpu));
+  if (gpu_ < 0) gpu_ = s.gpu;
+  if (num_streams_ < 2) streams_[num_streams_++] = s;
+  *stream = s.stream;
+  return Status::Ok();
+}
+
+Status OpContext::Handle(HandleKind kind, bool nullable, void** handle) {
+  uint64_t h = in_.Get<uint64_t>();
+  if (!in_.ok()) return in_.Finish();
+  *handle = nullptr;
+  if (h == 0) {
+    if (nullable) return Status::Ok();
+    return Error(Err::kInvalidResourceHandle, "a NULL {} handle", HandleKindName(kind));
+  }
+  int gpu = -1;
+  switch (kind) {
+    case HandleKind::kStream: {
+      ASSIGN_OR_RETURN(Executor::Stream * s, ex_.session().streams().Get(h));
+      *handle = s->stream;
+      gpu = s->gpu;
+      if (num_streams_ < 2) streams_[num_streams_++] = *s;
+      break;
+    }
+    case HandleKind::kEvent: {
+      ASSIGN_OR_RETURN(Executor::Event * e, ex_.session().events().Get(h));
+      *handle = e->event;
+      gpu = e->gpu;
+      if (num_events_ < 2) events_[num_events_++] = {e->gpu, e->event};
+      break;
+    }
+    case HandleKind::kModule: {
+      ASSIGN_OR_RETURN(Executor::Module * m, ex_.session().modules().Get(h));
+      *handle = m->module;
+      gpu = m->gpu;
+      break;
+    }
+    case HandleKind::kFunction: {
+      ASSIGN_OR_RETURN(Executor::Function * f, ex_.session().functions().Get(h));
+      *handle = f->function;
+      gpu = f->gpu;
+      break;
+    }
+    case HandleKind::kPool: {
+      ASSIGN_OR_RETURN(Executor::Pool * p, ex_.session().pools().Get(h));
+      *handle = p->pool;
+      gpu = p->gpu;
+      break;
+    }
+    default:
+      return Error(Err::kInvalidValue, "{} handles are not accepted here", HandleKindName(kind));
+  }
+  if (gpu_ < 0) {
+    RETURN_IF_ERROR(ex_.SetDevice(gpu));
+    gpu_ = gpu;
+  }
+  return Status::Ok();
+}
+
+Status OpContext::Device(int* device) {
+  int32_t ordinal = in_.Get<int32_t>();
+  if (!in_.ok()) return in_.Finish();
+  ASSIGN_OR_RETURN(int gpu, ex_.GpuOf(ordinal));
+  *device = gpu;
+  return Status::Ok();
+}
+
+Status OpContext::DevPtr(uint64_t addr, uint64_t bytes, uint64_t* checked) {
+  ASSIGN_OR_RETURN(Allocation a, ex_.session().allocations().CheckRange(addr, bytes == 0 ? 1 : bytes));
+  if (gpu_ < 0) {
+    RETURN_IF_ERROR(ex_.SetDevice(a.device));
+    gpu_ = a.device;
+  }
+  *checked = addr;
+  return Status::Ok();
+}
+
+Status OpContext::ChooseGpu(int gpu) {
+  RETURN_IF_ERROR(ex_.SetDevice(gpu));
+  gpu_ = gpu;
+  return Status::Ok();
+}
+
+Status OpContext::Ready() {
+  if (gpu_ >= 0) return Status::Ok();
+  ASSIGN_OR_RETURN(int gpu, ex_.GpuOf(req_.getDevice()));
+  RETURN_IF_ERROR(ex_.SetDevice(gpu));
+  gpu_ = gpu;
+  return Status::Ok();
+}
+
+uint64_t OpContext::AdoptHandle(HandleKind kind, void* handle) {
+  int gpu = gpu_ < 0 ? 0 : gpu_;
+  switch (kind) {
+    case HandleKind::kPool: {
+      // A device's pools are the same objects each time they are asked for: one handle each.
+      uint64_t found = 0;
+      ex_.session().pools().ForEach([&](uint64_t id, Executor::Pool& p) {
+        if (p.pool == handle) found = id;
+      });
+      return found != 0 ? found : ex_.session().pools().Insert({handle, gpu, false});
+    }
+    case HandleKind::kStream:
+      return ex_.session().streams().Insert({handle, gpu, 0});
+    case HandleKind::kEvent:
+      return ex_.session().events().Insert({handle, gpu, 0});
+    default:
+      LOG_ERROR("internal: a generated call created a {} handle, which has no table", HandleKindName(kind));
+      return 0;
+  }
+}
+
+Status OpContext::LibraryError(Domain domain, uint32_t code, const char* name, const char* call) {
+  return Status(domain, code, name ? fmt::format("{}: {}", call, name) : fmt::format("{}: status {}", call, code));
+}
+
+const OpEntry* OpTable::Find(uint32_t number) const {
+  const OpEntry* end = ops + count;
+  const OpEntry* it = std::lower_bound(ops, end, number, [](const OpEntry& e, uint32_t n) { return e.number < n; });
+  return it != end && it->number == number ? it : nullptr;
+}
+
+Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader req) {
+  uint64_t tag = frame.header.tag;
+  bool expects_reply = Handlers::ExpectsReply(frame);
+  auto answer = [&](const Status& st) -> Status {
+    if (expects_reply) return ex.PostReply(tag, st);
+    ex.DeferError(st);
+    return Status::Ok();
+  };
+  auto call = req.getApiCall();
+  const Executor::LibraryBinding* lib = ex.library(call.getLibrary());
+  if (lib == nullptr) return answer(Error(Err::kNotSupported, "library {} is not served by this server", call.getLibrary()));
+  const OpEntry* op = lib->table->Find(call.getFunction());
+  if (op == nullptr)
+    return answer(Error(Err::kNotSupported, "{} function {} is not supported by this server", lib->table->name, call.getFunction()));
+  if (op->cls != CallClass::kOrdered && !expects_reply) {
+    ex.DeferError(Error(Err::kInvalidValue, "malformed request: {} was posted but it is answered", op->name));
+    return Status::Ok();
+  }
+  auto args = call.getArgs();
+  OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api);
+  Status st = op->run(x);
+  switch (op->cls) {
+    case CallClass::kOrdered:
+      return answer(st);
+    case CallClass::kSync: {
+      if (!st.ok()) return ex.PostReply(tag, st);
+      const std::vector<std::byte>& out = x.out().bytes();
+      if (out.empty()) return ex.PostReply(tag, Status::Ok());  // nothing to return
+      return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
+        r.setApiResult(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(out.data()), out.size()));
+      });
+    }
+    case CallClass::kWait:
+      if (!st.ok()) return ex.PostReply(tag, st);
+      if (x.has_wait_event()) return Handlers::ReplyWhenEvent(ex, tag, x.wait_event().first, x.wait_event().second);
+      return Handlers::ReplyWhenDone(ex, tag, x.wait_streams());
+  }
+  return answer(Error(Err::kUnknown, "internal: {} has no call class", op->name));
+}
+
+}  // namespace remora::worker

@@ -1,0 +1,59 @@
+#include "worker/session_state.h"
+
+#include <sys/mman.h>
+
+#include "remora/base/log.h"
+#include "remora/base/util.h"
+
+namespace remora::worker {
+
+void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
+  // Driver threads blocked in host functions must not wait for a client that is gone.
+  for (auto& [id, cb] : host_callbacks_) {
+    std::lock_guard<std::mutex> lock(cb->mu);
+    cb->done = true;
+    cb->cv.notify_all();
+  }
+  host_callbacks_.clear();
+  for (auto& [key, s] : per_thread_streams_)
+    if (r.SetDevice(key.second).ok()) (void)driver.StreamDestroy(s);
+  per_thread_streams_.clear();
+  streams_.ForEach([&](uint64_t, Stream& s) {
+    if (r.SetDevice(s.gpu).ok()) (void)driver.StreamDestroy(s.stream);
+  });
+  streams_.Clear();
+  events_.ForEach([&](uint64_t, Event& e) {
+    if (r.SetDevice(e.gpu).ok()) (void)driver.EventDestroy(e.event);
+  });
+  events_.Clear();
+  function_index_.clear();
+  functions_.Clear();  // they go with their modules
+  modules_.ForEach([&](uint64_t, Module& m) {
+    if (r.SetDevice(m.gpu).ok()) (void)driver.ModuleUnload(m.module);
+    r.ReleaseCharge(m.gpu, m.charged);
+  });
+  modules_.Clear();
+  module_index_.clear();
+  pools_.ForEach([&](uint64_t, Pool& p) {
+    if (p.created && r.SetDevice(p.gpu).ok()) (void)driver.MemPoolDestroy(p.pool);
+  });
+  pools_.Clear();
+  for (auto& [id, region] : host_regions_) {
+    if (region.registered) driver.HostUnregister(region.base);
+    ::munmap(region.base, region.size);
+  }
+  host_regions_.clear();
+  uint64_t left = 0;
+  size_t count = 0;
+  for (const Allocation& a : allocs_.All()) {
+    if (a.kind == AllocKind::kModule) continue;  // went with its module
+    if (r.SetDevice(a.device).ok()) (void)driver.MemFree(a.base);
+    r.ReleaseCharge(a.device, a.reserved);
+    left += a.size;
+    count++;
+  }
+  if (count > 0) LOG_INFO("released {} in {} allocation(s) the client left behind", FormatSize(left), count);
+  allocs_.Clear();
+}
+
+}  // namespace remora::worker

@@ -1,0 +1,114 @@
+// SessionState: everything one session has created, by kind, and its release. The tables are
+// declared in the order their objects may depend on one another (memory before the pools,
+// modules and functions carved from it; events and streams after); ReleaseAll() ends them in
+// the reverse order, like rc_pingpong's teardown of verbs objects. Owned by the Executor;
+// used by its single thread only.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "remora/memmgr/allocation_table.h"
+#include "remora/memmgr/handle_table.h"
+#include "worker/driver.h"
+
+namespace remora::worker {
+
+struct Stream {
+  DStream stream = nullptr;
+  int gpu = 0;
+  unsigned flags = 0;  // cudaStreamNonBlocking or 0
+};
+struct Event {
+  DEvent event = nullptr;
+  int gpu = 0;
+  unsigned flags = 0;
+};
+struct Module {
+  DModule module = nullptr;
+  int gpu = 0;
+  std::string hash;        // hex
+  uint64_t charged = 0;    // bytes charged to the tenant for its code and data
+};
+struct Function {
+  DFunction function = nullptr;
+  int gpu = 0;
+  uint64_t module = 0;
+  std::vector<ParamInfo> params;
+};
+struct Pool {
+  DPool pool = nullptr;
+  int gpu = 0;
+  bool created = false;    // by this session (destroyed with it)
+};
+// Pinned host memory of the client mapped here (shm): DMA goes straight to and from it.
+struct HostRegion {
+  std::byte* base = nullptr;
+  size_t size = 0;
+  bool registered = false;  // with the driver (pinned); else copies are staged by the driver
+};
+// A host function waiting in a stream: the driver thread blocks in it until the client has
+// run the callback. Shared between the executor and that thread.
+struct HostCallback {
+  uint64_t id = 0;
+  std::atomic<bool> reached{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+class SessionState {
+ public:
+  SessionState() = default;
+  SessionState(const SessionState&) = delete;
+  SessionState& operator=(const SessionState&) = delete;
+
+  AllocationTable& allocations() { return allocs_; }
+  std::map<uint64_t, HostRegion>& host_regions() { return host_regions_; }
+  HandleTable<Pool>& pools() { return pools_; }
+  HandleTable<Module>& modules() { return modules_; }
+  // Module handle already loaded for (hash, gpu).
+  std::map<std::pair<std::string, int>, uint64_t>& module_index() { return module_index_; }
+  HandleTable<Function>& functions() { return functions_; }
+  // Function handle for (module, name).
+  std::map<std::pair<uint64_t, std::string>, uint64_t>& function_index() { return function_index_; }
+  HandleTable<Event>& events() { return events_; }
+  HandleTable<Stream>& streams() { return streams_; }
+  // The per-thread default stream of (client thread, gpu), created on first use.
+  std::map<std::pair<uint64_t, int>, DStream>& per_thread_streams() { return per_thread_streams_; }
+  std::map<uint64_t, std::shared_ptr<HostCallback>>& host_callbacks() { return host_callbacks_; }
+
+  // How ReleaseAll reaches the GPU and the ledger.
+  struct Releaser {
+    virtual ~Releaser() = default;
+    virtual Status SetDevice(int gpu) = 0;
+    virtual void ReleaseCharge(int gpu, uint64_t bytes) = 0;
+  };
+  // Ends everything the session holds, newest kind first: waiting host callbacks are let go,
+  // streams and events destroyed, modules unloaded, created pools destroyed, memory freed
+  // (charges returned), client regions unregistered and unmapped. Idempotent.
+  void ReleaseAll(Driver& driver, Releaser& releaser);
+
+ private:
+  // Declared in dependency order; released in reverse.
+  AllocationTable allocs_;
+  std::map<uint64_t, HostRegion> host_regions_;
+  HandleTable<Pool> pools_{HandleKind::kPool};
+  HandleTable<Module> modules_{HandleKind::kModule};
+  std::map<std::pair<std::string, int>, uint64_t> module_index_;
+  HandleTable<Function> functions_{HandleKind::kFunction};
+  std::map<std::pair<uint64_t, std::string>, uint64_t> function_index_;
+  HandleTable<Event> events_{HandleKind::kEvent};
+  HandleTable<Stream> streams_{HandleKind::kStream};
+  std::map<std::pair<uint64_t, int>, DStream> per_thread_streams_;
+  std::map<uint64_t, std::shared_ptr<HostCallback>> host_callbacks_;
+};
+
+}  // namespace remora::worker

@@ -1,0 +1,31 @@
+#include "process.h"
+
+#include "callbacks.h"
+#include "registry.h"
+#include "runtime.h"
+
+namespace remora::shim {
+namespace {
+std::atomic<Process*> g_process{nullptr};
+}  // namespace
+
+Process::Process() : registry_(new Registry()), callbacks_(new HostCallbacks()), runtime_(new Runtime()) {}
+
+Process& Process::Get() {
+  if (Process* p = g_process.load(std::memory_order_acquire)) return *p;
+  static Process* p = [] {
+    auto* made = new Process();  // never destroyed, nor are its members
+    g_process.store(made, std::memory_order_release);
+    return made;
+  }();
+  return *p;
+}
+
+bool Process::FirstTime(const std::string& what) {
+  std::lock_guard<std::mutex> lock(seen_mu_);
+  return seen_.insert(what).second;
+}
+
+Process* Process::IfCreated() { return g_process.load(std::memory_order_acquire); }
+
+}  // namespace remora::shim

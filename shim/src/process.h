@@ -1,0 +1,51 @@
+// Process: the one root of the shim's process-wide state. It owns the Runtime (the session,
+// the device list and the client's tables), the Registry (what the application's code
+// registered) and the HostCallbacks thread, plus the few process-wide values the runtime
+// API keeps (cudaSetDeviceFlags, pinned-region ids). Every Remora library loaded into the
+// process reaches this one root through libremora-core.so, so they share one session.
+//
+// Lifetime: created on first use and never destroyed (CUDA calls may arrive during exit,
+// from other libraries' destructors). Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+
+namespace remora::shim {
+
+class Runtime;
+class Registry;
+class HostCallbacks;
+
+class Process {
+ public:
+  static Process& Get();
+  // The root if it was created, else nullptr (never creates it: for the exit path).
+  static Process* IfCreated();
+
+  Runtime& runtime() { return *runtime_; }
+  Registry& registry() { return *registry_; }
+  HostCallbacks& callbacks() { return *callbacks_; }
+
+  // cudaSetDeviceFlags / cudaGetDeviceFlags.
+  std::atomic<unsigned>& device_flags() { return device_flags_; }
+  // Ids of pinned host regions shared with the worker, unique in the process.
+  uint64_t NextRegionId() { return next_region_.fetch_add(1); }
+  // True the first time `what` is asked about (log-once messages).
+  bool FirstTime(const std::string& what);
+
+ private:
+  Process();
+  Registry* registry_;
+  HostCallbacks* callbacks_;
+  Runtime* runtime_;  // created last: its constructor may use the others
+  std::atomic<unsigned> device_flags_{0};
+  std::atomic<uint64_t> next_region_{1};
+  std::mutex seen_mu_;
+  std::set<std::string> seen_;
+};
+
+}  // namespace remora::shim

@@ -1,0 +1,112 @@
+#include "remote_call.h"
+
+#include <string>
+
+#include "remora.capnp.h"
+#include "remora/base/log.h"
+#include "runtime.h"
+
+namespace remora::shim {
+namespace {
+
+// The encoding buffer of the calling thread, reused call after call (a RemoteCall never
+// nests inside another on one thread).
+api::ArgWriter& ThreadArgs() {
+  thread_local api::ArgWriter w;
+  w.Clear();
+  return w;
+}
+
+}  // namespace
+
+RemoteCall::RemoteCall(const CallCtx& cc, uint16_t library, uint32_t function, CallClass cls, Domain domain)
+    : cc_(cc), library_(library), function_(function), cls_(cls), domain_(domain), args_(ThreadArgs()) {}
+
+Status RemoteCall::Fail(uint32_t code, const char* what) const {
+  return Status(domain_, code, fmt::format("{}: {}", cc_.name, what));
+}
+
+Status RemoteCall::Stream(const void* stream) {
+  int device = 0;
+  RETURN_IF_ERROR(Runtime::Get().CheckStream(static_cast<cudaStream_t>(const_cast<void*>(stream)), &device));
+  args_.Put<uint64_t>(reinterpret_cast<uint64_t>(stream));
+  args_.Put<uint8_t>(cc_.per_thread ? 1 : 0);
+  if (device_ < 0) device_ = device;
+  return Status::Ok();
+}
+
+Status RemoteCall::Handle(HandleKind kind, const void* handle, bool nullable) {
+  auto h = reinterpret_cast<uint64_t>(handle);
+  if (h == 0 && !nullable) return Error(Err::kInvalidResourceHandle, "{}: the {} handle is NULL", cc_.name, HandleKindName(kind));
+  if (h != 0 && kind == HandleKind::kEvent) {
+    RETURN_IF_ERROR(Runtime::Get().CheckEvent(static_cast<cudaEvent_t>(const_cast<void*>(handle))));
+    if (device_ < 0) device_ = Runtime::Get().EventDevice(h);
+  }
+  args_.Put<uint64_t>(h);
+  return Status::Ok();
+}
+
+Status RemoteCall::Device(int ordinal) {
+  ASSIGN_OR_RETURN(auto d, Runtime::Get().Device(ordinal));
+  if (d->detached) return Error(Err::kDevicesUnavailable, "device {} was detached by the administrator", ordinal);
+  args_.Put<int32_t>(ordinal);
+  if (device_ < 0) device_ = ordinal;
+  return Status::Ok();
+}
+
+Status RemoteCall::DevPtr(uint64_t ptr, uint64_t bytes) {
+  Runtime& rt = Runtime::Get();
+  RETURN_IF_ERROR(rt.CheckDeviceRange(ptr, bytes == 0 ? 1 : bytes));
+  if (device_ < 0) {
+    if (auto a = rt.FindDevice(ptr)) device_ = a->device;
+  }
+  args_.Put<uint64_t>(ptr);
+  return Status::Ok();
+}
+
+Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
+  Runtime& rt = Runtime::Get();
+  ASSIGN_OR_RETURN(Client * c, rt.Session());
+  if (device_ < 0) {
+    ASSIGN_OR_RETURN(device_, rt.CurrentDevice());
+  }
+  const std::vector<std::byte>& bytes = args_.bytes();
+  auto build = [&](wire::Request::Builder& r) {
+    auto a = r.initApiCall();
+    a.setLibrary(library_);
+    a.setFunction(function_);
+    a.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(bytes.data()), bytes.size()));
+  };
+  if (cls_ == CallClass::kOrdered) {
+    // Like a kernel launch: nothing to wait for, but a broken context fails at once.
+    RETURN_IF_ERROR(c->sticky());
+    return c->Post(device_, build);
+  }
+  Status st = c->Call(device_, build, [&](wire::Reply::Reader& r) -> Status {
+    if (!results) return Status::Ok();
+    if (!r.isApiResult()) return Error(Err::kUnknown, "{}: the server sent no results", cc_.name);
+    auto d = r.getApiResult();
+    api::ArgReader reader(d.begin(), d.size());
+    return results(reader);
+  });
+  if (cls_ == CallClass::kWait && st.ok()) st = c->TakeAsyncError();
+  return st;
+}
+
+uint32_t FinishApi(Domain caller, const Status& st, const char* call) {
+  if (caller == Domain::kCudart) return static_cast<uint32_t>(Finish(st, call));
+  if (st.ok()) return 0;
+  LOG_INFO("{} -> {}", call, st.ToString());
+  if (st.domain() == caller) return st.raw();
+  // The runtime's and the driver's codes coincide for every error Remora reports.
+  if (caller == Domain::kCuda && st.domain() == Domain::kCudart) return st.raw();
+  return static_cast<uint32_t>(Err::kUnknown);
+}
+
+uint32_t NotSupported(Domain caller, uint32_t code, const char* call) {
+  if (Process::Get().FirstTime(call)) LOG_WARN("{} is not supported by Remora yet", call);
+  if (caller == Domain::kCudart) Thread().last_error = static_cast<cudaError_t>(code);
+  return code;
+}
+
+}  // namespace remora::shim

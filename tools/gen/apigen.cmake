@@ -1,0 +1,43 @@
+# remora_apigen(<lib> <emit>... ): runs tools/gen/apigen on protocol/api/<lib>.api at build
+# time; the outputs land in ${REMORA_API_GEN_DIR} (never committed). Sets
+# REMORA_APIGEN_<lib>_<emit> to the list of files that emit produces.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(REMORA_API_DIR ${CMAKE_SOURCE_DIR}/protocol/api)
+set(REMORA_API_GEN_DIR ${REMORA_GEN_DIR}/api)
+file(GLOB REMORA_API_FILES ${REMORA_API_DIR}/*.api)
+file(GLOB REMORA_APIGEN_SOURCES ${CMAKE_SOURCE_DIR}/tools/gen/apigen/*.py)
+
+function(remora_apigen lib)
+  set(outputs "")
+  set(emits "")
+  foreach(emit IN LISTS ARGN)
+    if(emit STREQUAL "shim-exports")
+      set(files ${lib}.map ${lib}_table.h ${lib}_forward.cc ${lib}_core.cc)
+    elseif(emit STREQUAL "client")
+      set(files ${lib}_client.h ${lib}_client.cc)
+    elseif(emit STREQUAL "worker")
+      set(files ${lib}_api.h ${lib}_api.cc ${lib}_dispatch.cc)
+    elseif(emit STREQUAL "roundtrip-test")
+      set(files ${lib}_roundtrip_test.cc)
+    elseif(emit STREQUAL "wire")
+      set(files ${lib}_wire.h)
+    elseif(emit STREQUAL "exports-list")
+      set(files ${lib}.exports)
+    else()
+      message(FATAL_ERROR "remora_apigen: unknown emit ${emit}")
+    endif()
+    list(TRANSFORM files PREPEND ${REMORA_API_GEN_DIR}/)
+    set(REMORA_APIGEN_${lib}_${emit} ${files} PARENT_SCOPE)
+    list(APPEND outputs ${files})
+    list(APPEND emits --emit ${emit})
+  endforeach()
+  add_custom_command(
+    OUTPUT ${outputs}
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tools/gen/apigen --api-dir ${REMORA_API_DIR} --lib ${lib}
+            ${emits} --out ${REMORA_API_GEN_DIR} -I ${CUDAToolkit_INCLUDE_DIRS}
+    DEPENDS ${REMORA_API_FILES} ${REMORA_APIGEN_SOURCES}
+    COMMENT "apigen ${lib}: ${ARGN}")
+  string(JOIN "_" tag ${ARGN})
+  string(REPLACE "-" "_" tag "${tag}")
+  add_custom_target(remora_apigen_${lib}_${tag} DEPENDS ${outputs})
+endfunction()

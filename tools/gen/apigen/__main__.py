@@ -1,0 +1,118 @@
+"""apigen: generates every per-call artifact of Remora's remoted libraries from the API
+descriptions in protocol/api/ (one declaration per function). Python 3 standard library
+only; run by CMake at build time, its output is never committed.
+
+  python3 tools/gen/apigen --api-dir protocol/api --lib NAME --emit KIND --out DIR [-I include-dir]
+  python3 tools/gen/apigen --api-dir protocol/api --doc docs/COMPATIBILITY.md [--check]
+
+KIND: shim-exports (version script, table, forwarders, core stubs), client (stubs of calls
+that travel), worker (interface, real-library table, dispatch), exports-list (one name per
+line, for tests).
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import emit_docs  # noqa: E402
+import emit_shim  # noqa: E402
+import emit_tests  # noqa: E402
+import emit_worker  # noqa: E402
+from model import ApiError, parse  # noqa: E402
+
+
+def load_all(api_dir):
+    libs = []
+    for f in sorted(os.listdir(api_dir)):
+        if f.endswith(".api"):
+            libs.append(parse(os.path.join(api_dir, f)))
+    return libs
+
+
+def write(path, text):
+    # Rewrite only on change, so the build does not recompile what did not change.
+    try:
+        if open(path).read() == text:
+            return
+    except OSError:
+        pass
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--api-dir", required=True)
+    ap.add_argument("--lib")
+    ap.add_argument("--emit", action="append", default=[])
+    ap.add_argument("--out")
+    ap.add_argument("-I", dest="include_dirs", action="append", default=[])
+    ap.add_argument("--doc")
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    try:
+        libs = load_all(a.api_dir)
+    except ApiError as e:
+        print("apigen: %s" % e, file=sys.stderr)
+        return 1
+    by_name = {l.name: l for l in libs}
+
+    if a.doc:
+        text = open(a.doc).read()
+        new = text
+        for l in libs:
+            if l.props.get("document", "yes") != "no":
+                new = emit_docs.update(new, l)
+        if a.check:
+            if new != text:
+                print("%s is out of date with protocol/api/*.api: run `python3 tools/gen/apigen --api-dir protocol/api --doc %s`"
+                      % (a.doc, a.doc))
+                return 1
+            for l in libs:
+                if l.props.get("document", "yes") == "no":
+                    continue
+                exp = [n for e in l.entries for n in e.exported_names]
+                rem = sum(1 for e in l.entries for n in e.exported_names if e.remoted)
+                print("%s: %d exported, %d implemented: documented" % (l.props.get("soname", l.name), len(exp), rem))
+            return 0
+        write(a.doc, new)
+        return 0
+
+    lib = by_name.get(a.lib)
+    if lib is None:
+        print("apigen: no description of library '%s' in %s" % (a.lib, a.api_dir), file=sys.stderr)
+        return 1
+    os.makedirs(a.out, exist_ok=True)
+    try:
+        for kind in a.emit:
+            n = lib.name
+            if kind == "shim-exports":
+                write(os.path.join(a.out, n + ".map"), emit_shim.emit_version_script(lib))
+                write(os.path.join(a.out, n + "_table.h"), emit_shim.emit_table_h(lib))
+                write(os.path.join(a.out, n + "_forward.cc"), emit_shim.emit_forwarders(lib))
+                write(os.path.join(a.out, n + "_core.cc"), emit_shim.emit_core(lib, libs))
+            elif kind == "client":
+                write(os.path.join(a.out, n + "_client.h"), emit_shim.emit_client_h(lib))
+                write(os.path.join(a.out, n + "_client.cc"), emit_shim.emit_client_cc(lib))
+            elif kind == "worker":
+                write(os.path.join(a.out, n + "_api.h"), emit_worker.emit_api_h(lib))
+                write(os.path.join(a.out, n + "_api.cc"), emit_worker.emit_api_cc(lib, a.include_dirs))
+                write(os.path.join(a.out, n + "_dispatch.cc"), emit_worker.emit_dispatch(lib))
+            elif kind == "wire":
+                write(os.path.join(a.out, n + "_wire.h"), emit_shim.emit_wire_h(lib))
+            elif kind == "roundtrip-test":
+                write(os.path.join(a.out, n + "_roundtrip_test.cc"), emit_tests.emit_roundtrip(lib))
+            elif kind == "exports-list":
+                write(os.path.join(a.out, n + ".exports"), "".join(x + "\n" for x in lib.exported))
+            else:
+                print("apigen: unknown --emit %s" % kind, file=sys.stderr)
+                return 1
+    except ApiError as e:
+        print("apigen: %s" % e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

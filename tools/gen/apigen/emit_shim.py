@@ -1,0 +1,206 @@
+"""Shim-side outputs: the exported library (version script, core table, forwarders, the
+generated stubs inside the core) and the client stubs of libraries whose calls travel."""
+import re
+
+from model import ApiError
+import roles
+
+BANNER = "// Generated from %s by tools/gen/apigen - do not edit.\n"
+
+
+def includes(lib):
+    return "".join("#include <%s>\n" % h for h in lib.props.get("header", "").split())
+
+
+def table_name(lib):
+    return "remora_%s_table" % lib.name
+
+
+def getter(lib):
+    return "remora_core_%s_table_v1" % lib.name
+
+
+def undef(name):
+    # Some driver names are macros in cuda.h (cuMemAlloc -> cuMemAlloc_v2): define the real one.
+    return "#ifdef %s\n#undef %s\n#endif\n" % (name, name)
+
+
+def emit_version_script(lib):
+    node = lib.props.get("version")
+    syms = "".join("    %s;\n" % n for n in lib.exported)
+    if node:
+        return "%s {\n  global:\n%s  local: *;\n};\n" % (node, syms)
+    return "{\n  global:\n%s  local: *;\n};\n" % syms
+
+
+def emit_table_h(lib):
+    out = [BANNER % lib.path, "// The functions of %s, as the Remora core implements them.\n" % lib.props["soname"],
+           "#pragma once\n", "#include <cstdint>\n", includes(lib), lib.props.get("prelude", "").replace("\\n", "\n"), "\n",
+           'extern "C" {\n', "struct %s {\n" % table_name(lib), "  uint32_t size;  // sizeof(struct): a core and its forwarders must agree\n",
+           "  int (*unsupported)(const char* name);  // for entries without a signature\n"]
+    for e in lib.entries:
+        if not e.signed:
+            continue
+        for n in e.exported_names:
+            out.append("  %s (*f_%s)(%s);\n" % (e.ret, n, ", ".join(p.ctype for p in e.params)))
+    out.append("};\n")
+    out.append("const struct %s* %s(void);\n" % (table_name(lib), getter(lib)))
+    out.append("}\n")
+    return "".join(out)
+
+
+def emit_forwarders(lib):
+    """The exported library: each function forwards to the core through its table."""
+    t = table_name(lib)
+    out = [BANNER % lib.path,
+           "// %s: every exported function forwards to libremora-core.so, which holds the one\n" % lib.props["soname"],
+           "// process-wide session, so all of Remora's libraries in a process share it.\n",
+           '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
+           '#include "%s_table.h"\n\n' % lib.name,
+           "namespace {\n", "const %s* g_table;\n" % t,
+           "inline const %s* T() {\n" % t,
+           "  const %s* t = __atomic_load_n(&g_table, __ATOMIC_ACQUIRE);\n" % t,
+           "  if (__builtin_expect(t == nullptr, 0)) {\n",
+           "    t = %s();\n" % getter(lib),
+           "    __atomic_store_n(&g_table, t, __ATOMIC_RELEASE);\n  }\n  return t;\n}\n",
+           "__attribute__((constructor)) void Init() { (void)T(); }\n",
+           "}  // namespace\n\n",
+           "#define REMORA_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"]
+    for e in lib.entries:
+        for n in e.exported_names:
+            out.append(undef(n))
+            if not e.signed:
+                out.append('REMORA_EXPORT int %s() { return T()->unsupported("%s"); }\n' % (n, n))
+                continue
+            args = ", ".join(p.name for p in e.params)
+            params = ", ".join("%s %s" % (p.ctype, p.name) for p in e.params)
+            ret = "" if e.ret == "void" else "return "
+            out.append("REMORA_EXPORT %s %s(%s) { %sT()->f_%s(%s); }\n" % (e.ret, n, params, ret, n, args))
+    return "".join(out)
+
+
+def emit_core(lib, libs):
+    """Inside libremora-core.so: the generated stubs (unsupported, via) and the table."""
+    st = lib.status
+    out = [BANNER % lib.path, "// The ABI includes deprecated functions, which must still be defined.\n",
+           '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
+           '#include "%s_table.h"\n' % lib.name, '#include "remote_call.h"\n']
+    targets = sorted({_via_lib(e, libs).name for e in lib.entries if e.cls == "via"})
+    for tl in targets:
+        out.append('#include "%s_client.h"\n' % tl)
+    out.append("\nusing remora::Status;\n\n")
+    for e in lib.entries:
+        names = e.exported_names
+        if e.cls in ("custom", "local"):
+            out.append("// %s: %s\n" % (e.name, "hand-written (custom)" if e.cls == "custom" else "answered locally"))
+            for n in names:
+                out.append('extern "C" %s;\n' % e.decl(n))
+            continue
+        if e.cls == "unsupported":
+            for n in names:
+                if e.signed:
+                    if e.ret != st["type"]:
+                        raise ApiError("%s: an unsupported entry must return %s" % (e.name, st["type"]))
+                    out.append('extern "C" %s {\n' % e.decl(n))
+                    for p in e.params:
+                        out.append("  (void)%s;\n" % p.name)
+                    out.append('  return static_cast<%s>(remora::shim::NotSupported(remora::Domain::k%s, %s, "%s"));\n}\n'
+                               % (st["type"], _dom(lib), st["unsupported"], n))
+            continue
+        if e.cls == "via":
+            target = _via_entry(e, libs)
+            tlib = target.lib
+            if len(target.params) != len(e.params):
+                raise ApiError("%s: via=%s has %d parameters, %s has %d" % (e.name, target.name, len(target.params), e.name, len(e.params)))
+            for n in names:
+                per_thread = "true" if n.endswith("_ptsz") or n.endswith("_ptds") else "false"
+                args = ", ".join("remora::shim::ViaCast<%s>(%s)" % (tp.ctype, p.name) for tp, p in zip(target.params, e.params))
+                sep = ", " if args else ""
+                out.append('extern "C" %s {\n' % e.decl(n))
+                out.append('  Status st = remora::gen::%s::%s(remora::shim::CallCtx{%s, "%s"}%s%s);\n'
+                           % (tlib.name, target.name, per_thread, n, sep, args))
+                out.append("  return static_cast<%s>(remora::shim::FinishApi(remora::Domain::k%s, st, \"%s\"));\n}\n" % (st["type"], _dom(lib), n))
+            continue
+        raise ApiError("%s: class %s cannot be exported from %s" % (e.name, e.cls, lib.name))
+    # The table.
+    out.append("\nnamespace {\n")
+    out.append("int UnsupportedUntyped(const char* name) {\n")
+    out.append("  return static_cast<int>(remora::shim::NotSupported(remora::Domain::k%s, %s, name));\n}\n" % (_dom(lib), st["unsupported"]))
+    out.append("const %s kTable = {\n" % table_name(lib))
+    out.append("    sizeof(%s),\n    &UnsupportedUntyped,\n" % table_name(lib))
+    for e in lib.entries:
+        if not e.signed:
+            continue
+        for n in e.exported_names:
+            out.append("    &::%s,\n" % n)
+    out.append("};\n}  // namespace\n\n")
+    out.append('extern "C" __attribute__((visibility("default"))) const %s* %s(void) { return &kTable; }\n' % (table_name(lib), getter(lib)))
+    return "".join(out)
+
+
+def _dom(lib):
+    d = lib.props.get("domain", lib.name)
+    return d[0].upper() + d[1:]
+
+
+def _via_entry(e, libs):
+    target = e.attrs["via"]
+    for l in libs:
+        t = l.entry(target)
+        if t is not None:
+            return t
+    raise ApiError("%s: via=%s names no entry of any description" % (e.name, target))
+
+
+def _via_lib(e, libs):
+    return _via_entry(e, libs).lib
+
+
+def emit_client_h(lib):
+    out = [BANNER % lib.path,
+           "// Client stubs of %s's remoted calls: validate, encode, send, decode. They return a\n" % lib.name,
+           "// Status (domain %s); the exported entry points convert it to the caller's type.\n" % lib.props.get("domain", lib.name),
+           "#pragma once\n", includes(lib), "".join('#include "%s"\n' % h for h in lib.props.get("hooks", "").split()),
+           '#include "remote_call.h"\n', '#include "%s_wire.h"\n\n' % lib.name, "namespace remora::gen::%s {\n\n" % lib.name]
+    for e in lib.entries:
+        if not e.travels:
+            continue
+        params = "".join(", %s %s" % (p.ctype, p.name) for p in e.params)
+        out.append("Status %s(const shim::CallCtx& cc%s);\n" % (e.name, params))
+    out.append("\n}  // namespace remora::gen::%s\n" % lib.name)
+    return "".join(out)
+
+
+def emit_client_cc(lib):
+    st = lib.status
+    out = [BANNER % lib.path, '#include "%s_client.h"\n\n' % lib.name, "namespace remora::gen::%s {\n\n" % lib.name,
+           "using shim::CallClass;\n\n"]
+    for e in lib.entries:
+        if not e.travels:
+            continue
+        params = "".join(", %s %s" % (p.ctype, p.name) for p in e.params)
+        out.append("Status %s(const shim::CallCtx& cc%s) {\n" % (e.name, params))
+        out.append("  shim::RemoteCall c(cc, kLibrary, %d, CallClass::k%s, Domain::k%s);\n" % (e.number, e.cls.capitalize(), _dom(lib)))
+        for p in e.params:
+            for s in roles.client_encode(e, p):
+                out.append("  %s\n" % s.replace("reinterpret_cast<uint64_t>((uintptr_t)", "static_cast<uint64_t>((uintptr_t)"))
+        decodes = [s for p in e.params for s in roles.client_decode(e, p)]
+        if decodes:
+            out.append("  return c.Invoke([&](api::ArgReader& r) -> Status {\n")
+            for s in decodes:
+                out.append("    %s\n" % s)
+            out.append("    return r.Finish();\n  });\n}\n\n")
+        else:
+            out.append("  return c.Invoke();\n}\n\n")
+    out.append("}  // namespace remora::gen::%s\n" % lib.name)
+    return "".join(out)
+
+
+def emit_wire_h(lib):
+    """The wire numbers of a library's travelling entries, for both ends and for tests."""
+    out = [BANNER % lib.path, "#pragma once\n#include <cstdint>\n\n", "namespace remora::gen::%s {\n\n" % lib.name,
+           "inline constexpr uint16_t kLibrary = %s;\n\n" % lib.props["wire"], "enum Fn : uint32_t {\n"]
+    for e in sorted((e for e in lib.entries if e.travels), key=lambda e: e.number):
+        out.append("  k_%s = %d,\n" % (e.name, e.number))
+    out.append("};\n\n}  // namespace remora::gen::%s\n" % lib.name)
+    return "".join(out)

@@ -1,0 +1,175 @@
+"""Worker-side outputs: the library's function table as an interface (one virtual per
+remoted function; the default answers the library's "not supported"), its implementation
+over the real library resolved by name, and the dispatch of each remoted call."""
+import re
+
+from model import ApiError
+import roles
+
+BANNER = "// Generated from %s by tools/gen/apigen - do not edit.\n"
+
+
+def includes(lib):
+    return "".join("#include <%s>\n" % h for h in lib.props.get("header", "").split())
+
+
+def _dom(lib):
+    d = lib.props.get("domain", lib.name)
+    return d[0].upper() + d[1:]
+
+
+def travelling(lib):
+    return sorted((e for e in lib.entries if e.travels), key=lambda e: e.number)
+
+
+def called(lib):
+    """Travelling entries the worker calls (a wait entry only waits for its stream or event)."""
+    return [e for e in travelling(lib) if e.cls != "wait"]
+
+
+def status_names(lib, include_dirs):
+    """Enumerator names of the library's status type, parsed from its header."""
+    st = lib.status["type"]
+    for h in lib.props.get("header", "").split() + lib.props.get("status_header", "").split():
+        for d in include_dirs:
+            try:
+                text = open("%s/%s" % (d, h)).read()
+            except OSError:
+                continue
+            text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+            text = re.sub(r"//[^\n]*", "", text)
+            for m in re.finditer(r"typedef\s+enum\s*\w*\s*\{(.*?)\}\s*(\w+)\s*;", text, re.S):
+                if m.group(2) == st:
+                    return _enumerators(m.group(1))
+    return []
+
+
+def _enumerators(body):
+    out, value = [], -1
+    for part in body.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.match(r"(\w+)\s*(?:=\s*(.+))?$", part, re.S)
+        if not m:
+            continue
+        if m.group(2) is not None:
+            try:
+                value = int(m.group(2).strip().rstrip("uUlL"), 0)
+            except ValueError:
+                continue
+        else:
+            value += 1
+        out.append((m.group(1), value))
+    return out
+
+
+def emit_api_h(lib):
+    ns = lib.name
+    out = [BANNER % lib.path,
+           "// The %s functions the worker runs for clients, as an interface: the real library\n" % lib.props["soname"],
+           "// (DlApi) or an emulation (the host backend) implements it. Every virtual defaults to\n",
+           "// the library's \"not supported\" status. Used by the executor's single thread.\n",
+           "#pragma once\n", '#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
+           "#include <functional>\n#include <string>\n#include <vector>\n", includes(lib),
+           lib.props.get("prelude", "").replace("\\n", "\n"), "\n",
+           "namespace remora::worker::gen::%s {\n\n" % ns, "class Api {\n public:\n  virtual ~Api() = default;\n"]
+    for e in called(lib):
+        out.append("  virtual %s;\n" % e.decl())
+    out.append("  // The symbolic name of a status value (\"%s\"), or nullptr.\n" % lib.status["ok"])
+    out.append("  static const char* StatusName(int code);\n\n protected:\n")
+    out.append("  virtual %s NotSupported(const char* name);\n};\n\n" % lib.status["type"])
+    out.append("// The real library, each function resolved by name.\nclass DlApi : public Api {\n public:\n")
+    out.append("  // Resolves every function; returns the names `resolve` did not find (they answer\n")
+    out.append("  // \"not supported\").\n")
+    out.append("  std::vector<std::string> Load(const std::function<void*(const char* name)>& resolve);\n")
+    for e in called(lib):
+        out.append("  %s override;\n" % e.decl())
+    out.append("\n private:\n")
+    for e in called(lib):
+        out.append("  %s (*p_%s)(%s) = nullptr;\n" % (e.ret, e.name, ", ".join(p.ctype for p in e.params)))
+    out.append("};\n\n}  // namespace remora::worker::gen::%s\n" % ns)
+    out.append("#pragma GCC diagnostic pop\n")
+    return "".join(out)
+
+
+def emit_api_cc(lib, include_dirs):
+    ns = lib.name
+    st = lib.status
+    out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n', "#include <type_traits>\n\n",
+           '#include "%s_api.h"\n\n' % lib.name,
+           "namespace remora::worker::gen::%s {\n\n" % ns]
+    # The compiler checks each description against NVIDIA's header.
+    for e in called(lib):
+        out.append("static_assert(std::is_same_v<decltype(&::%s), %s>,\n              \"%s: %s does not match %s\");\n"
+                   % (e.name, e.fnptr_type(), lib.path.split("/")[-1], e.name, lib.props.get("header")))
+    out.append("\n%s Api::NotSupported(const char*) { return %s; }\n\n" % (st["type"], st["unsupported"]))
+    for e in called(lib):
+        params = ", ".join(p.ctype for p in e.params)
+        out.append('%s Api::%s(%s) { return NotSupported("%s"); }\n' % (e.ret, e.name, params, e.name))
+    names = status_names(lib, include_dirs)
+    out.append("\nconst char* Api::StatusName(int code) {\n  switch (code) {\n")
+    seen = set()
+    for n, v in names:
+        if v in seen:
+            continue
+        seen.add(v)
+        out.append('    case %d: return "%s";\n' % (v, n))
+    out.append("    default: return nullptr;\n  }\n}\n\n")
+    out.append("std::vector<std::string> DlApi::Load(const std::function<void*(const char* name)>& resolve) {\n")
+    out.append("  std::vector<std::string> missing;\n")
+    for e in called(lib):
+        out.append('  p_%s = reinterpret_cast<decltype(p_%s)>(resolve("%s"));\n' % (e.name, e.name, e.name))
+        out.append('  if (p_%s == nullptr) missing.push_back("%s");\n' % (e.name, e.name))
+    out.append("  return missing;\n}\n\n")
+    for e in called(lib):
+        params = ", ".join("%s %s" % (p.ctype, p.name) for p in e.params)
+        args = ", ".join(p.name for p in e.params)
+        out.append('%s DlApi::%s(%s) { return p_%s ? p_%s(%s) : NotSupported("%s"); }\n'
+                   % (e.ret, e.name, params, e.name, e.name, args, e.name))
+    out.append("\n}  // namespace remora::worker::gen::%s\n" % ns)
+    return "".join(out)
+
+
+def emit_dispatch(lib):
+    ns = lib.name
+    st = lib.status
+    extra = "".join('#include "%s"\n' % h for h in (lib.props.get("hooks", "") + " " + lib.props.get("worker_include", "")).split())
+    out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
+           "#include <string>\n#include <vector>\n\n", '#include "worker/api_op.h"\n', extra,
+           '#include "%s_api.h"\n\n' % lib.name, "namespace remora::worker::gen::%s {\nnamespace {\n\n" % ns]
+    for e in travelling(lib):
+        out.append("// @%d %s (%s)\n" % (e.number, e.name, e.cls))
+        out.append("Status Op_%s(OpContext& x) {\n" % e.name)
+        for p in e.params:
+            for s in roles.worker_decode(e, p):
+                out.append("  %s\n" % s)
+        out.append("  RETURN_IF_ERROR(x.EndArgs());\n")
+        for p in e.params:
+            for s in roles.worker_check(e, p):
+                out.append("  %s\n" % s)
+        out.append("  RETURN_IF_ERROR(x.Ready());\n")
+        if e.cls == "wait":
+            # Answered when the stream or event gets here (api_op.cc); nothing to call.
+            for p in e.params:
+                out.append("  (void)%s;\n" % (p.name if p.role in ("stream", "handle", "device", "devptr", "value") else p.name + "_v"))
+            out.append("  return Status::Ok();\n}\n\n")
+            continue
+        args = ", ".join(roles.worker_arg(e, p) for p in e.params)
+        out.append("  %s r = x.Library<Api>().%s(%s);\n" % (e.ret, e.name, args))
+        out.append("  if (r != %s) return x.LibraryError(Domain::k%s, static_cast<uint32_t>(r), Api::StatusName(static_cast<int>(r)), \"%s\");\n"
+                   % (st["ok"], _dom(lib), e.name))
+        for p in e.params:
+            for s in roles.worker_encode(e, p):
+                out.append("  %s\n" % s)
+        out.append("  return Status::Ok();\n}\n\n")
+    out.append("constexpr OpEntry kOps[] = {\n")
+    for e in travelling(lib):
+        out.append('    {%d, "%s", CallClass::k%s, &Op_%s},\n' % (e.number, e.name, e.cls.capitalize(), e.name))
+    if not travelling(lib):
+        out.append("    {0, nullptr, CallClass::kSync, nullptr},\n")
+    out.append("};\n\n}  // namespace\n\n")
+    out.append("const OpTable& Ops() {\n")
+    out.append('  static const OpTable table{%s, "%s", Domain::k%s, kOps, %d};\n' % (lib.props["wire"], lib.name, _dom(lib), len(travelling(lib))))
+    out.append("  return table;\n}\n\n}  // namespace remora::worker::gen::%s\n" % ns)
+    return "".join(out)

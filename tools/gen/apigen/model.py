@@ -1,0 +1,275 @@
+"""API descriptions (protocol/api/*.api): the parser and the in-memory model.
+
+A description file has one `library` header followed by one entry per exported function:
+
+    library cuda
+        soname libcuda.so.1
+        header cuda.h
+        status CUresult ok=CUDA_SUCCESS lost=CUDA_ERROR_DEVICE_UNAVAILABLE unsupported=CUDA_ERROR_NOT_SUPPORTED invalid=CUDA_ERROR_INVALID_VALUE
+        domain cuda
+        wire 1
+
+    @7 cuStreamGetId  sync  ptsz
+        CUresult (CUstream hStream : stream, unsigned long long* streamId : out)
+
+An entry line is `[@N] name attribute...`; its indented continuation lines hold the C
+signature `ret (type name [: role], ...)`. `#` starts a comment. See docs/ARCHITECTURE.md,
+"How to add an API function", for the vocabulary.
+"""
+import re
+
+CLASSES = ("sync", "ordered", "wait", "custom", "unsupported", "local", "via")
+# Parameter roles: how a parameter crosses the wire (see roles.py for what each generates).
+ROLES = ("value", "stream", "handle", "device", "devptr", "out", "in", "inout", "array",
+         "outarray", "string", "outstring", "fixup")
+
+
+class ApiError(Exception):
+    pass
+
+
+class Param:
+    def __init__(self, ctype, name, role, args, flags):
+        self.ctype = ctype          # C type as written, e.g. "unsigned long long*"
+        self.name = name
+        self.role = role            # one of ROLES
+        self.args = args            # dict of role arguments, e.g. {"count": "numAttrs"}
+        self.flags = flags          # set of extra words, e.g. {"creates", "nullable"}
+
+    @property
+    def pointee(self):
+        """For a pointer parameter, the pointed-to type without top-level const."""
+        t = self.ctype.strip()
+        if not t.endswith("*"):
+            raise ApiError("parameter %s (%s) is not a pointer" % (self.name, t))
+        t = t[:-1].strip()
+        t = re.sub(r"^const\s+", "", t)
+        t = re.sub(r"\s+const$", "", t)
+        return t
+
+    def __repr__(self):
+        return "Param(%s %s : %s %s)" % (self.ctype, self.name, self.role, self.args)
+
+
+class Entry:
+    def __init__(self, lib, name, number, cls, attrs, line):
+        self.lib = lib
+        self.name = name
+        self.number = number        # stable wire number, or None
+        self.cls = cls              # one of CLASSES
+        self.attrs = attrs          # dict: attribute -> value (True for bare words)
+        self.line = line
+        self.ret = None             # C return type, or None when unsigned
+        self.params = []            # list of Param
+
+    @property
+    def signed(self):
+        return self.ret is not None
+
+    @property
+    def twins(self):
+        """Names of the per-thread-default-stream twins (name_ptsz, name_ptds)."""
+        return [self.name + "_" + t for t in ("ptsz", "ptds") if t in self.attrs]
+
+    @property
+    def exported_names(self):
+        return [self.name] + self.twins
+
+    @property
+    def remoted(self):
+        return self.cls != "unsupported"
+
+    @property
+    def travels(self):
+        """Whether calls of this entry cross the wire as generated requests."""
+        return self.cls in ("sync", "ordered", "wait")
+
+    def decl(self, name=None, param_names=True):
+        params = ", ".join(("%s %s" % (p.ctype, p.name)) if param_names else p.ctype for p in self.params)
+        return "%s %s(%s)" % (self.ret, name or self.name, params)
+
+    def fnptr_type(self):
+        return "%s (*)(%s)" % (self.ret, ", ".join(p.ctype for p in self.params))
+
+
+class Library:
+    def __init__(self, path):
+        self.path = path
+        self.name = None
+        self.props = {}             # soname, header, domain, wire, version, ...
+        self.status = None          # {"type":..., "ok":..., ...}
+        self.entries = []
+
+    def entry(self, name):
+        for e in self.entries:
+            if e.name == name:
+                return e
+        return None
+
+    @property
+    def exported(self):
+        return [n for e in self.entries for n in e.exported_names]
+
+
+def _split_params(text):
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur)
+    return [p.strip() for p in out]
+
+
+def _parse_role(text, where):
+    """'devptr(size=bytes) writes' -> ('devptr', {'size': 'bytes'}, {'writes'})"""
+    text = text.strip()
+    m = re.match(r"^(\w+)(?:\((.*)\))?(.*)$", text)
+    if not m:
+        raise ApiError("%s: cannot parse role '%s'" % (where, text))
+    role, inner, rest = m.group(1), m.group(2), m.group(3)
+    if role not in ROLES:
+        raise ApiError("%s: unknown role '%s' (known: %s)" % (where, role, ", ".join(ROLES)))
+    args = {}
+    if inner:
+        for part in _split_params(inner):
+            if "=" in part:
+                k, v = part.split("=", 1)
+                args[k.strip()] = v.strip()
+            else:
+                args[part.strip()] = True
+    flags = set(rest.split())
+    return role, args, flags
+
+
+def _parse_param(text, where):
+    role_text = None
+    # A role follows the last ' : ' that is outside the C type (C types have no colons).
+    if ":" in text:
+        text, role_text = text.split(":", 1)
+    text = " ".join(text.replace("*", " * ").split()).replace(" *", "*")
+    m = re.match(r"^(.*?)\s*\b(\w+)$", text)
+    if not m or not m.group(1):
+        raise ApiError("%s: parameter '%s' needs a type and a name" % (where, text))
+    ctype, name = m.group(1).strip(), m.group(2)
+    ctype = ctype.replace("*", "* ").replace("*  ", "* ").strip()
+    ctype = re.sub(r"\*\s+\*", "**", ctype)
+    ctype = re.sub(r"\s+\*", "*", ctype)
+    if role_text is not None:
+        role, args, flags = _parse_role(role_text, where)
+    else:
+        role, args, flags = "value", {}, set()
+    return Param(ctype, name, role, args, flags)
+
+
+def parse(path):
+    lib = Library(path)
+    current = None       # entry whose signature lines are being read
+    sig_lines = []
+    in_header = False
+
+    def finish():
+        nonlocal current, sig_lines
+        if current is not None and sig_lines:
+            sig = " ".join(sig_lines)
+            where = "%s:%d (%s)" % (path, current.line, current.name)
+            m = re.match(r"^(.*?)\s*\((.*)\)\s*$", sig)
+            if not m:
+                raise ApiError("%s: cannot parse signature '%s'" % (where, sig))
+            current.ret = m.group(1).strip()
+            params = m.group(2).strip()
+            current.params = [] if params in ("", "void") else [_parse_param(p, where) for p in _split_params(params)]
+        current, sig_lines = None, []
+
+    for lineno, raw in enumerate(open(path), 1):
+        line = raw.split("#", 1)[0].rstrip()
+        if not line.strip():
+            continue
+        indented = line[0] in " \t"
+        words = line.split()
+        if not indented:
+            finish()
+            in_header = False
+            if words[0] == "library":
+                if lib.name is not None:
+                    raise ApiError("%s:%d: a second library header" % (path, lineno))
+                lib.name = words[1]
+                in_header = True
+                continue
+            number = None
+            if words[0].startswith("@"):
+                number = int(words[0][1:])
+                words = words[1:]
+            name, attrs = words[0], {}
+            for w in words[1:]:
+                k, _, v = w.partition("=")
+                attrs[k] = v if v else True
+            classes = [c for c in CLASSES if c in attrs]
+            if len(classes) != 1:
+                raise ApiError("%s:%d: %s needs exactly one class of %s" % (path, lineno, name, "/".join(CLASSES)))
+            cls = classes[0]
+            current = Entry(lib, name, number, cls, attrs, lineno)
+            lib.entries.append(current)
+            continue
+        if in_header:
+            key, rest = words[0], words[1:]
+            if key == "status":
+                st = {"type": rest[0]}
+                for w in rest[1:]:
+                    k, _, v = w.partition("=")
+                    st[k] = v
+                lib.status = st
+            else:
+                lib.props[key] = " ".join(rest)
+            continue
+        if current is None:
+            raise ApiError("%s:%d: indented line outside an entry" % (path, lineno))
+        sig_lines.append(line.strip())
+    finish()
+    validate(lib)
+    return lib
+
+
+def validate(lib):
+    where = lib.path
+    if lib.name is None or lib.status is None:
+        raise ApiError("%s: needs a library header with a status line" % where)
+    for k in ("ok", "lost", "unsupported", "invalid"):
+        if k not in lib.status:
+            raise ApiError("%s: the status line needs %s=" % (where, k))
+    seen_names, seen_numbers = set(), {}
+    for e in lib.entries:
+        at = "%s:%d (%s)" % (where, e.line, e.name)
+        for n in e.exported_names:
+            if n in seen_names:
+                raise ApiError("%s: %s is listed twice" % (at, n))
+            seen_names.add(n)
+        if e.travels:
+            if e.number is None:
+                raise ApiError("%s: a %s entry needs a stable wire number (@N)" % (at, e.cls))
+            if e.number in seen_numbers:
+                raise ApiError("%s: wire number @%d is also used by %s" % (at, e.number, seen_numbers[e.number]))
+            seen_numbers[e.number] = e.name
+        if e.remoted and not e.signed:
+            raise ApiError("%s: a remoted entry needs its signature" % at)
+        if e.cls == "ordered":
+            for p in e.params:
+                if p.role in ("out", "inout", "outarray", "outstring"):
+                    raise ApiError("%s: an ordered call cannot return %s (make it sync)" % (at, p.name))
+        if e.cls == "wait" and not any(p.role in ("stream", "handle") for p in e.params):
+            raise ApiError("%s: a wait call needs a stream or an event to wait for" % at)
+        names = {p.name for p in e.params}
+        for p in e.params:
+            for k, v in p.args.items():
+                # A plain name must be another parameter (expressions are checked by the compiler).
+                if k in ("count", "len", "size") and isinstance(v, str) and re.fullmatch(r"[A-Za-z_]\w*", v):
+                    if v not in names:
+                        raise ApiError("%s: %s's %s refers to unknown parameter '%s'" % (at, p.name, k, v))
+    return lib
