@@ -45,8 +45,10 @@ std::optional<bool> Listed(admin::AdminClient& client, const std::string& name) 
 
 FsStatus NoEntry() { return {ENOENT, "no such file or directory"}; }
 
+// The server's message may quote what the caller wrote (a tenant name with a newline, say):
+// it is made one line like any text from outside.
 FsStatus ServerError(const Status& st, std::string_view what) {
-  return {ErrnoFor(st), std::string(what) + ": " + st.message()};
+  return {ErrnoFor(st), std::string(what) + ": " + Printable(st.message(), 512)};
 }
 
 std::string Line(const std::string& s) { return s + "\n"; }
