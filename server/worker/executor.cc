@@ -389,7 +389,10 @@ void Executor::ReleaseEverything() {
     Executor& ex;
   } releaser(*this);
   // Newest first: operations in flight, the session's objects, then what the loop itself
-  // created (pooled events and buffers, the transport's pinned regions).
+  // created (pooled events and buffers, the transport's pinned regions). Host functions the
+  // client will never run are let go first: abandoning a transfer waits for its stream,
+  // which such a function would block forever.
+  session_.ReleaseHostCallbacks();
   for (auto& op : pending_) op->Abandon(*this);
   pending_.clear();
   session_.ReleaseAll(driver_, releaser);
