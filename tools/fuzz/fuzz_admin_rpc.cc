@@ -60,7 +60,6 @@ struct Server {
   std::thread loop;
 
   Server() {
-    SetLogLevel(LogLevel::kError);  // refusals are expected by the thousand
     char tmpl[] = "/dev/shm/remora-fuzz-admin.XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) Finding("mkdtemp");
     dir = tmpl;

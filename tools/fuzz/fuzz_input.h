@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "remora/base/log.h"
+
 namespace remora::fuzz {
 
 class FuzzInput {
@@ -115,9 +117,11 @@ inline void MaybeWriteSeeds(const Seeds& (*make)()) {
 
 }  // namespace remora::fuzz
 
-// Defines LLVMFuzzerInitialize for a target whose seeds `make` returns.
+// Defines LLVMFuzzerInitialize for a target whose seeds `make` returns. Logging is quiet
+// (errors only: refusals come by the million) unless REMORA_LOG says otherwise.
 #define REMORA_FUZZ_SEEDS(make)                                   \
   extern "C" int LLVMFuzzerInitialize(int*, char***) {           \
+    ::remora::SetLogLevelFromEnv(::remora::LogLevel::kError);     \
     ::remora::fuzz::MaybeWriteSeeds(make);                        \
     return 0;                                                     \
   }

@@ -1,8 +1,11 @@
 // Fuzz target `parse`: the text a person or a peer hands to Remora - sizes (ParseSize: CLI
 // flags, remorafs memory.max, REMORA_RDMA_* variables), server URLs (ParseEndpoint: --listen,
-// REMORA_SERVER, --admin-listen) and tokens (ParseToken: REMORA_TOKEN, token files).
+// REMORA_SERVER, --admin-listen), tokens (ParseToken: REMORA_TOKEN, token files) - and the
+// flat argument encoding of generated calls (api::ArgReader, which decodes a server's results
+// in the shim and a client's arguments in the worker).
 //
-// Input: one selector byte (which parser), then the text. Besides "never crashes", each parser
+// Input: one selector byte (which parser), then the text (for ArgReader: one byte saying how
+// many of the next bytes are the script of reads, the script, then the encoding). Besides "never crashes", each parser
 // is held to what it promises:
 //  - ParseSize: a plain decimal integer that fits 64 bits parses to exactly that number; a
 //    result is never below the integer part times the unit; formatting then parsing is close.
@@ -13,6 +16,7 @@
 
 #include "fuzz_input.h"
 #include "remora/base/util.h"
+#include "remora/protocol/api_args.h"
 #include "remora/protocol/auth.h"
 #include "remora/protocol/transport.h"
 
@@ -68,6 +72,49 @@ void CheckToken(const std::string& text) {
     Finding("ParseToken(FormatToken()) differs", text + " -> " + again);
 }
 
+// The flat argument encoding of generated calls (api_args.h), as the shim reads a reply's
+// results: a script of typed reads over the rest of the input. ArgReader must never read past
+// its input, nor hand out more elements than it announced or the caller has room for.
+void CheckApiArgs(const std::string& text) {
+  if (text.size() < 2) return;
+  size_t split = static_cast<uint8_t>(text[0]) % text.size();
+  std::string ops = text.substr(1, split), data = text.substr(1 + split);
+  api::ArgReader r(data.data(), data.size());
+  for (char op : ops) {
+    switch (static_cast<uint8_t>(op) % 7) {
+      case 0: (void)r.Get<uint8_t>(); break;
+      case 1: (void)r.Get<uint64_t>(); break;
+      case 2: {
+        char out[16];
+        (void)r.GetOptional(out, sizeof(out));
+        break;
+      }
+      case 3: {
+        std::vector<uint32_t> v;
+        if (r.GetArray(&v).ok() && v.size() * sizeof(uint32_t) > data.size()) Finding("an array longer than its input");
+        break;
+      }
+      case 4: {
+        std::string str;
+        if (r.GetString(&str).ok() && str.size() > data.size()) Finding("a string longer than its input");
+        break;
+      }
+      case 5: {
+        uint16_t out[4];
+        r.GetArray(out, 4, sizeof(uint16_t));  // ASan: never more than 4 written
+        break;
+      }
+      case 6: {
+        char out[8];
+        r.GetString(out, sizeof(out));
+        break;
+      }
+    }
+  }
+  (void)r.Finish();
+  if (r.ok() && r.remaining() > data.size()) Finding("ArgReader's position went past its end");
+}
+
 const Seeds& MakeSeeds() {
   static const Seeds seeds = [] {
     Seeds s;
@@ -86,6 +133,18 @@ const Seeds& MakeSeeds() {
     add("url-tcp", 1, "tcp://10.0.0.2:7070");
     add("url-v6", 1, "rdma://[fe80::1:2]:18515");
     add("token", 2, "remora1.alice.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    {
+      api::ArgWriter w;
+      w.Put<uint64_t>(7);
+      uint32_t arr[3] = {1, 2, 3};
+      w.PutArray(arr, 3, sizeof(uint32_t));
+      w.PutString("name");
+      w.PutOptional(nullptr, 0);
+      std::string ops = std::string("\x01\x03\x04\x02", 4);
+      std::string text = std::string(1, static_cast<char>(ops.size())) + ops +
+                         std::string(reinterpret_cast<const char*>(w.bytes().data()), w.bytes().size());
+      add("api-args", 3, text);
+    }
     return s;
   }();
   return seeds;
@@ -101,10 +160,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t which = in.Byte();
   auto rest = in.Rest();
   std::string text(reinterpret_cast<const char*>(rest.data()), rest.size());
-  switch (which % 3) {
+  switch (which % 4) {
     case 0: remora::fuzz::CheckSize(text); break;
     case 1: remora::fuzz::CheckEndpoint(text); break;
-    default: remora::fuzz::CheckToken(text); break;
+    case 2: remora::fuzz::CheckToken(text); break;
+    default: remora::fuzz::CheckApiArgs(text); break;
   }
   return 0;
 }

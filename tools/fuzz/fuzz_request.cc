@@ -1,7 +1,10 @@
 // Fuzz target `request`: everything a client can send to its worker once the handshake is
-// done. A real Executor on the host-emulated driver (two GPUs, a ledger with a 16 MiB limit
+// done - every member of wire::Request, the generated calls (apiCall: the flat argument
+// encoding decoded by the generated dispatch, run on the host backend's emulated driver API)
+// included. A real Executor on the host-emulated driver (two GPUs, a ledger with an 8 MiB limit
 // per GPU) serves a script of request frames over an in-process transport
-// (scripted_connection.h), then the client leaves.
+// (scripted_connection.h), then the client leaves. (Small sizes keep an input fast: what is
+// tested is the logic, not how much memory moves.)
 //
 // Input: a profile byte, then frames until the input ends:
 //   profile: bits 0-1 the transport the executor believes it serves (its inline bulk limit:
@@ -17,6 +20,7 @@
 // session is over, the ledger holds nothing for it, the emulated GPUs have all their memory
 // back and every staging buffer was returned.
 #define XXH_INLINE_ALL
+#include <cuda.h>  // enum values for the generated calls' seeds
 #include <sys/mman.h>
 #include <xxhash.h>
 
@@ -28,6 +32,7 @@
 #include "fuzz_staging.h"
 #include "remora.capnp.h"
 #include "remora/memmgr/ledger.h"
+#include "remora/protocol/api_args.h"
 #include "remora/protocol/message.h"
 #include "scripted_connection.h"
 #include "worker/driver.h"
@@ -36,8 +41,8 @@
 namespace remora::fuzz {
 namespace {
 
-constexpr uint64_t kGpuMemory = 64ull << 20;
-constexpr uint64_t kTenantLimit = 16ull << 20;
+constexpr uint64_t kGpuMemory = 32ull << 20;
+constexpr uint64_t kTenantLimit = 8ull << 20;
 constexpr int kGpus = 2;
 constexpr uint64_t kInlineLimits[4] = {~0ull, 0, 64 << 10, 4096};
 
@@ -65,6 +70,16 @@ struct World {
 World& TheWorld() {
   static World* w = new World();  // lives for the process: the driver is reused by every input
   return *w;
+}
+
+// What bulk the input does not spell out holds: bytes that differ from offset to offset.
+const std::vector<std::byte>& Pattern() {
+  static const std::vector<std::byte> p = [] {
+    std::vector<std::byte> v(1 << 20);
+    for (size_t i = 0; i < v.size(); i++) v[i] = std::byte(static_cast<uint8_t>(i * 131 + (i >> 8)));
+    return v;
+  }();
+  return p;
 }
 
 // REMORA_FUZZ_VERBOSE=1 prints the script of an input (to triage a finding).
@@ -104,7 +119,8 @@ std::deque<ScriptedFrame> ParseScript(FuzzInput& in) {
       if (!bytes.empty()) std::memcpy(f.bulk.data(), bytes.data(), bytes.size());
       from_input = bytes.size();
     }
-    for (size_t i = from_input; i < f.bulk.size(); i++) f.bulk[i] = std::byte(static_cast<uint8_t>(i * 131 + tag));
+    if (from_input < f.bulk.size())  // a fixed pattern (memcpy: no per-byte coverage hooks)
+      std::memcpy(f.bulk.data() + from_input, Pattern().data() + from_input, f.bulk.size() - from_input);
     f.header.bulk_bytes = f.bulk.size();
     if (!ValidateFrameHeader(f.header).ok()) continue;
     if (std::getenv("REMORA_FUZZ_VERBOSE")) Describe(f);
@@ -158,6 +174,15 @@ class SeedSession {
   }
   SeedSession& Alloc(uint64_t size) {
     return Req([&](wire::Request::Builder r) { r.initMemAlloc().setSize(size); });
+  }
+  // A generated call of the driver API (protocol/api/cuda.api: library 1, entry @function).
+  SeedSession& Api(uint32_t function, const api::ArgWriter& args, bool reply = true) {
+    return Req([&](wire::Request::Builder r) {
+      auto c = r.initApiCall();
+      c.setLibrary(1);
+      c.setFunction(function);
+      c.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(args.bytes().data()), args.bytes().size()));
+    }, reply);
   }
   const std::vector<uint8_t>& bytes() const { return w_.bytes(); }
 
@@ -416,11 +441,58 @@ const Seeds& MakeSeeds() {
     add("callback-never-done", SeedSession(0).Req([](R r) { r.initHostFunc().setId(9); }, false).Req([](R r) {
       r.setDeviceSynchronize();
     }));
-    add("over-quota", SeedSession(0).Alloc(12 << 20).Alloc(12 << 20).Req([](R r) {
+    add("over-quota", SeedSession(0).Alloc(6 << 20).Alloc(6 << 20).Req([](R r) {
       auto p = r.initMallocPitch();
       p.setWidth(1 << 20);
       p.setHeight(64);
     }));
+    // Generated calls (wire::ApiCall), their arguments in the flat encoding of api_args.h:
+    // a stream is its handle and a per-thread flag, a handle its id, a device its ordinal.
+    auto args = [](auto&&... put) {
+      api::ArgWriter w;
+      (put(w), ...);
+      return w;
+    };
+    auto stream = [](uint64_t h) { return [h](api::ArgWriter& w) { w.Put<uint64_t>(h); w.Put<uint8_t>(0); }; };
+    auto u64 = [](uint64_t v) { return [v](api::ArgWriter& w) { w.Put(v); }; };
+    auto u32 = [](uint32_t v) { return [v](api::ArgWriter& w) { w.Put(v); }; };
+    auto i32 = [](int32_t v) { return [v](api::ArgWriter& w) { w.Put(v); }; };
+    add("api-context",
+        SeedSession(0)
+            .Api(1, args())
+            .Api(2, args(u32(CU_FUNC_CACHE_PREFER_L1)))
+            .Api(7, args(u32(CU_LIMIT_STACK_SIZE)))
+            .Api(8, args(u32(CU_LIMIT_PRINTF_FIFO_SIZE), u64(1 << 20)))
+            .Api(9, args())
+            .Api(21, args(i32(0), i32(1)))
+            .Api(20, args(u32(CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED), i32(0), i32(1)))
+            .Api(120, args())
+            .Api(121, args()));
+    add("api-streams-events",
+        SeedSession(0)
+            .Req([](R r) { r.initStreamCreate(); })
+            .Req([](R r) { r.setEventCreate(0); })
+            .Req([](R r) { r.setEventCreate(0); })
+            .Api(60, args(u64(kEvent1), stream(kStream1)), false)
+            .Api(42, args(stream(0), u64(kEvent1), u32(0)), false)
+            .Api(61, args(u64(kEvent2), stream(0), u32(0)), false)
+            .Api(40, args(stream(kStream1)))
+            .Api(41, args(stream(kStream1)))
+            .Api(43, args(stream(kStream1)))
+            .Api(44, args(stream(kStream1), u32(CU_LAUNCH_ATTRIBUTE_PRIORITY)))
+            .Api(46, args(stream(kStream1), stream(0)))
+            .Api(62, args(u64(kEvent1)))
+            .Api(63, args(u64(kEvent2)))
+            .Api(64, args(u64(kEvent1), u64(kEvent2))));
+    add("api-pools",
+        SeedSession(0)
+            .Api(80, args(i32(0)))
+            .Api(81, args(i32(0)))
+            .Api(82, args(i32(0), u64(kPool1)))
+            .Api(83, args(u64(kPool1), u32(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), u64(1 << 20)))
+            .Api(84, args(u64(kPool1), u32(CU_MEMPOOL_ATTR_USED_MEM_CURRENT)))
+            .Api(85, args(u64(kPool1), u64(0)))
+            .Api(47, args(stream(0), u64(kDev0), u64(4096), u32(0)), false));
     add("goodbye", SeedSession(0).Alloc(4096).Req([](R r) { r.setGoodbye(); }));
     add("detached", SeedSession(4).Req([](R r) {
       r.setDevice(1);
