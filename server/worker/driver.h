@@ -49,6 +49,24 @@ struct LaunchAttr {
   uint8_t value[64] = {};      // CUlaunchAttributeValue bytes, handles already translated
 };
 
+// The JIT linker's inputs and result (cuLinkCreate/AddData/Complete).
+struct LinkOption {
+  uint32_t option = 0;         // CUjit_option whose value is a number
+  uint64_t value = 0;
+};
+struct LinkInput {
+  uint32_t type = 0;           // CUjitInputType
+  std::string name;
+  const void* data = nullptr;  // borrowed for the call
+  size_t size = 0;
+  std::vector<LinkOption> options;
+};
+struct LinkOutput {
+  std::vector<std::byte> image;
+  std::string info_log, error_log;
+  float walltime_ms = 0;
+};
+
 struct LaunchConfig {
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block[3] = {1, 1, 1};
@@ -115,6 +133,12 @@ class Driver {
   // Blocks until the stream's work is done. The executor calls it only for work it knows
   // to be short (a small copy on an idle stream).
   virtual Status StreamSynchronize(DStream s) = 0;
+  // Whether work issued to the stream is being captured into a graph (not run): the compute
+  // scheduler then records nothing on it. A backend that cannot capture says no.
+  virtual Result<bool> StreamCapturing(DStream s) {
+    (void)s;
+    return false;
+  }
 
   // Runs fn(arg) on a driver thread when the stream reaches this point; later work on the
   // stream waits until fn returns (cuLaunchHostFunc).
@@ -129,6 +153,9 @@ class Driver {
   // ---- modules and kernels (current device) -------------------------------------------
   virtual Result<DModule> ModuleLoad(const void* image, size_t size) = 0;
   virtual Status ModuleUnload(DModule m) = 0;
+  // Links `inputs` for the current device into `out->image`. On failure `out->error_log`
+  // says why, when the linker said.
+  virtual Status Link(const std::vector<LinkInput>& inputs, const std::vector<LinkOption>& options, LinkOutput* out) = 0;
   virtual Result<DFunction> ModuleGetFunction(DModule m, const char* name) = 0;
   // `size_hint`: the size the application registered (used where the driver cannot tell).
   virtual Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) = 0;

@@ -36,6 +36,7 @@ class DriverWrapper : public Driver {
   Status StreamQuery(DStream s) override { return t_.StreamQuery(s); }
   Status StreamWaitEvent(DStream s, DEvent e, unsigned flags) override { return t_.StreamWaitEvent(s, e, flags); }
   Status StreamSynchronize(DStream s) override { return t_.StreamSynchronize(s); }
+  Result<bool> StreamCapturing(DStream s) override { return t_.StreamCapturing(s); }
   Status LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) override { return t_.LaunchHostFunc(s, fn, arg); }
   Result<DEvent> EventCreate(unsigned flags) override { return t_.EventCreate(flags); }
   Status EventDestroy(DEvent e) override { return t_.EventDestroy(e); }
@@ -44,6 +45,9 @@ class DriverWrapper : public Driver {
   Result<float> EventElapsedMs(DEvent start, DEvent end) override { return t_.EventElapsedMs(start, end); }
   Result<DModule> ModuleLoad(const void* image, size_t size) override { return t_.ModuleLoad(image, size); }
   Status ModuleUnload(DModule m) override { return t_.ModuleUnload(m); }
+  Status Link(const std::vector<LinkInput>& inputs, const std::vector<LinkOption>& options, LinkOutput* out) override {
+    return t_.Link(inputs, options, out);
+  }
   Result<DFunction> ModuleGetFunction(DModule m, const char* name) override { return t_.ModuleGetFunction(m, name); }
   Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) override { return t_.ModuleGetGlobal(m, name, size_hint); }
   Result<std::vector<ParamInfo>> FuncParams(DFunction f) override { return t_.FuncParams(f); }

@@ -36,6 +36,7 @@ struct Module {
   int gpu = 0;
   std::string hash;        // hex
   uint64_t charged = 0;    // bytes charged to the tenant for its code and data
+  std::vector<uint64_t> globals;  // its variables' addresses in allocations()
 };
 struct Function {
   DFunction function = nullptr;
@@ -64,6 +65,25 @@ struct HostCallback {
   bool done = false;
 };
 
+// The virtual memory API (cuMemCreate / cuMemAddressReserve / cuMemMap): physical memory,
+// charged to the tenant until it is both released and unmapped; reserved ranges (also an
+// allocation of kind kVirtual, so arguments inside them pass the pointer checks); mappings.
+struct PhysicalMemory {
+  uint64_t real = 0;   // the driver's CUmemGenericAllocationHandle
+  int gpu = 0;
+  uint64_t size = 0;
+  int refs = 1;        // cuMemCreate and cuMemRetainAllocationHandle, less cuMemRelease
+  int maps = 0;
+};
+struct Reservation {
+  uint64_t size = 0;
+  int gpu = 0;
+};
+struct Mapping {
+  uint64_t size = 0;
+  uint64_t physical = 0;  // session handle
+};
+
 class SessionState {
  public:
   SessionState() = default;
@@ -84,6 +104,11 @@ class SessionState {
   // The per-thread default stream of (client thread, gpu), created on first use.
   std::map<std::pair<uint64_t, int>, DStream>& per_thread_streams() { return per_thread_streams_; }
   std::map<uint64_t, std::shared_ptr<HostCallback>>& host_callbacks() { return host_callbacks_; }
+  HandleTable<PhysicalMemory>& physical() { return physical_; }
+  std::map<uint64_t, Reservation>& reservations() { return reservations_; }
+  std::map<uint64_t, Mapping>& mappings() { return mappings_; }
+  // The allocation holding [ptr, ptr + len) (inside a reserved range, mapped bytes only).
+  Result<Allocation> CheckRange(uint64_t ptr, uint64_t len) const { return allocs_.CheckRange(ptr, len); }
 
   // How ReleaseAll reaches the GPU and the ledger.
   struct Releaser {
@@ -102,6 +127,9 @@ class SessionState {
  private:
   // Declared in dependency order; released in reverse.
   AllocationTable allocs_;
+  HandleTable<PhysicalMemory> physical_{HandleKind::kPhysical};
+  std::map<uint64_t, Reservation> reservations_;
+  std::map<uint64_t, Mapping> mappings_;
   std::map<uint64_t, HostRegion> host_regions_;
   HandleTable<Pool> pools_{HandleKind::kPool};
   HandleTable<Module> modules_{HandleKind::kModule};

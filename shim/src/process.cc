@@ -1,6 +1,8 @@
 #include "process.h"
 
 #include "callbacks.h"
+#include "driver/contexts.h"
+#include "driver/objects.h"
 #include "registry.h"
 #include "runtime.h"
 
@@ -9,7 +11,12 @@ namespace {
 std::atomic<Process*> g_process{nullptr};
 }  // namespace
 
-Process::Process() : registry_(new Registry()), callbacks_(new HostCallbacks()), runtime_(new Runtime()) {}
+Process::Process()
+    : registry_(new Registry()),
+      callbacks_(new HostCallbacks()),
+      contexts_(new driver::Contexts()),
+      driver_objects_(new driver::DriverObjects()),
+      runtime_(new Runtime()) {}
 
 Process& Process::Get() {
   if (Process* p = g_process.load(std::memory_order_acquire)) return *p;

@@ -19,6 +19,10 @@ namespace remora::shim {
 class Runtime;
 class Registry;
 class HostCallbacks;
+namespace driver {
+class Contexts;
+class DriverObjects;
+}
 
 class Process {
  public:
@@ -29,6 +33,10 @@ class Process {
   Runtime& runtime() { return *runtime_; }
   Registry& registry() { return *registry_; }
   HostCallbacks& callbacks() { return *callbacks_; }
+  // The driver API's contexts, and what the client knows of its modules, functions and
+  // libraries (shim/src/driver/).
+  driver::Contexts& contexts() { return *contexts_; }
+  driver::DriverObjects& driver_objects() { return *driver_objects_; }
 
   // cudaSetDeviceFlags / cudaGetDeviceFlags.
   std::atomic<unsigned>& device_flags() { return device_flags_; }
@@ -41,6 +49,8 @@ class Process {
   Process();
   Registry* registry_;
   HostCallbacks* callbacks_;
+  driver::Contexts* contexts_;
+  driver::DriverObjects* driver_objects_;
   Runtime* runtime_;  // created last: its constructor may use the others
   std::atomic<unsigned> device_flags_{0};
   std::atomic<uint64_t> next_region_{1};

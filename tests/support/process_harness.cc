@@ -162,8 +162,16 @@ std::string ServerProcess::Log() const {
 }
 
 std::map<std::string, std::string> ShimEnv(const std::string& url) {
+  // The runtime shim, the driver facade and NVML, as remora-run preloads them (behind the
+  // sanitizer runtime, which must come first); the library directory also answers programs
+  // linked against libcuda.so.1 by SONAME.
+  std::string shim = ShimPath();
+  std::string dir = shim.substr(0, shim.rfind('/'));
+  std::string libs = shim + ":" + dir + "/libcuda.so.1:" + dir + "/libnvidia-ml.so.1";
   std::string preload = SanitizerPreload();
-  return {{"LD_PRELOAD", preload.empty() ? ShimPath() : preload + ":" + ShimPath()}, {"REMORA_SERVER", url}};
+  return {{"LD_PRELOAD", preload.empty() ? libs : preload + ":" + libs},
+          {"LD_LIBRARY_PATH", dir},
+          {"REMORA_SERVER", url}};
 }
 
 RunResult Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int timeout_s) {

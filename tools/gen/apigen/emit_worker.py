@@ -156,7 +156,11 @@ def emit_dispatch(lib):
             out.append("  return Status::Ok();\n}\n\n")
             continue
         args = ", ".join(roles.worker_arg(e, p) for p in e.params)
-        out.append("  %s r = x.Library<Api>().%s(%s);\n" % (e.ret, e.name, args))
+        if "worker" in e.attrs:
+            # Hand-written: bookkeeping around the real call (declared in the worker_include header).
+            out.append("  %s r = %s(x%s);\n" % (e.ret, e.attrs["worker"], "".join(", " + a for a in args.split(", ") if a)))
+        else:
+            out.append("  %s r = x.Library<Api>().%s(%s);\n" % (e.ret, e.name, args))
         out.append("  if (r != %s) return x.LibraryError(Domain::k%s, static_cast<uint32_t>(r), Api::StatusName(static_cast<int>(r)), \"%s\");\n"
                    % (st["ok"], _dom(lib), e.name))
         for p in e.params:
@@ -165,9 +169,10 @@ def emit_dispatch(lib):
         out.append("  return Status::Ok();\n}\n\n")
     out.append("constexpr OpEntry kOps[] = {\n")
     for e in travelling(lib):
-        out.append('    {%d, "%s", CallClass::k%s, &Op_%s},\n' % (e.number, e.name, e.cls.capitalize(), e.name))
+        out.append('    {%d, "%s", CallClass::k%s, &Op_%s, %s},\n' % (e.number, e.name, e.cls.capitalize(), e.name,
+                                                               "true" if "launches" in e.attrs else "false"))
     if not travelling(lib):
-        out.append("    {0, nullptr, CallClass::kSync, nullptr},\n")
+        out.append("    {0, nullptr, CallClass::kSync, nullptr, false},\n")
     out.append("};\n\n}  // namespace\n\n")
     out.append("const OpTable& Ops() {\n")
     out.append('  static const OpTable table{%s, "%s", Domain::k%s, kOps, %d};\n' % (lib.props["wire"], lib.name, _dom(lib), len(travelling(lib))))

@@ -263,6 +263,8 @@ def validate(lib):
             for p in e.params:
                 if p.role in ("out", "inout", "outarray", "outstring"):
                     raise ApiError("%s: an ordered call cannot return %s (make it sync)" % (at, p.name))
+        if "launches" in e.attrs and e.cls not in ("sync", "ordered"):
+            raise ApiError("%s: `launches` (GPU work the compute scheduler admits) needs a sync or ordered call" % at)
         if e.cls == "wait" and not any(p.role in ("stream", "handle") for p in e.params):
             raise ApiError("%s: a wait call needs a stream or an event to wait for" % at)
         names = {p.name for p in e.params}

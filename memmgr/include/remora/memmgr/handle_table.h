@@ -12,7 +12,17 @@
 
 namespace remora {
 
-enum class HandleKind : uint8_t { kStream = 0x51, kEvent = 0x52, kModule = 0x53, kFunction = 0x54, kVariable = 0x55, kPool = 0x56 };
+enum class HandleKind : uint8_t {
+  kStream = 0x51,
+  kEvent = 0x52,
+  kModule = 0x53,
+  kFunction = 0x54,
+  kVariable = 0x55,
+  kPool = 0x56,
+  kPhysical = 0x57,  // cuMemCreate's physical memory (CUmemGenericAllocationHandle)
+  kLink = 0x58,      // a JIT link state (cuLinkCreate)
+  // 0x59-0x5f: the driver API; 0x60-0x6f: graphs, arrays, textures...; 0x70-0x8f: libraries
+};
 
 const char* HandleKindName(HandleKind kind);
 
