@@ -113,8 +113,21 @@ struct Server {
   }
 };
 
+// The server's directory goes when the process exits normally (libFuzzer's end of a run);
+// after a finding it stays, with the state the finding left.
+std::string* server_dir = nullptr;
+void RemoveServerDir() {
+  std::error_code ec;
+  if (server_dir != nullptr) std::filesystem::remove_all(*server_dir, ec);
+}
+
 Server& TheServer() {
-  static Server* s = new Server();
+  static Server* s = [] {
+    auto* made = new Server();
+    server_dir = new std::string(made->dir);
+    std::atexit(RemoveServerDir);
+    return made;
+  }();
   return *s;
 }
 
