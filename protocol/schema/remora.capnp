@@ -490,5 +490,6 @@ struct Notice {
     devicesChanged @0 :UInt64; # new generation
     sessionEnding @1 :Text;    # reason (admin kill, tenant deleted, server shutdown)
     hostCallback @2 :UInt64;   # run callback id, then send callbackDone(id)
+    hostCallbackCancelled @3 :UInt64;  # callback id will never run: its hostFunc was refused
   }
 }

@@ -143,6 +143,12 @@ Status Executor::Dispatch(const InFrame& frame) {
     using W = wire::Request;
     // Calls that may be asynchronous answer only when the client waits for them.
     uint64_t async_tag = Handlers::ExpectsReply(frame) ? tag : 0;
+    // Only these calls carry data. Another one with data is inconsistent: nothing would read
+    // the data, and the transport cannot resynchronise (found by fuzz target `request`).
+    if (frame.header.bulk_bytes > 0 && req.which() != W::MEMCPY_HTO_D && req.which() != W::MODULE_LOAD &&
+        req.which() != W::COPY3_D)
+      return Error(Err::kInvalidValue, "request type {} carries {} bytes of data it does not take",
+                   static_cast<int>(req.which()), frame.header.bulk_bytes);
     switch (req.which()) {
       case W::GET_DEVICES: return Handlers::GetDevices(*this, tag, req);
       case W::MEM_ALLOC: return Handlers::MemAlloc(*this, tag, req);
@@ -327,6 +333,7 @@ Status Executor::PollControl() {
     ASSIGN_OR_RETURN(std::optional<ControlEvent> ev, control_->Poll());
     if (!ev) return Status::Ok();
     RETURN_IF_ERROR(ApplyControl(*ev));
+    if (ev->kind == ControlEvent::Kind::kEndSession) return Status::Ok();  // nothing after the end
   }
 }
 
@@ -418,7 +425,9 @@ void Executor::ReleaseEverything() {
   } releaser(*this);
   // Newest first: the compute scheduler's turns and markers, operations in flight, the
   // session's objects, then what the loop itself created (pooled events and buffers, the
-  // transport's pinned regions).
+  // transport's pinned regions). Host functions the client will never run are let go first:
+  // abandoning a transfer waits for its stream, which such a function would block forever.
+  session_.ReleaseHostCallbacks();
   if (compute_) compute_->Close();
   for (auto& op : pending_) op->Abandon(*this);
   pending_.clear();

@@ -8,14 +8,18 @@
 
 namespace remora::worker {
 
-void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
-  // Driver threads blocked in host functions must not wait for a client that is gone.
+void SessionState::ReleaseHostCallbacks() {
   for (auto& [id, cb] : host_callbacks_) {
     std::lock_guard<std::mutex> lock(cb->mu);
     cb->done = true;
     cb->cv.notify_all();
   }
   host_callbacks_.clear();
+}
+
+void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
+  // Driver threads blocked in host functions must not wait for a client that is gone.
+  ReleaseHostCallbacks();
   for (auto& [key, s] : per_thread_streams_)
     if (r.SetDevice(key.second).ok()) (void)driver.StreamDestroy(s);
   per_thread_streams_.clear();

@@ -121,6 +121,9 @@ class SessionState {
   // streams and events destroyed, modules unloaded, created pools destroyed, memory freed
   // (charges returned), client regions unregistered and unmapped. Idempotent.
   void ReleaseAll(Driver& driver, Releaser& releaser);
+  // Lets every driver thread blocked in a host function go (the client will never run it):
+  // first thing at a session's end, before anything waits for a stream. Idempotent.
+  void ReleaseHostCallbacks();
 
  private:
   // Declared in dependency order; released in reverse.

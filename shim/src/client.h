@@ -65,8 +65,9 @@ class Client {
   uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
   // Why the session is unusable (lost server, ended by the administrator), or OK.
   Status broken() const;
-  // Where hostCallback notices go (called on the receiving thread; must not block).
-  void SetCallbackSink(std::function<void(uint64_t)> sink) { callback_sink_ = std::move(sink); }
+  // Where hostCallback notices go (called on the receiving thread; must not block): `run` is
+  // true when the stream reached callback `id`, false when the server refused it (it never runs).
+  void SetCallbackSink(std::function<void(uint64_t id, bool run)> sink) { callback_sink_ = std::move(sink); }
   // Receives one frame if no other thread is receiving, waiting at most timeout_ms; used by
   // the callback thread so a notice arrives even when no application thread waits.
   void Pump(int timeout_ms);
@@ -113,7 +114,7 @@ class Client {
   std::unordered_map<uint64_t, Waiter*> waiters_;
   Status broken_;
   Status async_error_;
-  std::function<void(uint64_t)> callback_sink_;
+  std::function<void(uint64_t, bool)> callback_sink_;
   SharedBounce bounce_;  // has its own lock
   Status sticky_;
   std::unique_ptr<Census> census_;  // REMORA_CALL_STATS=1 only

@@ -155,7 +155,10 @@ void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo&
   if (s.emulated)
     LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
   client_ = std::make_unique<Client>(std::move(connection), s);
-  client_->SetCallbackSink([](uint64_t id) { HostCallbacks::Get().Reached(id); });
+  client_->SetCallbackSink([](uint64_t id, bool run) {
+    if (run) HostCallbacks::Get().Reached(id);
+    else HostCallbacks::Get().Cancel(id);
+  });
   connected_.store(client_.get(), std::memory_order_release);
 }
 
