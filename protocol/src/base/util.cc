@@ -91,18 +91,6 @@ uint64_t MonotonicNanos() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-std::string Printable(std::string_view s, size_t max) {
-  std::string out;
-  size_t n = std::min(s.size(), max);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') out.push_back(static_cast<char>(c));
-    else out += fmt::format("\\x{:02x}", c);
-  }
-  if (s.size() > max) out += fmt::format("...({} bytes)", s.size());
-  return out;
-}
-
 std::string EscapeControl(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -27,9 +27,6 @@ Status ErrnoStatus(Err code, std::string_view what, int err);
 
 uint64_t MonotonicNanos();
 
-// `s` made safe for a log line or a terminal: bytes outside printable ASCII become \xNN,
-// and past `max` bytes it is cut with "...(N bytes)". For anything a peer controls.
-std::string Printable(std::string_view s, size_t max = 64);
 // The same escaping without a length limit, for whole log lines (keeps UTF-8 sequences).
 std::string EscapeControl(std::string_view s);
 
