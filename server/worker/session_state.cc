@@ -8,6 +8,13 @@
 namespace remora::worker {
 
 void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
+  for (auto& o : lib_objects_.TakeAll()) {
+    if (r.SetDevice(o->gpu).ok()) {
+      r.DestroyLibraryObject(*o);
+      if (o->workspace != 0) (void)driver.MemFree(o->workspace);
+    }
+    r.ReleaseCharge(o->gpu, o->workspace_bytes + o->charged);
+  }
   // Driver threads blocked in host functions must not wait for a client that is gone.
   for (auto& [id, cb] : host_callbacks_) {
     std::lock_guard<std::mutex> lock(cb->mu);

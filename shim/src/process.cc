@@ -1,6 +1,7 @@
 #include "process.h"
 
 #include "callbacks.h"
+#include "lib_objects.h"
 #include "registry.h"
 #include "runtime.h"
 
@@ -9,7 +10,8 @@ namespace {
 std::atomic<Process*> g_process{nullptr};
 }  // namespace
 
-Process::Process() : registry_(new Registry()), callbacks_(new HostCallbacks()), runtime_(new Runtime()) {}
+Process::Process()
+    : registry_(new Registry()), callbacks_(new HostCallbacks()), lib_objects_(new LibObjects()), runtime_(new Runtime()) {}
 
 Process& Process::Get() {
   if (Process* p = g_process.load(std::memory_order_acquire)) return *p;

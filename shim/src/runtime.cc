@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "callbacks.h"
+#include "lib_objects.h"
 #include "local_gpu_check.h"
 #include "remote_call.h"
 #include "registry.h"
@@ -329,6 +330,7 @@ void Runtime::AfterForkInChild() {
   events_.clear();
   Process::Get().registry().ForgetSession();
   Process::Get().callbacks().AfterFork();
+  Process::Get().lib_objects().AfterFork();
 }
 
 void Runtime::Shutdown() {

@@ -1,0 +1,12 @@
+#include "worker/host_libraries.h"
+
+namespace remora::worker {
+
+std::shared_ptr<void> MakeHostLibrary(Domain library, EmulatedDevice& device) {
+  switch (library) {
+    case Domain::kCublas: return MakeHostCublas(device);
+    default: return nullptr;
+  }
+}
+
+}  // namespace remora::worker

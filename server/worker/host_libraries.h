@@ -1,0 +1,13 @@
+// The host backend's emulated math libraries, one factory each (host_lib_*.cc); each returns
+// its gen::<lib>::Api as a shared_ptr<void> to that Api.
+#pragma once
+
+#include <memory>
+
+#include "worker/host_device.h"
+
+namespace remora::worker {
+
+std::shared_ptr<void> MakeHostCublas(EmulatedDevice& device);
+
+}  // namespace remora::worker
