@@ -2,7 +2,7 @@
 // memory, for CI to test the whole path (client library, wire, worker checks, library call)
 // with real processes. Handles with their stream, pointer mode and workspace; SGEMM, DGEMM,
 // GemmEx (real 16/32/64-bit floats), their strided-batched and batched (pointer-array)
-// forms; SAXPY, SSCAL and SDOT; in both pointer modes. Everything else answers
+// forms, HGEMM; SAXPY, SSCAL and SDOT; in both pointer modes. Everything else answers
 // CUBLAS_STATUS_NOT_SUPPORTED (the generated default). Work runs in stream order; a host
 // scalar is read when the call is made, a device one when the stream gets there, as on a GPU.
 #include <cstring>
@@ -148,6 +148,12 @@ class HostCublas final : public gen::cublas::Api {
                                 double* C, int ldc) override {
     return GemmStrided(h, ta, tb, m, n, k, alpha, CUDA_R_64F, A, CUDA_R_64F, lda, 0, B, CUDA_R_64F, ldb, 0, beta, C,
                        CUDA_R_64F, ldc, 0, 1);
+  }
+  cublasStatus_t cublasHgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                             const __half* alpha, const __half* A, int lda, const __half* B, int ldb, const __half* beta,
+                             __half* C, int ldc) override {
+    return GemmStrided(h, ta, tb, m, n, k, alpha, CUDA_R_16F, A, CUDA_R_16F, lda, 0, B, CUDA_R_16F, ldb, 0, beta, C,
+                       CUDA_R_16F, ldc, 0, 1);
   }
   cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                               const void* alpha, const void* A, cudaDataType at, int lda, const void* B, cudaDataType bt, int ldb,
