@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make-bundle.sh BUILD_DIR OUT_DIR: everything the GPU host needs to run Remora's GPU suite
-# and remora-bench from a build made here - stripped binaries, the shim, and the one shared
+# and remora-bench from a build made here - stripped binaries, the shim and the math client
+# libraries (with their SONAME links), the PyTorch scripts, and the one shared
 # library the shim needs that a GPU host may lack (libsodium). Used with the device tool,
 # whose machines have the CUDA driver and toolkit but no package registry.
 set -euo pipefail
@@ -14,11 +15,19 @@ for f in "$build"/bin/*; do
   strip --strip-debug -o "$out/bin/$(basename "$f")" "$f"
 done
 for l in "$build"/lib/libremora*.so; do strip --strip-debug -o "$out/lib/$(basename "$l")" "$l"; done
-ln -s libremora.so "$out/lib/libcudart.so.13"
+# The links named by the SONAMEs of the libraries Remora replaces (libcudart.so.13 -> libremora.so,
+# libcublas.so.13 -> libremora-cublas.so, ...): remora-run preloads them by those names.
+for s in "$build"/lib/*.so.*; do
+  [ -L "$s" ] || continue
+  case "$(readlink "$s")" in libremora*.so) ln -s "$(readlink "$s")" "$out/lib/$(basename "$s")" ;; esac
+done
 cp -L "$(ldconfig -p | awk '/libsodium.so.23 / {print $NF; exit}')" "$out/deps/"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cp "$root/tests/gpu/run-suite.sh" "$root/tests/gpu/run-gpu-test.sh" "$root/tests/gpu/tenancy-gpu.sh" \
   "$root/tests/gpu/import-time.sh" "$root/tests/gpu/attach-gpu.sh" "$root/tests/gpu/gpu-server.sh" "$root/tools/gpu/gpu-session.sh" \
   "$root/tools/gpu/tcp-loopback.py" "$root/tools/gpu/compare-bench.sh" "$out/scripts/"
+mkdir -p "$out/scripts/torch"
+cp "$root"/tests/gpu/torch/*.py "$out/scripts/torch/"
+[ -f "$root/tests/gpu/run-torch.sh" ] && cp "$root/tests/gpu/run-torch.sh" "$out/scripts/"
 git -C "$root" rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
 du -sh "$out"
