@@ -5,6 +5,7 @@ namespace remora::worker {
 std::shared_ptr<void> MakeHostLibrary(Domain library, EmulatedDevice& device) {
   switch (library) {
     case Domain::kCublas: return MakeHostCublas(device);
+    case Domain::kCublasLt: return MakeHostCublasLt(device);
     default: return nullptr;
   }
 }

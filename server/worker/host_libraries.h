@@ -9,5 +9,6 @@
 namespace remora::worker {
 
 std::shared_ptr<void> MakeHostCublas(EmulatedDevice& device);
+std::shared_ptr<void> MakeHostCublasLt(EmulatedDevice& device);
 
 }  // namespace remora::worker

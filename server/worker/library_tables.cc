@@ -1,6 +1,7 @@
 // The math libraries the worker serves: their dispatch tables and real-library tables, by
 // remora::Domain (the library's wire number). Adding a library adds a line to each switch.
-#include "cublas_api.h"
+#include "cublasLt_api.h"
+#include "cublas_api.h"  // the generated table (NVIDIA's cublas_api.h comes through cublas.h)
 #include "worker/api_op.h"
 #include "worker/gen_tables.h"
 #include "worker/library_apis.h"
@@ -10,10 +11,14 @@ namespace remora::worker {
 namespace gen::cublas {
 const OpTable& Ops();
 }
+namespace gen::cublasLt {
+const OpTable& Ops();
+}
 
 const OpTable* MathLibraryOps(uint16_t library) {
   switch (static_cast<Domain>(library)) {
     case Domain::kCublas: return &gen::cublas::Ops();
+    case Domain::kCublasLt: return &gen::cublasLt::Ops();
     default: return nullptr;
   }
 }
@@ -32,6 +37,7 @@ std::shared_ptr<void> LoadDlApi(Domain library, const std::function<void*(const 
                                 std::vector<std::string>* missing) {
   switch (library) {
     case Domain::kCublas: return Load<gen::cublas::Api, gen::cublas::DlApi>(resolve, missing);
+    case Domain::kCublasLt: return Load<gen::cublasLt::Api, gen::cublasLt::DlApi>(resolve, missing);
     default: return nullptr;
   }
 }

@@ -9,9 +9,9 @@ uint64_t LibObjects::Mint(HandleKind kind) {
   return LibraryObjectId(kind, next_.fetch_add(1) & 0x7fffffffull);
 }
 
-void LibObjects::Add(uint64_t id, HandleKind kind, int device) {
+void LibObjects::Add(uint64_t id, HandleKind kind, int device, uint64_t content) {
   std::lock_guard<std::mutex> lock(mu_);
-  objects_[id] = LibObjectView{kind, device, 0, 0, {}};
+  objects_[id] = LibObjectView{kind, device, 0, content, {}};
 }
 
 void LibObjects::Remove(uint64_t id) {
@@ -34,10 +34,10 @@ std::optional<LibObjectView> LibObjects::Find(uint64_t id) const {
   return it->second;
 }
 
-void LibObjects::Touch(uint64_t id) {
+void LibObjects::SetContent(uint64_t id, uint64_t content) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(id);
-  if (it != objects_.end()) it->second.version++;
+  if (it != objects_.end()) it->second.content = content;
 }
 
 void LibObjects::SetMode(uint64_t id, uint32_t mode) {
@@ -49,10 +49,7 @@ void LibObjects::SetMode(uint64_t id, uint32_t mode) {
 void LibObjects::SetAux(uint64_t id, size_t slot, int64_t value) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(id);
-  if (it != objects_.end() && slot < it->second.aux.size()) {
-    it->second.aux[slot] = value;
-    it->second.version++;
-  }
+  if (it != objects_.end() && slot < it->second.aux.size()) it->second.aux[slot] = value;
 }
 
 void LibObjects::Clear() {

@@ -3,8 +3,10 @@
 // call creating one can be posted without waiting for the server; the worker registers the
 // library's real object under the same id and checks every later use (it is authoritative).
 // Beside each object the client mirrors the little state its calls must know before they
-// are sent: the pointer mode of its scalars, a version that changes whenever a call changes
-// the object (the key under which size and heuristic queries are memoised), and a few
+// are sent: the pointer mode of its scalars, a digest of its content - the call that created
+// it and every call that changed it since, with the objects they named replaced by their own
+// digests - under which size and heuristic queries are memoised (so a descriptor made afresh
+// for each GEMM with the same settings finds the answer of the last one), and a few
 // library-specific values (`aux`: a cuBLASLt descriptor's scale type, ...).
 //
 // An id is (kind << 56) | (n << 4), n counting from 1 in the process; a library whose
@@ -37,7 +39,7 @@ struct LibObjectView {
   HandleKind kind{};
   int device = 0;
   uint32_t mode = 0;      // pointer-mode bits: bit i set = scalar slot i is a device pointer
-  uint64_t version = 0;   // bumped by every call that changes the object
+  uint64_t content = 0;   // digest of the calls that made the object what it is
   std::array<int64_t, 4> aux{};
 };
 
@@ -45,13 +47,13 @@ class LibObjects {
  public:
   // A fresh id of `kind`, never handed out before in this process.
   uint64_t Mint(HandleKind kind);
-  void Add(uint64_t id, HandleKind kind, int device);
+  void Add(uint64_t id, HandleKind kind, int device, uint64_t content);
   void Remove(uint64_t id);
   // kInvalidResourceHandle unless `id` is a live object of `kind` of this process.
   Result<LibObjectView> Get(uint64_t id, HandleKind kind) const;
   // The object's state, or nullopt (never fails: for the mirror hooks).
   std::optional<LibObjectView> Find(uint64_t id) const;
-  void Touch(uint64_t id);
+  void SetContent(uint64_t id, uint64_t content);
   void SetMode(uint64_t id, uint32_t mode);
   void SetAux(uint64_t id, size_t slot, int64_t value);
   // Forgets every object (a device reset): the server's went with them.
@@ -60,8 +62,8 @@ class LibObjects {
   // parent may have held the lock at fork time).
   void AfterFork();
 
-  // Memoised results of size and heuristic queries, by a key of the call's function and
-  // argument bytes (object ids with their versions). Bounded: forgets everything when full.
+  // Memoised results of size and heuristic queries, by a key of the call's function, device
+  // and argument bytes (objects by their content digests). Bounded: forgets all when full.
   std::optional<std::vector<std::byte>> Recall(const std::string& key) const;
   void Remember(std::string key, std::vector<std::byte> result);
 

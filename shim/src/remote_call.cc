@@ -74,15 +74,37 @@ Status RemoteCall::Object(HandleKind kind, uint64_t id, bool nullable) {
   auto o = Process::Get().lib_objects().Get(id, kind);
   if (!o.ok()) return Error(Err::kInvalidResourceHandle, "{}: {}", cc_.name, o.status().message());
   if (device_ < 0) device_ = o->device;
-  if (memo_) memo_key_ += fmt::format("{:x}.{};", id, o->version);
+  objects_.push_back(ObjectArg{args_.bytes().size(), id, o->content});
   args_.Put<uint64_t>(id);
   return Status::Ok();
 }
 
 uint64_t RemoteCall::NewObject(HandleKind kind) {
   uint64_t id = Process::Get().lib_objects().Mint(kind);
+  objects_.push_back(ObjectArg{args_.bytes().size(), id, 0});
   args_.Put<uint64_t>(id);
   return id;
+}
+
+uint64_t RemoteCall::Digest(uint64_t self, uint64_t self_content) const {
+  const std::vector<std::byte>& b = args_.bytes();
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+  };
+  mix(&library_, sizeof(library_));
+  mix(&function_, sizeof(function_));
+  size_t at = 0;
+  for (const ObjectArg& o : objects_) {
+    if (o.offset < at || o.offset + 8 > b.size()) continue;
+    mix(b.data() + at, o.offset - at);
+    uint64_t content = o.id == self ? self_content : o.content;
+    mix(&content, sizeof(content));
+    at = o.offset + 8;
+  }
+  mix(b.data() + at, b.size() - at);
+  return h;
 }
 
 void RemoteCall::AdoptObject(uint64_t id, HandleKind kind) {
@@ -91,11 +113,15 @@ void RemoteCall::AdoptObject(uint64_t id, HandleKind kind) {
     auto d = Runtime::Get().CurrentDevice();
     device = d.ok() ? *d : 0;
   }
-  Process::Get().lib_objects().Add(id, kind, device);
+  Process::Get().lib_objects().Add(id, kind, device, Digest(id, 0));
 }
 
 void RemoteCall::ForgetObject(uint64_t id) { Process::Get().lib_objects().Remove(id); }
-void RemoteCall::TouchObject(uint64_t id) { Process::Get().lib_objects().Touch(id); }
+
+void RemoteCall::TouchObject(uint64_t id) {
+  for (const ObjectArg& o : objects_)
+    if (o.id == id) Process::Get().lib_objects().SetContent(id, Digest(id, o.content));
+}
 
 bool RemoteCall::ObjectMode(uint64_t id, int bit) const {
   auto o = Process::Get().lib_objects().Find(id);
@@ -111,8 +137,7 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   const std::vector<std::byte>& bytes = args_.bytes();
   std::string key;
   if (memo_ && cls_ == CallClass::kSync) {
-    key = fmt::format("{}.{}.{}.{};", library_, function_, device_, memo_key_);
-    key.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    key = fmt::format("{:x}.{}", Digest(0, 0), device_);
     if (auto hit = Process::Get().lib_objects().Recall(key)) {
       if (!results) return Status::Ok();
       api::ArgReader reader(hit->data(), hit->size());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "function_ref.h"
 #include "remora/base/status.h"
@@ -53,14 +54,15 @@ class RemoteCall {
   // Mints the id of the object this call creates and sends it.
   uint64_t NewObject(HandleKind kind);
   // After the call went out: the object it created exists (on the call's device), it ended
-  // one, or it changed one (memoised queries naming it are asked again).
+  // one, or it changed one (its content digest moves: memoised queries naming it are asked
+  // again unless it is back to a content seen before).
   void AdoptObject(uint64_t id, HandleKind kind);
   void ForgetObject(uint64_t id);
   void TouchObject(uint64_t id);
   // Whether bit `bit` of the object's mirrored pointer mode says "device pointer".
   bool ObjectMode(uint64_t id, int bit) const;
-  // Answers the call from the process's memo when the same arguments (objects at the same
-  // versions) were asked before; remembers a successful answer.
+  // Answers the call from the process's memo when the same arguments (objects by content)
+  // were asked on the same device before; remembers a successful answer.
   void Memoize() { memo_ = true; }
 
   // Sends the call and, for sync and wait calls, waits for the reply and hands its results to
@@ -68,9 +70,18 @@ class RemoteCall {
   Status Invoke(FunctionRef<Status(api::ArgReader&)> results = {});
 
  private:
+  // FNV-1a of the library, function and argument bytes, each object id replaced by its
+  // content digest (`self`, if not 0, by `self_content`).
+  uint64_t Digest(uint64_t self, uint64_t self_content) const;
+
   CallCtx cc_;
   bool memo_ = false;
-  std::string memo_key_;  // object versions, when memoised
+  struct ObjectArg {
+    size_t offset;     // of its id in the arguments
+    uint64_t id;
+    uint64_t content;  // its digest when it was named
+  };
+  std::vector<ObjectArg> objects_;
   uint16_t library_;
   uint32_t function_;
   CallClass cls_;

@@ -44,6 +44,11 @@ class Recording {
   const std::string& name() const { return calls_.back().name; }
   const std::vector<std::vector<std::byte>>& args() const { return calls_.back().args; }
   // The last call of `name` since Clear(), or nullptr.
+  size_t Count(const std::string& name) const {
+    size_t n = 0;
+    for (const Call& c : calls_) n += c.name == name;
+    return n;
+  }
   const Call* Last(const std::string& name) const {
     for (auto it = calls_.rbegin(); it != calls_.rend(); ++it)
       if (it->name == name) return &*it;

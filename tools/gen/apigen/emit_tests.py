@@ -13,7 +13,7 @@ import roles
 BANNER = "// Generated from %s by tools/gen/apigen - do not edit.\n"
 
 # Roles whose values cross the wire unchanged (the worker translates handles and streams).
-RECORDED = ("value", "devptr", "device", "in", "inout", "array", "string", "fixup", "scalar", "devptrs")
+RECORDED = ("value", "devptr", "device", "in", "inout", "array", "string", "fixup", "scalar", "devptrs", "inbytes")
 LEGACY_KINDS = ("Event", "Pool", "Stream")
 
 
@@ -72,8 +72,10 @@ def _record_stmt(e, p, i):
     if r in ("devptr", "devptrs"):
         return "rec.Add(&%s, sizeof(%s));" % (n, n)
     if r == "scalar":
-        return "rec.Add(%s, %s ? static_cast<size_t>(%s) : 0);" % (n, n, _size_expr(p))
-    if r in ("in", "inout"):
+        if "size" not in p.args:
+            return None  # its extent is an expression of one end only (cuBLASLt's scale type)
+        return "rec.Add(%s, %s ? static_cast<size_t>(%s) : 0);" % (n, n, p.args["size"])
+    if r in ("in", "inout", "inbytes"):
         size = p.args.get("size", "sizeof(*%s)" % n)
         return "rec.Add(%s, %s ? (%s) : 0);" % (n, n, size)
     if r == "array":
@@ -145,13 +147,17 @@ def _decls(e, fresh_destroyed=True):
             decls.append("std::vector<std::byte> %s_buf(32);" % n)
             decls.append("%s %s = (%s)(%s_buf.data());" % (p.ctype, n, p.ctype, n))
             checks.append("EXPECT_TRUE(IsPattern(%s, %s, %d)) << \"%s\";" % (n, _size_expr(p), i, n))
-        elif r in ("in", "inout"):
+        elif r in ("in", "inout", "inbytes"):
             if "size" in p.args:
                 decls.append("std::vector<std::byte> %s_buf(64); FillPattern(%s_buf.data(), %s_buf.size(), %d);" % (n, n, n, e.number * 16 + i + 100))
                 decls.append("%s %s = %s_buf.data();" % (p.ctype, n, n))
             else:
                 decls.append("auto %s_v = Sample<%s>(%d);" % (n, p.pointee, e.number * 16 + i))
                 decls.append("%s %s = &%s_v;" % (p.ctype, n, n))
+            if r == "inout":  # the library sees what was sent; the caller gets what it wrote
+                size = p.args.get("size", "sizeof(*%s)" % n)
+                decls.append("const std::vector<std::byte> %s_sent(reinterpret_cast<const std::byte*>(%s), reinterpret_cast<const std::byte*>(%s) + %s);" % (n, n, n, size))
+                checks.append("EXPECT_TRUE(IsPattern(%s, %s, %d)) << \"%s\";" % (n, size, i, n))
         elif r == "array":
             decls.append("std::vector<%s> %s_v(4); for (size_t k = 0; k < 4; k++) %s_v[k] = Sample<%s>(%d + k);"
                          % (p.pointee, n, n, p.pointee, e.number * 16 + i))
@@ -179,9 +185,61 @@ def _decls(e, fresh_destroyed=True):
             decls.append("%s %s = %s_v.data();" % (p.ctype, n, n))
         else:
             raise SystemExit("emit_tests: role %s has no sample" % r)
-        if e.cls != "wait" and r in RECORDED:
+        if e.cls != "wait" and r == "inout":
+            recorded.append("expected.Add(%s_sent.data(), %s_sent.size());" % (n, n))
+        elif e.cls != "wait" and r in RECORDED:
             recorded.append(_record_stmt(e, p, i).replace("rec.Add(", "expected.Add("))
     return decls, recorded, checks
+
+
+def _setter_of(kind, entries, creators):
+    """An entry that changes an object of `kind` (a `sets` handle), with that parameter."""
+    for s in entries:
+        for p in s.params:
+            if p.role == "handle" and "sets" in p.flags and _kind_of(p) == kind and _covered(s, creators):
+                return s, p
+    return None, None
+
+
+def _memo_test(lib, e, entries, creators):
+    """A memoised query: asked once for objects made afresh with the same content, asked again
+    once one of them changed (when the library has a call that changes it)."""
+    decls, _, checks = _decls(e)
+    decls = [d.replace("= Object", "= Fresh") for d in decls]
+    args = "".join(", %s" % p.name for p in e.params)
+    change = None
+    for p in e.params:
+        if p.role == "handle" and _kind_of(p) not in LEGACY_KINDS:
+            s, sp = _setter_of(_kind_of(p), entries, creators)
+            if s is not None:
+                change = (p, s, sp)
+                break
+    rounds = 3 if change else 2
+    out = ["// %s is memoised by the content of what it names.\n" % e.name,
+           "TEST_F(ApiRoundTrip, %s_Memoised) {\n" % e.name,
+           "  api().rec.Clear();\n",
+           "  for (int round = 0; round < %d; round++) {\n" % rounds]
+    out += ["    %s\n" % d for d in decls]
+    if change:
+        p, s, sp = change
+        sdecls, _, _ = _decls(s)
+        out.append("    if (round == 2) {  // one object changed: its answer must be asked for\n")
+        out.append("      auto changed = %s;\n" % p.name)
+        for d in sdecls:
+            if d.startswith("%s %s = " % (sp.ctype, sp.name)):
+                d = "%s %s = changed;" % (sp.ctype, sp.name)
+            out.append("      %s\n" % d)
+        sargs = "".join(", %s" % q.name for q in s.params)
+        out.append('      ASSERT_TRUE(gen::%s::%s(shim::CallCtx{false, "%s"}%s).ok());\n' % (lib.name, s.name, s.name, sargs))
+        out.append("      ASSERT_TRUE(Drain().ok());\n      api().rec.Clear();\n    }\n")
+    out.append('    Status st = gen::%s::%s(shim::CallCtx{false, "%s"}%s);\n' % (lib.name, e.name, e.name, args))
+    out.append("    ASSERT_TRUE(st.ok()) << st.ToString();\n    ASSERT_TRUE(Drain().ok());\n")
+    out += ["    %s\n" % c for c in checks]
+    out.append('    if (round == 1) {\n      EXPECT_LE(api().rec.Count("%s"), 1u) << "asked again for objects of the same content";\n    }\n' % e.name)
+    if change:
+        out.append('    if (round == 2) {\n      EXPECT_EQ(api().rec.Count("%s"), 1u) << "a changed object\'s answer came from the memo";\n    }\n' % e.name)
+    out.append("  }\n}\n\n")
+    return "".join(out)
 
 
 def emit_roundtrip(lib):
@@ -212,7 +270,7 @@ def emit_roundtrip(lib):
                 out.append("    %s\n" % st)
         for p in e.params:
             out.append("    (void)%s;\n" % p.name)
-        out.append("    return %s;\n  }\n" % ok)
+        out.append("    return %s;\n  }\n" % (ok if e.ret == lib.status["type"] else "%s{}" % e.ret))
     out.append("};\n\n")
     if lib.name == "cuda":
         out.append("using ApiRoundTrip = RoundTripTest<RecordingApi>;\n\n")
@@ -257,6 +315,10 @@ def emit_roundtrip(lib):
         for c in checks:
             out.append("  %s\n" % c)
         out.append("}\n\n")
+    if lib.name != "cuda":
+        for e in called:
+            if "memo" in e.attrs and e.cls == "sync" and _covered(e, creators):
+                out.append(_memo_test(lib, e, called, creators))
     if skipped:
         out.append("// Not covered here (hand-written worker ends, or handles that need a loaded module): %s\n"
                    % ", ".join(skipped))

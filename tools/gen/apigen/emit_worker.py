@@ -130,6 +130,9 @@ def emit_api_cc(lib, include_dirs):
     out.append("\n%s Api::NotSupported(const char*) { return %s; }\n\n" % (st["type"], st["unsupported"]))
     for e in called(lib):
         params = ", ".join(p.ctype for p in e.params)
+        if e.ret != st["type"]:  # a version query (wapi): the type's zero
+            out.append('%s Api::%s(%s) { return %s{}; }\n' % (e.ret, e.name, params, e.ret))
+            continue
         out.append('%s Api::%s(%s) { return NotSupported("%s"); }\n' % (e.ret, e.name, params, e.name))
     names = status_names(lib, include_dirs)
     out.append("\nconst char* Api::StatusName(int code) {\n  switch (code) {\n")
@@ -149,8 +152,9 @@ def emit_api_cc(lib, include_dirs):
     for e in called(lib):
         params = ", ".join("%s %s" % (p.ctype, p.name) for p in e.params)
         args = ", ".join(p.name for p in e.params)
-        out.append('%s DlApi::%s(%s) { return p_%s ? p_%s(%s) : NotSupported("%s"); }\n'
-                   % (e.ret, e.name, params, e.name, e.name, args, e.name))
+        fallback = '%s{}' % e.ret if e.ret != st["type"] else 'NotSupported("%s")' % e.name
+        out.append('%s DlApi::%s(%s) { return p_%s ? p_%s(%s) : %s; }\n'
+                   % (e.ret, e.name, params, e.name, e.name, args, fallback))
     out.append("\n}  // namespace remora::worker::gen::%s\n" % ns)
     return "".join(out)
 
@@ -193,9 +197,9 @@ def emit_dispatch(lib):
         created = [p for p in e.params if p.role == "newhandle"]
         for p in created:
             if "wcall" in e.attrs:  # the hook adopted it
-                out.append("  LibObject* %s_obj = x.FindObject(%s_id);\n" % (p.name, p.name))
+                out.append("  [[maybe_unused]] LibObject* %s_obj = x.FindObject(%s_id);\n" % (p.name, p.name))
             else:
-                out.append("  LibObject* %s_obj = x.AdoptObject(HandleKind::k%s, %s_id, %s_v);\n" % (p.name, roles.lib_kind(e, p), p.name, p.name))
+                out.append("  [[maybe_unused]] LibObject* %s_obj = x.AdoptObject(HandleKind::k%s, %s_id, %s_v);\n" % (p.name, roles.lib_kind(e, p), p.name, p.name))
         if "measure" in e.attrs:
             objs = [p for p in created] or [p for p in e.params if _is_obj(p)]
             obj = "%s_obj" % objs[0].name if objs else "nullptr"

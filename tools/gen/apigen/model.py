@@ -23,7 +23,7 @@ CLASSES = ("sync", "ordered", "wait", "custom", "unsupported", "local", "via")
 ROLES = ("value", "stream", "handle", "device", "devptr", "out", "in", "inout", "array",
          "outarray", "string", "outstring", "fixup",
          # math libraries (roles.py says what each generates)
-         "newhandle", "scalar", "scalarout", "devptrs")
+         "newhandle", "scalar", "scalarout", "devptrs", "inbytes")
 
 
 class ApiError(Exception):

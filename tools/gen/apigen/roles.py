@@ -33,7 +33,10 @@ Math libraries (their objects are LIB_KINDS below: session-owned, client-minted 
                size of the host result, which the reply carries back
   devptr(.., wsize=W, csize=C, empty)
                as devptr; W/C replace the extent on the worker/client side only (where only
-               that side can compute it); `empty`: NULL is accepted when the extent is 0
+               that side can compute it); `empty`: NULL is accepted when the extent is 0;
+               `nullable`: NULL is accepted (the library takes it as "none")
+  inbytes(size=S) host bytes read by the library: u64 count, then the bytes; the worker checks
+               the count against S (which may name a later parameter); `nullable`
   devptrs(count=N, size=S, stream=H)
                u64 address of a device array of N device pointers, each to S bytes: the
                worker reads the array in H's stream order and checks every pointer
@@ -90,9 +93,11 @@ def client_encode(e, p):
         return ["RETURN_IF_ERROR(c.Handle(HandleKind::k%s, %s, false));" % (kind, n)]
     if r == "device":
         return ["RETURN_IF_ERROR(c.Device(static_cast<int>(%s)));" % n]
-    if r == "devptr" and ("csize" in p.args or "wsize" in p.args or "empty" in p.flags):
+    if r == "devptr" and ("csize" in p.args or "wsize" in p.args or "empty" in p.flags or "nullable" in p.flags):
         size = p.args.get("csize", p.args.get("size", "1"))
         check = "RETURN_IF_ERROR(c.DevPtr(reinterpret_cast<uint64_t>(%s), static_cast<uint64_t>(%s)));" % (_asint(p), size)
+        if "nullable" in p.flags:
+            return ["if (%s == 0) c.Put<uint64_t>(0); else %s" % (_asint(p), check)]
         if "empty" in p.flags:
             return ["if (%s == 0 && static_cast<uint64_t>(%s) == 0) c.Put<uint64_t>(0); else %s" % (_asint(p), size, check)]
         return [check]
@@ -201,10 +206,12 @@ def worker_check(e, p):
     lib = _worker_lib_check(e, p)
     if lib is not None:
         return lib
-    if r == "devptr" and ("wsize" in p.args or "empty" in p.flags):
+    if r == "devptr" and ("wsize" in p.args or "empty" in p.flags or "nullable" in p.flags):
         size = p.args.get("wsize", p.args.get("size", "1"))
         check = "RETURN_IF_ERROR(x.DevPtr(%s_addr, static_cast<uint64_t>(%s), reinterpret_cast<uint64_t*>(&%s)));" % (n, size, n)
-        if "empty" in p.flags:
+        if "nullable" in p.flags:
+            check = "if (%s_addr != 0) %s" % (n, check)
+        elif "empty" in p.flags:
             check = "if (%s_addr != 0 || static_cast<uint64_t>(%s) != 0) %s" % (n, size, check)
         return ["%s %s{};" % (p.ctype, n), check]
     if r == "devptr":
@@ -235,7 +242,7 @@ def worker_arg(e, p):
     n, r = p.name, p.role
     if r == "newhandle":
         return "&%s_v" % n
-    if r in ("value", "stream", "handle", "device", "devptr", "fixup", "scalar", "scalarout", "devptrs"):
+    if r in ("value", "stream", "handle", "device", "devptr", "fixup", "scalar", "scalarout", "devptrs", "inbytes"):
         return n
     if r in ("in", "inout") and "size" in p.args:
         return "(%s_has ? static_cast<void*>(%s_v.data()) : nullptr)" % (n, n)
@@ -345,6 +352,12 @@ def _client_lib_encode(e, p, err):
             lines.append("  c.Put<uint64_t>(static_cast<uint64_t>(%s));" % size)
         lines.append("}")
         return lines
+    if r == "inbytes":
+        size = p.args["size"]
+        if "nullable" in p.flags:
+            return ["c.PutArray(%s, %s != nullptr ? static_cast<uint64_t>(%s) : 0, 1);" % (n, n, size)]
+        return ['if (%s == nullptr && static_cast<uint64_t>(%s) != 0) return c.Fail(%s, "%s is NULL");' % (n, size, err, n),
+                "c.PutArray(%s, static_cast<uint64_t>(%s), 1);" % (n, size)]
     if r == "devptrs":
         count = p.args["count"]
         check = "RETURN_IF_ERROR(c.DevPtr(static_cast<uint64_t>((uintptr_t)(%s)), static_cast<uint64_t>(%s) * sizeof(void*)));" % (n, count)
@@ -356,7 +369,7 @@ def _worker_lib_decode(e, p):
     n, r = p.name, p.role
     if r == "handle" and is_lib_handle(p):
         nul = "true" if "nullable" in p.flags else "false"
-        return ["%s %s{};" % (p.ctype, n), "LibObject* %s_obj = nullptr;" % n,
+        return ["%s %s{};" % (p.ctype, n), "[[maybe_unused]] LibObject* %s_obj = nullptr;" % n,
                 "RETURN_IF_ERROR(x.Object(HandleKind::k%s, %s, &%s, &%s_obj));" % (_kind(e, p), nul, n, n)]
     if r == "newhandle":
         return ["const uint64_t %s_id = x.in().Get<uint64_t>();" % n, "%s %s_v{};" % (p.pointee, n)]
@@ -369,6 +382,8 @@ def _worker_lib_decode(e, p):
                 "if (%s_dev) %s_addr = x.in().Get<uint64_t>(); else %s_n = x.in().Get<uint64_t>();" % (n, n, n)]
     if r == "devptrs":
         return ["const uint64_t %s_addr = x.in().Get<uint64_t>();" % n]
+    if r == "inbytes":
+        return ["std::vector<std::byte> %s_v;" % n, "RETURN_IF_ERROR(x.in().GetArray(&%s_v));" % n]
     return None
 
 
@@ -396,6 +411,12 @@ def _worker_lib_check(e, p):
         if r == "scalarout":
             lines.insert(0, "std::vector<std::byte> %s_h;" % n)
         return lines
+    if r == "inbytes":
+        cond = "%s_v.size() != static_cast<size_t>(%s)" % (n, p.args["size"])
+        if "nullable" in p.flags:
+            cond = "!%s_v.empty() && %s" % (n, cond)
+        return ["if (%s) return x.Malformed(\"%s does not hold the bytes its size says\");" % (cond, n),
+                "%s %s = %s_v.empty() ? nullptr : static_cast<%s>(%s_v.data());" % (p.ctype, n, n, p.ctype, n)]
     if r == "devptrs":
         h = p.args.get("stream")
         return ["%s %s{};" % (p.ctype, n),
