@@ -1,5 +1,7 @@
 #include "remora/memmgr/allocation_table.h"
 
+#include <algorithm>
+
 namespace remora {
 
 Status AllocationTable::Insert(const Allocation& a) {
@@ -25,6 +27,10 @@ Result<Allocation> AllocationTable::Erase(uint64_t base) {
     return Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", base);
   }
   Allocation a = it->second;
+  if (a.kind == AllocKind::kVirtual) {  // its mappings go with it
+    auto m = mapped_.lower_bound(a.base);
+    while (m != mapped_.end() && m->first < a.base + a.size) m = mapped_.erase(m);
+  }
   map_.erase(it);
   total_ -= a.size;
   return a;
@@ -45,7 +51,35 @@ Result<Allocation> AllocationTable::CheckRange(uint64_t ptr, uint64_t len) const
   if (len > room)
     return Error(Err::kInvalidValue, "{} bytes at 0x{:x} run past the end of its {}-byte allocation at 0x{:x}", len, ptr,
                  a->size, a->base);
+  if (a->kind != AllocKind::kVirtual) return *a;
+  // The mappings from the one holding ptr must follow each other up to ptr + len.
+  uint64_t at = ptr, end = ptr + std::max<uint64_t>(len, 1);
+  auto it = mapped_.upper_bound(ptr);
+  if (it != mapped_.begin()) {
+    for (--it; it != mapped_.end() && it->first <= at && at < end; ++it) at = std::max(at, it->first + it->second);
+  }
+  if (at < end) return Error(Err::kInvalidValue, "0x{:x} is reserved address space with no memory mapped", at);
   return *a;
+}
+
+Status AllocationTable::AddMapping(uint64_t base, uint64_t size) {
+  if (size == 0 || base + size < base) return Error(Err::kInvalidValue, "empty mapping");
+  std::optional<Allocation> a = Find(base);
+  if (!a || a->kind != AllocKind::kVirtual || size > a->base + a->size - base)
+    return Error(Err::kInvalidValue, "0x{:x}+{} is not inside a reserved range", base, size);
+  auto next = mapped_.lower_bound(base);
+  if ((next != mapped_.end() && next->first < base + size) ||
+      (next != mapped_.begin() && std::prev(next)->first + std::prev(next)->second > base))
+    return Error(Err::kInvalidValue, "0x{:x}+{} overlaps a mapping", base, size);
+  mapped_.emplace(base, size);
+  return Status::Ok();
+}
+
+Status AllocationTable::RemoveMapping(uint64_t base, uint64_t size) {
+  auto it = mapped_.find(base);
+  if (it == mapped_.end() || it->second != size) return Error(Err::kInvalidValue, "0x{:x}+{} is not a mapping", base, size);
+  mapped_.erase(it);
+  return Status::Ok();
 }
 
 std::vector<Allocation> AllocationTable::All() const {

@@ -10,6 +10,8 @@ const char* HandleKindName(HandleKind kind) {
     case HandleKind::kFunction: return "function";
     case HandleKind::kVariable: return "variable";
     case HandleKind::kPool: return "memory pool";
+    case HandleKind::kPhysical: return "physical allocation";
+    case HandleKind::kLink: return "link state";
     case HandleKind::kCublasHandle: return "cuBLAS handle";
     case HandleKind::kCublasLtHandle: return "cuBLASLt handle";
     case HandleKind::kCublasLtMatmulDesc: return "cuBLASLt matmul descriptor";

@@ -153,6 +153,26 @@ struct ModuleLoad {
   hash @0 :Data;               # 16 bytes
   size @1 :UInt64;
   hasImage @2 :Bool;           # the frame's bulk is the image
+  fresh @3 :Bool;              # a module of its own even if this session loaded the image
+                               # before (the driver API: each cuModuleLoadData is one)
+}
+
+# cuLinkCreate/AddData/Complete in one request: the inputs (PTX, cubins, fat binaries,
+# objects, libraries) and the numeric JIT options; the reply's `linked` is the image. The
+# whole request fits in one message (kMaxBodyWords).
+struct Link {
+  inputs @0 :List(Input);
+  options @1 :List(Option);
+  struct Input {
+    type @0 :UInt32;           # CUjitInputType
+    name @1 :Text;
+    data @2 :Data;
+    options @3 :List(Option);  # cuLinkAddData's own options
+  }
+  struct Option {
+    option @0 :UInt32;         # CUjit_option; only options whose value is a number
+    value @1 :UInt64;
+  }
 }
 
 struct GetFunction {
@@ -367,6 +387,8 @@ struct Request {
     registerHostRegion @52 :RegisterHostRegion;
     unregisterHostRegion @53 :UInt64;    # id; answered once no DMA uses it any more
     apiCall @54 :ApiCall;
+    moduleUnload @55 :UInt64;  # module handle (the driver API's cuModuleUnload)
+    link @56 :Link;            # the driver API's JIT linker, run on the worker
   }
 }
 
@@ -408,6 +430,13 @@ struct ModuleLoaded {
   needImage @1 :Bool;
 }
 
+struct Linked {
+  image @0 :Data;              # the linked cubin
+  infoLog @1 :Text;
+  errorLog @2 :Text;           # also set when the link failed
+  walltimeMs @3 :Float32;
+}
+
 struct IntPair {
   first @0 :Int64;
   second @1 :Int64;
@@ -439,6 +468,7 @@ struct Reply {
     pair @16 :IntPair;
     attributes @17 :List(Int32);
     apiResult @18 :Data;       # an apiCall's results (flat encoding)
+    linked @21 :Linked;
   }
   errorDomain @19 :UInt16;     # remora::Domain of `error` (0: cudart)
   asyncErrorDomain @20 :UInt16;

@@ -16,4 +16,6 @@ Status FixMemLocation(OpContext& x, CUmemLocation* location) {
 
 Status FixAccessDesc(OpContext& x, CUmemAccessDesc* desc) { return FixMemLocation(x, &desc->location); }
 
+Status FixAllocationProp(OpContext& x, CUmemAllocationProp* prop) { return FixMemLocation(x, &prop->location); }
+
 }  // namespace remora::worker

@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include "remora/base/status.h"
+#include "worker/api_vmm.h"
 
 namespace remora::worker {
 
@@ -17,5 +18,7 @@ class OpContext;
 Status FixMemLocation(OpContext& x, CUmemLocation* location);
 // An access descriptor: its location, as above.
 Status FixAccessDesc(OpContext& x, CUmemAccessDesc* desc);
+// Allocation properties (cuMemCreate, granularity): their location, as above.
+Status FixAllocationProp(OpContext& x, CUmemAllocationProp* prop);
 
 }  // namespace remora::worker

@@ -150,7 +150,7 @@ Status OpContext::Device(int* device) {
 }
 
 Status OpContext::DevPtr(uint64_t addr, uint64_t bytes, uint64_t* checked) {
-  ASSIGN_OR_RETURN(Allocation a, ex_.session().allocations().CheckRange(addr, bytes == 0 ? 1 : bytes));
+  ASSIGN_OR_RETURN(Allocation a, ex_.session().CheckRange(addr, bytes == 0 ? 1 : bytes));
   if (gpu_ < 0) {
     RETURN_IF_ERROR(ex_.SetDevice(a.device));
     gpu_ = a.device;

@@ -122,6 +122,8 @@ class OpContext {
   Status LibraryError(Domain domain, uint32_t code, const char* name, const char* call);
 
   Executor& executor() { return ex_; }
+  // The GPU the call runs on (once Ready or an argument chose it).
+  int gpu() const { return gpu_; }
   // What a wait call waits for: the streams and events its arguments named (at most two of
   // each are kept; kept inline so a call allocates nothing for them).
   std::vector<Executor::Stream> wait_streams() const { return {streams_, streams_ + num_streams_}; }

@@ -37,7 +37,7 @@ namespace {
   X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)        \
   X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemcpyPeerAsync) \
   X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) X(cuCtxGetLimit) \
-  X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange)
+  X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange) X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)
 
 struct Api {
 #define REMORA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -228,6 +228,54 @@ class CudaDriver final : public Driver {
     return static_cast<DModule>(m);
   }
   Status ModuleUnload(DModule m) override { return Check(api_.cuModuleUnload(static_cast<CUmodule>(m)), "cuModuleUnload"); }
+  Status Link(const std::vector<LinkInput>& inputs, const std::vector<LinkOption>& options, LinkOutput* out) override {
+    // The caller's numeric options, then the logs and the wall time, which come back.
+    constexpr size_t kLog = 64 * 1024;
+    std::vector<char> info(kLog, '\0'), error(kLog, '\0');
+    float walltime = 0;
+    std::vector<CUjit_option> keys;
+    std::vector<void*> values;
+    for (const LinkOption& o : options) {
+      keys.push_back(static_cast<CUjit_option>(o.option));
+      values.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(o.value)));
+    }
+    auto add = [&](CUjit_option k, void* v) {
+      keys.push_back(k);
+      values.push_back(v);
+    };
+    add(CU_JIT_INFO_LOG_BUFFER, info.data());
+    add(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, reinterpret_cast<void*>(kLog - 1));
+    add(CU_JIT_ERROR_LOG_BUFFER, error.data());
+    add(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, reinterpret_cast<void*>(kLog - 1));
+    add(CU_JIT_WALL_TIME, &walltime);
+    CUlinkState state = nullptr;
+    RETURN_IF_ERROR(Check(api_.cuLinkCreate(static_cast<unsigned>(keys.size()), keys.data(), values.data(), &state), "cuLinkCreate"));
+    Status st;
+    for (const LinkInput& in : inputs) {
+      std::vector<CUjit_option> ik;
+      std::vector<void*> iv;
+      for (const LinkOption& o : in.options) {
+        ik.push_back(static_cast<CUjit_option>(o.option));
+        iv.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(o.value)));
+      }
+      st = Check(api_.cuLinkAddData(state, static_cast<CUjitInputType>(in.type), const_cast<void*>(in.data), in.size,
+                                    in.name.c_str(), static_cast<unsigned>(ik.size()), ik.data(), iv.data()),
+                 "cuLinkAddData");
+      if (!st.ok()) break;
+    }
+    if (st.ok()) {
+      void* cubin = nullptr;
+      size_t size = 0;
+      st = Check(api_.cuLinkComplete(state, &cubin, &size), "cuLinkComplete");
+      // The image belongs to the link state: copy it before destroying that.
+      if (st.ok()) out->image.assign(static_cast<const std::byte*>(cubin), static_cast<const std::byte*>(cubin) + size);
+    }
+    out->info_log = info.data();
+    out->error_log = error.data();
+    out->walltime_ms = walltime;
+    (void)api_.cuLinkDestroy(state);
+    return st;
+  }
   Result<DFunction> ModuleGetFunction(DModule m, const char* name) override {
     CUfunction f = nullptr;
     RETURN_IF_ERROR(Check(api_.cuModuleGetFunction(&f, static_cast<CUmodule>(m), name), "cuModuleGetFunction"));

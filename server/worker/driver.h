@@ -49,6 +49,24 @@ struct LaunchAttr {
   uint8_t value[64] = {};      // CUlaunchAttributeValue bytes, handles already translated
 };
 
+// The JIT linker's inputs and result (cuLinkCreate/AddData/Complete).
+struct LinkOption {
+  uint32_t option = 0;         // CUjit_option whose value is a number
+  uint64_t value = 0;
+};
+struct LinkInput {
+  uint32_t type = 0;           // CUjitInputType
+  std::string name;
+  const void* data = nullptr;  // borrowed for the call
+  size_t size = 0;
+  std::vector<LinkOption> options;
+};
+struct LinkOutput {
+  std::vector<std::byte> image;
+  std::string info_log, error_log;
+  float walltime_ms = 0;
+};
+
 struct LaunchConfig {
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block[3] = {1, 1, 1};
@@ -129,6 +147,9 @@ class Driver {
   // ---- modules and kernels (current device) -------------------------------------------
   virtual Result<DModule> ModuleLoad(const void* image, size_t size) = 0;
   virtual Status ModuleUnload(DModule m) = 0;
+  // Links `inputs` for the current device into `out->image`. On failure `out->error_log`
+  // says why, when the linker said.
+  virtual Status Link(const std::vector<LinkInput>& inputs, const std::vector<LinkOption>& options, LinkOutput* out) = 0;
   virtual Result<DFunction> ModuleGetFunction(DModule m, const char* name) = 0;
   // `size_hint`: the size the application registered (used where the driver cannot tell).
   virtual Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) = 0;

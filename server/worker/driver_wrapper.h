@@ -44,6 +44,9 @@ class DriverWrapper : public Driver {
   Result<float> EventElapsedMs(DEvent start, DEvent end) override { return t_.EventElapsedMs(start, end); }
   Result<DModule> ModuleLoad(const void* image, size_t size) override { return t_.ModuleLoad(image, size); }
   Status ModuleUnload(DModule m) override { return t_.ModuleUnload(m); }
+  Status Link(const std::vector<LinkInput>& inputs, const std::vector<LinkOption>& options, LinkOutput* out) override {
+    return t_.Link(inputs, options, out);
+  }
   Result<DFunction> ModuleGetFunction(DModule m, const char* name) override { return t_.ModuleGetFunction(m, name); }
   Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) override { return t_.ModuleGetGlobal(m, name, size_hint); }
   Result<std::vector<ParamInfo>> FuncParams(DFunction f) override { return t_.FuncParams(f); }

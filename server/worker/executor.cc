@@ -157,6 +157,8 @@ Status Executor::Dispatch(const InFrame& frame) {
         return PostReply(tag, Status::Ok());
       case W::MODULE_LOAD: return Handlers::ModuleLoad(*this, frame, req);
       case W::GET_FUNCTION: return Handlers::GetFunction(*this, tag, req);
+      case W::MODULE_UNLOAD: return Handlers::ModuleUnload(*this, tag, req);
+      case W::LINK: return Handlers::Link(*this, tag, req);
       case W::GET_GLOBAL: return Handlers::GetGlobal(*this, tag, req);
       case W::LAUNCH_KERNEL: return Handlers::LaunchKernel(*this, async_tag, req);
       case W::FUNC_GET_ATTRIBUTES: return Handlers::FuncGetAttributes(*this, tag, req);

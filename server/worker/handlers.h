@@ -59,6 +59,10 @@ class Handlers {
   static Status FuncSetCacheConfig(Executor& ex, uint64_t tag, Req req);
   static Status Occupancy(Executor& ex, uint64_t tag, Req req);
 
+  // ops_link.cc
+  static Status ModuleUnload(Executor& ex, uint64_t tag, Req req);
+  static Status Link(Executor& ex, uint64_t tag, Req req);
+
   // ops_sync.cc (host callbacks)
   static Status HostFunc(Executor& ex, uint64_t tag, Req req);
   static Status CallbackDone(Executor& ex, uint64_t tag, Req req);

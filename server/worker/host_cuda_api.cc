@@ -1,10 +1,21 @@
 #include "worker/host_cuda_api.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <type_traits>
+#include <vector>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "cuda_api.h"
 #include "cuda_hooks.h"
+#include "worker/host_emulation.h"
 
 namespace remora::worker {
 namespace {
@@ -15,7 +26,7 @@ CUresult R(const Status& st) { return st.ok() ? CUDA_SUCCESS : static_cast<CUres
 
 class HostCudaApi final : public gen::cuda::Api {
  public:
-  explicit HostCudaApi(Driver& d) : d_(d) {}
+  HostCudaApi(Driver& d, host::HostMemory& m) : d_(d), mem_(m) {}
 
   // ---- context settings, kept here -------------------------------------------------------
   CUresult cuCtxGetCacheConfig(CUfunc_cache* c) override { return *c = cache_config_, CUDA_SUCCESS; }
@@ -189,21 +200,221 @@ class HostCudaApi final : public gen::cuda::Api {
     return CUDA_SUCCESS;
   }
 
+  // ---- the virtual memory API: ranges of the emulated heap, host memory mapped into them --------
+  CUresult cuMemGetAllocationGranularity(size_t* g, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) override {
+    *g = kGranularity;
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align, CUdeviceptr, unsigned long long) override {
+    if (size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+    auto r = mem_.ReserveRange(mem_.CurrentDevice(), size, std::max<size_t>(align, kGranularity));
+    if (!r.ok()) return R(r.status());
+    *ptr = *r;
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) override { return R(mem_.FreeRange(ptr, size)); }
+  CUresult cuMemCreate(CUmemGenericAllocationHandle* h, size_t size, const CUmemAllocationProp* prop, unsigned long long) override {
+    if (size == 0 || size % kGranularity != 0 || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+    // A memory file: each mapping of it shows the same bytes, as with physical memory.
+    int fd = ::memfd_create("remora-emulated-physical", MFD_CLOEXEC);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      ::close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    auto phys = std::make_unique<Physical>();
+    phys->fd = fd;
+    phys->size = size;
+    phys->prop = *prop;
+    *h = reinterpret_cast<CUmemGenericAllocationHandle>(phys.get());
+    physical_.emplace(*h, std::move(phys));
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemRelease(CUmemGenericAllocationHandle h) override {
+    auto it = physical_.find(h);
+    if (it == physical_.end() || it->second->released) return CUDA_ERROR_INVALID_VALUE;
+    if (--it->second->refs > 0) return CUDA_SUCCESS;
+    it->second->released = true;
+    Collect(it);
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long) override {
+    auto it = physical_.find(h);
+    if (it == physical_.end() || it->second->released || offset > it->second->size || size > it->second->size - offset)
+      return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = R(mem_.MapRange(ptr, size, it->second->fd, offset));
+    if (r != CUDA_SUCCESS) return r;
+    it->second->maps++;
+    mappings_[ptr] = {size, h};
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) override {
+    auto m = mappings_.find(ptr);
+    if (m == mappings_.end() || m->second.first != size) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = R(mem_.UnmapRange(ptr, size));
+    if (r != CUDA_SUCCESS) return r;
+    auto it = physical_.find(m->second.second);
+    mappings_.erase(m);
+    if (it != physical_.end()) {
+      it->second->maps--;
+      Collect(it);
+    }
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) override {
+    for (size_t i = 0; i < count; i++)
+      if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+          desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) access_[{ptr, size}] = desc[i].flags;
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation*, CUdeviceptr ptr) override {
+    *flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    for (auto& [range, f] : access_)
+      if (ptr >= range.first && ptr < range.first + range.second) *flags = f;
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmemGenericAllocationHandle h) override {
+    auto it = physical_.find(h);
+    if (it == physical_.end()) return CUDA_ERROR_INVALID_VALUE;
+    *prop = it->second->prop;
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* h, void* addr) override {
+    auto p = reinterpret_cast<CUdeviceptr>(addr);
+    for (auto& [base, m] : mappings_) {
+      if (p >= base && p < base + m.first) {
+        auto it = physical_.find(m.second);
+        if (it == physical_.end() || it->second->released) break;
+        it->second->refs++;
+        *h = m.second;
+        return CUDA_SUCCESS;
+      }
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+
   // ---- kernels, profiler ------------------------------------------------------------------------
   CUresult cuFuncSetSharedMemConfig(CUfunction, CUsharedconfig c) override {
     return c > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
   }
+  // ---- memsets and stream memory operations, in stream order -------------------------------
+  CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) override { return Fill(d, 0, &v, 1, n, 1, s); }
+  CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) override { return Fill(d, 0, &v, 2, n, 1, s); }
+  CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) override { return Fill(d, 0, &v, 4, n, 1, s); }
+  CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s) override {
+    return Fill(d, pitch, &v, 1, w, h, s);
+  }
+  CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h, CUstream s) override {
+    return Fill(d, pitch, &v, 2, w, h, s);
+  }
+  CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s) override {
+    return Fill(d, pitch, &v, 4, w, h, s);
+  }
+  CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned int) override {
+    return Fill(addr, 0, &v, 4, 1, 1, s);
+  }
+  CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned int) override {
+    return Fill(addr, 0, &v, 8, 1, 1, s);
+  }
+  CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned int flags) override {
+    return Wait<cuuint32_t>(s, addr, v, flags);
+  }
+  CUresult cuStreamWaitValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned int flags) override {
+    return Wait<cuuint64_t>(s, addr, v, flags);
+  }
+
+  // ---- tensor maps: an emulated descriptor (the address, then the arguments' bytes) ----------
+  CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
+                                  const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                  const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                                  CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) override {
+    if (rank == 0 || rank > 5 || (reinterpret_cast<uintptr_t>(address) & 15) != 0) return CUDA_ERROR_INVALID_VALUE;
+    std::memset(map, 0, sizeof(*map));
+    auto* w = reinterpret_cast<uint64_t*>(map->opaque);
+    w[0] = reinterpret_cast<uint64_t>(address);
+    w[1] = (uint64_t{rank} << 32) | static_cast<uint64_t>(type);
+    w[2] = (uint64_t(interleave) << 48) | (uint64_t(swizzle) << 32) | (uint64_t(l2) << 16) | uint64_t(oob);
+    for (cuuint32_t i = 0; i < rank; i++) {
+      w[3 + i] = dims[i];
+      if (i + 1 < rank) w[8 + i] = strides[i];
+      w[12 + i / 2] |= uint64_t{box[i]} << (i % 2 ? 48 : 16) | uint64_t{element_strides[i]} << (i % 2 ? 32 : 0);
+    }
+    return CUDA_SUCCESS;
+  }
+  CUresult cuTensorMapReplaceAddress(CUtensorMap* map, void* address) override {
+    if ((reinterpret_cast<uintptr_t>(address) & 15) != 0) return CUDA_ERROR_INVALID_VALUE;
+    reinterpret_cast<uint64_t*>(map->opaque)[0] = reinterpret_cast<uint64_t>(address);
+    return CUDA_SUCCESS;
+  }
+
   CUresult cuProfilerStart() override { return CUDA_SUCCESS; }
   CUresult cuProfilerStop() override { return CUDA_SUCCESS; }
 
  private:
+  // Writes `height` rows of `width` elements of `size` bytes (`value`) at `d`, `pitch` apart.
+  CUresult Fill(CUdeviceptr d, size_t pitch, const void* value, size_t size, size_t width, size_t height, CUstream s) {
+    uint64_t v = 0;
+    std::memcpy(&v, value, size);
+    std::vector<std::byte*> rows;
+    for (size_t y = 0; y < height; y++) {
+      auto row = mem_.HostAddress(d + y * pitch, width * size);
+      if (!row.ok()) return CUDA_ERROR_INVALID_VALUE;
+      rows.push_back(*row);
+    }
+    return R(mem_.RunInOrder(s, [rows = std::move(rows), v, size, width] {
+      for (std::byte* row : rows)
+        for (size_t i = 0; i < width; i++) std::memcpy(row + i * size, &v, size);
+    }));
+  }
+  // Blocks the stream until the value at `addr` satisfies `flags` against `v`.
+  template <typename T>
+  CUresult Wait(CUstream s, CUdeviceptr addr, T v, unsigned flags) {
+    auto p = mem_.HostAddress(addr, sizeof(T));
+    if (!p.ok()) return CUDA_ERROR_INVALID_VALUE;
+    unsigned op = flags & 0x3;
+    if (op > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+    auto* at = reinterpret_cast<volatile T*>(*p);
+    return R(mem_.RunInOrder(s, [at, v, op] {
+      for (;;) {
+        T x = *at;
+        bool done = op == CU_STREAM_WAIT_VALUE_GEQ   ? static_cast<std::make_signed_t<T>>(x - v) >= 0
+                    : op == CU_STREAM_WAIT_VALUE_EQ  ? x == v
+                    : op == CU_STREAM_WAIT_VALUE_AND ? (x & v) != 0
+                                                     : ~(x | v) != 0;
+        if (done) return;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }));
+  }
   static CUresult Pool(const Result<DPool>& r, CUmemoryPool* out) {
     if (!r.ok()) return R(r.status());
     *out = static_cast<CUmemoryPool>(*r);
     return CUDA_SUCCESS;
   }
 
+  // Memory of cuMemCreate: freed once released and no longer mapped.
+  struct Physical {
+    int fd = -1;  // a memfd of `size` bytes
+    size_t size = 0;
+    CUmemAllocationProp prop{};
+    int refs = 1;
+    int maps = 0;
+    bool released = false;
+  };
+  static constexpr size_t kGranularity = 2 << 20;
+  void Collect(std::map<CUmemGenericAllocationHandle, std::unique_ptr<Physical>>::iterator it) {
+    if (!it->second->released || it->second->maps > 0) return;
+    ::close(it->second->fd);
+    physical_.erase(it);
+  }
+
   Driver& d_;
+  host::HostMemory& mem_;
+  std::map<CUmemGenericAllocationHandle, std::unique_ptr<Physical>> physical_;
+  std::map<CUdeviceptr, std::pair<size_t, CUmemGenericAllocationHandle>> mappings_;
+  std::map<std::pair<CUdeviceptr, size_t>, unsigned long long> access_;
   CUfunc_cache cache_config_ = CU_FUNC_CACHE_PREFER_NONE;
   CUsharedconfig shared_config_ = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
   std::map<CUstream, unsigned long long> stream_ids_;
@@ -214,6 +425,8 @@ class HostCudaApi final : public gen::cuda::Api {
 
 }  // namespace
 
-std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver) { return std::make_unique<HostCudaApi>(driver); }
+std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, host::HostMemory& memory) {
+  return std::make_unique<HostCudaApi>(driver, memory);
+}
 
 }  // namespace remora::worker

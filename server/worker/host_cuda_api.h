@@ -10,7 +10,12 @@
 
 namespace remora::worker {
 
-// `driver` is the host Driver that owns this table (it must outlive it).
-std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver);
+namespace host {
+class HostMemory;
+}
+
+// `driver` is the host Driver that owns this table and `memory` its device memory (both must
+// outlive it).
+std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, host::HostMemory& memory);
 
 }  // namespace remora::worker

@@ -21,203 +21,14 @@
 #include "remora/base/util.h"
 #include "cuda_api.h"
 #include "worker/driver.h"
+#include "worker/host_emulation.h"
 #include "worker/host_cuda_api.h"
 #include "worker/host_device.h"
 
 namespace remora::worker {
 namespace {
 
-// Fake device addresses start here, 1 TiB apart per emulated GPU: far from where Linux
-// places executables, heaps and mmaps, so they do not alias the client's host pointers.
-constexpr uint64_t kDeviceBase = 0x200000000000ull;
-constexpr uint64_t kDeviceStride = 1ull << 40;
-constexpr uint64_t kAlign = 512;
-
-struct Block {
-  std::byte* host;
-  uint64_t size;
-};
-
-// First-fit allocator over one emulated GPU's address range.
-class EmulatedHeap {
- public:
-  EmulatedHeap(uint64_t base, uint64_t capacity) : base_(base), capacity_(capacity) { free_[base] = capacity; }
-
-  Result<DevPtr> Alloc(uint64_t bytes) {
-    uint64_t need = AlignUp(std::max<uint64_t>(bytes, 1), kAlign);
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->second < need) continue;
-      DevPtr p = it->first;
-      uint64_t left = it->second - need;
-      free_.erase(it);
-      if (left > 0) free_[p + need] = left;
-      void* host = ::mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (host == MAP_FAILED) {
-        Free(p, need);
-        return Error(Err::kMemoryAllocation, "emulated device memory: host mmap of {} failed", FormatSize(need));
-      }
-      blocks_[p] = Block{static_cast<std::byte*>(host), need};
-      used_ += need;
-      return p;
-    }
-    return Error(Err::kMemoryAllocation, "emulated GPU is out of memory ({} requested, {} of {} in use)",
-                 FormatSize(bytes), FormatSize(used_), FormatSize(capacity_));
-  }
-
-  Status Release(DevPtr p) {
-    auto it = blocks_.find(p);
-    if (it == blocks_.end()) return Error(Err::kInvalidValue, "0x{:x} is not an emulated allocation", p);
-    ::munmap(it->second.host, it->second.size);
-    uint64_t size = it->second.size;
-    blocks_.erase(it);
-    used_ -= size;
-    Free(p, size);
-    return Status::Ok();
-  }
-
-  // Host address of [p, p+n), which must lie inside one block.
-  Result<std::byte*> Translate(DevPtr p, uint64_t n) {
-    auto it = blocks_.upper_bound(p);
-    if (it == blocks_.begin()) return Error(Err::kInvalidValue, "0x{:x} is not emulated device memory", p);
-    --it;
-    uint64_t off = p - it->first;
-    if (off >= it->second.size || n > it->second.size - off)
-      return Error(Err::kInvalidValue, "0x{:x}+{} is outside emulated device memory", p, n);
-    return it->second.host + off;
-  }
-
-  bool Owns(DevPtr p) const { return p >= base_ && p < base_ + kDeviceStride; }
-  uint64_t used() const { return used_; }
-  uint64_t capacity() const { return capacity_; }
-
- private:
-  void Free(DevPtr p, uint64_t size) {
-    auto [it, _] = free_.emplace(p, size);
-    auto next = std::next(it);
-    if (next != free_.end() && it->first + it->second == next->first) {
-      it->second += next->second;
-      free_.erase(next);
-    }
-    if (it != free_.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second == it->first) {
-        prev->second += it->second;
-        free_.erase(it);
-      }
-    }
-  }
-
-  uint64_t base_, capacity_;
-  uint64_t used_ = 0;
-  std::map<DevPtr, uint64_t> free_;
-  std::map<DevPtr, Block> blocks_;
-};
-
-struct EmuModule {
-  std::map<std::string, std::pair<DevPtr, size_t>> globals;
-};
-
-struct EmuFunction {
-  std::string name;
-  int attrs[kNumFunctionAttributes] = {};
-};
-
-struct EmuPool {
-  int device;
-  std::map<int, uint64_t> attrs;
-};
-
-constexpr uint32_t kFatbinMagic = 0xBA55ED50;
-
-struct EmuStream;
-// Work on another stream that must complete first: its tasks up to `target`.
-struct EmuDep {
-  std::shared_ptr<EmuStream> stream;
-  uint64_t target;
-};
-
-// An emulated stream: work runs in issue order, after the work it depends on (the legacy
-// stream's implicit synchronisation, cudaStreamWaitEvent). While nothing is outstanding,
-// copies and memsets run inline (complete at once); otherwise they queue behind on the
-// stream's own thread, as on a GPU. Host functions always run on that thread. Thread-safety:
-// Submit from the executor thread; the stream thread only runs tasks.
-struct EmuStream {
-  explicit EmuStream(bool blocking_) : blocking(blocking_) {}
-  const bool blocking;  // synchronises with the legacy stream (not cudaStreamNonBlocking)
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::function<void()>> queue;
-  uint64_t issued = 0;                 // tasks enqueued (under mu)
-  std::atomic<uint64_t> completed{0};  // tasks that finished
-  bool running = false;                // the thread exists
-  bool closing = false;
-
-  // Runs `task` after everything queued here and after `deps`: at once if that is all done
-  // and `inline_ok`, else on the stream's thread.
-  void Submit(const std::shared_ptr<EmuStream>& self, std::vector<EmuDep> deps, std::function<void()> task,
-              bool inline_ok = true) {
-    std::erase_if(deps, [](const EmuDep& d) { return d.stream->completed.load() >= d.target; });
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!inline_ok || !deps.empty() || completed.load() < issued) {
-        if (deps.empty()) {
-          EnqueueLocked(self, std::move(task));
-        } else {
-          EnqueueLocked(self, [deps = std::move(deps), task = std::move(task)] {
-            for (const EmuDep& d : deps)
-              while (d.stream->completed.load() < d.target) std::this_thread::sleep_for(std::chrono::microseconds(20));
-            task();
-          });
-        }
-        return;
-      }
-    }
-    task();
-  }
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      cv.wait(lock, [&] { return !queue.empty() || closing; });
-      if (queue.empty()) break;
-      std::function<void()> task = std::move(queue.front());
-      queue.pop_front();
-      lock.unlock();
-      task();
-      completed.fetch_add(1);
-      lock.lock();
-    }
-    running = false;
-  }
-  uint64_t Issued() {
-    std::lock_guard<std::mutex> lock(mu);
-    return issued;
-  }
-  bool Idle() { return completed.load() >= Issued(); }
-  void Close() {
-    std::lock_guard<std::mutex> lock(mu);
-    closing = true;
-    cv.notify_all();
-  }
-
- private:
-  void EnqueueLocked(const std::shared_ptr<EmuStream>& self, std::function<void()> task) {
-    queue.push_back(std::move(task));
-    issued++;
-    if (!running) {
-      running = true;
-      std::thread([self] { self->Run(); }).detach();
-    }
-    cv.notify_all();
-  }
-};
-
-struct EmuEvent {
-  unsigned flags;
-  bool recorded = false;
-  uint64_t nanos = 0;
-  std::shared_ptr<EmuStream> stream;  // complete once its host functions up to `target` ran
-  uint64_t target = 0;
-};
+using namespace host;
 
 std::vector<int32_t> EmulatedAttributes(int device) {
   std::vector<int32_t> a(kNumDeviceAttributes, 0);
@@ -266,9 +77,9 @@ std::vector<int32_t> EmulatedAttributes(int device) {
   return a;
 }
 
-class HostDriver final : public Driver, public EmulatedDevice {
+class HostDriver final : public Driver, public EmulatedDevice, public HostMemory {
  public:
-  explicit HostDriver(const HostDriverOptions& o) : options_(o), api_(MakeHostCudaApi(*this)) {
+  explicit HostDriver(const HostDriverOptions& o) : options_(o), api_(MakeHostCudaApi(*this, *this)) {
     for (int i = 0; i < o.gpus; i++) heaps_.emplace_back(kDeviceBase + uint64_t(i) * kDeviceStride, o.memory_per_gpu);
   }
 
@@ -417,7 +228,8 @@ class HostDriver final : public Driver, public EmulatedDevice {
   Result<DModule> ModuleLoad(const void* image, size_t size) override {
     uint32_t magic = 0;
     if (size >= 4) std::memcpy(&magic, image, 4);
-    if (magic != kFatbinMagic) return Error(Err::kInvalidKernelImage, "not a fat binary (magic 0x{:08x})", magic);
+    if (!IsEmulatedImage(image, size, magic))
+      return Error(Err::kInvalidKernelImage, "not a fat binary, an ELF cubin or PTX (magic 0x{:08x})", magic);
     auto* m = new EmuModule;
     modules_.insert(m);
     return static_cast<DModule>(m);
@@ -427,6 +239,25 @@ class HostDriver final : public Driver, public EmulatedDevice {
     if (modules_.erase(mod) == 0) return Error(Err::kInvalidResourceHandle, "unknown emulated module");
     for (auto& [name, g] : mod->globals) (void)MemFree(g.first);
     delete mod;
+    return Status::Ok();
+  }
+  // No code is generated: the "linked" image is an ELF header followed by the inputs, which
+  // this backend's ModuleLoad accepts like any ELF cubin.
+  Status Link(const std::vector<LinkInput>& inputs, const std::vector<LinkOption>&, LinkOutput* out) override {
+    if (inputs.empty()) return Error(Err::kInvalidValue, "cuLinkComplete: nothing to link");
+    std::vector<std::byte> image(64);
+    const unsigned char ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+    std::memcpy(image.data(), ident, sizeof(ident));
+    uint16_t ehsize = 64;
+    std::memcpy(image.data() + 0x34, &ehsize, 2);
+    for (const LinkInput& in : inputs) {
+      const auto* b = static_cast<const std::byte*>(in.data);
+      image.insert(image.end(), b, b + in.size);
+    }
+    uint64_t end = image.size();  // the ELF's size as the client computes it: e_shoff
+    std::memcpy(image.data() + 0x28, &end, 8);
+    out->image = std::move(image);
+    out->info_log = fmt::format("host-emulated link of {} input(s); no code generated", inputs.size());
     return Status::Ok();
   }
   Result<DFunction> ModuleGetFunction(DModule, const char* name) override {
@@ -511,6 +342,27 @@ class HostDriver final : public Driver, public EmulatedDevice {
   Status Synchronize(DStream s) override { return StreamSynchronize(s); }
   Result<DevPtr> Alloc(size_t bytes) override { return MemAlloc(bytes); }
   Status Free(DevPtr p) override { return MemFree(p); }
+
+  // ---- HostMemory (the virtual memory API's emulation) ----
+  int CurrentDevice() const override { return current_; }
+  Result<std::byte*> HostAddress(DevPtr p, uint64_t n) override { return Translate(p, n); }
+  Status RunInOrder(DStream s, std::function<void()> task) override { return InOrder(s, std::move(task)); }
+  Result<DevPtr> ReserveRange(int device, uint64_t bytes, uint64_t align) override {
+    if (device < 0 || device >= options_.gpus) return Error(Err::kInvalidDevice, "no emulated GPU {}", device);
+    return heaps_[static_cast<size_t>(device)].ReserveRange(bytes, align);
+  }
+  Status FreeRange(DevPtr base, uint64_t bytes) override {
+    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(base));
+    return h->FreeRange(base, bytes);
+  }
+  Status MapRange(DevPtr at, uint64_t bytes, int fd, uint64_t offset) override {
+    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(at));
+    return h->MapAlias(at, bytes, fd, offset);
+  }
+  Status UnmapRange(DevPtr at, uint64_t bytes) override {
+    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(at));
+    return h->UnmapAlias(at, bytes);
+  }
 
   // The portable cluster size limit of CUDA (8), as a GPU without the non-portable opt-in answers.
   Result<int> OccupancyMaxPotentialClusterSize(DFunction, const LaunchConfig&) override { return 8; }

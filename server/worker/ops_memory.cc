@@ -177,7 +177,7 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::Memset(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getMemset();
   uint64_t size = a.getSize();
-  auto range = ex.session().allocations().CheckRange(a.getDst(), size);
+  auto range = ex.session().CheckRange(a.getDst(), size);
   if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
@@ -194,7 +194,7 @@ Status Handlers::Memset3D(Executor& ex, uint64_t tag, Req req) {
     if ((h > 1 || d > 1) && pitch < w) return ReplyOrDefer(ex, tag, Error(Err::kInvalidPitchValue, "pitch {} < width {}", pitch, w));
     if (d > 1 && rps < h) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "slice of {} rows < height {}", rps, h));
     uint64_t extent = ((d - 1) * rps + (h - 1)) * pitch + w;
-    auto range = ex.session().allocations().CheckRange(a.getDst(), extent);
+    auto range = ex.session().CheckRange(a.getDst(), extent);
     if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
   }
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());

@@ -63,8 +63,10 @@ void WriteCached(const Executor& ex, const std::string& hash, const std::vector<
   if (::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
 }
 
-// Loads an image on `gpu` and registers the module; charges its size to the tenant.
-Result<uint64_t> Load(Executor& ex, int gpu, const std::string& hash, const std::vector<std::byte>& image) {
+// Loads an image on `gpu` and registers the module; charges its size to the tenant. A fresh
+// load is a module of its own, not shared with the session's other loads of the image.
+Result<uint64_t> Load(Executor& ex, int gpu, const std::string& hash, const std::vector<std::byte>& image,
+                      bool fresh = false) {
   RETURN_IF_ERROR(ex.Charge(gpu, image.size()));
   Status st = ex.SetDevice(gpu);
   Result<DModule> m = st.ok() ? ex.driver().ModuleLoad(image.data(), image.size()) : Result<DModule>(st);
@@ -72,8 +74,8 @@ Result<uint64_t> Load(Executor& ex, int gpu, const std::string& hash, const std:
     ex.ReleaseCharge(gpu, image.size());
     return m.status();
   }
-  uint64_t h = ex.session().modules().Insert({*m, gpu, hash, image.size()});
-  ex.session().module_index()[{hash, gpu}] = h;
+  uint64_t h = ex.session().modules().Insert({*m, gpu, hash, image.size(), {}});
+  if (!fresh) ex.session().module_index()[{hash, gpu}] = h;
   LOG_DEBUG("module {} ({}) loaded on GPU {}", hash, FormatSize(image.size()), gpu);
   return h;
 }
@@ -86,7 +88,8 @@ Status ReplyModule(Executor& ex, uint64_t tag, const Result<uint64_t>& h) {
 // Receives a shipped image, checks its hash, caches and loads it.
 class ImageOp final : public PendingOp {
  public:
-  ImageOp(uint64_t tag, int gpu, std::string hash, uint64_t size) : tag_(tag), gpu_(gpu), hash_(std::move(hash)) {
+  ImageOp(uint64_t tag, int gpu, std::string hash, uint64_t size, bool fresh)
+      : tag_(tag), gpu_(gpu), hash_(std::move(hash)), fresh_(fresh) {
     image_.reserve(size);
   }
   bool HoldsQueue() const override { return true; }
@@ -104,8 +107,8 @@ class ImageOp final : public PendingOp {
     }
     WriteCached(ex, hash_, image_);
     auto loaded = ex.session().module_index().find({hash_, gpu_});
-    if (loaded != ex.session().module_index().end()) RETURN_IF_ERROR(ReplyModule(ex, tag_, loaded->second));
-    else RETURN_IF_ERROR(ReplyModule(ex, tag_, Load(ex, gpu_, hash_, image_)));
+    if (!fresh_ && loaded != ex.session().module_index().end()) RETURN_IF_ERROR(ReplyModule(ex, tag_, loaded->second));
+    else RETURN_IF_ERROR(ReplyModule(ex, tag_, Load(ex, gpu_, hash_, image_, fresh_)));
     return true;
   }
 
@@ -113,6 +116,7 @@ class ImageOp final : public PendingOp {
   uint64_t tag_;
   int gpu_;
   std::string hash_;
+  bool fresh_;
   std::vector<std::byte> image_;
 };
 
@@ -131,23 +135,24 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
     if (frame.header.bulk_bytes == 0) return ex.PostReply(tag, gpu.status());
     return Error(Err::kInvalidValue, "module image for an unusable device");
   }
+  bool fresh = a.getFresh();
   auto loaded = ex.session().module_index().find({hash, *gpu});
-  if (loaded != ex.session().module_index().end()) {
+  if (!fresh && loaded != ex.session().module_index().end()) {
     if (frame.header.bulk_bytes > 0) {
-      ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, a.getSize()));  // drained, loaded once
+      ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, a.getSize(), false));  // drained, loaded once
       return Status::Ok();
     }
     return ReplyModule(ex, tag, loaded->second);
   }
   if (a.getHasImage()) {
-    ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, a.getSize()));
+    ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, a.getSize(), fresh));
     return Status::Ok();
   }
   std::vector<std::byte> cached = ReadCached(ex, hash, a.getSize());
   if (cached.empty())
     return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.initModule().setNeedImage(true); });
   LOG_DEBUG("module {} served from the server's cache", hash);
-  return ReplyModule(ex, tag, Load(ex, *gpu, hash, cached));
+  return ReplyModule(ex, tag, Load(ex, *gpu, hash, cached, fresh));
 }
 
 Status Handlers::GetFunction(Executor& ex, uint64_t tag, Req req) {
@@ -205,6 +210,7 @@ Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
     al.device = (*m)->gpu;
     al.kind = AllocKind::kModule;
     (void)ex.session().allocations().Insert(al);
+    (*m)->globals.push_back(g->first);
   }
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
     auto gi = r.initGlobal();

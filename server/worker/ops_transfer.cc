@@ -339,7 +339,7 @@ Result<DeviceLayout> CheckLayout(Executor& ex, DevPtr base, uint64_t pitch, uint
   if (width > (1ull << 40) || height > (1ull << 32) || depth > (1ull << 32) || pitch > (1ull << 40))
     return Error(Err::kInvalidValue, "copy extent is out of range");
   DeviceLayout l{base, pitch, rows_per_slice, width, height, depth};
-  RETURN_IF_ERROR(ex.session().allocations().CheckRange(base, l.extent()).status());
+  RETURN_IF_ERROR(ex.session().CheckRange(base, l.extent()).status());
   return l;
 }
 
@@ -397,9 +397,9 @@ Status Handlers::MemcpyPeer(Executor& ex, uint64_t tag, Req req) {
   if (!dst_gpu.ok()) return ReplyOrDefer(ex, tag, dst_gpu.status());
   auto src_gpu = ex.GpuOf(a.getSrcDevice());
   if (!src_gpu.ok()) return ReplyOrDefer(ex, tag, src_gpu.status());
-  auto dst = ex.session().allocations().CheckRange(a.getDst(), a.getSize());
+  auto dst = ex.session().CheckRange(a.getDst(), a.getSize());
   if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
-  auto src = ex.session().allocations().CheckRange(a.getSrc(), a.getSize());
+  auto src = ex.session().CheckRange(a.getSrc(), a.getSize());
   if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
   if (dst->device != *dst_gpu || src->device != *src_gpu)
     return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "a pointer does not belong to the device named with it"));
@@ -421,7 +421,7 @@ Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
     if (frame.header.bulk_bytes != 0) return Error(Err::kInvalidValue, "a region copy carries no data");
     auto src = ex.RegionRange(a.getHostRegion(), a.getHostOffset(), size);
     if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
-    auto range = ex.session().allocations().CheckRange(a.getDst(), size);
+    auto range = ex.session().CheckRange(a.getDst(), size);
     if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
     auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
     if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
@@ -433,7 +433,7 @@ Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
   if (size != frame.header.bulk_bytes)
     return Error(Err::kInvalidValue, "memcpyHtoD of {} bytes carries {} bytes of data", size, frame.header.bulk_bytes);
   Status st;
-  auto range = ex.session().allocations().CheckRange(a.getDst(), size);
+  auto range = ex.session().CheckRange(a.getDst(), size);
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!range.ok()) st = range.status();
   else if (!stream.ok()) st = stream.status();
@@ -455,7 +455,7 @@ Status Handlers::MemcpyDtoH(Executor& ex, uint64_t tag, Req req) {
     if (a.getAsync()) tag = 0;
     auto dst = ex.RegionRange(a.getHostRegion(), a.getHostOffset(), size);
     if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
-    auto range = ex.session().allocations().CheckRange(a.getSrc(), size);
+    auto range = ex.session().CheckRange(a.getSrc(), size);
     if (!range.ok()) return ReplyOrDefer(ex, tag, range.status());
     auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
     if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
@@ -464,7 +464,7 @@ Status Handlers::MemcpyDtoH(Executor& ex, uint64_t tag, Req req) {
     if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
     return ReplyWhenDone(ex, tag, {*stream});
   }
-  auto range = ex.session().allocations().CheckRange(a.getSrc(), size);
+  auto range = ex.session().CheckRange(a.getSrc(), size);
   if (!range.ok()) return ex.PostReply(tag, range.status());
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ex.PostReply(tag, stream.status());
@@ -474,9 +474,9 @@ Status Handlers::MemcpyDtoH(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::MemcpyDtoD(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getMemcpyDtoD();
   uint64_t size = a.getSize();
-  auto dst = ex.session().allocations().CheckRange(a.getDst(), size);
+  auto dst = ex.session().CheckRange(a.getDst(), size);
   if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
-  auto src = ex.session().allocations().CheckRange(a.getSrc(), size);
+  auto src = ex.session().CheckRange(a.getSrc(), size);
   if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());

@@ -4,6 +4,7 @@
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "cuda_api.h"
 
 namespace remora::worker {
 
@@ -50,10 +51,25 @@ void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
     ::munmap(region.base, region.size);
   }
   host_regions_.clear();
+  // The virtual memory API's objects: mappings, then physical memory, then the ranges.
+  gen::cuda::Api& api = driver.cuda();
+  for (auto& [ptr, m] : mappings_) {
+    if (PhysicalMemory* p = physical_.Find(m.physical); p && r.SetDevice(p->gpu).ok()) (void)api.cuMemUnmap(ptr, m.size);
+  }
+  mappings_.clear();
+  physical_.ForEach([&](uint64_t, PhysicalMemory& p) {
+    if (r.SetDevice(p.gpu).ok())
+      for (int i = 0; i < p.refs; i++) (void)api.cuMemRelease(p.real);
+    r.ReleaseCharge(p.gpu, p.size);
+  });
+  physical_.Clear();
+  for (auto& [base, res] : reservations_)
+    if (r.SetDevice(res.gpu).ok()) (void)api.cuMemAddressFree(base, res.size);
+  reservations_.clear();
   uint64_t left = 0;
   size_t count = 0;
   for (const Allocation& a : allocs_.All()) {
-    if (a.kind == AllocKind::kModule) continue;  // went with its module
+    if (a.kind == AllocKind::kModule || a.kind == AllocKind::kVirtual) continue;  // released above
     if (r.SetDevice(a.device).ok()) (void)driver.MemFree(a.base);
     r.ReleaseCharge(a.device, a.reserved);
     left += a.size;

@@ -37,6 +37,7 @@ struct Module {
   int gpu = 0;
   std::string hash;        // hex
   uint64_t charged = 0;    // bytes charged to the tenant for its code and data
+  std::vector<uint64_t> globals;  // its variables' addresses in allocations()
 };
 struct Function {
   DFunction function = nullptr;
@@ -65,6 +66,25 @@ struct HostCallback {
   bool done = false;
 };
 
+// The virtual memory API (cuMemCreate / cuMemAddressReserve / cuMemMap): physical memory,
+// charged to the tenant until it is both released and unmapped; reserved ranges (also an
+// allocation of kind kVirtual, so arguments inside them pass the pointer checks); mappings.
+struct PhysicalMemory {
+  uint64_t real = 0;   // the driver's CUmemGenericAllocationHandle
+  int gpu = 0;
+  uint64_t size = 0;
+  int refs = 1;        // cuMemCreate and cuMemRetainAllocationHandle, less cuMemRelease
+  int maps = 0;
+};
+struct Reservation {
+  uint64_t size = 0;
+  int gpu = 0;
+};
+struct Mapping {
+  uint64_t size = 0;
+  uint64_t physical = 0;  // session handle
+};
+
 class SessionState {
  public:
   SessionState() = default;
@@ -87,6 +107,11 @@ class SessionState {
   std::map<uint64_t, std::shared_ptr<HostCallback>>& host_callbacks() { return host_callbacks_; }
   // Objects the math libraries created (released first: they use streams and memory).
   LibObjects& lib_objects() { return lib_objects_; }
+  HandleTable<PhysicalMemory>& physical() { return physical_; }
+  std::map<uint64_t, Reservation>& reservations() { return reservations_; }
+  std::map<uint64_t, Mapping>& mappings() { return mappings_; }
+  // The allocation holding [ptr, ptr + len) (inside a reserved range, mapped bytes only).
+  Result<Allocation> CheckRange(uint64_t ptr, uint64_t len) const { return allocs_.CheckRange(ptr, len); }
 
   // How ReleaseAll reaches the GPU and the ledger.
   struct Releaser {
@@ -106,6 +131,9 @@ class SessionState {
  private:
   // Declared in dependency order; released in reverse.
   AllocationTable allocs_;
+  HandleTable<PhysicalMemory> physical_{HandleKind::kPhysical};
+  std::map<uint64_t, Reservation> reservations_;
+  std::map<uint64_t, Mapping> mappings_;
   std::map<uint64_t, HostRegion> host_regions_;
   HandleTable<Pool> pools_{HandleKind::kPool};
   HandleTable<Module> modules_{HandleKind::kModule};

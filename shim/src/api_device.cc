@@ -5,6 +5,7 @@
 #include <cstring>
 #include <strings.h>
 
+#include "driver/contexts.h"
 #include "export.h"
 #include "cuda_client.h"
 #include "runtime.h"
@@ -134,8 +135,14 @@ REMORA_API cudaError_t cudaSetDevice(int device) {
   auto d = Runtime::Get().Device(device);
   if (!d.ok()) return Finish(d.status(), "cudaSetDevice");
   if ((*d)->detached) return Finish(Error(Err::kDevicesUnavailable, "device {} was detached", device), "cudaSetDevice");
-  Thread().device = device;
-  Thread().device_set = true;
+  ThreadState& t = Thread();
+  t.device = device;
+  t.device_set = true;
+  // As in CUDA: the device's primary context becomes the thread's current context.
+  t.runtime_used = true;
+  driver::Contexts& ctxs = Process::Get().contexts();
+  ctxs.MarkRuntimeActive(device);
+  if (!t.ctx_stack.empty()) t.ctx_stack.back() = ctxs.Primary(device);
   return cudaSuccess;
 }
 

@@ -23,61 +23,22 @@ Result<std::pair<int, const KernelInfo*>> CurrentKernel(const void* func) {
   return std::make_pair(device, k);
 }
 
-
 // Sets a kernel attribute on `device` and remembers it for devices it loads on later.
 cudaError_t SetFuncAttribute(FunctionRecord* f, cudaFuncAttribute attr, int value, int device, const char* call) {
   if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "not a registered kernel"), call);
   auto k = KernelOn(f, device);
   if (!k.ok()) return Finish(k.status(), call);
-  Status st = (*Runtime::Get().Session())->Call(device, [&](wire::Request::Builder& r) {
-    auto a = r.initFuncSetAttribute();
-    a.setFunction((*k)->handle);
-    a.setAttribute(static_cast<int32_t>(attr));
-    a.setValue(value);
-  }, [](wire::Reply::Reader&) { return Status::Ok(); });
+  Status st = SetFunctionAttribute(device, const_cast<KernelInfo*>(*k), static_cast<int>(attr), value);
   if (!st.ok()) return Finish(st, call);
   std::lock_guard<std::mutex> lock(f->mu);
   f->set_attributes[static_cast<int>(attr)] = value;
-  // The launch check reads the cached attributes: keep them in step.
-  auto* info = const_cast<KernelInfo*>(*k);
-  if (static_cast<size_t>(attr) < info->attributes.size()) info->attributes[static_cast<size_t>(attr)] = value;
   return cudaSuccess;
 }
 
 Result<int64_t> Occupancy(const void* func, wire::Occupancy::Kind kind, int block_size, size_t smem, unsigned flags,
                           int num_blocks, const cudaLaunchConfig_t* config) {
   ASSIGN_OR_RETURN(auto k, CurrentKernel(func));
-  int64_t value = 0;
-  RETURN_IF_ERROR((*Runtime::Get().Session())->Call(k.first, [&](wire::Request::Builder& r) {
-    auto o = r.initOccupancy();
-    o.setFunction(k.second->handle);
-    o.setKind(kind);
-    o.setBlockSize(block_size);
-    o.setDynamicSmem(smem);
-    o.setFlags(flags);
-    o.setNumBlocks(num_blocks);
-    if (config != nullptr) {
-      auto l = o.initLaunch();
-      auto g = l.initGrid();
-      g.setX(config->gridDim.x);
-      g.setY(config->gridDim.y);
-      g.setZ(config->gridDim.z);
-      auto b = l.initBlock();
-      b.setX(config->blockDim.x);
-      b.setY(config->blockDim.y);
-      b.setZ(config->blockDim.z);
-      l.setSharedMem(static_cast<uint32_t>(config->dynamicSmemBytes));
-      auto attrs = l.initAttributes(config->numAttrs);
-      for (unsigned i = 0; i < config->numAttrs; i++) {
-        attrs[i].setId(static_cast<uint32_t>(config->attrs[i].id));
-        attrs[i].setValue(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(&config->attrs[i].val), sizeof(config->attrs[i].val)));
-      }
-    }
-  }, [&](wire::Reply::Reader& r) -> Status {
-    value = r.getValue();
-    return Status::Ok();
-  }));
-  return value;
+  return FunctionOccupancy(k.first, k.second->handle, kind, block_size, smem, flags, num_blocks, config);
 }
 
 }  // namespace
@@ -130,11 +91,7 @@ REMORA_API cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache ca
   if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "not a registered kernel"), "cudaFuncSetCacheConfig");
   auto k = CurrentKernel(func);
   if (!k.ok()) return Finish(k.status(), "cudaFuncSetCacheConfig");
-  Status st = (*Runtime::Get().Session())->Call(k->first, [&](wire::Request::Builder& r) {
-    auto a = r.initFuncSetCacheConfig();
-    a.setFunction(k->second->handle);
-    a.setValue(static_cast<int32_t>(cacheConfig));
-  }, [](wire::Reply::Reader&) { return Status::Ok(); });
+  Status st = SetFunctionCacheConfig(k->first, k->second->handle, static_cast<int>(cacheConfig));
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(f->mu);
     f->cache_config = static_cast<int>(cacheConfig);

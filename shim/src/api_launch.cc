@@ -6,22 +6,13 @@
 #include <cstring>
 
 #include "export.h"
+#include "launch.h"
 #include "modules.h"
 #include "runtime.h"
 #include "wire_args.h"
 
 namespace remora::shim {
 namespace {
-
-struct Launch {
-  dim3 grid, block;
-  size_t shared_mem = 0;
-  cudaStream_t stream = nullptr;
-  bool per_thread = false;
-  bool cooperative = false;
-  const cudaLaunchAttribute* attrs = nullptr;
-  unsigned num_attrs = 0;
-};
 
 // Checks a launch as the runtime would before enqueuing it, so configuration errors are
 // returned by the launch itself.
@@ -57,43 +48,11 @@ cudaError_t DoLaunch(FunctionRecord* f, const Launch& l, void** args, const char
   int device = 0;
   Status st = rt.CheckStream(l.stream, &device);
   if (!st.ok()) return Finish(st, call);
-  auto dev = rt.Device(device);
-  if (!dev.ok()) return Finish(dev.status(), call);
   auto k = KernelOn(f, device);
   if (!k.ok()) return Finish(k.status(), call);
-  st = Validate(l, **k, **dev);
-  if (!st.ok()) return Finish(st, call);
-  const KernelInfo& info = **k;
-  if (!info.params.empty() && args == nullptr)
-    return Finish(Error(Err::kInvalidValue, "kernel {} takes {} parameters but args is NULL", f->device_name, info.params.size()), call);
-  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
-    auto m = r.initLaunchKernel();
-    m.setFunction(info.handle);
-    auto g = m.initGrid();
-    g.setX(l.grid.x);
-    g.setY(l.grid.y);
-    g.setZ(l.grid.z);
-    auto b = m.initBlock();
-    b.setX(l.block.x);
-    b.setY(l.block.y);
-    b.setZ(l.block.z);
-    m.setSharedMem(static_cast<uint32_t>(l.shared_mem));
-    auto s = m.initStream();
-    s.setHandle(U(l.stream));
-    s.setPerThread(l.per_thread);
-    m.setCooperative(l.cooperative);
-    auto p = m.initParams(info.param_bytes);
-    for (size_t i = 0; i < info.params.size(); i++)
-      std::memcpy(p.begin() + info.params[i].first, args[i], info.params[i].second);
-    if (l.num_attrs > 0) {
-      auto attrs = m.initAttributes(l.num_attrs);
-      for (unsigned i = 0; i < l.num_attrs; i++) {
-        attrs[i].setId(static_cast<uint32_t>(l.attrs[i].id));
-        attrs[i].setValue(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(&l.attrs[i].val), sizeof(l.attrs[i].val)));
-      }
-    }
-  });
-  return Finish(st, call);
+  if (!(*k)->params.empty() && args == nullptr)
+    return Finish(Error(Err::kInvalidValue, "kernel {} takes {} parameters but args is NULL", f->device_name, (*k)->params.size()), call);
+  return Finish(PostLaunch(device, **k, l, args), call);
 }
 
 cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** args, bool per_thread, const char* call) {
@@ -110,6 +69,49 @@ cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** 
 }
 
 }  // namespace
+
+Status PostLaunch(int device, const KernelInfo& info, const Launch& l, void** args, const void* packed, size_t packed_bytes) {
+  Runtime& rt = Runtime::Get();
+  ASSIGN_OR_RETURN(Client * c, rt.Session());
+  ASSIGN_OR_RETURN(auto dev, rt.Device(device));
+  RETURN_IF_ERROR(Validate(l, info, *dev));
+  if (packed != nullptr && packed_bytes < info.param_bytes)
+    return Error(Err::kInvalidValue, "the parameter buffer holds {} bytes, the kernel takes {}", packed_bytes, info.param_bytes);
+  // Like a kernel launch on a GPU: nothing to wait for, but a broken context fails at once.
+  RETURN_IF_ERROR(c->sticky());
+  return c->Post(device, [&](wire::Request::Builder& r) {
+    auto m = r.initLaunchKernel();
+    m.setFunction(info.handle);
+    auto g = m.initGrid();
+    g.setX(l.grid.x);
+    g.setY(l.grid.y);
+    g.setZ(l.grid.z);
+    auto b = m.initBlock();
+    b.setX(l.block.x);
+    b.setY(l.block.y);
+    b.setZ(l.block.z);
+    m.setSharedMem(static_cast<uint32_t>(l.shared_mem));
+    auto s = m.initStream();
+    s.setHandle(U(l.stream));
+    s.setPerThread(l.per_thread);
+    m.setCooperative(l.cooperative);
+    auto p = m.initParams(info.param_bytes);
+    if (packed != nullptr) {
+      std::memcpy(p.begin(), packed, info.param_bytes);
+    } else {
+      for (size_t i = 0; i < info.params.size(); i++)
+        std::memcpy(p.begin() + info.params[i].first, args[i], info.params[i].second);
+    }
+    if (l.num_attrs > 0) {
+      auto attrs = m.initAttributes(l.num_attrs);
+      for (unsigned i = 0; i < l.num_attrs; i++) {
+        attrs[i].setId(static_cast<uint32_t>(l.attrs[i].id));
+        attrs[i].setValue(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(&l.attrs[i].val), sizeof(l.attrs[i].val)));
+      }
+    }
+  });
+}
+
 }  // namespace remora::shim
 
 using namespace remora;

@@ -5,6 +5,7 @@
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "driver/objects.h"
 
 namespace remora::shim {
 namespace {
@@ -34,6 +35,7 @@ Result<uint64_t> ModuleOn(FatbinRecord* fb, int device) {
       m.setHash(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(fb->hash.data()), 16));
       m.setSize(fb->size);
       m.setHasImage(with_image);
+      m.setFresh(fb->fresh);
     };
   };
   auto on_reply = [&](wire::Reply::Reader& r) -> Status {
@@ -54,6 +56,113 @@ Result<uint64_t> ModuleOn(FatbinRecord* fb, int device) {
 
 }  // namespace
 
+Result<std::unique_ptr<KernelInfo>> FetchFunction(Client* client, int device, uint64_t module, const std::string& name) {
+  auto info = std::make_unique<KernelInfo>();
+  info->name = name;
+  RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
+    auto g = r.initGetFunction();
+    g.setModule(module);
+    g.setName(name);
+  }, [&](wire::Reply::Reader& r) -> Status {
+    if (!r.isFunction()) return Error(Err::kUnknown, "malformed function reply");
+    auto fi = r.getFunction();
+    info->handle = fi.getHandle();
+    for (auto p : fi.getParams()) {
+      info->params.emplace_back(p.getOffset(), p.getSize());
+      info->param_bytes = std::max(info->param_bytes, p.getOffset() + p.getSize());
+    }
+    for (int32_t a : fi.getAttributes()) info->attributes.push_back(a);
+    return Status::Ok();
+  }));
+  return info;
+}
+
+Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, uint64_t module, const std::string& name,
+                                                  size_t size_hint) {
+  std::pair<uint64_t, uint64_t> g;
+  RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
+    auto q = r.initGetGlobal();
+    q.setModule(module);
+    q.setName(name);
+    q.setSize(size_hint);
+  }, [&](wire::Reply::Reader& r) -> Status {
+    if (!r.isGlobal()) return Error(Err::kUnknown, "malformed global reply");
+    g = {r.getGlobal().getPtr(), r.getGlobal().getSize()};
+    return Status::Ok();
+  }));
+  Runtime::Get().AddDeviceAllocation(g.first, g.second, device, AllocKind::kModule);
+  return g;
+}
+
+Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value) {
+  ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
+  RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
+    auto a = r.initFuncSetAttribute();
+    a.setFunction(k->handle);
+    a.setAttribute(attr);
+    a.setValue(value);
+  }, [](wire::Reply::Reader&) { return Status::Ok(); }));
+  // The launch checks read the cached attributes: keep them in step.
+  if (attr >= 0 && static_cast<size_t>(attr) < k->attributes.size()) k->attributes[static_cast<size_t>(attr)] = value;
+  return Status::Ok();
+}
+
+Status SetFunctionCacheConfig(int device, uint64_t handle, int config) {
+  ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
+  return client->Call(device, [&](wire::Request::Builder& r) {
+    auto a = r.initFuncSetCacheConfig();
+    a.setFunction(handle);
+    a.setValue(config);
+  }, [](wire::Reply::Reader&) { return Status::Ok(); });
+}
+
+Result<int64_t> FunctionOccupancy(int device, uint64_t handle, wire::Occupancy::Kind kind, int block_size, size_t smem,
+                                  unsigned flags, int num_blocks, const cudaLaunchConfig_t* config) {
+  ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
+  int64_t value = 0;
+  RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
+    auto o = r.initOccupancy();
+    o.setFunction(handle);
+    o.setKind(kind);
+    o.setBlockSize(block_size);
+    o.setDynamicSmem(smem);
+    o.setFlags(flags);
+    o.setNumBlocks(num_blocks);
+    if (config != nullptr) {
+      auto l = o.initLaunch();
+      auto g = l.initGrid();
+      g.setX(config->gridDim.x);
+      g.setY(config->gridDim.y);
+      g.setZ(config->gridDim.z);
+      auto b = l.initBlock();
+      b.setX(config->blockDim.x);
+      b.setY(config->blockDim.y);
+      b.setZ(config->blockDim.z);
+      l.setSharedMem(static_cast<uint32_t>(config->dynamicSmemBytes));
+      auto attrs = l.initAttributes(config->numAttrs);
+      for (unsigned i = 0; i < config->numAttrs; i++) {
+        attrs[i].setId(static_cast<uint32_t>(config->attrs[i].id));
+        attrs[i].setValue(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(&config->attrs[i].val), sizeof(config->attrs[i].val)));
+      }
+    }
+  }, [&](wire::Reply::Reader& r) -> Status {
+    value = r.getValue();
+    return Status::Ok();
+  }));
+  return value;
+}
+
+Status UnloadModule(Client* client, int device, uint64_t module) {
+  return client->Call(device, [&](wire::Request::Builder& r) { r.setModuleUnload(module); },
+                      [](wire::Reply::Reader&) { return Status::Ok(); });
+}
+
+Result<uint64_t> LoadImage(FatbinRecord* fb, int device) {
+  RETURN_IF_ERROR(NeedsDevice(device));
+  std::lock_guard<std::mutex> lock(fb->mu);
+  return ModuleOn(fb, device);
+}
+
 FunctionRecord* FunctionFromHost(const void* func) {
   // A cudaKernel_t from __cudaGetKernel is the record itself; anything else is a host stub.
   if (FunctionRecord* f = Registry::Get().FindFunction(func)) return f;
@@ -67,23 +176,7 @@ Result<const KernelInfo*> KernelOn(FunctionRecord* f, int device) {
   if (const KernelInfo* k = f->kernel[static_cast<size_t>(device)].load(std::memory_order_acquire)) return k;
   ASSIGN_OR_RETURN(uint64_t module, ModuleOn(f->fatbin, device));
   ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
-  auto info = std::make_unique<KernelInfo>();
-  Status st = client->Call(device, [&](wire::Request::Builder& r) {
-    auto g = r.initGetFunction();
-    g.setModule(module);
-    g.setName(f->device_name);
-  }, [&](wire::Reply::Reader& r) -> Status {
-    if (!r.isFunction()) return Error(Err::kUnknown, "malformed function reply");
-    auto fi = r.getFunction();
-    info->handle = fi.getHandle();
-    for (auto p : fi.getParams()) {
-      info->params.emplace_back(p.getOffset(), p.getSize());
-      info->param_bytes = std::max(info->param_bytes, p.getOffset() + p.getSize());
-    }
-    for (int32_t a : fi.getAttributes()) info->attributes.push_back(a);
-    return Status::Ok();
-  });
-  RETURN_IF_ERROR(st);
+  ASSIGN_OR_RETURN(std::unique_ptr<KernelInfo> info, FetchFunction(client, device, module, f->device_name));
   // Attributes the application set before this device used the kernel.
   std::map<int, int> attrs;
   int cache_config;
@@ -110,6 +203,7 @@ Result<const KernelInfo*> KernelOn(FunctionRecord* f, int device) {
   }
   const KernelInfo* k = info.release();
   f->kernel[static_cast<size_t>(device)].store(k, std::memory_order_release);
+  Process::Get().driver_objects().AddFunction(k->handle, driver::FunctionInfo{device, module, f->device_name, k});
   return k;
 }
 
@@ -125,18 +219,7 @@ Result<std::pair<uint64_t, uint64_t>> GlobalOn(VariableRecord* v, int device) {
     ASSIGN_OR_RETURN(module, ModuleOn(v->fatbin, device));
   }
   ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
-  std::pair<uint64_t, uint64_t> g;
-  RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
-    auto q = r.initGetGlobal();
-    q.setModule(module);
-    q.setName(v->device_name);
-    q.setSize(v->size);
-  }, [&](wire::Reply::Reader& r) -> Status {
-    if (!r.isGlobal()) return Error(Err::kUnknown, "malformed global reply");
-    g = {r.getGlobal().getPtr(), r.getGlobal().getSize()};
-    return Status::Ok();
-  }));
-  Runtime::Get().AddDeviceAllocation(g.first, g.second, device, AllocKind::kModule);
+  ASSIGN_OR_RETURN(auto g, FetchGlobal(client, device, module, v->device_name, v->size));
   std::lock_guard<std::mutex> lock(v->mu);
   v->global[static_cast<size_t>(device)] = g;
   return g;

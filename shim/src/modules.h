@@ -4,11 +4,31 @@
 // Thread-safe.
 #pragma once
 
+#include <memory>
+#include <string>
+
 #include "registry.h"
 #include "runtime.h"
 
 namespace remora::shim {
 
+// Asks the worker for function `name` of `module` (its handle, parameter layout, attributes).
+Result<std::unique_ptr<KernelInfo>> FetchFunction(Client* client, int device, uint64_t module, const std::string& name);
+// Asks the worker for variable `name` of `module` (address and size) and records it as
+// device memory of the client's tables. `size_hint`: the size the application registered.
+Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, uint64_t module, const std::string& name,
+                                                  size_t size_hint);
+// A function's attribute on the worker, kept in step in `k`'s cached attributes.
+Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value);
+Status SetFunctionCacheConfig(int device, uint64_t handle, int config);
+// The worker's occupancy calculator for function `handle` of `device`.
+Result<int64_t> FunctionOccupancy(int device, uint64_t handle, wire::Occupancy::Kind kind, int block_size, size_t smem,
+                                  unsigned flags, int num_blocks, const cudaLaunchConfig_t* config);
+// Unloads a module on the worker (the driver API's cuModuleUnload and cuLibraryUnload).
+Status UnloadModule(Client* client, int device, uint64_t module);
+// The module of `image` on `device` (loaded on first use; a fresh image's load is a module of
+// its own).
+Result<uint64_t> LoadImage(FatbinRecord* image, int device);
 // The kernel on `device` (an ordinal < kMaxDevices), loading what it needs.
 Result<const KernelInfo*> KernelOn(FunctionRecord* f, int device);
 // Device address and size of a variable on `device`.

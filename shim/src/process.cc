@@ -1,6 +1,8 @@
 #include "process.h"
 
 #include "callbacks.h"
+#include "driver/contexts.h"
+#include "driver/objects.h"
 #include "lib_objects.h"
 #include "registry.h"
 #include "runtime.h"
@@ -11,7 +13,12 @@ std::atomic<Process*> g_process{nullptr};
 }  // namespace
 
 Process::Process()
-    : registry_(new Registry()), callbacks_(new HostCallbacks()), lib_objects_(new LibObjects()), runtime_(new Runtime()) {}
+    : registry_(new Registry()),
+      callbacks_(new HostCallbacks()),
+      contexts_(new driver::Contexts()),
+      driver_objects_(new driver::DriverObjects()),
+      lib_objects_(new LibObjects()),
+      runtime_(new Runtime()) {}
 
 Process& Process::Get() {
   if (Process* p = g_process.load(std::memory_order_acquire)) return *p;

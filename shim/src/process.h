@@ -20,6 +20,10 @@ class Runtime;
 class Registry;
 class HostCallbacks;
 class LibObjects;
+namespace driver {
+class Contexts;
+class DriverObjects;
+}
 
 class Process {
  public:
@@ -32,6 +36,10 @@ class Process {
   HostCallbacks& callbacks() { return *callbacks_; }
   // The math libraries' objects (lib_objects.h).
   LibObjects& lib_objects() { return *lib_objects_; }
+  // The driver API's contexts, and what the client knows of its modules, functions and
+  // libraries (shim/src/driver/).
+  driver::Contexts& contexts() { return *contexts_; }
+  driver::DriverObjects& driver_objects() { return *driver_objects_; }
 
   // cudaSetDeviceFlags / cudaGetDeviceFlags.
   std::atomic<unsigned>& device_flags() { return device_flags_; }
@@ -44,6 +52,8 @@ class Process {
   Process();
   Registry* registry_;
   HostCallbacks* callbacks_;
+  driver::Contexts* contexts_;
+  driver::DriverObjects* driver_objects_;
   LibObjects* lib_objects_;
   Runtime* runtime_;  // created last: its constructor may use the others
   std::atomic<unsigned> device_flags_{0};

@@ -48,6 +48,40 @@ FatbinRecord* Registry::AddFatbin(const void* wrapper) {
   return f;
 }
 
+FatbinRecord* Registry::AddImage(const void* image, size_t size, bool fresh) {
+  auto* f = new FatbinRecord;
+  const auto* b = static_cast<const std::byte*>(image);
+  f->owned.assign(b, b + size);
+  f->data = f->owned.data();
+  f->size = size;
+  f->complete = true;
+  f->fresh = fresh;
+  std::lock_guard<std::mutex> lock(mu_);
+  fatbins_.push_back(f);
+  return f;
+}
+
+FunctionRecord* Registry::AddKernel(FatbinRecord* image, std::string name) {
+  auto* r = new FunctionRecord;
+  r->fatbin = image;
+  r->host_fun = r;
+  r->device_name = std::move(name);
+  std::lock_guard<std::mutex> lock(mu_);
+  functions_[r] = r;
+  records_[r] = r;
+  return r;
+}
+
+VariableRecord* Registry::AddGlobal(FatbinRecord* image, std::string name) {
+  auto* r = new VariableRecord;
+  r->fatbin = image;
+  r->host_var = r;
+  r->device_name = std::move(name);
+  std::lock_guard<std::mutex> lock(mu_);
+  variables_[r] = r;
+  return r;
+}
+
 void Registry::RemoveFatbin(FatbinRecord* f) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find(fatbins_.begin(), fatbins_.end(), f);

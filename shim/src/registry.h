@@ -22,9 +22,12 @@ inline constexpr int kMaxDevices = 16;
 
 struct FatbinRecord {
   const void* wrapper = nullptr;   // the __fatBinC_Wrapper_t the app passed
-  const void* data = nullptr;      // the fat binary image (0xBA55ED50 header)
+  const void* data = nullptr;      // the fat binary image (0xBA55ED50 header), or an image of
+                                   // the driver API (cubin, PTX) in `owned`
   size_t size = 0;                 // image size in bytes, header included
   bool complete = false;           // __cudaRegisterFatBinaryEnd seen
+  bool fresh = false;              // each load is a module of its own (the driver API's loads)
+  std::vector<std::byte> owned;    // a copy of an image the application may free
   // Filled on first use (modules.cc): content hash and module handle per device.
   std::mutex mu;
   std::string hash;                // 16 bytes
@@ -34,6 +37,7 @@ struct FatbinRecord {
 // What the worker told us about a kernel on one device. Immutable once published.
 struct KernelInfo {
   uint64_t handle = 0;
+  std::string name;                                   // device (mangled) name
   std::vector<std::pair<uint32_t, uint32_t>> params;  // offset, size
   uint32_t param_bytes = 0;
   std::vector<int32_t> attributes;                    // CUfunction_attribute values
@@ -69,6 +73,12 @@ class Registry {
   static Registry& Get() { return Process::Get().registry(); }
 
   FatbinRecord* AddFatbin(const void* wrapper);
+  // An image of the driver API (cuModuleLoadData, cuLibraryLoadData), copied.
+  FatbinRecord* AddImage(const void* image, size_t size, bool fresh);
+  // A kernel or a variable named in such an image (CUkernel / cuLibraryGetGlobal); the
+  // kernel's record is a valid cudaKernel_t.
+  FunctionRecord* AddKernel(FatbinRecord* image, std::string name);
+  VariableRecord* AddGlobal(FatbinRecord* image, std::string name);
   void RemoveFatbin(FatbinRecord* f);
   void AddFunction(FatbinRecord* fatbin, const void* host_fun, std::string device_name, int thread_limit);
   void AddVariable(FatbinRecord* fatbin, const void* host_var, std::string device_name, size_t size, bool constant,

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "callbacks.h"
+#include "driver/contexts.h"
 #include "lib_objects.h"
 #include "local_gpu_check.h"
 #include "remote_call.h"
@@ -203,6 +204,10 @@ Result<int> Runtime::CurrentDevice() {
   if (d < 0 || static_cast<size_t>(d) >= devs->size()) return Error(Err::kInvalidDevice, "device {} does not exist", d);
   if ((*devs)[static_cast<size_t>(d)].detached)
     return Error(Err::kDevicesUnavailable, "device {} was detached by the administrator", d);
+  // As with CUDA's runtime: the device's primary context is now in use, and current for this
+  // thread (the driver API sees both).
+  t.runtime_used = true;
+  Process::Get().contexts().MarkRuntimeActive(d);
   return d;
 }
 
@@ -219,6 +224,16 @@ void Runtime::AddDeviceAllocation(uint64_t base, uint64_t size, int device, Allo
 Result<Allocation> Runtime::RemoveDeviceAllocation(uint64_t base) {
   std::lock_guard<std::mutex> lock(mu_);
   return device_allocs_.Erase(base);
+}
+
+void Runtime::AddDeviceMapping(uint64_t base, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  (void)device_allocs_.AddMapping(base, size);
+}
+
+void Runtime::RemoveDeviceMapping(uint64_t base, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  (void)device_allocs_.RemoveMapping(base, size);
 }
 
 std::optional<Allocation> Runtime::FindDevice(uint64_t ptr) {

@@ -32,11 +32,17 @@ struct DeviceEntry {
 };
 
 // What the calling thread carries: its current device and last error, as in CUDA.
+namespace driver {
+struct Context;
+}
+
 struct ThreadState {
   int device = 0;
   bool device_set = false;  // cudaSetDevice was called (else cudaSetValidDevices may choose)
+  bool runtime_used = false;  // a runtime call ran on this thread (its primary context is current)
   cudaError_t last_error = cudaSuccess;
   int capture_mode = cudaStreamCaptureModeGlobal;
+  std::vector<driver::Context*> ctx_stack;  // the driver API's context stack (driver/contexts.h)
 };
 ThreadState& Thread();
 
@@ -63,6 +69,9 @@ class Runtime {
   // ---- local tables (validated again by the worker, which is authoritative) ----------
   void AddDeviceAllocation(uint64_t base, uint64_t size, int device, AllocKind kind = AllocKind::kDevice);
   Result<Allocation> RemoveDeviceAllocation(uint64_t base);
+  // Memory mapped into a reserved (kVirtual) range, which copies may then touch.
+  void AddDeviceMapping(uint64_t base, uint64_t size);
+  void RemoveDeviceMapping(uint64_t base, uint64_t size);
   std::optional<Allocation> FindDevice(uint64_t ptr);
   Status CheckDeviceRange(uint64_t ptr, uint64_t size);
 

@@ -46,6 +46,24 @@ TEST_F(Tenancy, QuotaRefusesTheAllocationThatWouldExceedItAndAFreeMakesRoom) {
   EXPECT_NE(usage.output.find("host-emulated"), std::string::npos) << usage.output;
 }
 
+// Driver-API physical allocations (cuMemCreate) are charged like any other: with 64 MiB, four
+// 16 MiB pieces fit and the fifth is CUDA_ERROR_OUT_OF_MEMORY; releases return everything.
+TEST_F(Tenancy, DriverVirtualMemoryIsChargedToTheQuota) {
+  std::string token = s_.CreateTenant("v", {"--memory", "64MiB"});
+  for (const char* transport : {"shm", "tcp"}) {
+    RunResult r = RunApp("app_driver_api", s_.server.Url(transport), {"vmm-quota", "64"}, {{"REMORA_TOKEN", token}});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("4 made, then CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("PASS driver_api: vmm-quota 64"), std::string::npos) << r.output;
+  }
+  auto admin = s_.Admin();
+  ASSERT_TRUE(admin);
+  auto tenants = admin->ListTenants();
+  ASSERT_TRUE(tenants.ok());
+  ASSERT_EQ(tenants->size(), 1u);
+  EXPECT_EQ((*tenants)[0].memory_used, 0u);
+}
+
 TEST_F(Tenancy, WrongOrMissingTokenIsRefused) {
   std::string token = s_.CreateTenant("w");
   std::string forged = token.substr(0, token.rfind('.') + 1) + std::string(43, 'A');

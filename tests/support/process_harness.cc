@@ -157,7 +157,13 @@ std::string ServerProcess::Log() const {
 }
 
 std::map<std::string, std::string> ShimEnv(const std::string& url) {
-  return {{"LD_PRELOAD", ShimPath()}, {"REMORA_SERVER", url}};
+  // The runtime shim, the driver facade and NVML, as remora-run preloads them; the library
+  // directory also answers programs linked against libcuda.so.1 by SONAME.
+  std::string shim = ShimPath();
+  std::string dir = shim.substr(0, shim.rfind('/'));
+  return {{"LD_PRELOAD", shim + ":" + dir + "/libcuda.so.1:" + dir + "/libnvidia-ml.so.1"},
+          {"LD_LIBRARY_PATH", dir},
+          {"REMORA_SERVER", url}};
 }
 
 RunResult Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int timeout_s) {

@@ -91,6 +91,14 @@ inline CUmemAccessDesc Sample<CUmemAccessDesc>(int seed) {
   d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   return d;
 }
+template <>
+inline CUmemAllocationProp Sample<CUmemAllocationProp>(int seed) {
+  CUmemAllocationProp p{};
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location = Sample<CUmemLocation>(seed);
+  p.allocFlags.compressionType = static_cast<unsigned char>(seed & 1);
+  return p;
+}
 
 // One in-process worker for the whole test binary, serving the library table `Api` (a
 // recording implementation of `Base`, the table of library `kDomain`).

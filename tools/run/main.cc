@@ -133,12 +133,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   // The application's environment. The private server below must not get it: its worker
-  // loads the real driver.
+  // loads the real driver. The runtime, the driver API and NVML are all Remora's: preloaded
+  // (so that a library opened later by name, even by its SONAME, is ours) and first on the
+  // library path (for programs that dlopen a path); Triton links its launchers there.
+  std::string lib_dir = fs::path(shim).parent_path().string();
   std::string preload = shim;
+  for (const char* facade : {"libcuda.so.1", "libnvidia-ml.so.1"})
+    if (fs::exists(fs::path(lib_dir) / facade)) preload += ":" + (fs::path(lib_dir) / facade).string();
   if (!no_libraries)
     for (const std::string& lib : ClientLibraries(shim)) preload += ":" + lib;
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old) preload += std::string(":") + old;
-  std::vector<std::pair<std::string, std::string>> app_env = {{"LD_PRELOAD", preload}};
+  std::string library_path = lib_dir;
+  if (const char* old = std::getenv("LD_LIBRARY_PATH"); old != nullptr && *old) library_path += std::string(":") + old;
+  std::vector<std::pair<std::string, std::string>> app_env = {
+      {"LD_PRELOAD", preload}, {"LD_LIBRARY_PATH", library_path}, {"TRITON_LIBCUDA_PATH", lib_dir}};
   if (verbose && std::getenv("REMORA_LOG") == nullptr) app_env.emplace_back("REMORA_LOG", "info");
   if (!token_file.empty()) app_env.emplace_back("REMORA_TOKEN_FILE", token_file);
 

@@ -92,6 +92,12 @@ def main():
                 write(os.path.join(a.out, n + "_table.h"), emit_shim.emit_table_h(lib))
                 write(os.path.join(a.out, n + "_forward.cc"), emit_shim.emit_forwarders(lib))
                 write(os.path.join(a.out, n + "_core.cc"), emit_shim.emit_core(lib, libs))
+                if lib.props.get("procs") == "yes":
+                    emit_shim._INCLUDE_DIRS[:] = a.include_dirs
+                    write(os.path.join(a.out, n + "_procs.inc"), emit_shim.emit_procs(lib))
+                    names = emit_worker.status_names(lib, a.include_dirs)
+                    write(os.path.join(a.out, n + "_status_names.inc"),
+                          emit_shim.BANNER % lib.path + "".join('{%d, "%s"},\n' % (v, k) for k, v in names))
             elif kind == "client":
                 write(os.path.join(a.out, n + "_client.h"), emit_shim.emit_client_h(lib))
                 write(os.path.join(a.out, n + "_client.cc"), emit_shim.emit_client_cc(lib))

@@ -107,7 +107,7 @@ def emit_core(lib, libs):
     out = [BANNER % lib.path, "// The ABI includes deprecated functions, which must still be defined.\n",
            '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
            '#include "%s_table.h"\n' % lib.name, '#include "remote_call.h"\n']
-    targets = sorted({_via_lib(e, libs).name for e in lib.entries if e.cls == "via"})
+    targets = sorted({_via_lib(e, libs).name for e in lib.entries if e.cls == "via" and _via_entry(e, libs).travels})
     if any(e.travels and not e.internal for e in lib.entries):
         targets = sorted(set(targets) | {lib.name})
     for tl in targets:
@@ -121,7 +121,14 @@ def emit_core(lib, libs):
         names = e.exported_names
         if e.internal:
             continue
+        if e.cls in ("custom", "local") or (e.travels and e.attrs.get("export") == "hand"):
+            out.append("// %s: %s\n" % (e.name, "hand-written (custom)" if e.cls == "custom" else
+                                         "hand-written around its generated stub" if e.travels else "answered locally"))
+            for n in names:
+                out.append('extern "C" %s;\n' % e.decl(n))
+            continue
         if e.travels:
+            # Exported straight from its generated client stub.
             for n in names:
                 per_thread = "true" if n.endswith("_ptsz") or n.endswith("_ptds") else "false"
                 args = "".join(", %s" % p.name for p in e.params)
@@ -131,11 +138,6 @@ def emit_core(lib, libs):
                     out.append('  return static_cast<%s>(remora::shim::FinishLib(remora::Domain::k%s, kCodes, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
                 else:
                     out.append('  return static_cast<%s>(remora::shim::FinishApi(remora::Domain::k%s, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
-            continue
-        if e.cls in ("custom", "local"):
-            out.append("// %s: %s\n" % (e.name, "hand-written (custom)" if e.cls == "custom" else "answered locally"))
-            for n in names:
-                out.append('extern "C" %s;\n' % e.decl(n))
             continue
         if e.cls == "unsupported":
             for n in names:
@@ -164,6 +166,12 @@ def emit_core(lib, libs):
             tlib = target.lib
             if len(target.params) != len(e.params):
                 raise ApiError("%s: via=%s has %d parameters, %s has %d" % (e.name, target.name, len(target.params), e.name, len(e.params)))
+            if not target.travels:
+                # Another exported entry of this process (same arguments): call it.
+                for n in names:
+                    args = ", ".join("remora::shim::ViaCast<%s>(%s)" % (tp.ctype, p.name) for tp, p in zip(target.params, e.params))
+                    out.append('extern "C" %s { return ::%s(%s); }\n' % (e.decl(n), target.name, args))
+                continue
             for n in names:
                 per_thread = "true" if n.endswith("_ptsz") or n.endswith("_ptds") else "false"
                 args = ", ".join("remora::shim::ViaCast<%s>(%s)" % (tp.ctype, p.name) for tp, p in zip(target.params, e.params))
@@ -289,3 +297,49 @@ def _client_after(e):
         if p.role == "handle" and roles.is_lib_handle(p) and "destroys" in p.flags:
             out.append("c.ForgetObject(shim::HandleBits(HandleKind::k%s, %s));" % (roles.lib_kind(e, p), p.name))
     return out
+
+
+def emit_procs(lib):
+    """The name -> function table of cuGetProcAddress: every exported function, under its base
+    name (cuMemAlloc resolves to cuMemAlloc_v2 as cuda.h's macros say) and its per-thread
+    variant. Included by the hand-written proc-address code of the core."""
+    exported = {n for e in lib.entries for n in e.exported_names}
+    macros = {}
+    for h in lib.props.get("header", "").split():
+        for d in _INCLUDE_DIRS:
+            try:
+                text = open("%s/%s" % (d, h)).read()
+            except OSError:
+                continue
+            for m in re.finditer(r"^#define\s+(cu\w+)\s+(?:__CUDA_API_(PTSZ|PTDS)\((\w+)\)|(\w+))\s*$", text, re.M):
+                macros[m.group(1)] = (m.group(3) or m.group(4), m.group(2))
+            break
+    rows = {}
+    for n in sorted(exported):
+        base = re.sub(r"_(ptsz|ptds)$", "", n)
+        if base != n and base in exported:
+            continue
+        rows.setdefault(base, [base, None])
+    for name, (target, kind) in macros.items():
+        if target not in exported:
+            continue
+        pt = None
+        for suffix in ("_ptsz", "_ptds"):
+            if target + suffix in exported:
+                pt = target + suffix
+        rows[name] = [target, pt]
+    for base, row in rows.items():
+        if row[1] is None:
+            for suffix in ("_ptsz", "_ptds"):
+                if row[0] + suffix in exported:
+                    row[1] = row[0] + suffix
+    signed = {n for e in lib.entries if e.signed for n in e.exported_names}
+    out = [BANNER % lib.path, "// {name as asked, default function, per-thread-default-stream function or nullptr}\n"]
+    for name in sorted(rows):
+        target, pt = rows[name]
+        f = lambda n: ("reinterpret_cast<void*>(&::%s)" % n) if n in signed else "nullptr"
+        out.append('{"%s", %s, %s},\n' % (name, f(target), f(pt) if pt else "nullptr"))
+    return "".join(out)
+
+
+_INCLUDE_DIRS = []

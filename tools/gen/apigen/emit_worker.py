@@ -191,7 +191,11 @@ def emit_dispatch(lib):
         if "wcall" in e.attrs:
             out.append("  RETURN_IF_ERROR(%s(%s));\n" % (e.attrs["wcall"], _hook_args(e, lambda p: "%s_id" % p.name)))
         else:
-            out.append("  %s r = x.Library<Api>().%s(%s);\n" % (e.ret, e.name, args))
+            if "worker" in e.attrs:
+                # Hand-written: bookkeeping around the real call (declared in the worker_include header).
+                out.append("  %s r = %s(x%s);\n" % (e.ret, e.attrs["worker"], "".join(", " + a for a in args.split(", ") if a)))
+            else:
+                out.append("  %s r = x.Library<Api>().%s(%s);\n" % (e.ret, e.name, args))
             out.append("  if (r != %s) return x.LibraryError(Domain::k%s, static_cast<uint32_t>(r), Api::StatusName(static_cast<int>(r)), \"%s\");\n"
                        % (st["ok"], _dom(lib), e.name))
         created = [p for p in e.params if p.role == "newhandle"]

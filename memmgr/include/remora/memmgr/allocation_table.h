@@ -17,6 +17,7 @@ enum class AllocKind : uint8_t {
   kPinnedHost = 2,  // cudaMallocHost / cudaHostAlloc
   kRegisteredHost = 3,  // cudaHostRegister
   kModule = 4,      // memory held by a loaded module
+  kVirtual = 5,     // an address range reserved with cuMemAddressReserve (memory mapped into it)
 };
 
 struct Allocation {
@@ -37,19 +38,27 @@ class AllocationTable {
   Result<Allocation> Erase(uint64_t base);
   // The allocation containing `ptr`, if any.
   std::optional<Allocation> Find(uint64_t ptr) const;
-  // Checks that [ptr, ptr + len) lies inside one allocation (len 0 allowed for a valid ptr).
+  // Checks that [ptr, ptr + len) lies inside one allocation (len 0 allowed for a valid ptr);
+  // inside a reserved range (kVirtual) the bytes must also be mapped.
   Result<Allocation> CheckRange(uint64_t ptr, uint64_t len) const;
+
+  // Memory mapped into a kVirtual range (cuMemMap): [base, base + size) must lie inside one
+  // and not overlap another mapping. Ranges spanning adjacent mappings are valid.
+  Status AddMapping(uint64_t base, uint64_t size);
+  Status RemoveMapping(uint64_t base, uint64_t size);
 
   size_t size() const { return map_.size(); }
   uint64_t total_bytes() const { return total_; }
   std::vector<Allocation> All() const;
   void Clear() {
     map_.clear();
+    mapped_.clear();
     total_ = 0;
   }
 
  private:
   std::map<uint64_t, Allocation> map_;
+  std::map<uint64_t, uint64_t> mapped_;  // mapping base -> size, inside kVirtual ranges
   uint64_t total_ = 0;
 };
 

@@ -1,0 +1,333 @@
+// Internals of the host-emulated backend (host_driver.cc and its driver-API emulation): the
+// emulated device memory of one GPU and the emulated streams. Private to server/worker.
+#pragma once
+
+#include <cuda.h>  // enum values only; nothing is linked
+#include <sys/mman.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "remora/base/util.h"
+#include "worker/driver.h"
+
+namespace remora::worker::host {
+
+// Fake device addresses start here, 1 TiB apart per emulated GPU: far from where Linux
+// places executables, heaps and mmaps, so they do not alias the client's host pointers.
+constexpr uint64_t kDeviceBase = 0x200000000000ull;
+constexpr uint64_t kDeviceStride = 1ull << 40;
+constexpr uint64_t kAlign = 512;
+
+struct Block {
+  std::byte* host;
+  uint64_t size;
+};
+
+// An address range of cuMemAddressReserve: host address space of the same size (no access),
+// into which memory files are mapped, so a range spanning mappings is contiguous here too.
+struct Reserved {
+  uint64_t size;
+  std::byte* host;
+  std::map<DevPtr, uint64_t> mapped;  // mapping start -> bytes
+};
+
+// First-fit allocator over one emulated GPU's address range.
+class EmulatedHeap {
+ public:
+  EmulatedHeap(uint64_t base, uint64_t capacity) : base_(base), capacity_(capacity) { free_[base] = capacity; }
+
+  Result<DevPtr> Alloc(uint64_t bytes) {
+    uint64_t need = AlignUp(std::max<uint64_t>(bytes, 1), kAlign);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < need) continue;
+      DevPtr p = it->first;
+      uint64_t left = it->second - need;
+      free_.erase(it);
+      if (left > 0) free_[p + need] = left;
+      void* host = ::mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (host == MAP_FAILED) {
+        Free(p, need);
+        return Error(Err::kMemoryAllocation, "emulated device memory: host mmap of {} failed", FormatSize(need));
+      }
+      blocks_[p] = Block{static_cast<std::byte*>(host), need};
+      used_ += need;
+      return p;
+    }
+    return Error(Err::kMemoryAllocation, "emulated GPU is out of memory ({} requested, {} of {} in use)",
+                 FormatSize(bytes), FormatSize(used_), FormatSize(capacity_));
+  }
+
+  // A virtual range with no memory (cuMemAddressReserve); memory is mapped into it later.
+  Result<DevPtr> ReserveRange(uint64_t bytes, uint64_t align) {
+    uint64_t need = AlignUp(std::max<uint64_t>(bytes, 1), kAlign);
+    align = std::max<uint64_t>(align, kAlign);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      DevPtr start = AlignUp(it->first, align);
+      if (start + need > it->first + it->second) continue;
+      void* host = ::mmap(nullptr, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (host == MAP_FAILED) return Error(Err::kMemoryAllocation, "emulated reservation: host mmap of {} failed", FormatSize(need));
+      DevPtr fbase = it->first;
+      uint64_t fsize = it->second;
+      free_.erase(it);
+      if (start > fbase) free_[fbase] = start - fbase;
+      if (start + need < fbase + fsize) free_[start + need] = fbase + fsize - (start + need);
+      reserved_[start] = Reserved{need, static_cast<std::byte*>(host), {}};
+      return start;
+    }
+    return Error(Err::kMemoryAllocation, "emulated GPU has no free address range of {}", FormatSize(bytes));
+  }
+  Status FreeRange(DevPtr base, uint64_t bytes) {
+    auto it = reserved_.find(base);
+    if (it == reserved_.end() || AlignUp(std::max<uint64_t>(bytes, 1), kAlign) != it->second.size)
+      return Error(Err::kInvalidValue, "0x{:x}+{} is not a reserved range", base, bytes);
+    if (!it->second.mapped.empty()) return Error(Err::kInvalidValue, "the range still has memory mapped");
+    ::munmap(it->second.host, it->second.size);
+    uint64_t size = it->second.size;
+    reserved_.erase(it);
+    Free(base, size);
+    return Status::Ok();
+  }
+  Status MapAlias(DevPtr at, uint64_t bytes, int fd, uint64_t offset) {
+    Reserved* r = ReservedAt(at);
+    if (r == nullptr) return Error(Err::kInvalidValue, "0x{:x} is not in a reserved range", at);
+    DevPtr rbase = ReservedBase(at);
+    if (at + bytes > rbase + r->size) return Error(Err::kInvalidValue, "the mapping runs past its reserved range");
+    auto next = r->mapped.lower_bound(at);
+    if (next != r->mapped.end() && next->first < at + bytes) return Error(Err::kInvalidValue, "the range is already mapped");
+    if (next != r->mapped.begin() && std::prev(next)->first + std::prev(next)->second > at)
+      return Error(Err::kInvalidValue, "the range is already mapped");
+    void* m = ::mmap(r->host + (at - rbase), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(offset));
+    if (m == MAP_FAILED) return Error(Err::kMemoryAllocation, "emulated mapping of {} failed", FormatSize(bytes));
+    r->mapped[at] = bytes;
+    return Status::Ok();
+  }
+  Status UnmapAlias(DevPtr at, uint64_t bytes) {
+    Reserved* r = ReservedAt(at);
+    if (r == nullptr) return Error(Err::kInvalidValue, "0x{:x}+{} is not a mapping", at, bytes);
+    auto it = r->mapped.find(at);
+    if (it == r->mapped.end() || it->second != bytes) return Error(Err::kInvalidValue, "0x{:x}+{} is not a mapping", at, bytes);
+    // Back to reserved address space without memory.
+    ::mmap(r->host + (at - ReservedBase(at)), bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    r->mapped.erase(it);
+    return Status::Ok();
+  }
+
+  Status Release(DevPtr p) {
+    auto it = blocks_.find(p);
+    if (it == blocks_.end()) return Error(Err::kInvalidValue, "0x{:x} is not an emulated allocation", p);
+    ::munmap(it->second.host, it->second.size);
+    uint64_t size = it->second.size;
+    blocks_.erase(it);
+    used_ -= size;
+    Free(p, size);
+    return Status::Ok();
+  }
+
+  // Host address of [p, p+n), which must lie inside one allocation, or inside the mapped part
+  // of one reserved range.
+  Result<std::byte*> Translate(DevPtr p, uint64_t n) {
+    auto it = blocks_.upper_bound(p);
+    if (it != blocks_.begin()) {
+      --it;
+      uint64_t off = p - it->first;
+      if (off < it->second.size) {
+        if (n > it->second.size - off) return Error(Err::kInvalidValue, "0x{:x}+{} is outside emulated device memory", p, n);
+        return it->second.host + off;
+      }
+    }
+    Reserved* r = ReservedAt(p);
+    if (r == nullptr) return Error(Err::kInvalidValue, "0x{:x} is not emulated device memory", p);
+    DevPtr rbase = ReservedBase(p);
+    // The mappings must cover [p, p + n) back to back.
+    uint64_t at = p, end = p + n;
+    auto m = r->mapped.upper_bound(p);
+    if (m == r->mapped.begin()) return Error(Err::kInvalidValue, "0x{:x} is reserved but not mapped", p);
+    for (--m; m != r->mapped.end() && m->first <= at && at < end; ++m) at = std::max(at, m->first + m->second);
+    if (at < end) return Error(Err::kInvalidValue, "0x{:x} is reserved but not mapped", at);
+    return r->host + (p - rbase);
+  }
+
+  bool Owns(DevPtr p) const { return p >= base_ && p < base_ + kDeviceStride; }
+  uint64_t used() const { return used_; }
+  uint64_t capacity() const { return capacity_; }
+
+ private:
+  void Free(DevPtr p, uint64_t size) {
+    auto [it, _] = free_.emplace(p, size);
+    auto next = std::next(it);
+    if (next != free_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+
+  uint64_t base_, capacity_;
+  uint64_t used_ = 0;
+  std::map<DevPtr, uint64_t> free_;
+  std::map<DevPtr, Block> blocks_;
+  std::map<DevPtr, Reserved> reserved_;  // address ranges without memory of their own
+
+  Reserved* ReservedAt(DevPtr p) {
+    auto it = reserved_.upper_bound(p);
+    if (it == reserved_.begin()) return nullptr;
+    --it;
+    return p - it->first < it->second.size ? &it->second : nullptr;
+  }
+  DevPtr ReservedBase(DevPtr p) { return std::prev(reserved_.upper_bound(p))->first; }
+};
+
+constexpr uint32_t kFatbinMagic = 0xBA55ED50;
+
+// Whether `image` is one a driver would load: a fat binary, an ELF cubin or PTX text.
+inline bool IsEmulatedImage(const void* image, size_t size, uint32_t magic) {
+  const auto* b = static_cast<const unsigned char*>(image);
+  if (magic == kFatbinMagic) return true;
+  if (size >= 64 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') return true;
+  // PTX: NUL-terminated text naming its version.
+  if (size < 2 || b[size - 1] != 0) return false;
+  return std::string_view(reinterpret_cast<const char*>(b), size - 1).find(".version") != std::string_view::npos;
+}
+
+struct EmuModule {
+  std::map<std::string, std::pair<DevPtr, size_t>> globals;
+};
+
+struct EmuFunction {
+  std::string name;
+  int attrs[kNumFunctionAttributes] = {};
+};
+
+struct EmuPool {
+  int device;
+  std::map<int, uint64_t> attrs;
+};
+
+
+struct EmuStream;
+// Work on another stream that must complete first: its tasks up to `target`.
+struct EmuDep {
+  std::shared_ptr<EmuStream> stream;
+  uint64_t target;
+};
+
+// An emulated stream: work runs in issue order, after the work it depends on (the legacy
+// stream's implicit synchronisation, cudaStreamWaitEvent). While nothing is outstanding,
+// copies and memsets run inline (complete at once); otherwise they queue behind on the
+// stream's own thread, as on a GPU. Host functions always run on that thread. Thread-safety:
+// Submit from the executor thread; the stream thread only runs tasks.
+struct EmuStream {
+  explicit EmuStream(bool blocking_) : blocking(blocking_) {}
+  const bool blocking;  // synchronises with the legacy stream (not cudaStreamNonBlocking)
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  uint64_t issued = 0;                 // tasks enqueued (under mu)
+  std::atomic<uint64_t> completed{0};  // tasks that finished
+  bool running = false;                // the thread exists
+  bool closing = false;
+
+  // Runs `task` after everything queued here and after `deps`: at once if that is all done
+  // and `inline_ok`, else on the stream's thread.
+  void Submit(const std::shared_ptr<EmuStream>& self, std::vector<EmuDep> deps, std::function<void()> task,
+              bool inline_ok = true) {
+    std::erase_if(deps, [](const EmuDep& d) { return d.stream->completed.load() >= d.target; });
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!inline_ok || !deps.empty() || completed.load() < issued) {
+        if (deps.empty()) {
+          EnqueueLocked(self, std::move(task));
+        } else {
+          EnqueueLocked(self, [deps = std::move(deps), task = std::move(task)] {
+            for (const EmuDep& d : deps)
+              while (d.stream->completed.load() < d.target) std::this_thread::sleep_for(std::chrono::microseconds(20));
+            task();
+          });
+        }
+        return;
+      }
+    }
+    task();
+  }
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return !queue.empty() || closing; });
+      if (queue.empty()) break;
+      std::function<void()> task = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      task();
+      completed.fetch_add(1);
+      lock.lock();
+    }
+    running = false;
+  }
+  uint64_t Issued() {
+    std::lock_guard<std::mutex> lock(mu);
+    return issued;
+  }
+  bool Idle() { return completed.load() >= Issued(); }
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu);
+    closing = true;
+    cv.notify_all();
+  }
+
+ private:
+  void EnqueueLocked(const std::shared_ptr<EmuStream>& self, std::function<void()> task) {
+    queue.push_back(std::move(task));
+    issued++;
+    if (!running) {
+      running = true;
+      std::thread([self] { self->Run(); }).detach();
+    }
+    cv.notify_all();
+  }
+};
+
+struct EmuEvent {
+  unsigned flags;
+  bool recorded = false;
+  uint64_t nanos = 0;
+  std::shared_ptr<EmuStream> stream;  // complete once its host functions up to `target` ran
+  uint64_t target = 0;
+};
+
+
+// The emulated GPUs' memory as the driver-API emulation (host_cuda_api.cc) reaches it:
+// virtual address ranges reserved without memory, and host memory mapped into them.
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+  virtual int CurrentDevice() const = 0;
+  virtual Result<DevPtr> ReserveRange(int device, uint64_t bytes, uint64_t align) = 0;
+  virtual Status FreeRange(DevPtr base, uint64_t bytes) = 0;
+  // Maps [offset, offset + bytes) of memory file `fd` at `at`, inside a reserved range.
+  virtual Status MapRange(DevPtr at, uint64_t bytes, int fd, uint64_t offset) = 0;
+  virtual Status UnmapRange(DevPtr at, uint64_t bytes) = 0;
+  // Host address of emulated device memory [p, p + n) (one block).
+  virtual Result<std::byte*> HostAddress(DevPtr p, uint64_t n) = 0;
+  // Runs `task` on emulated stream `s` in stream order.
+  virtual Status RunInOrder(DStream s, std::function<void()> task) = 0;
+};
+
+}  // namespace remora::worker::host

@@ -1,0 +1,63 @@
+// Helpers of the hand-written driver-API entry points (shim/src/driver/*.cc), the `local`
+// entries of protocol/api/cuda.api. Many driver functions are the runtime's with another
+// spelling: they call the core's runtime implementation and convert its cudaError_t, without
+// touching the runtime's last error (the driver API has none).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "driver/contexts.h"
+#include "remora/base/status.h"
+#include "runtime.h"
+
+namespace remora::shim::driver {
+
+// The CUresult of a runtime error code. The numbers coincide for every code both APIs have;
+// runtime-only argument errors become CUDA_ERROR_INVALID_VALUE.
+CUresult FromRuntime(cudaError_t e);
+// The CUresult of a Status (any domain), logged like the runtime's errors.
+CUresult FromStatus(const Status& st, const char* call);
+
+// Runs a runtime implementation for a driver entry point: the thread's runtime last error is
+// left as it was.
+class RuntimeScope {
+ public:
+  RuntimeScope();
+  ~RuntimeScope();
+  RuntimeScope(const RuntimeScope&) = delete;
+  RuntimeScope& operator=(const RuntimeScope&) = delete;
+
+ private:
+  cudaError_t saved_;
+};
+
+template <typename Fn>
+CUresult ViaRuntime(Fn&& fn) {
+  RuntimeScope scope;
+  return FromRuntime(fn());
+}
+
+// Runs `fn` (runtime calls) with the thread's runtime device set to `device`, restored after.
+template <typename Fn>
+CUresult OnDevice(int device, Fn&& fn) {
+  ThreadState& t = Thread();
+  int saved = t.device;
+  t.device = device;
+  CUresult r = ViaRuntime(fn);
+  t.device = saved;
+  return r;
+}
+
+// Runs `fn` on the current context's device; CUDA_ERROR_INVALID_CONTEXT without one.
+template <typename Fn>
+CUresult InContext(const char* call, Fn&& fn) {
+  auto d = CurrentDevice();
+  if (!d.ok()) return FromStatus(d.status(), call);
+  return OnDevice(*d, fn);
+}
+
+// An invalid argument, logged once per call site's message.
+CUresult Invalid(const char* call, const char* what);
+
+}  // namespace remora::shim::driver

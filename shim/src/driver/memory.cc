@@ -1,0 +1,323 @@
+// The driver API's memory: allocation (device, pitched, host, stream-ordered, pools), copies
+// and memsets, the tenant's view of free memory, address ranges. They are the runtime's
+// (shim/src/api_memory*.cc, api_pool.cc) on the current context's device: the same checks,
+// the same data paths, the same quota. What a created context allocates goes with it.
+#include <cstring>
+
+#include "driver/contexts.h"
+#include "driver/driver.h"
+#include "export.h"
+#include "process.h"
+#include "runtime.h"
+
+// The runtime's per-thread-stream entry points (defined in the core, not declared by the
+// CUDA headers without --default-stream per-thread).
+extern "C" {
+cudaError_t cudaMemcpy_ptds(void*, const void*, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpyAsync_ptsz(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaMemcpy2D_ptds(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpy2DAsync_ptsz(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaMallocAsync_ptsz(void**, size_t, cudaStream_t);
+cudaError_t cudaFreeAsync_ptsz(void*, cudaStream_t);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void**, size_t, cudaMemPool_t, cudaStream_t);
+}
+
+using namespace remora;
+using namespace remora::shim;
+using namespace remora::shim::driver;
+
+namespace {
+
+void* P(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); }
+
+void Own(uint64_t handle) { Process::Get().contexts().Own(handle, &Owned::allocations); }
+
+// The runtime's copy kind for a driver memory type pair (arrays are not supported here).
+Result<cudaMemcpyKind> KindOf(CUmemorytype src, CUmemorytype dst) {
+  auto side = [](CUmemorytype t) -> int {
+    switch (t) {
+      case CU_MEMORYTYPE_HOST: return 0;
+      case CU_MEMORYTYPE_DEVICE: return 1;
+      case CU_MEMORYTYPE_UNIFIED: return 2;
+      default: return -1;
+    }
+  };
+  int s = side(src), d = side(dst);
+  if (s < 0 || d < 0) return Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED, "array copies are not supported by Remora yet");
+  if (s == 2 || d == 2) return cudaMemcpyDefault;
+  static constexpr cudaMemcpyKind kKinds[2][2] = {{cudaMemcpyHostToHost, cudaMemcpyHostToDevice},
+                                                  {cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice}};
+  return kKinds[s][d];
+}
+
+const void* Src2D(const CUDA_MEMCPY2D* c) {
+  const char* base = c->srcMemoryType == CU_MEMORYTYPE_HOST ? static_cast<const char*>(c->srcHost)
+                                                            : static_cast<const char*>(P(c->srcDevice));
+  return base + c->srcY * c->srcPitch + c->srcXInBytes;
+}
+void* Dst2D(const CUDA_MEMCPY2D* c) {
+  char* base = c->dstMemoryType == CU_MEMORYTYPE_HOST ? static_cast<char*>(c->dstHost) : static_cast<char*>(P(c->dstDevice));
+  return base + c->dstY * c->dstPitch + c->dstXInBytes;
+}
+
+CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async, bool per_thread, const char* call) {
+  if (c == nullptr) return Invalid(call, "pCopy is NULL");
+  auto kind = KindOf(c->srcMemoryType, c->dstMemoryType);
+  if (!kind.ok()) return FromStatus(kind.status(), call);
+  return InContext(call, [&] {
+    size_t dp = c->dstPitch ? c->dstPitch : c->WidthInBytes, sp = c->srcPitch ? c->srcPitch : c->WidthInBytes;
+    if (async)
+      return per_thread ? cudaMemcpy2DAsync_ptsz(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind, stream)
+                        : cudaMemcpy2DAsync(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind, stream);
+    return per_thread ? cudaMemcpy2D_ptds(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind)
+                      : cudaMemcpy2D(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind);
+  });
+}
+
+}  // namespace
+
+// ---- allocation ----------------------------------------------------------------------------
+
+REMORA_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  if (dptr == nullptr) return Invalid("cuMemAlloc", "dptr is NULL");
+  if (bytes == 0) return Invalid("cuMemAlloc", "bytesize is 0");
+  void* p = nullptr;
+  CUresult r = InContext("cuMemAlloc", [&] { return cudaMalloc(&p, bytes); });
+  if (r == CUDA_SUCCESS) {
+    *dptr = reinterpret_cast<CUdeviceptr>(p);
+    Own(*dptr);
+  }
+  return r;
+}
+
+REMORA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  return ViaRuntime([&] { return cudaFree(P(dptr)); });
+}
+
+REMORA_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element) {
+  if (dptr == nullptr || pitch == nullptr) return Invalid("cuMemAllocPitch", "NULL argument");
+  if (element != 4 && element != 8 && element != 16) return Invalid("cuMemAllocPitch", "ElementSizeBytes must be 4, 8 or 16");
+  void* p = nullptr;
+  CUresult r = InContext("cuMemAllocPitch", [&] { return cudaMallocPitch(&p, pitch, width, height); });
+  if (r == CUDA_SUCCESS) {
+    *dptr = reinterpret_cast<CUdeviceptr>(p);
+    Own(*dptr);
+  }
+  return r;
+}
+
+REMORA_API CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return Invalid("cuMemGetInfo", "NULL argument");
+  return InContext("cuMemGetInfo", [&] { return cudaMemGetInfo(free, total); });  // the tenant's view
+}
+
+REMORA_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
+  auto a = Runtime::Get().FindDevice(dptr);
+  if (!a) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = a->base;
+  if (size != nullptr) *size = a->size;
+  return CUDA_SUCCESS;
+}
+
+REMORA_API CUresult cuMemAllocHost_v2(void** pp, size_t bytes) {
+  if (pp == nullptr) return Invalid("cuMemAllocHost", "pp is NULL");
+  return InContext("cuMemAllocHost", [&] { return cudaMallocHost(pp, bytes); });
+}
+
+REMORA_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
+  if (pp == nullptr) return Invalid("cuMemHostAlloc", "pp is NULL");
+  // CU_MEMHOSTALLOC_PORTABLE/DEVICEMAP/WRITECOMBINED are cudaHostAlloc's flag values.
+  return InContext("cuMemHostAlloc", [&] { return cudaHostAlloc(pp, bytes, flags); });
+}
+
+REMORA_API CUresult cuMemFreeHost(void* p) {
+  return ViaRuntime([&] { return cudaFreeHost(p); });
+}
+
+REMORA_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned int flags) {
+  return InContext("cuMemHostRegister", [&] { return cudaHostRegister(p, bytes, flags); });
+}
+
+REMORA_API CUresult cuMemHostUnregister(void* p) {
+  return ViaRuntime([&] { return cudaHostUnregister(p); });
+}
+
+REMORA_API CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
+  return ViaRuntime([&] { return cudaHostGetFlags(flags, p); });
+}
+
+REMORA_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* dptr, void* p, unsigned int flags) {
+  if (dptr == nullptr) return Invalid("cuMemHostGetDevicePointer", "pdptr is NULL");
+  void* d = nullptr;
+  CUresult r = InContext("cuMemHostGetDevicePointer", [&] { return cudaHostGetDevicePointer(&d, p, flags); });
+  if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(d);
+  return r;
+}
+
+REMORA_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  if (dptr == nullptr) return Invalid("cuMemAllocAsync", "dptr is NULL");
+  void* p = nullptr;
+  CUresult r = ViaRuntime([&] { return cudaMallocAsync(&p, bytes, stream); });
+  if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(p);
+  return r;
+}
+REMORA_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  if (dptr == nullptr) return Invalid("cuMemAllocAsync", "dptr is NULL");
+  void* p = nullptr;
+  CUresult r = ViaRuntime([&] { return cudaMallocAsync_ptsz(&p, bytes, stream); });
+  if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(p);
+  return r;
+}
+REMORA_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+  return ViaRuntime([&] { return cudaFreeAsync(P(dptr), stream); });
+}
+REMORA_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  return ViaRuntime([&] { return cudaFreeAsync_ptsz(P(dptr), stream); });
+}
+REMORA_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+  if (dptr == nullptr) return Invalid("cuMemAllocFromPoolAsync", "dptr is NULL");
+  void* p = nullptr;
+  CUresult r = ViaRuntime([&] { return cudaMallocFromPoolAsync(&p, bytes, reinterpret_cast<cudaMemPool_t>(pool), stream); });
+  if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(p);
+  return r;
+}
+REMORA_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+  if (dptr == nullptr) return Invalid("cuMemAllocFromPoolAsync", "dptr is NULL");
+  void* p = nullptr;
+  CUresult r =
+      ViaRuntime([&] { return cudaMallocFromPoolAsync_ptsz(&p, bytes, reinterpret_cast<cudaMemPool_t>(pool), stream); });
+  if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(p);
+  return r;
+}
+
+REMORA_API CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  // CUmemPoolProps and cudaMemPoolProps have the same layout and values.
+  return ViaRuntime([&] {
+    return cudaMemPoolCreate(reinterpret_cast<cudaMemPool_t*>(pool), reinterpret_cast<const cudaMemPoolProps*>(props));
+  });
+}
+
+REMORA_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  return ViaRuntime([&] { return cudaMemPoolDestroy(reinterpret_cast<cudaMemPool_t>(pool)); });
+}
+
+// ---- copies ----------------------------------------------------------------------------------
+
+REMORA_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return InContext("cuMemcpy", [&] { return cudaMemcpy(P(dst), P(src), n, cudaMemcpyDefault); });
+}
+REMORA_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return InContext("cuMemcpy", [&] { return cudaMemcpy_ptds(P(dst), P(src), n, cudaMemcpyDefault); });
+}
+REMORA_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ViaRuntime([&] { return cudaMemcpyAsync(P(dst), P(src), n, cudaMemcpyDefault, s); });
+}
+REMORA_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ViaRuntime([&] { return cudaMemcpyAsync_ptsz(P(dst), P(src), n, cudaMemcpyDefault, s); });
+}
+
+REMORA_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+  return InContext("cuMemcpyHtoD", [&] { return cudaMemcpy(P(dst), src, n, cudaMemcpyHostToDevice); });
+}
+REMORA_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
+  return InContext("cuMemcpyHtoD", [&] { return cudaMemcpy_ptds(P(dst), src, n, cudaMemcpyHostToDevice); });
+}
+REMORA_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+  return InContext("cuMemcpyDtoH", [&] { return cudaMemcpy(dst, P(src), n, cudaMemcpyDeviceToHost); });
+}
+REMORA_API CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
+  return InContext("cuMemcpyDtoH", [&] { return cudaMemcpy_ptds(dst, P(src), n, cudaMemcpyDeviceToHost); });
+}
+REMORA_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return InContext("cuMemcpyDtoD", [&] { return cudaMemcpy(P(dst), P(src), n, cudaMemcpyDeviceToDevice); });
+}
+REMORA_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return InContext("cuMemcpyDtoD", [&] { return cudaMemcpy_ptds(P(dst), P(src), n, cudaMemcpyDeviceToDevice); });
+}
+REMORA_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  return ViaRuntime([&] { return cudaMemcpyAsync(P(dst), src, n, cudaMemcpyHostToDevice, s); });
+}
+REMORA_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  return ViaRuntime([&] { return cudaMemcpyAsync_ptsz(P(dst), src, n, cudaMemcpyHostToDevice, s); });
+}
+REMORA_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ViaRuntime([&] { return cudaMemcpyAsync(dst, P(src), n, cudaMemcpyDeviceToHost, s); });
+}
+REMORA_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ViaRuntime([&] { return cudaMemcpyAsync_ptsz(dst, P(src), n, cudaMemcpyDeviceToHost, s); });
+}
+REMORA_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ViaRuntime([&] { return cudaMemcpyAsync(P(dst), P(src), n, cudaMemcpyDeviceToDevice, s); });
+}
+REMORA_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ViaRuntime([&] { return cudaMemcpyAsync_ptsz(P(dst), P(src), n, cudaMemcpyDeviceToDevice, s); });
+}
+
+REMORA_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
+  auto d = Process::Get().contexts().Check(dctx);
+  auto s = Process::Get().contexts().Check(sctx);
+  if (!d.ok() || !s.ok()) return FromStatus(!d.ok() ? d.status() : s.status(), "cuMemcpyPeer");
+  int dd = (*d)->device, sd = (*s)->device;
+  return ViaRuntime([&] { return cudaMemcpyPeer(P(dst), dd, P(src), sd, n); });
+}
+REMORA_API CUresult cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
+  return cuMemcpyPeer(dst, dctx, src, sctx, n);
+}
+REMORA_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
+                                      CUstream stream) {
+  auto d = Process::Get().contexts().Check(dctx);
+  auto s = Process::Get().contexts().Check(sctx);
+  if (!d.ok() || !s.ok()) return FromStatus(!d.ok() ? d.status() : s.status(), "cuMemcpyPeerAsync");
+  int dd = (*d)->device, sd = (*s)->device;
+  return ViaRuntime([&] { return cudaMemcpyPeerAsync(P(dst), dd, P(src), sd, n, stream); });
+}
+REMORA_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
+                                           CUstream stream) {
+  return cuMemcpyPeerAsync(dst, dctx, src, sctx, n, stream);
+}
+
+REMORA_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* c) { return Copy2D(c, nullptr, false, false, "cuMemcpy2D"); }
+REMORA_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* c) { return Copy2D(c, nullptr, false, true, "cuMemcpy2D"); }
+REMORA_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* c) {
+  return Copy2D(c, nullptr, false, false, "cuMemcpy2DUnaligned");
+}
+REMORA_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* c) {
+  return Copy2D(c, nullptr, false, true, "cuMemcpy2DUnaligned");
+}
+REMORA_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* c, CUstream s) { return Copy2D(c, s, true, false, "cuMemcpy2DAsync"); }
+REMORA_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* c, CUstream s) {
+  return Copy2D(c, s, true, true, "cuMemcpy2DAsync");
+}
+
+// ---- memsets: the synchronous forms are the asynchronous ones on the default stream --------
+
+REMORA_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return cuMemsetD8Async(d, v, n, nullptr); }
+REMORA_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) {
+  return cuMemsetD8Async_ptsz(d, v, n, nullptr);
+}
+REMORA_API CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { return cuMemsetD16Async(d, v, n, nullptr); }
+REMORA_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) {
+  return cuMemsetD16Async_ptsz(d, v, n, nullptr);
+}
+REMORA_API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) { return cuMemsetD32Async(d, v, n, nullptr); }
+REMORA_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) {
+  return cuMemsetD32Async_ptsz(d, v, n, nullptr);
+}
+REMORA_API CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h) {
+  return cuMemsetD2D8Async(d, pitch, v, w, h, nullptr);
+}
+REMORA_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h) {
+  return cuMemsetD2D8Async_ptsz(d, pitch, v, w, h, nullptr);
+}
+REMORA_API CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h) {
+  return cuMemsetD2D16Async(d, pitch, v, w, h, nullptr);
+}
+REMORA_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h) {
+  return cuMemsetD2D16Async_ptsz(d, pitch, v, w, h, nullptr);
+}
+REMORA_API CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h) {
+  return cuMemsetD2D32Async(d, pitch, v, w, h, nullptr);
+}
+REMORA_API CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h) {
+  return cuMemsetD2D32Async_ptsz(d, pitch, v, w, h, nullptr);
+}

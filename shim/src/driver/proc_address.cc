@@ -1,0 +1,137 @@
+// cuGetProcAddress and the runtime's cudaGetDriverEntryPoint[ByVersion]: the facade's own
+// functions by name (PyTorch, Triton, NVRTC users and the static runtime resolve the driver
+// this way, never by dlsym alone). The table is generated from protocol/api/cuda.api and
+// cuda.h's name-to-version macros; a few functions whose newer version changed its
+// arguments resolve by the version the caller asks for. And cuGetExportTable: the runtime's
+// private tables are not served yet (issue 15), with a log line naming the table asked for.
+#include <cudaProfiler.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+#include "driver/driver.h"
+#include "export.h"
+#include "process.h"
+#include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "runtime.h"
+
+using namespace remora;
+using namespace remora::shim;
+using namespace remora::shim::driver;
+
+namespace {
+
+struct Proc {
+  const char* name;
+  void* fn;
+  void* per_thread;
+};
+const Proc kProcs[] = {
+#include "cuda_procs.inc"
+};
+
+// Functions whose current version changed their arguments: callers asking for an older CUDA
+// get the older function.
+struct Versioned {
+  const char* name;
+  int below;  // versions before this one get `symbol`
+  void* fn;
+};
+const Versioned kOlder[] = {
+    {"cuStreamGetCaptureInfo", 12030, reinterpret_cast<void*>(&::cuStreamGetCaptureInfo_v2)},
+    {"cuCtxCreate", 11040, reinterpret_cast<void*>(&::cuCtxCreate_v2)},
+    {"cuCtxCreate", 12050, reinterpret_cast<void*>(&::cuCtxCreate_v3)},
+};
+
+const Proc* Find(std::string_view name) {
+  static const bool sorted = std::is_sorted(std::begin(kProcs), std::end(kProcs),
+                                            [](const Proc& a, const Proc& b) { return std::strcmp(a.name, b.name) < 0; });
+  if (sorted) {
+    auto it = std::lower_bound(std::begin(kProcs), std::end(kProcs), name,
+                               [](const Proc& p, std::string_view n) { return std::string_view(p.name) < n; });
+    return it != std::end(kProcs) && name == it->name ? it : nullptr;
+  }
+  for (const Proc& p : kProcs)
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+// 0 when found; else the CUdriverProcAddressQueryResult of the failure.
+int Resolve(const char* symbol, int version, cuuint64_t flags, void** fn) {
+  *fn = nullptr;
+  const Proc* p = symbol ? Find(symbol) : nullptr;
+  if (p == nullptr || p->fn == nullptr) return CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  *fn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && p->per_thread ? p->per_thread : p->fn;
+  for (const Versioned& v : kOlder) {
+    if (std::strcmp(v.name, symbol) == 0 && version < v.below) {
+      *fn = v.fn;
+      break;
+    }
+  }
+  return CU_GET_PROC_ADDRESS_SUCCESS;
+}
+
+}  // namespace
+
+REMORA_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult* symbolStatus) {
+  if (symbol == nullptr || pfn == nullptr) return Invalid("cuGetProcAddress", "NULL argument");
+  if (flags & ~static_cast<cuuint64_t>(CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+    return Invalid("cuGetProcAddress", "unknown flags");
+  int r = Resolve(symbol, cudaVersion, flags, pfn);
+  if (symbolStatus != nullptr) *symbolStatus = static_cast<CUdriverProcAddressQueryResult>(r);
+  if (r != CU_GET_PROC_ADDRESS_SUCCESS) {
+    LOG_DEBUG("cuGetProcAddress({}): not a driver function", symbol);
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  return CUDA_SUCCESS;
+}
+
+REMORA_API CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
+  return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr);
+}
+
+REMORA_API CUresult cuGetExportTable(const void** table, const CUuuid* id) {
+  if (table == nullptr || id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *table = nullptr;
+  std::string hex = ToHex(reinterpret_cast<const uint8_t*>(id->bytes), sizeof(id->bytes));
+  if (Process::Get().FirstTime("export table " + hex))
+    LOG_WARN("cuGetExportTable({}): the CUDA runtime's private tables are not served by Remora yet", hex);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+namespace {
+
+cudaError_t EntryPoint(const char* symbol, void** fn, unsigned version, unsigned long long flags,
+                       cudaDriverEntryPointQueryResult* status, bool per_thread, const char* call) {
+  if (symbol == nullptr || fn == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), call);
+  if (flags & ~static_cast<unsigned long long>(cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream))
+    return Finish(Error(Err::kInvalidValue, "unknown flags"), call);
+  if (flags == cudaEnableDefault && per_thread) flags = cudaEnablePerThreadDefaultStream;
+  int r = Resolve(symbol, static_cast<int>(version), flags, fn);
+  if (status != nullptr)
+    *status = r == CU_GET_PROC_ADDRESS_SUCCESS ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;  // as CUDA: a symbol that is not found is reported through the status
+}
+
+}  // namespace
+
+REMORA_API cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int cudaVersion,
+                                                        unsigned long long flags, cudaDriverEntryPointQueryResult* driverStatus) {
+  return EntryPoint(symbol, funcPtr, cudaVersion, flags, driverStatus, false, "cudaGetDriverEntryPointByVersion");
+}
+REMORA_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char* symbol, void** funcPtr, unsigned int cudaVersion,
+                                                             unsigned long long flags,
+                                                             cudaDriverEntryPointQueryResult* driverStatus) {
+  return EntryPoint(symbol, funcPtr, cudaVersion, flags, driverStatus, true, "cudaGetDriverEntryPointByVersion");
+}
+REMORA_API cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
+                                               cudaDriverEntryPointQueryResult* driverStatus) {
+  return EntryPoint(symbol, funcPtr, CUDART_VERSION, flags, driverStatus, false, "cudaGetDriverEntryPoint");
+}
+REMORA_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr, unsigned long long flags,
+                                                    cudaDriverEntryPointQueryResult* driverStatus) {
+  return EntryPoint(symbol, funcPtr, CUDART_VERSION, flags, driverStatus, true, "cudaGetDriverEntryPoint");
+}

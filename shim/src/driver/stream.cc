@@ -1,0 +1,191 @@
+// The driver API's streams and events: the runtime's (a CUstream is the cudaStream_t, a
+// CUevent the cudaEvent_t), created on the current context's device and owned by it when it
+// is a created context. Capture queries and host callbacks are the runtime's too.
+#include <cuda_runtime_api.h>
+
+#include "driver/contexts.h"
+#include "driver/driver.h"
+#include "export.h"
+#include "process.h"
+#include "runtime.h"
+
+extern "C" {
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t, cudaStreamCaptureStatus*);
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t, cudaStreamCaptureStatus*, unsigned long long*, cudaGraph_t*,
+                                          const cudaGraphNode_t**, const cudaGraphEdgeData**, size_t*);
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t, cudaHostFn_t, void*);
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t, cudaStreamCallback_t, void*, unsigned int);
+}
+
+using namespace remora;
+using namespace remora::shim;
+using namespace remora::shim::driver;
+
+namespace {
+
+Contexts& Ctxs() { return Process::Get().contexts(); }
+uint64_t H(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+CUresult CreateStream(CUstream* ph, unsigned flags, int priority, const char* call) {
+  if (ph == nullptr) return Invalid(call, "phStream is NULL");
+  cudaStream_t s = nullptr;
+  CUresult r = InContext(call, [&] { return cudaStreamCreateWithPriority(&s, flags, priority); });
+  if (r != CUDA_SUCCESS) return r;
+  *ph = reinterpret_cast<CUstream>(s);
+  Ctxs().Own(H(s), &Owned::streams);
+  return CUDA_SUCCESS;
+}
+
+// The context a stream belongs to: the created context that made it, else its device's
+// primary context (the default streams: the current context's).
+Result<Context*> StreamContext(CUstream s) {
+  if (H(s) <= 2) {  // 0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+    Context* c = Current();
+    if (c == nullptr) return Status(Domain::kCuda, CUDA_ERROR_INVALID_CONTEXT, "no context is current on this thread");
+    return c;
+  }
+  if (Context* owner = Ctxs().OwnerOf(H(s), &Owned::streams)) return owner;
+  unsigned flags;
+  int priority, device;
+  RETURN_IF_ERROR(Runtime::Get().StreamInfo(reinterpret_cast<cudaStream_t>(s), &flags, &priority, &device));
+  return Ctxs().Primary(device);
+}
+
+}  // namespace
+
+REMORA_API CUresult cuStreamCreate(CUstream* ph, unsigned int flags) {
+  return CreateStream(ph, flags, 0, "cuStreamCreate");
+}
+
+REMORA_API CUresult cuStreamCreateWithPriority(CUstream* ph, unsigned int flags, int priority) {
+  return CreateStream(ph, flags, priority, "cuStreamCreateWithPriority");
+}
+
+REMORA_API CUresult cuStreamDestroy_v2(CUstream s) {
+  CUresult r = ViaRuntime([&] { return cudaStreamDestroy(reinterpret_cast<cudaStream_t>(s)); });
+  if (r == CUDA_SUCCESS) Ctxs().Disown(H(s), &Owned::streams);
+  return r;
+}
+
+REMORA_API CUresult cuStreamGetFlags(CUstream s, unsigned int* flags) {
+  return ViaRuntime([&] { return cudaStreamGetFlags(reinterpret_cast<cudaStream_t>(s), flags); });
+}
+REMORA_API CUresult cuStreamGetFlags_ptsz(CUstream s, unsigned int* flags) { return cuStreamGetFlags(s, flags); }
+
+REMORA_API CUresult cuStreamGetPriority(CUstream s, int* priority) {
+  return ViaRuntime([&] { return cudaStreamGetPriority(reinterpret_cast<cudaStream_t>(s), priority); });
+}
+REMORA_API CUresult cuStreamGetPriority_ptsz(CUstream s, int* priority) { return cuStreamGetPriority(s, priority); }
+
+REMORA_API CUresult cuStreamGetDevice(CUstream s, CUdevice* device) {
+  if (device == nullptr) return Invalid("cuStreamGetDevice", "device is NULL");
+  int d = 0;
+  CUresult r = ViaRuntime([&] { return cudaStreamGetDevice(reinterpret_cast<cudaStream_t>(s), &d); });
+  if (r == CUDA_SUCCESS) *device = d;
+  return r;
+}
+REMORA_API CUresult cuStreamGetDevice_ptsz(CUstream s, CUdevice* device) { return cuStreamGetDevice(s, device); }
+
+REMORA_API CUresult cuStreamGetCtx(CUstream s, CUcontext* pctx) {
+  if (pctx == nullptr) return Invalid("cuStreamGetCtx", "pctx is NULL");
+  auto c = StreamContext(s);
+  if (!c.ok()) return FromStatus(c.status(), "cuStreamGetCtx");
+  *pctx = reinterpret_cast<CUcontext>(*c);
+  return CUDA_SUCCESS;
+}
+REMORA_API CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext* pctx) { return cuStreamGetCtx(s, pctx); }
+
+REMORA_API CUresult cuStreamGetCtx_v2(CUstream s, CUcontext* pctx, CUgreenCtx* pgreen) {
+  if (pctx == nullptr || pgreen == nullptr) return Invalid("cuStreamGetCtx_v2", "NULL argument");
+  *pgreen = nullptr;  // Remora makes no green contexts
+  return cuStreamGetCtx(s, pctx);
+}
+REMORA_API CUresult cuStreamGetCtx_v2_ptsz(CUstream s, CUcontext* pctx, CUgreenCtx* pgreen) {
+  return cuStreamGetCtx_v2(s, pctx, pgreen);
+}
+
+REMORA_API CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void* user, unsigned int flags) {
+  // CUstreamCallback and cudaStreamCallback_t take the same arguments (CUresult = cudaError_t).
+  return ViaRuntime([&] {
+    return cudaStreamAddCallback(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCallback_t>(cb), user, flags);
+  });
+}
+REMORA_API CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void* user, unsigned int flags) {
+  return ViaRuntime([&] {
+    return cudaStreamAddCallback_ptsz(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCallback_t>(cb), user,
+                                      flags);
+  });
+}
+
+REMORA_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void* user) {
+  return ViaRuntime([&] { return cudaLaunchHostFunc(reinterpret_cast<cudaStream_t>(s), fn, user); });
+}
+REMORA_API CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void* user) {
+  return ViaRuntime([&] { return cudaLaunchHostFunc_ptsz(reinterpret_cast<cudaStream_t>(s), fn, user); });
+}
+
+// ---- capture queries (the runtime's) ---------------------------------------------------------
+
+REMORA_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  return ViaRuntime([&] {
+    return cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCaptureStatus*>(status));
+  });
+}
+REMORA_API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) {
+  return ViaRuntime([&] {
+    return cudaStreamIsCapturing_ptsz(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCaptureStatus*>(status));
+  });
+}
+
+REMORA_API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                                              const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* count) {
+  return ViaRuntime([&] {
+    return cudaStreamGetCaptureInfo(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCaptureStatus*>(status),
+                                    reinterpret_cast<unsigned long long*>(id), reinterpret_cast<cudaGraph_t*>(graph),
+                                    reinterpret_cast<const cudaGraphNode_t**>(deps),
+                                    reinterpret_cast<const cudaGraphEdgeData**>(edges), count);
+  });
+}
+REMORA_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                                   CUgraph* graph, const CUgraphNode** deps,
+                                                   const CUgraphEdgeData** edges, size_t* count) {
+  return ViaRuntime([&] {
+    return cudaStreamGetCaptureInfo_ptsz(reinterpret_cast<cudaStream_t>(s),
+                                         reinterpret_cast<cudaStreamCaptureStatus*>(status),
+                                         reinterpret_cast<unsigned long long*>(id), reinterpret_cast<cudaGraph_t*>(graph),
+                                         reinterpret_cast<const cudaGraphNode_t**>(deps),
+                                         reinterpret_cast<const cudaGraphEdgeData**>(edges), count);
+  });
+}
+// _v2 has no edge data: edges are then all plain dependencies (the runtime checks).
+REMORA_API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                                              const CUgraphNode** deps, size_t* count) {
+  return cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, nullptr, count);
+}
+REMORA_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                                   CUgraph* graph, const CUgraphNode** deps, size_t* count) {
+  return cuStreamGetCaptureInfo_v3_ptsz(s, status, id, graph, deps, nullptr, count);
+}
+
+REMORA_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  return ViaRuntime([&] { return cudaThreadExchangeStreamCaptureMode(reinterpret_cast<cudaStreamCaptureMode*>(mode)); });
+}
+
+// ---- events ---------------------------------------------------------------------------------
+
+REMORA_API CUresult cuEventCreate(CUevent* ph, unsigned int flags) {
+  if (ph == nullptr) return Invalid("cuEventCreate", "phEvent is NULL");
+  cudaEvent_t e = nullptr;
+  // CU_EVENT_* flags are cudaEvent* flags.
+  CUresult r = InContext("cuEventCreate", [&] { return cudaEventCreateWithFlags(&e, flags); });
+  if (r != CUDA_SUCCESS) return r;
+  *ph = reinterpret_cast<CUevent>(e);
+  Ctxs().Own(H(e), &Owned::events);
+  return CUDA_SUCCESS;
+}
+
+REMORA_API CUresult cuEventDestroy_v2(CUevent e) {
+  CUresult r = ViaRuntime([&] { return cudaEventDestroy(reinterpret_cast<cudaEvent_t>(e)); });
+  if (r == CUDA_SUCCESS) Ctxs().Disown(H(e), &Owned::events);
+  return r;
+}

@@ -1,0 +1,484 @@
+/* driver_api: the CUDA driver API as an application uses it, through Remora's libcuda.so.1:
+ * initialisation and devices, primary and created contexts (and a context pushed on another
+ * thread), memory, copies both ways, memsets, streams, events, host callbacks, modules (a fat
+ * binary from a file and from memory), launches (kernelParams and the packed `extra` form),
+ * occupancy, pointer attributes, JIT linking of PTX, the virtual memory API, cuGetProcAddress,
+ * and refusals: forged and out-of-range device pointers, a missing function, a destroyed
+ * context's memory, an unsupported call.
+ *
+ *   driver_api              the whole tour; results of kernels are checked on a real GPU
+ *   driver_api vmm-quota N  with a tenant quota of N MiB (and nothing else allocated):
+ *                           cuMemCreate in 16 MiB pieces is refused exactly past the quota
+ *
+ * Ends with "PASS driver_api" (exit 0) or "FAIL driver_api: ..." (exit 1). */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "driver_kernels_fatbin.h"
+#include "driver_kernels_ptx.h"
+
+static int g_emulated;
+
+static void fail(const char* what, int line) {
+  printf("FAIL driver_api: %s (line %d)\n", what, line);
+  fflush(stdout);
+  exit(1);
+}
+
+static const char* name_of(CUresult r) {
+  const char* n = NULL;
+  return cuGetErrorName(r, &n) == CUDA_SUCCESS && n ? n : "?";
+}
+
+#define CHECK(call)                                                          \
+  do {                                                                       \
+    CUresult r_ = (call);                                                    \
+    if (r_ != CUDA_SUCCESS) {                                                \
+      printf("FAIL driver_api: %s -> %s (line %d)\n", #call, name_of(r_), __LINE__); \
+      exit(1);                                                               \
+    }                                                                        \
+  } while (0)
+
+#define EXPECT_ERR(call, code)                                               \
+  do {                                                                       \
+    CUresult r_ = (call);                                                    \
+    if (r_ != (code)) {                                                      \
+      printf("FAIL driver_api: %s -> %s, expected %s (line %d)\n", #call, name_of(r_), name_of(code), __LINE__); \
+      exit(1);                                                               \
+    }                                                                        \
+  } while (0)
+
+#define EXPECT(cond)                     \
+  do {                                   \
+    if (!(cond)) fail(#cond, __LINE__);  \
+  } while (0)
+
+enum { N = 1 << 16 };
+
+static void devices(CUdevice* dev) {
+  int version = 0, count = 0, major = 0;
+  char name[256];
+  size_t total = 0;
+  CHECK(cuDriverGetVersion(&version));
+  EXPECT(version >= 12000);
+  CHECK(cuDeviceGetCount(&count));
+  EXPECT(count >= 1);
+  CHECK(cuDeviceGet(dev, 0));
+  CUdevice bad;
+  EXPECT_ERR(cuDeviceGet(&bad, count + 7), CUDA_ERROR_INVALID_DEVICE);
+  CHECK(cuDeviceGetName(name, sizeof(name), *dev));
+  g_emulated = strstr(name, "host-emulated") != NULL;
+  CHECK(cuDeviceTotalMem(&total, *dev));
+  EXPECT(total > 0);
+  CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, *dev));
+  EXPECT(major >= 7);
+  printf("device 0: %s, %zu MiB, sm_%d%s\n", name, total >> 20, major, g_emulated ? " (kernels not executed)" : "");
+}
+
+static void memory(void) {
+  CUdeviceptr d = 0, d2 = 0, base = 0;
+  size_t size = 0, free_b = 0, total_b = 0;
+  uint32_t* h = malloc(N * sizeof(uint32_t));
+  uint32_t* back = malloc(N * sizeof(uint32_t));
+  for (uint32_t i = 0; i < N; i++) h[i] = i * 2654435761u;
+  CHECK(cuMemAlloc(&d, N * sizeof(uint32_t)));
+  CHECK(cuMemAlloc(&d2, N * sizeof(uint32_t)));
+  CHECK(cuMemcpyHtoD(d, h, N * sizeof(uint32_t)));
+  CHECK(cuMemcpyDtoD(d2, d, N * sizeof(uint32_t)));
+  CHECK(cuMemcpyDtoH(back, d2, N * sizeof(uint32_t)));
+  EXPECT(memcmp(h, back, N * sizeof(uint32_t)) == 0);
+  CHECK(cuMemsetD32(d, 0xdeadbeefu, N));
+  CHECK(cuMemsetD8(d, 0x5a, 8));
+  CHECK(cuCtxSynchronize());
+  CHECK(cuMemcpyDtoH(back, d, N * sizeof(uint32_t)));
+  EXPECT(back[0] == 0x5a5a5a5au && back[1] == 0x5a5a5a5au && back[2] == 0xdeadbeefu && back[N - 1] == 0xdeadbeefu);
+  CHECK(cuMemGetAddressRange(&base, &size, d + 100));
+  EXPECT(base == d && size >= N * sizeof(uint32_t));
+  CHECK(cuMemGetInfo(&free_b, &total_b));
+  EXPECT(free_b <= total_b && total_b > 0);
+
+  /* Pointer attributes, from the client's tables. */
+  unsigned type = 0;
+  int ordinal = -1;
+  CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 64));
+  EXPECT(type == CU_MEMORYTYPE_DEVICE);
+  CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d));
+  EXPECT(ordinal == 0);
+  EXPECT_ERR(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h),
+             CUDA_ERROR_INVALID_VALUE);
+  void* pinned = NULL;
+  CHECK(cuMemAllocHost(&pinned, 4096));
+  CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)pinned));
+  EXPECT(type == CU_MEMORYTYPE_HOST);
+  CHECK(cuMemFreeHost(pinned));
+
+  /* Forged and out-of-range pointers are refused; nothing is written. */
+  CUdeviceptr forged = (CUdeviceptr)0x7f1234560000ull;
+  EXPECT_ERR(cuMemcpyHtoD(forged, h, 64), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_ERR(cuMemcpyDtoH(back, forged, 64), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_ERR(cuMemcpyHtoD(d + N * sizeof(uint32_t) - 8, h, 64), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_ERR(cuMemFree(forged), CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFree(d));
+  CHECK(cuMemFree(d2));
+  EXPECT_ERR(cuMemcpyHtoD(d, h, 64), CUDA_ERROR_INVALID_VALUE); /* freed */
+  free(h);
+  free(back);
+}
+
+static int g_callback_ran;
+static void CUDA_CB host_fn(void* arg) { *(int*)arg = 1; }
+
+static void streams_events(CUcontext primary) {
+  CUstream s = NULL;
+  CUevent a = NULL, b = NULL;
+  CUdeviceptr d = 0;
+  unsigned flags = 0;
+  CUcontext ctx = NULL;
+  float ms = -1;
+  static float h[N];
+  for (int i = 0; i < N; i++) h[i] = (float)i;
+  CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamGetFlags(s, &flags));
+  EXPECT(flags == CU_STREAM_NON_BLOCKING);
+  CHECK(cuStreamGetCtx(s, &ctx));
+  EXPECT(ctx == primary);
+  CHECK(cuEventCreate(&a, CU_EVENT_DEFAULT));
+  CHECK(cuEventCreate(&b, CU_EVENT_DEFAULT));
+  CHECK(cuMemAlloc(&d, sizeof(h)));
+  CHECK(cuEventRecord(a, s));
+  CHECK(cuMemcpyHtoDAsync(d, h, sizeof(h), s));
+  CHECK(cuMemcpyDtoHAsync(h, d, sizeof(h), s));
+  CHECK(cuLaunchHostFunc(s, host_fn, &g_callback_ran));
+  CHECK(cuEventRecord(b, s));
+  CHECK(cuStreamWaitEvent(NULL, b, 0));
+  CHECK(cuStreamSynchronize(s));
+  CHECK(cuEventSynchronize(b));
+  CHECK(cuEventElapsedTime(&ms, a, b));
+  EXPECT(ms >= 0);
+  EXPECT(g_callback_ran == 1);
+  CHECK(cuStreamQuery(s));
+  CHECK(cuEventQuery(b));
+  CUstreamCaptureStatus cs;
+  CHECK(cuStreamIsCapturing(s, &cs));
+  EXPECT(cs == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(cuMemFree(d));
+  CHECK(cuEventDestroy(a));
+  CHECK(cuEventDestroy(b));
+  CHECK(cuStreamDestroy(s));
+  EXPECT(cuStreamQuery(s) != CUDA_SUCCESS); /* a destroyed stream: refused (CUDA leaves the code undefined) */
+}
+
+static void launch_vector_add(CUfunction f) {
+  enum { M = 4096 };
+  static float a[M], b[M], c[M];
+  CUdeviceptr da, db, dc;
+  int n = M;
+  for (int i = 0; i < M; i++) {
+    a[i] = (float)i;
+    b[i] = 2.0f * (float)i;
+  }
+  CHECK(cuMemAlloc(&da, sizeof(a)));
+  CHECK(cuMemAlloc(&db, sizeof(b)));
+  CHECK(cuMemAlloc(&dc, sizeof(c)));
+  CHECK(cuMemcpyHtoD(da, a, sizeof(a)));
+  CHECK(cuMemcpyHtoD(db, b, sizeof(b)));
+  CHECK(cuMemsetD8(dc, 0, sizeof(c)));
+  void* params[] = {&da, &db, &dc, &n};
+  CHECK(cuLaunchKernel(f, (M + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+  CHECK(cuCtxSynchronize());
+  CHECK(cuMemcpyDtoH(c, dc, sizeof(c)));
+  if (!g_emulated)
+    for (int i = 0; i < M; i++)
+      if (c[i] != 3.0f * (float)i) fail("vector_add result (kernelParams)", __LINE__);
+  /* The packed form: one buffer laid out as the kernel's parameters. */
+  struct {
+    CUdeviceptr a, b, c;
+    int n;
+    int pad;
+  } packed = {db, da, dc, n, 0};
+  size_t packed_size = sizeof(packed);
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size, CU_LAUNCH_PARAM_END};
+  CHECK(cuMemsetD8(dc, 0, sizeof(c)));
+  CHECK(cuLaunchKernel(f, (M + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, NULL, extra));
+  CHECK(cuMemcpyDtoH(c, dc, sizeof(c)));
+  if (!g_emulated)
+    for (int i = 0; i < M; i++)
+      if (c[i] != 3.0f * (float)i) fail("vector_add result (extra)", __LINE__);
+  /* A bad configuration is refused by the launch itself. */
+  EXPECT_ERR(cuLaunchKernel(f, 1, 1, 1, 4096, 1, 1, 0, NULL, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_ERR(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, extra), CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFree(da));
+  CHECK(cuMemFree(db));
+  CHECK(cuMemFree(dc));
+}
+
+static void modules(void) {
+  char path[] = "/tmp/remora-driver-api-XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT(fd >= 0);
+  EXPECT(write(fd, driver_kernels_fatbin, sizeof(driver_kernels_fatbin)) == (ssize_t)sizeof(driver_kernels_fatbin));
+  close(fd);
+  CUmodule from_file = NULL, from_memory = NULL;
+  CHECK(cuModuleLoad(&from_file, path));
+  unlink(path);
+  EXPECT_ERR(cuModuleLoad(&from_file, "/nonexistent/remora.fatbin"), CUDA_ERROR_FILE_NOT_FOUND);
+  CHECK(cuModuleLoadData(&from_memory, driver_kernels_fatbin));
+  EXPECT(from_file != from_memory);
+  CUfunction add = NULL, add2 = NULL, missing = NULL;
+  CHECK(cuModuleGetFunction(&add, from_file, "vector_add"));
+  CHECK(cuModuleGetFunction(&add2, from_file, "vector_add"));
+  EXPECT(add == add2);
+  if (!g_emulated) /* the emulated backend does not read images: any name resolves there */
+    EXPECT_ERR(cuModuleGetFunction(&missing, from_file, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  int threads = 0;
+  CHECK(cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, add));
+  EXPECT(threads >= 256);
+  const char* fname = NULL;
+  CHECK(cuFuncGetName(&fname, add));
+  EXPECT(strcmp(fname, "vector_add") == 0);
+  CUmodule owner = NULL;
+  CHECK(cuFuncGetModule(&owner, add));
+  EXPECT(owner == from_file);
+  int blocks = 0, min_grid = 0, block = 0;
+  CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add, 256, 0));
+  EXPECT(blocks > 0);
+  CHECK(cuOccupancyMaxPotentialBlockSize(&min_grid, &block, add, NULL, 0, 0));
+  EXPECT(block > 0 && block % 32 == 0 && min_grid > 0);
+  launch_vector_add(add);
+  if (!g_emulated) { /* the emulated backend cannot tell a variable's size from an image */
+    CUdeviceptr counter = 0;
+    size_t bytes = 0;
+    CHECK(cuModuleGetGlobal(&counter, &bytes, from_file, "counter"));
+    EXPECT(bytes == sizeof(int));
+    CHECK(cuMemsetD32(counter, 0, 1));
+    CUfunction bump = NULL;
+    CHECK(cuModuleGetFunction(&bump, from_file, "bump"));
+    int by = 3;
+    void* args[] = {&by};
+    CHECK(cuLaunchKernel(bump, 4, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+    int v = 0;
+    CHECK(cuMemcpyDtoH(&v, counter, sizeof(v)));
+    EXPECT(v == 3 * 4 * 32);
+  }
+  CHECK(cuModuleUnload(from_memory));
+  EXPECT_ERR(cuModuleUnload(from_memory), CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuModuleUnload(from_file));
+  EXPECT_ERR(cuModuleGetFunction(&add, from_file, "vector_add"), CUDA_ERROR_INVALID_HANDLE);
+}
+
+static void linker(void) {
+  char info[4096] = "", error[4096] = "";
+  CUjit_option keys[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                         CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME, CU_JIT_OPTIMIZATION_LEVEL};
+  void* values[] = {info, (void*)(uintptr_t)sizeof(info), error, (void*)(uintptr_t)sizeof(error), NULL, (void*)(uintptr_t)3};
+  CUlinkState link = NULL;
+  CHECK(cuLinkCreate(6, keys, values, &link));
+  CHECK(cuLinkAddData(link, CU_JIT_INPUT_PTX, (void*)driver_kernels_ptx, sizeof(driver_kernels_ptx), "kernels.ptx", 0,
+                      NULL, NULL));
+  EXPECT_ERR(cuLinkAddData(link, CU_JIT_INPUT_PTX, NULL, 0, "empty", 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+  void* cubin = NULL;
+  size_t size = 0;
+  CHECK(cuLinkComplete(link, &cubin, &size));
+  EXPECT(cubin != NULL && size > 0);
+  printf("linked %zu bytes; info log: %s\n", size, info);
+  CUmodule m = NULL;
+  CHECK(cuModuleLoadData(&m, cubin));
+  CHECK(cuLinkDestroy(link));
+  EXPECT_ERR(cuLinkDestroy(link), CUDA_ERROR_INVALID_HANDLE);
+  CUfunction scale = NULL;
+  CHECK(cuModuleGetFunction(&scale, m, "scale"));
+  enum { M = 1024 };
+  static float x[M];
+  for (int i = 0; i < M; i++) x[i] = (float)i;
+  CUdeviceptr dx;
+  CHECK(cuMemAlloc(&dx, sizeof(x)));
+  CHECK(cuMemcpyHtoD(dx, x, sizeof(x)));
+  float factor = 0.5f;
+  int n = M;
+  void* args[] = {&dx, &factor, &n};
+  CHECK(cuLaunchKernel(scale, M / 128, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+  CHECK(cuMemcpyDtoH(x, dx, sizeof(x)));
+  if (!g_emulated)
+    for (int i = 0; i < M; i++)
+      if (x[i] != 0.5f * (float)i) fail("scale result (JIT-linked PTX)", __LINE__);
+  CHECK(cuMemFree(dx));
+  CHECK(cuModuleUnload(m));
+}
+
+struct thread_arg {
+  CUcontext ctx;
+  CUdeviceptr d;
+  CUresult result;
+};
+
+static void* use_context(void* p) {
+  struct thread_arg* a = p;
+  CUcontext cur = (CUcontext)1;
+  uint32_t v = 0x600dcafe;
+  a->result = cuCtxGetCurrent(&cur);
+  if (a->result == CUDA_SUCCESS && cur != NULL) a->result = CUDA_ERROR_UNKNOWN; /* a new thread has none */
+  if (a->result == CUDA_SUCCESS) a->result = cuCtxPushCurrent(a->ctx);
+  if (a->result == CUDA_SUCCESS) a->result = cuMemcpyHtoD(a->d, &v, sizeof(v));
+  CUcontext popped = NULL;
+  if (a->result == CUDA_SUCCESS) a->result = cuCtxPopCurrent(&popped);
+  if (a->result == CUDA_SUCCESS && popped != a->ctx) a->result = CUDA_ERROR_INVALID_CONTEXT;
+  return NULL;
+}
+
+static void contexts(CUdevice dev, CUcontext primary) {
+  CUcontext ctx = NULL, cur = NULL, popped = NULL;
+  CHECK(cuCtxCreate(&ctx, NULL, 0, dev));
+  CHECK(cuCtxGetCurrent(&cur));
+  EXPECT(cur == ctx && ctx != primary);
+  unsigned version = 0;
+  CHECK(cuCtxGetApiVersion(ctx, &version));
+  EXPECT(version >= 3020);
+  CUdeviceptr d = 0;
+  CHECK(cuMemAlloc(&d, 4096));
+  CHECK(cuCtxPopCurrent(&popped));
+  EXPECT(popped == ctx);
+  CHECK(cuCtxGetCurrent(&cur));
+  EXPECT(cur == primary);
+  /* The context migrates to another thread, which uses it and gives it back. */
+  struct thread_arg arg = {ctx, d, CUDA_ERROR_UNKNOWN};
+  pthread_t t;
+  EXPECT(pthread_create(&t, NULL, use_context, &arg) == 0);
+  pthread_join(t, NULL);
+  CHECK(arg.result);
+  uint32_t v = 0;
+  CHECK(cuMemcpyDtoH(&v, d, sizeof(v)));
+  EXPECT(v == 0x600dcafe);
+  /* Destroying it frees what it allocated. */
+  CHECK(cuCtxDestroy(ctx));
+  unsigned type = 0;
+  EXPECT_ERR(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_ERR(cuCtxPushCurrent(ctx), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_ERR(cuCtxDestroy(primary), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static CUmemAllocationProp device_prop(CUdevice dev) {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  return prop;
+}
+
+static void vmm(CUdevice dev) {
+  CUmemAllocationProp prop = device_prop(dev);
+  size_t g = 0;
+  CHECK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  EXPECT(g > 0);
+  CUdeviceptr va = 0;
+  CHECK(cuMemAddressReserve(&va, 4 * g, 0, 0, 0));
+  CUmemGenericAllocationHandle a = 0, b = 0;
+  CHECK(cuMemCreate(&a, g, &prop, 0));
+  CHECK(cuMemCreate(&b, g, &prop, 0));
+  CHECK(cuMemMap(va, g, 0, a, 0));
+  CHECK(cuMemMap(va + g, g, 0, b, 0));
+  CUmemAccessDesc access;
+  memset(&access, 0, sizeof(access));
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CHECK(cuMemSetAccess(va, 2 * g, &access, 1));
+  /* A copy across the two mappings, and back. */
+  size_t n = 8192;
+  unsigned char* h = malloc(n);
+  unsigned char* back = malloc(n);
+  for (size_t i = 0; i < n; i++) h[i] = (unsigned char)(i * 7 + 1);
+  CHECK(cuMemcpyHtoD(va + g - n / 2, h, n));
+  CHECK(cuMemcpyDtoH(back, va + g - n / 2, n));
+  EXPECT(memcmp(h, back, n) == 0);
+  unsigned type = 0;
+  CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + g));
+  EXPECT(type == CU_MEMORYTYPE_DEVICE);
+  /* The unmapped half of the reservation is not memory. */
+  EXPECT_ERR(cuMemcpyHtoD(va + 2 * g, h, 64), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_ERR(cuMemcpyHtoD(va + 2 * g - 32, h, 64), CUDA_ERROR_INVALID_VALUE);
+  CUmemGenericAllocationHandle again = 0;
+  CHECK(cuMemRetainAllocationHandle(&again, (void*)(uintptr_t)(va + 16)));
+  EXPECT(again == a);
+  CHECK(cuMemRelease(again));
+  EXPECT_ERR(cuMemAddressFree(va, 4 * g), CUDA_ERROR_INVALID_VALUE); /* still mapped */
+  CHECK(cuMemUnmap(va, g));
+  CHECK(cuMemUnmap(va + g, g));
+  CHECK(cuMemRelease(a));
+  CHECK(cuMemRelease(b));
+  EXPECT_ERR(cuMemRelease(a), CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemAddressFree(va, 4 * g));
+  free(h);
+  free(back);
+}
+
+static int vmm_quota(CUdevice dev, int quota_mib) {
+  CUmemAllocationProp prop = device_prop(dev);
+  size_t piece = 16u << 20;
+  CUmemGenericAllocationHandle h[64];
+  int made = 0;
+  CUresult r = CUDA_SUCCESS;
+  while (made < 64 && (r = cuMemCreate(&h[made], piece, &prop, 0)) == CUDA_SUCCESS) made++;
+  printf("cuMemCreate of 16 MiB pieces: %d made, then %s\n", made, name_of(r));
+  EXPECT(r == CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT(made == quota_mib / 16);
+  CHECK(cuMemRelease(h[--made]));
+  CHECK(cuMemCreate(&h[made++], piece, &prop, 0)); /* the release made room */
+  while (made > 0) CHECK(cuMemRelease(h[--made]));
+  printf("PASS driver_api: vmm-quota %d MiB\n", quota_mib);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  CUdevice dev;
+  CUcontext primary = NULL, cur = (CUcontext)1;
+  CUdeviceptr d;
+  CHECK(cuInit(0));
+  devices(&dev);
+  /* Nothing is current before a context is made current. */
+  CHECK(cuCtxGetCurrent(&cur));
+  EXPECT(cur == NULL);
+  EXPECT_ERR(cuMemAlloc(&d, 16), CUDA_ERROR_INVALID_CONTEXT);
+  CHECK(cuDevicePrimaryCtxRetain(&primary, dev));
+  CHECK(cuCtxSetCurrent(primary));
+  unsigned flags = 0;
+  int active = 0;
+  CHECK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  EXPECT(active == 1);
+  CUdevice cd = -1;
+  CHECK(cuCtxGetDevice(&cd));
+  EXPECT(cd == dev);
+  if (argc == 3 && strcmp(argv[1], "vmm-quota") == 0) return vmm_quota(dev, atoi(argv[2]));
+
+  memory();
+  streams_events(primary);
+  modules();
+  linker();
+  contexts(dev, primary);
+  vmm(dev);
+
+  /* The facade's own functions through cuGetProcAddress. */
+  CUresult (*alloc)(CUdeviceptr*, size_t) = NULL;
+  CUdriverProcAddressQueryResult q;
+  CHECK(cuGetProcAddress("cuMemAlloc", (void**)&alloc, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+  EXPECT(q == CU_GET_PROC_ADDRESS_SUCCESS && alloc != NULL);
+  CHECK(alloc(&d, 256));
+  CHECK(cuMemFree(d));
+  void* nothing = NULL;
+  EXPECT_ERR(cuGetProcAddress("cuNoSuchFunction", &nothing, 13000, 0, &q), CUDA_ERROR_NOT_FOUND);
+  /* A function Remora does not remote says so. */
+  CUevent e;
+  CHECK(cuEventCreate(&e, 0));
+  EXPECT_ERR(cuCtxRecordEvent(primary, e), CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuEventDestroy(e));
+  const char* s = NULL;
+  CHECK(cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &s));
+  EXPECT(s != NULL && strlen(s) > 0);
+  CHECK(cuDevicePrimaryCtxRelease(dev));
+  printf("PASS driver_api: %s\n", g_emulated ? "host-emulated (kernel results not checked)" : "kernel results checked");
+  return 0;
+}
