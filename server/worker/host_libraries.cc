@@ -6,6 +6,7 @@ std::shared_ptr<void> MakeHostLibrary(Domain library, EmulatedDevice& device) {
   switch (library) {
     case Domain::kCublas: return MakeHostCublas(device);
     case Domain::kCublasLt: return MakeHostCublasLt(device);
+    case Domain::kCurand: return MakeHostCurand(device);
     default: return nullptr;
   }
 }

@@ -10,5 +10,6 @@ namespace remora::worker {
 
 std::shared_ptr<void> MakeHostCublas(EmulatedDevice& device);
 std::shared_ptr<void> MakeHostCublasLt(EmulatedDevice& device);
+std::shared_ptr<void> MakeHostCurand(EmulatedDevice& device);
 
 }  // namespace remora::worker

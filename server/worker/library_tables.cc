@@ -2,6 +2,7 @@
 // remora::Domain (the library's wire number). Adding a library adds a line to each switch.
 #include "cublasLt_api.h"
 #include "cublas_api.h"  // the generated table (NVIDIA's cublas_api.h comes through cublas.h)
+#include "curand_api.h"
 #include "worker/api_op.h"
 #include "worker/gen_tables.h"
 #include "worker/library_apis.h"
@@ -14,11 +15,15 @@ const OpTable& Ops();
 namespace gen::cublasLt {
 const OpTable& Ops();
 }
+namespace gen::curand {
+const OpTable& Ops();
+}
 
 const OpTable* MathLibraryOps(uint16_t library) {
   switch (static_cast<Domain>(library)) {
     case Domain::kCublas: return &gen::cublas::Ops();
     case Domain::kCublasLt: return &gen::cublasLt::Ops();
+    case Domain::kCurand: return &gen::curand::Ops();
     default: return nullptr;
   }
 }
@@ -38,6 +43,7 @@ std::shared_ptr<void> LoadDlApi(Domain library, const std::function<void*(const 
   switch (library) {
     case Domain::kCublas: return Load<gen::cublas::Api, gen::cublas::DlApi>(resolve, missing);
     case Domain::kCublasLt: return Load<gen::cublasLt::Api, gen::cublasLt::DlApi>(resolve, missing);
+    case Domain::kCurand: return Load<gen::curand::Api, gen::curand::DlApi>(resolve, missing);
     default: return nullptr;
   }
 }
