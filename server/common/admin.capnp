@@ -37,6 +37,17 @@ struct TenantGpuUsage {
   gpu @0 :Int32;                # server GPU index
   used @1 :UInt64;              # counted against the limit
   contextOverhead @2 :UInt64;   # reported, not counted
+  gpuTimeNs @3 :UInt64;         # GPU time its work took here since the server started (measured while enforced)
+}
+
+# A tenant's compute settings (server/sched/compute_settings.h), the same on each GPU.
+struct ComputeSettings {
+  hasWeight @0 :Bool;           # false: unset (weight 100)
+  weight @1 :UInt32;            # 1..10000, relative to the GPU's other busy tenants; 30% is 3000
+  hasMax @2 :Bool;              # false: no cap
+  maxQuotaUs @3 :UInt64;        # GPU time allowed per period (a hard cap), when hasMax
+  maxPeriodUs @4 :UInt64;
+  priority @5 :Text;            # low | normal | high
 }
 
 struct Tenant {
@@ -50,6 +61,8 @@ struct Tenant {
   gpus @7 :List(Int32);         # attached GPUs of this server, ascending
   usage @8 :List(TenantGpuUsage);  # one entry per GPU with any use or attachment
   createdAt @9 :Int64;
+  compute @10 :ComputeSettings;
+  gpuTimeNs @11 :UInt64;        # sum over the tenant's GPUs
 }
 
 struct Gpu {
@@ -60,6 +73,8 @@ struct Gpu {
   totalMemory @4 :UInt64;
   used @5 :UInt64;              # the ledger's sum over all tenants on this GPU
   tenants @6 :List(Text);       # tenants attached to it
+  computeEnforced @7 :Bool;     # its work is scheduled by compute shares (and measured)
+  turnSession @8 :UInt64;       # the session whose turn it is now (0: none)
 }
 
 struct Session {
@@ -75,6 +90,7 @@ struct Session {
   memoryCurrent @9 :UInt64;     # bytes the session holds, all GPUs
   workerPid @10 :Int32;
   dataPath @11 :Text;           # how bulk data moves: shared-memory | socket | rdma-host-staged
+  gpuTimeNs @12 :UInt64;        # GPU time its work took, all GPUs (measured while enforced)
 }
 
 interface Admin {
@@ -93,6 +109,8 @@ interface Admin {
   detach @7 (name :Text, gpu :Int32) -> (outcome :Outcome);
   listSessions @8 () -> (outcome :Outcome, sessions :List(Session));
   killSession @9 (id :UInt64, reason :Text) -> (outcome :Outcome);
+  # Replaces the tenant's compute settings; running sessions follow at their next decision.
+  setCompute @10 (name :Text, settings :ComputeSettings) -> (outcome :Outcome);
 }
 
 interface AdminLogin {

@@ -103,6 +103,25 @@ class AdminImpl final : public rpc::Admin::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> setCompute(SetComputeContext ctx) override {
+    auto p = ctx.getParams();
+    std::string name = p.getName();
+    auto in = p.getSettings();
+    sched::ComputeSettings settings;
+    Status st;
+    if (in.getHasWeight()) settings.weight = in.getWeight();
+    if (in.getHasMax()) settings.max = sched::ComputeMax{in.getMaxQuotaUs(), in.getMaxPeriodUs()};
+    std::string priority = in.getPriority();
+    if (!priority.empty()) {
+      auto parsed = sched::ParsePriority(priority);
+      if (parsed.ok()) settings.priority = *parsed;
+      else st = parsed.status();
+    }
+    if (st.ok()) st = sup_.Call([&] { return sup_.SetCompute(name, settings); });
+    SetOutcome(ctx.getResults().initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
   kj::Promise<void> deleteTenant(DeleteTenantContext ctx) override {
     std::string name = ctx.getParams().getName();
     bool force = ctx.getParams().getForce();
@@ -130,6 +149,10 @@ class AdminImpl final : public rpc::Admin::Server {
           if (std::find(t.gpus.begin(), t.gpus.end(), g.index) != t.gpus.end()) names.push_back(name);
         auto tl = b.initTenants(static_cast<unsigned>(names.size()));
         for (size_t j = 0; j < names.size(); j++) tl.set(static_cast<unsigned>(j), names[j]);
+        b.setComputeEnforced(sup_.ComputeEnforced(g.index));
+        uint32_t turn = sup_.compute_board().TurnOwner(static_cast<uint32_t>(g.index));
+        for (const auto& [pid, s] : sup_.sessions())
+          if (turn != sched::kNoSession && s.ledger_slot == turn) b.setTurnSession(s.id);
       }
       return 0;
     });
@@ -173,9 +196,13 @@ class AdminImpl final : public rpc::Admin::Server {
         b.setDataPath(TransportDataPath(s.transport));
         b.setPeer(s.peer);
         b.setStartedAt(s.started_at);
-        uint64_t mem = 0;
-        for (uint32_t g = 0; g < kLedgerMaxGpus; g++) mem += sup_.ledger().SessionUsed(s.ledger_slot, g);
+        uint64_t mem = 0, gpu_time = 0;
+        for (uint32_t g = 0; g < kLedgerMaxGpus; g++) {
+          mem += sup_.ledger().SessionUsed(s.ledger_slot, g);
+          gpu_time += sup_.compute_board().SessionUsageNs(s.ledger_slot, g);
+        }
         b.setMemoryCurrent(mem);
+        b.setGpuTimeNs(gpu_time);
         b.setWorkerPid(static_cast<int32_t>(s.pid));
       }
       return 0;
@@ -202,27 +229,42 @@ class AdminImpl final : public rpc::Admin::Server {
     b.setCreatedAt(t.record.created_at);
     auto gl = b.initGpus(static_cast<unsigned>(t.gpus.size()));
     for (size_t i = 0; i < t.gpus.size(); i++) gl.set(static_cast<unsigned>(i), t.gpus[i]);
-    uint64_t used = 0, overhead = 0;
-    std::vector<std::tuple<int, uint64_t, uint64_t>> per_gpu;
+    uint64_t used = 0, overhead = 0, gpu_time = 0;
+    std::vector<std::tuple<int, uint64_t, uint64_t, uint64_t>> per_gpu;
     TenantUsage first = sup_.ledger().Tenant(t.ledger_index, 0);
     for (const GpuInfo& g : sup_.inventory().gpus) {
       TenantUsage u = sup_.ledger().Tenant(t.ledger_index, static_cast<uint32_t>(g.index));
+      uint64_t time = sup_.compute_board().TenantUsageNs(t.ledger_index, static_cast<uint32_t>(g.index));
       used += u.used;
       overhead += u.context_overhead;
+      gpu_time += time;
       bool attached = std::find(t.gpus.begin(), t.gpus.end(), g.index) != t.gpus.end();
-      if (attached || u.used != 0 || u.context_overhead != 0) per_gpu.emplace_back(g.index, u.used, u.context_overhead);
+      if (attached || u.used != 0 || u.context_overhead != 0 || time != 0)
+        per_gpu.emplace_back(g.index, u.used, u.context_overhead, time);
     }
     b.setMemoryUsed(used);
     b.setContextOverhead(overhead);
     b.setRefused(first.refused);
     b.setSessions(first.sessions);
+    b.setGpuTimeNs(gpu_time);
     auto ul = b.initUsage(static_cast<unsigned>(per_gpu.size()));
     for (size_t i = 0; i < per_gpu.size(); i++) {
       auto e = ul[static_cast<unsigned>(i)];
       e.setGpu(std::get<0>(per_gpu[i]));
       e.setUsed(std::get<1>(per_gpu[i]));
       e.setContextOverhead(std::get<2>(per_gpu[i]));
+      e.setGpuTimeNs(std::get<3>(per_gpu[i]));
     }
+    const sched::ComputeSettings& cs = t.record.compute;
+    auto c = b.initCompute();
+    c.setHasWeight(cs.weight.has_value());
+    c.setWeight(cs.effective_weight());
+    c.setHasMax(cs.max.has_value());
+    if (cs.max) {
+      c.setMaxQuotaUs(cs.max->quota_us);
+      c.setMaxPeriodUs(cs.max->period_us);
+    }
+    c.setPriority(std::string(sched::PriorityName(cs.priority)));
   }
 
   Supervisor& sup_;

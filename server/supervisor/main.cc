@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", o.metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (tcp://HOST:PORT; no authentication: "
                  "bind it to a trusted network)");
+  app.add_option("--compute-control", o.compute_control,
+                 "auto: schedule and measure a GPU's work only while a tenant attached to it has a compute share, "
+                 "cap or priority (no cost otherwise); on: always, measuring GPU time on every GPU")
+      ->check(CLI::IsMember({"auto", "on"}));
   CLI11_PARSE(app, argc, argv);
   o.auth_required = auth == "token";
   if (!o.admin_listen.empty() && o.admin_token_file.empty()) {

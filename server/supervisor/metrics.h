@@ -27,6 +27,7 @@ struct MetricsSnapshot {
     std::string name, uuid, pci_bus_id;
     uint64_t total_memory = 0;
     uint64_t used = 0;  // charged to tenants (the ledger)
+    bool compute_enforced = false;  // compute shares schedule (and measure) its work
   };
   std::vector<Gpu> gpus;
 
@@ -35,10 +36,14 @@ struct MetricsSnapshot {
     bool attached = false;
     uint64_t used = 0;
     uint64_t context_overhead = 0;
+    uint64_t gpu_time_ns = 0;  // measured while compute shares were enforced
   };
   struct Tenant {
     std::string name;
     std::optional<uint64_t> memory_limit;  // per GPU; nullopt = unlimited
+    uint32_t compute_weight = 100;         // effective (100 when unset)
+    std::optional<double> compute_max;     // cap as a fraction of each GPU; nullopt = none
+    std::string priority = "normal";
     uint64_t refused = 0;
     uint32_t sessions = 0;
     std::vector<TenantGpu> gpus;  // attached, or holding memory
@@ -52,6 +57,7 @@ struct MetricsSnapshot {
     uint64_t memory_used = 0;
     bool has_counters = false;  // the worker publishes its counters
     uint64_t calls = 0, bytes_to_device = 0, bytes_from_device = 0;
+    uint64_t gpu_time_ns = 0;   // all GPUs, measured while compute shares were enforced
   };
   std::vector<Session> sessions;
 };

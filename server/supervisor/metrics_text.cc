@@ -20,6 +20,7 @@ class Exposition {
     fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   }
   void Sample(const Labels& labels, uint64_t value) { Line(labels, fmt::format("{}", value)); }
+  void Seconds(const Labels& labels, uint64_t ns) { Sample(labels, static_cast<double>(ns) / 1e9); }
   void Sample(const Labels& labels, double value) {
     Line(labels, std::isfinite(value) ? fmt::format("{}", value) : std::string("NaN"));
   }
@@ -93,6 +94,9 @@ std::string RenderMetrics(const MetricsSnapshot& s, const std::vector<GpuSample>
   for (const auto& g : s.gpus) e.Sample({{"gpu", Str(g.index)}}, g.total_memory);
   e.Family("remora_gpu_memory_used_bytes", "gauge", "GPU memory charged to tenants (the quota ledger).");
   for (const auto& g : s.gpus) e.Sample({{"gpu", Str(g.index)}}, g.used);
+  e.Family("remora_gpu_compute_enforced", "gauge",
+           "1 while compute shares schedule and measure the GPU's work (a tenant of it has a share, cap or priority).");
+  for (const auto& g : s.gpus) e.Sample({{"gpu", Str(g.index)}}, uint64_t{g.compute_enforced ? 1u : 0u});
   auto sample_of = [&](const MetricsSnapshot::Gpu& g) -> const GpuSample* {
     for (const auto& x : samples)
       if (x.pci_bus_id == g.pci_bus_id) return &x;
@@ -145,6 +149,21 @@ std::string RenderMetrics(const MetricsSnapshot& s, const std::vector<GpuSample>
   for (const auto& t : s.tenants) e.Sample({{"tenant", LabelValue(t.name)}}, t.refused);
   e.Family("remora_tenant_sessions", "gauge", "Sessions the tenant is running now.");
   for (const auto& t : s.tenants) e.Sample({{"tenant", LabelValue(t.name)}}, uint64_t{t.sessions});
+  e.Family("remora_tenant_compute_weight", "gauge",
+           "The tenant's compute weight on each GPU (1..10000; a share of 30% is 3000; 100 when unset), with its "
+           "priority class.");
+  for (const auto& t : s.tenants)
+    e.Sample({{"tenant", LabelValue(t.name)}, {"priority", LabelValue(t.priority)}}, uint64_t{t.compute_weight});
+  e.Family("remora_tenant_compute_max_ratio", "gauge",
+           "The tenant's hard cap of GPU time on each GPU, as a fraction of it (absent: no cap).");
+  for (const auto& t : s.tenants)
+    if (t.compute_max) e.Sample({{"tenant", LabelValue(t.name)}}, *t.compute_max);
+  e.Family("remora_tenant_gpu_time_seconds_total", "counter",
+           "GPU time the tenant's work took on the GPU since the server started (measured while compute shares are "
+           "enforced on it).");
+  each_tenant_gpu([&](const auto& t, const auto& g) {
+    e.Seconds({{"tenant", LabelValue(t.name)}, {"gpu", Str(g.gpu)}}, g.gpu_time_ns);
+  });
 
   // ---- sessions -------------------------------------------------------------------------
   auto id = [](const MetricsSnapshot::Session& x) -> Labels {
@@ -166,6 +185,9 @@ std::string RenderMetrics(const MetricsSnapshot& s, const std::vector<GpuSample>
   e.Family("remora_session_calls_total", "counter", "CUDA calls the session's worker has dispatched.");
   for (const auto& x : s.sessions)
     if (x.has_counters) e.Sample(id(x), x.calls);
+  e.Family("remora_session_gpu_time_seconds_total", "counter",
+           "GPU time the session's work took, all GPUs (measured while compute shares are enforced).");
+  for (const auto& x : s.sessions) e.Seconds(id(x), x.gpu_time_ns);
   e.Family("remora_session_transferred_bytes_total", "counter",
            "Bytes the session's copies moved between host and GPU memory, by direction.");
   for (const auto& x : s.sessions) {

@@ -28,6 +28,16 @@ CREATE TABLE IF NOT EXISTS attachments (
   gpu_uuid TEXT NOT NULL,
   PRIMARY KEY (tenant, gpu_uuid)
 );
+-- Compute settings (server/sched/compute_settings.h); a tenant without a row has none. Added
+-- without a schema version change: an older database gains the table, an older server
+-- ignores it.
+CREATE TABLE IF NOT EXISTS tenant_compute (
+  tenant TEXT PRIMARY KEY REFERENCES tenants(name) ON DELETE CASCADE,
+  weight INTEGER,                  -- 1..10000; NULL = unset (100)
+  max_quota_us INTEGER,            -- NULL = no cap
+  max_period_us INTEGER,
+  priority TEXT NOT NULL DEFAULT 'normal'
+);
 )sql";
 
 // RAII prepared statement.
@@ -115,6 +125,32 @@ class SqliteStore final : public StateStore {
         if (t.name == tenant) t.gpu_uuids.push_back(uuid);
     }
     if (rc != SQLITE_DONE) return Fail("load attachments");
+    Stmt c(db_, "SELECT tenant, weight, max_quota_us, max_period_us, priority FROM tenant_compute");
+    if (!c.ok()) return Fail("load compute settings");
+    while ((rc = c.Step()) == SQLITE_ROW) {
+      std::string tenant = reinterpret_cast<const char*>(sqlite3_column_text(c.get(), 0));
+      sched::ComputeSettings cs;
+      auto corrupt = [&] {
+        return Error(Err::kInitializationError, "state database {}: tenant '{}' has corrupt compute settings", path_, tenant);
+      };
+      if (sqlite3_column_type(c.get(), 1) != SQLITE_NULL) {
+        int64_t w = sqlite3_column_int64(c.get(), 1);
+        if (w < sched::kMinWeight || w > sched::kMaxWeight) return corrupt();
+        cs.weight = static_cast<uint32_t>(w);
+      }
+      if (sqlite3_column_type(c.get(), 2) != SQLITE_NULL) {
+        int64_t q = sqlite3_column_int64(c.get(), 2), p = sqlite3_column_int64(c.get(), 3);
+        if (p < static_cast<int64_t>(sched::kMinPeriodUs) || p > static_cast<int64_t>(sched::kMaxPeriodUs) || q <= 0 || q >= p)
+          return corrupt();
+        cs.max = sched::ComputeMax{static_cast<uint64_t>(q), static_cast<uint64_t>(p)};
+      }
+      auto prio = sched::ParsePriority(reinterpret_cast<const char*>(sqlite3_column_text(c.get(), 4)));
+      if (!prio.ok()) return corrupt();
+      cs.priority = *prio;
+      for (auto& t : out)
+        if (t.name == tenant) t.compute = cs;
+    }
+    if (rc != SQLITE_DONE) return Fail("load compute settings");
     return out;
   }
 
@@ -137,7 +173,23 @@ class SqliteStore final : public StateStore {
         a.Text(2, uuid);
         if (a.Step() != SQLITE_DONE) return Fail("attach GPU");
       }
+      if (!t.compute.empty()) RETURN_IF_ERROR(WriteCompute(t.name, t.compute));
       return Status::Ok();
+    }();
+    return Finish(st);
+  }
+
+  Status SetCompute(const std::string& name, const sched::ComputeSettings& cs) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status st = [&]() -> Status {
+      Stmt q(db_, "SELECT 1 FROM tenants WHERE name = ?");
+      q.Text(1, name);
+      if (q.Step() != SQLITE_ROW) return Error(Err::kInvalidValue, "no such tenant '{}'", name);
+      Stmt del(db_, "DELETE FROM tenant_compute WHERE tenant = ?");
+      del.Text(1, name);
+      if (del.Step() != SQLITE_DONE) return Fail("set compute settings");
+      return cs.empty() ? Status::Ok() : WriteCompute(name, cs);
     }();
     return Finish(st);
   }
@@ -207,6 +259,23 @@ class SqliteStore final : public StateStore {
       sqlite3_free(err);
       return st;
     }
+    return Status::Ok();
+  }
+  // One tenant_compute row (inside the caller's transaction).
+  Status WriteCompute(const std::string& name, const sched::ComputeSettings& cs) {
+    Stmt ins(db_, "INSERT INTO tenant_compute (tenant, weight, max_quota_us, max_period_us, priority) VALUES (?, ?, ?, ?, ?)");
+    ins.Text(1, name);
+    if (cs.weight) ins.Int(2, *cs.weight);
+    else ins.Null(2);
+    if (cs.max) {
+      ins.Int(3, static_cast<int64_t>(cs.max->quota_us));
+      ins.Int(4, static_cast<int64_t>(cs.max->period_us));
+    } else {
+      ins.Null(3);
+      ins.Null(4);
+    }
+    ins.Text(5, std::string(sched::PriorityName(cs.priority)));
+    if (ins.Step() != SQLITE_DONE) return Fail("write compute settings");
     return Status::Ok();
   }
   Status Fail(const char* what) {

@@ -1,5 +1,5 @@
-// The server's durable state: tenants (name, token key, memory limit), their GPU
-// attachments and the session id counter. One interface; SQLite (WAL) implements it.
+// The server's durable state: tenants (name, token key, memory limit, compute settings),
+// their GPU attachments and the session id counter. One interface; SQLite (WAL) implements it.
 // Thread-safety: implementations serialize calls internally.
 #pragma once
 
@@ -11,6 +11,7 @@
 
 #include "remora/base/status.h"
 #include "remora/protocol/auth.h"
+#include "sched/compute_settings.h"
 
 namespace remora::server {
 
@@ -20,6 +21,7 @@ struct TenantRecord {
   std::optional<uint64_t> memory_limit; // bytes per GPU; nullopt = unlimited
   std::vector<std::string> gpu_uuids;   // attached GPUs of this server, by UUID
   int64_t created_at = 0;               // unix seconds
+  sched::ComputeSettings compute;       // share, cap and priority on each GPU (default: none)
 };
 
 class StateStore {
@@ -31,6 +33,8 @@ class StateStore {
   // kInvalidValue ("no such tenant") if absent. Attachments go with it.
   virtual Status DeleteTenant(const std::string& name) = 0;
   virtual Status SetMemoryLimit(const std::string& name, std::optional<uint64_t> limit) = 0;
+  // kInvalidValue ("no such tenant") if absent.
+  virtual Status SetCompute(const std::string& name, const sched::ComputeSettings& settings) = 0;
   virtual Status Attach(const std::string& name, const std::string& gpu_uuid) = 0;
   virtual Status Detach(const std::string& name, const std::string& gpu_uuid) = 0;
   // Monotonic across restarts.

@@ -96,6 +96,9 @@ Status Supervisor::Start() {
   }
   ASSIGN_OR_RETURN(Ledger l, Ledger::Create(ledger_mem_, LedgerRegionBytes()));
   ledger_.emplace(l);
+  if (options_.compute_control != "auto" && options_.compute_control != "on")
+    return Error(Err::kInvalidValue, "--compute-control must be auto or on, not '{}'", options_.compute_control);
+  ASSIGN_OR_RETURN(compute_, ComputeRegion::Create(sched::Tunables{}));
 
   ASSIGN_OR_RETURN(std::vector<TenantRecord> records, store_->LoadTenants());
   if (!options_.auth_required &&
@@ -112,10 +115,12 @@ Status Supervisor::Start() {
       if (std::find(r.gpu_uuids.begin(), r.gpu_uuids.end(), g.uuid) != r.gpu_uuids.end()) t.gpus.push_back(g.index);
     t.record = std::move(r);
     RETURN_IF_ERROR(ApplyLimit(t));
+    compute_.board().AddTenant(t.ledger_index, t.record.compute);
     std::lock_guard<std::mutex> lock(tenants_mu_);
     tenants_.emplace(t.record.name, std::move(t));
   }
   LOG_INFO("state: {} tenant(s) from {}/state.db", tenants_.size(), options_.state_dir);
+  UpdateComputeEnforcement();
 
   for (const std::string& url : options_.listen) {
     ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(url));
@@ -349,11 +354,14 @@ Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
     ledger_->CloseSession(s->ledger_slot);
     return stats.status();
   }
+  // The compute board follows the transport's descriptors.
+  const int compute_fd = worker_args::kFirstExtraFd + static_cast<int>(h.conn.fds.size());
   std::vector<std::string> args = {
       "--session", std::to_string(s->id), "--tenant", t->record.name, "--transport", TransportName(h.conn.kind),
       "--backend", options_.backend, "--gpus", fmt::format("{}", fmt::join(t->gpus, ",")),
       "--ledger-slot", std::to_string(s->ledger_slot), "--extra-fds", std::to_string(h.conn.fds.size()),
-      "--log-level", options_.log_level, "--module-cache", options_.state_dir + "/modules"};
+      "--log-level", options_.log_level, "--module-cache", options_.state_dir + "/modules",
+      "--compute-fd", std::to_string(compute_fd)};
   if (options_.backend == "host")
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
   std::vector<std::pair<int, int>> fds = {{h.conn.socket.get(), worker_args::kClientFd},
@@ -362,8 +370,11 @@ Status Supervisor::SpawnSession(Handshaken& h, SessionState* s) {
                                           {stats->fd(), worker_args::kStatsFd}};
   for (size_t i = 0; i < h.conn.fds.size(); i++)
     fds.emplace_back(h.conn.fds[i].get(), worker_args::kFirstExtraFd + static_cast<int>(i));
+  fds.emplace_back(compute_.fd(), compute_fd);
+  compute_.board().OpenSession(s->ledger_slot, t->ledger_index);
   auto pid = Spawn(options_.worker_path, args, fds);
   if (!pid.ok()) {
+    compute_.board().CloseSession(s->ledger_slot, MonotonicNanos());
     ledger_->CloseSession(s->ledger_slot);
     return pid.status();
   }
@@ -387,6 +398,7 @@ void Supervisor::Reap() {
     auto it = sessions_.find(pid);
     if (it == sessions_.end()) continue;
     SessionState& s = it->second;
+    compute_.board().CloseSession(s.ledger_slot, MonotonicNanos());  // a turn it held goes on
     std::vector<uint64_t> held = ledger_->CloseSession(s.ledger_slot);
     uint64_t total = 0;
     for (uint64_t b : held) total += b;
@@ -482,6 +494,7 @@ Result<std::string> Supervisor::CreateTenant(const std::string& name, std::optio
   RETURN_IF_ERROR(store_->CreateTenant(t.record));
   ASSIGN_OR_RETURN(t.ledger_index, ledger_->AddTenant(name));
   RETURN_IF_ERROR(ApplyLimit(t));
+  compute_.board().AddTenant(t.ledger_index, t.record.compute);
   {
     std::lock_guard<std::mutex> lock(tenants_mu_);
     tenants_.emplace(name, std::move(t));
@@ -506,6 +519,7 @@ Status Supervisor::DeleteTenant(const std::string& name, bool force) {
     ::kill(pid, SIGKILL);
     int status;
     ::waitpid(pid, &status, 0);
+    compute_.board().CloseSession(s.ledger_slot, MonotonicNanos());
     ledger_->CloseSession(s.ledger_slot);
     LOG_INFO("session {} of deleted tenant '{}' ended", s.id, name);
     sessions_.erase(pid);
@@ -516,6 +530,7 @@ Status Supervisor::DeleteTenant(const std::string& name, bool force) {
     std::lock_guard<std::mutex> lock(tenants_mu_);
     tenants_.erase(name);
   }
+  UpdateComputeEnforcement();
   LOG_INFO("tenant '{}' deleted", name);
   return Status::Ok();
 }
@@ -540,6 +555,7 @@ Status Supervisor::AttachGpu(const std::string& name, int gpu) {
   t->gpus.push_back(gpu);
   std::sort(t->gpus.begin(), t->gpus.end());
   LOG_INFO("GPU {} attached to tenant '{}'", gpu, name);
+  UpdateComputeEnforcement();
   PushGpus(name);
   return Status::Ok();
 }
@@ -553,6 +569,7 @@ Status Supervisor::DetachGpu(const std::string& name, int gpu) {
   t->record.gpu_uuids.erase(std::remove(t->record.gpu_uuids.begin(), t->record.gpu_uuids.end(), uuid), t->record.gpu_uuids.end());
   t->gpus.erase(it);
   LOG_INFO("GPU {} detached from tenant '{}'", gpu, name);
+  UpdateComputeEnforcement();
   PushGpus(name);
   return Status::Ok();
 }

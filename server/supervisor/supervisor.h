@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/compute_region.h"
 #include "common/session_stats.h"
 #include "remora/base/fd.h"
 #include "remora/memmgr/ledger.h"
@@ -48,6 +49,10 @@ struct ServerOptions {
   std::string admin_listen;             // "" or tcp://HOST:PORT (admin API over TCP)
   std::string admin_token_file;         // the admin token for admin_listen
   std::string metrics_listen;           // "" or tcp://HOST:PORT (Prometheus /metrics)
+  // Compute shares (server/sched/): "auto" schedules and measures a GPU's work only while a
+  // tenant attached to it has a share, a cap or a priority; "on" always (every tenant then
+  // has at least the default weight, and GPU time is measured on every GPU).
+  std::string compute_control = "auto";
 };
 
 struct TenantState {
@@ -114,6 +119,11 @@ class Supervisor {
                                    std::optional<std::vector<int>> gpus);
   Status DeleteTenant(const std::string& name, bool force);
   Status SetMemoryLimit(const std::string& name, std::optional<uint64_t> limit);
+  // Takes effect for running sessions at their next scheduling decision.
+  Status SetCompute(const std::string& name, const sched::ComputeSettings& settings);
+  // The compute board (GPU time per tenant and session, who holds each GPU).
+  const sched::ComputeBoard& compute_board() const { return compute_.board(); }
+  bool ComputeEnforced(int gpu) const { return compute_.board().enabled(static_cast<uint32_t>(gpu)); }
   Status AttachGpu(const std::string& name, int gpu);
   Status DetachGpu(const std::string& name, int gpu);
   Status KillSession(uint64_t id, const std::string& reason);
@@ -137,6 +147,9 @@ class Supervisor {
   Status SendControl(SessionState& s, const std::function<void(void*)>& build);
   void PushGpus(const std::string& tenant);
   Status ApplyLimit(TenantState& t);
+  // Turns scheduling on for the GPUs where some attached tenant has compute settings (all
+  // GPUs with --compute-control on) and off for the others (supervisor_compute.cc).
+  void UpdateComputeEnforcement();
   Result<TenantState*> FindTenant(const std::string& name);
   Status WriteReadyFile();
   // Runs the calls queued by Call() (loop thread).
@@ -152,6 +165,7 @@ class Supervisor {
   Fd ledger_fd_;
   void* ledger_mem_ = nullptr;
   std::optional<Ledger> ledger_;
+  ComputeRegion compute_;  // the compute board every worker maps
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<MetricsServer> metrics_;

@@ -20,19 +20,25 @@ MetricsSnapshot Supervisor::CollectMetrics() {
   m.sessions_started = counters_.sessions_started.load();
   m.sessions_lost = counters_.sessions_lost.load();
   for (const GpuInfo& g : inventory_.gpus)
-    m.gpus.push_back({g.index, g.name, g.uuid, g.pci_bus_id, g.total_memory, ledger_->GpuUsed(static_cast<uint32_t>(g.index))});
+    m.gpus.push_back({g.index, g.name, g.uuid, g.pci_bus_id, g.total_memory, ledger_->GpuUsed(static_cast<uint32_t>(g.index)),
+                      ComputeEnforced(g.index)});
   for (const auto& [name, t] : tenants_) {
     MetricsSnapshot::Tenant mt;
     mt.name = name;
     mt.memory_limit = t.record.memory_limit;
+    const sched::ComputeSettings& cs = t.record.compute;
+    mt.compute_weight = cs.effective_weight();
+    if (cs.max) mt.compute_max = static_cast<double>(cs.max->quota_us) / static_cast<double>(cs.max->period_us);
+    mt.priority = sched::PriorityName(cs.priority);
     TenantUsage first = ledger_->Tenant(t.ledger_index, 0);
     mt.refused = first.refused;
     mt.sessions = first.sessions;
     for (const GpuInfo& g : inventory_.gpus) {
       TenantUsage u = ledger_->Tenant(t.ledger_index, static_cast<uint32_t>(g.index));
+      uint64_t time = compute_.board().TenantUsageNs(t.ledger_index, static_cast<uint32_t>(g.index));
       bool attached = std::find(t.gpus.begin(), t.gpus.end(), g.index) != t.gpus.end();
-      if (attached || u.used != 0 || u.context_overhead != 0)
-        mt.gpus.push_back({g.index, attached, u.used, u.context_overhead});
+      if (attached || u.used != 0 || u.context_overhead != 0 || time != 0)
+        mt.gpus.push_back({g.index, attached, u.used, u.context_overhead, time});
     }
     m.tenants.push_back(std::move(mt));
   }
@@ -46,7 +52,10 @@ MetricsSnapshot Supervisor::CollectMetrics() {
     ms.user = s.client.user;
     ms.host = s.client.hostname;
     ms.started_at = s.started_at;
-    for (uint32_t g = 0; g < kLedgerMaxGpus; g++) ms.memory_used += ledger_->SessionUsed(s.ledger_slot, g);
+    for (uint32_t g = 0; g < kLedgerMaxGpus; g++) {
+      ms.memory_used += ledger_->SessionUsed(s.ledger_slot, g);
+      ms.gpu_time_ns += compute_.board().SessionUsageNs(s.ledger_slot, g);
+    }
     if (const SessionCounters* c = s.stats.counters()) {
       ms.has_counters = true;
       ms.calls = c->calls.load(std::memory_order_relaxed);

@@ -198,6 +198,12 @@ Status OpContext::LibraryError(Domain domain, uint32_t code, const char* name, c
   return Status(domain, code, name ? fmt::format("{}: {}", call, name) : fmt::format("{}: status {}", call, code));
 }
 
+Executor::Stream OpContext::launch_stream() const {
+  if (has_launch_stream_) return launch_stream_;
+  if (num_streams_ > 0) return streams_[0];
+  return Executor::Stream{nullptr, gpu_ < 0 ? 0 : gpu_, 0};
+}
+
 const OpEntry* OpTable::Find(uint32_t number) const {
   const OpEntry* end = ops + count;
   const OpEntry* it = std::lower_bound(ops, end, number, [](const OpEntry& e, uint32_t n) { return e.number < n; });
@@ -226,6 +232,7 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
   auto args = call.getArgs();
   OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api, lib->table->domain);
   Status st = op->run(x);
+  if (op->launches && st.ok()) ex.NoteGpuWork(x.launch_stream());
   switch (op->cls) {
     case CallClass::kOrdered:
       return answer(st);

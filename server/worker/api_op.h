@@ -121,6 +121,13 @@ class OpContext {
   // A failed library call, as a status of the library's domain.
   Status LibraryError(Domain domain, uint32_t code, const char* name, const char* call);
 
+  // The stream a `launches` call's GPU work goes to, when no stream argument says it (a
+  // library handle's stream): the compute scheduler measures the work there.
+  void LaunchesOn(const Executor::Stream& s) { launch_stream_ = s; has_launch_stream_ = true; }
+  // Where the work of a `launches` call went: the stream named by LaunchesOn, else its first
+  // stream argument, else the legacy stream of the GPU it ran on.
+  Executor::Stream launch_stream() const;
+
   Executor& executor() { return ex_; }
   // The GPU the call runs on (once Ready or an argument chose it).
   int gpu() const { return gpu_; }
@@ -142,6 +149,8 @@ class OpContext {
   int num_streams_ = 0;
   std::pair<int, void*> events_[2];
   int num_events_ = 0;
+  Executor::Stream launch_stream_;
+  bool has_launch_stream_ = false;
 };
 
 struct OpEntry {
@@ -149,6 +158,9 @@ struct OpEntry {
   const char* name;
   CallClass cls;
   Status (*run)(OpContext&);
+  // Issues GPU work on its stream (a launch, a library call that launches kernels): admitted
+  // by the compute scheduler (worker/compute_hook.h). The description's `launches` attribute.
+  bool launches;
 };
 
 // A library's generated operations, sorted by number.

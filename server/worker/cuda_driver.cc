@@ -26,7 +26,7 @@ namespace {
   X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)   \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemHostAlloc) X(cuMemFreeHost)             \
   X(cuMemHostRegister) X(cuMemHostUnregister) X(cuStreamCreateWithPriority)              \
-  X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate)              \
+  X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamIsCapturing) X(cuEventCreate) \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventElapsedTime)                \
   X(cuLaunchHostFunc) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
   X(cuModuleGetGlobal) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)   \
@@ -199,6 +199,11 @@ class CudaDriver final : public Driver {
   }
   Status StreamWaitEvent(DStream s, DEvent e, unsigned flags) override {
     return Check(api_.cuStreamWaitEvent(static_cast<CUstream>(s), static_cast<CUevent>(e), flags), "cuStreamWaitEvent");
+  }
+  Result<bool> StreamCapturing(DStream s) override {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    RETURN_IF_ERROR(Check(api_.cuStreamIsCapturing(static_cast<CUstream>(s), &status), "cuStreamIsCapturing"));
+    return status != CU_STREAM_CAPTURE_STATUS_NONE;
   }
 
   Result<DEvent> EventCreate(unsigned flags) override {

@@ -133,6 +133,12 @@ class Driver {
   // Blocks until the stream's work is done. The executor calls it only for work it knows
   // to be short (a small copy on an idle stream).
   virtual Status StreamSynchronize(DStream s) = 0;
+  // Whether work issued to the stream is being captured into a graph (not run): the compute
+  // scheduler then records nothing on it. A backend that cannot capture says no.
+  virtual Result<bool> StreamCapturing(DStream s) {
+    (void)s;
+    return false;
+  }
 
   // Runs fn(arg) on a driver thread when the stream reaches this point; later work on the
   // stream waits until fn returns (cuLaunchHostFunc).

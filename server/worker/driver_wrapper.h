@@ -36,6 +36,7 @@ class DriverWrapper : public Driver {
   Status StreamQuery(DStream s) override { return t_.StreamQuery(s); }
   Status StreamWaitEvent(DStream s, DEvent e, unsigned flags) override { return t_.StreamWaitEvent(s, e, flags); }
   Status StreamSynchronize(DStream s) override { return t_.StreamSynchronize(s); }
+  Result<bool> StreamCapturing(DStream s) override { return t_.StreamCapturing(s); }
   Status LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) override { return t_.LaunchHostFunc(s, fn, arg); }
   Result<DEvent> EventCreate(unsigned flags) override { return t_.EventCreate(flags); }
   Status EventDestroy(DEvent e) override { return t_.EventDestroy(e); }

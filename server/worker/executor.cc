@@ -10,6 +10,7 @@
 #include "remora/protocol/message.h"
 #include "worker/call_stats.h"
 #include "worker/api_op.h"
+#include "worker/compute_hook.h"
 #include "worker/gen_tables.h"
 #include "worker/handlers.h"
 
@@ -25,6 +26,7 @@ Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, 
     : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging), frames_(conn),
       replies_(conn) {
   BindLibrary(static_cast<uint16_t>(Domain::kCuda), &gen::cuda::Ops(), &driver_.cuda());
+  if (config_.compute != nullptr) compute_ = std::make_unique<ComputeHook>(*config_.compute, config_.ledger_slot, *this);
 }
 
 Result<const Executor::LibraryBinding*> Executor::Library(uint16_t id) {
@@ -118,10 +120,20 @@ Result<DEvent> Executor::RecordPoolEvent(const Stream& s) {
   ASSIGN_OR_RETURN(DEvent e, AcquirePoolEvent(s.gpu));
   Status st = driver_.EventRecord(e, s.stream);
   if (!st.ok()) {
-    ReleasePoolEvent(s.gpu, e);
+    event_pool_.Release(s.gpu, e);
     return st;
   }
+  if (compute_) compute_->Covered(s, e);
   return e;
+}
+
+void Executor::ReleasePoolEvent(int gpu, DEvent e) {
+  if (compute_) compute_->Released(gpu, e);
+  event_pool_.Release(gpu, e);
+}
+
+void Executor::NoteGpuWork(const Stream& s) {
+  if (compute_) compute_->Issued(s);
 }
 
 Status Executor::Dispatch(const InFrame& frame) {
@@ -131,6 +143,11 @@ Status Executor::Dispatch(const InFrame& frame) {
   Status decoded = GuardDecode("request", [&]() -> Status {
     BodyReader reader(frame.body);
     auto req = reader.Root<wire::Request>();
+    // GPU work waits (at the head of the queue) while its GPU is another session's to use.
+    if (compute_ && frame.header.bulk_bytes == 0 && !compute_->Admit(req)) {
+      gated_ = true;
+      return Status::Ok();
+    }
     if (config_.stats != nullptr) CountRequest(*config_.stats, req);
     using W = wire::Request;
     // Calls that may be asynchronous answer only when the client waits for them.
@@ -240,8 +257,13 @@ Result<bool> Executor::DispatchFrames() {
     if (!held && !frames_.empty()) {
       ASSIGN_OR_RETURN(FrameQueue::Frame f, frames_.Pop());
       RETURN_IF_ERROR(Dispatch(f.view()));
-      any = true;
-      continue;
+      if (!gated_) {
+        any = true;
+        continue;
+      }
+      gated_ = false;  // held back by the compute scheduler: first in line, later frames behind it
+      frames_.PushFront(std::move(f));
+      held = true;
     }
     if (transport_held || frames_.blocked()) break;
     ASSIGN_OR_RETURN(std::optional<InFrame> frame, conn_.Poll());
@@ -249,6 +271,10 @@ Result<bool> Executor::DispatchFrames() {
     any = true;
     if (!held || IsControl(*frame)) {
       RETURN_IF_ERROR(Dispatch(*frame));
+      if (gated_) {
+        gated_ = false;
+        frames_.Push(*frame);
+      }
       continue;
     }
     // A transfer holds the queue: keep the frame for later, in order. (A host function
@@ -348,6 +374,7 @@ Status Executor::Run() {
       break;
     }
     progressed |= *moved;
+    if (compute_) compute_->Poll();
     Status cs = PollControl();
     if (!cs.ok()) {
       exit_status = cs;
@@ -360,19 +387,22 @@ Status Executor::Run() {
     uint64_t now = MonotonicNanos();
     if (idle_since == 0) idle_since = now;
     uint64_t idle = now - idle_since;
-    if (pending_.empty()) {
-      conn_.WaitForActivity(10'000);  // nothing in flight: sleep until the client acts
+    // The compute scheduler may need a poll soon (GPU work measured in flight, a turn awaited).
+    uint64_t cap_us = compute_ ? compute_->MaxWaitUs() : UINT64_MAX;
+    if (pending_.empty() && cap_us != 0) {
+      // Nothing in flight: sleep until the client acts.
+      conn_.WaitForActivity(static_cast<int64_t>(std::min<uint64_t>(cap_us, 10'000)));
       continue;
     }
     // GPU work in flight: poll it (and the client) in a tight loop at first, so a short
     // kernel's completion is answered within a microsecond; back off for long ones.
-    if (idle < 2'000'000) {
+    if (idle < 2'000'000 || cap_us == 0) {
 #if defined(__x86_64__)
       __builtin_ia32_pause();
 #endif
       continue;
     }
-    conn_.WaitForActivity(idle < 20'000'000 ? 20 : idle < 200'000'000 ? 200 : 1000);
+    conn_.WaitForActivity(static_cast<int64_t>(std::min<uint64_t>(cap_us, idle < 20'000'000 ? 20 : idle < 200'000'000 ? 200 : 1000)));
   }
   if (goodbye_) {
     // Flush the goodbye reply (best effort: the client may already be gone).
@@ -399,8 +429,10 @@ void Executor::ReleaseEverything() {
     }
     Executor& ex;
   } releaser(*this);
-  // Newest first: operations in flight, the session's objects, then what the loop itself
-  // created (pooled events and buffers, the transport's pinned regions).
+  // Newest first: the compute scheduler's turns and markers, operations in flight, the
+  // session's objects, then what the loop itself created (pooled events and buffers, the
+  // transport's pinned regions).
+  if (compute_) compute_->Close();
   for (auto& op : pending_) op->Abandon(*this);
   pending_.clear();
   session_.ReleaseAll(driver_, releaser);

@@ -32,7 +32,13 @@
 #include "worker/reply_queue.h"
 #include "worker/session_state.h"
 
+namespace remora::sched {
+class ComputeBoard;
+}
+
 namespace remora::worker {
+
+class ComputeHook;
 
 struct SessionConfig {
   uint64_t session_id = 0;
@@ -44,6 +50,9 @@ struct SessionConfig {
   Ledger* ledger = nullptr;  // null: no quota (unit tests)
   uint32_t ledger_slot = 0;
   SessionCounters* stats = nullptr;  // null: not published (unit tests); see worker/call_stats.h
+  // Compute shares of the server's GPUs (server/sched/board.h), shared with the supervisor and
+  // the other workers; the session is its slot `ledger_slot`. null: no scheduling (unit tests).
+  sched::ComputeBoard* compute = nullptr;
 };
 
 // Supervisor-to-worker events, polled by the executor (about every millisecond).
@@ -127,10 +136,15 @@ class Executor {
 
   // A pinned event of `gpu` from the pool (timing disabled) for completion tracking.
   Result<DEvent> AcquirePoolEvent(int gpu);
-  void ReleasePoolEvent(int gpu, DEvent e) { event_pool_.Release(gpu, e); }
+  // Gives an event back once it has completed (or the session is ending): the compute
+  // scheduler counts the work before a recorded one as done.
+  void ReleasePoolEvent(int gpu, DEvent e);
   // A pool event recorded on `s` (its GPU made current first): completes when the stream
   // reaches this point. Release it with ReleasePoolEvent(s.gpu, e).
   Result<DEvent> RecordPoolEvent(const Stream& s);
+  // GPU work (a launch, a library call that launches kernels) was issued on `s`: the compute
+  // scheduler measures it (worker/compute_hook.h). Call it after the driver accepted it.
+  void NoteGpuWork(const Stream& s);
   // 64 KiB pinned bounce buffers for small asynchronous host-to-device copies.
   Result<std::byte*> AcquireBounce() { return bounce_pool_.Acquire(driver_); }
   void ReleaseBounce(std::byte* p) { bounce_pool_.Release(p); }
@@ -218,6 +232,8 @@ class Executor {
   uint64_t last_control_poll_ns_ = 0;
   uint64_t last_overhead_ns_ = 0;
   std::set<int> measured_gpus_;  // GPUs this session made current (context overhead reported)
+  std::unique_ptr<ComputeHook> compute_;  // null without a compute board
+  bool gated_ = false;  // the request just dispatched is GPU work the scheduler holds back
 };
 
 }  // namespace remora::worker

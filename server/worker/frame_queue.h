@@ -40,6 +40,8 @@ class FrameQueue {
   Result<bool> Spill();
   // The oldest kept frame, for dispatch; its spilled bulk becomes what PollBulk serves.
   Result<Frame> Pop();
+  // Puts a popped frame without bulk back at the head (its dispatch was deferred).
+  void PushFront(Frame f) { backlog_.push_front(std::move(f)); }
 
   // The bulk of the frame being dispatched, chunk by chunk in order (nullopt: not yet
   // arrived), and its release once nothing reads a chunk any more.

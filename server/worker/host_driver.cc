@@ -1,7 +1,9 @@
 // The host-emulated backend: device memory is host RAM behind fake device addresses,
-// streams and events complete at once, kernels are not executed. It lets every path that
-// needs no kernel execution (protocol, transports, quotas, isolation, faults) run in CI with
-// real processes. It never claims to be a GPU: its name and every log line say so.
+// streams and events complete in stream order, kernels are not executed (except that a
+// kernel named *remora_emulated_busy_us* takes gridDim.x microseconds: see Launch). It lets
+// every path that needs no kernel execution (protocol, transports, quotas, isolation,
+// faults, compute scheduling) run in CI with real processes. It never claims to be a GPU:
+// its name and every log line say so.
 #include <cuda.h>  // enum values of device attributes only; nothing is linked
 #include <sys/mman.h>
 
@@ -306,7 +308,16 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     uint64_t threads = uint64_t{c.block[0]} * c.block[1] * c.block[2];
     if (threads == 0 || threads > 1024 || c.grid[0] == 0 || c.grid[1] == 0 || c.grid[2] == 0)
       return Error(Err::kInvalidConfiguration, "invalid launch configuration");
-    LOG_TRACE("host-emulated: kernel {} not executed", static_cast<EmuFunction*>(f)->name);
+    const std::string& name = static_cast<EmuFunction*>(f)->name;
+    if (name.find(kBusyKernel) != std::string::npos) {
+      // A kernel that takes time: gridDim.x microseconds, in stream order, on the stream's
+      // thread (the executor never waits for it), so that scheduling can be tested here.
+      ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(c.stream));
+      auto us = std::chrono::microseconds(c.grid[0]);
+      st->Submit(st, DepsOf(c.stream, st), [us] { std::this_thread::sleep_for(us); }, /*inline_ok=*/false);
+      return Status::Ok();
+    }
+    LOG_TRACE("host-emulated: kernel {} not executed", name);
     return Status::Ok();
   }
   Result<int> OccupancyMaxActiveBlocks(DFunction, int block_size, size_t, unsigned) override {

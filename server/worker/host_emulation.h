@@ -197,6 +197,11 @@ class EmulatedHeap {
 
 constexpr uint32_t kFatbinMagic = 0xBA55ED50;
 
+// Kernels are not executed here, with one exception for testing the compute scheduler: a
+// kernel whose name contains this takes gridDim.x microseconds of (emulated) GPU time. Only
+// this backend knows the convention; on a GPU such a kernel is whatever its code does.
+constexpr const char* kBusyKernel = "remora_emulated_busy_us";
+
 // Whether `image` is one a driver would load: a fat binary, an ELF cubin or PTX text.
 inline bool IsEmulatedImage(const void* image, size_t size, uint32_t magic) {
   const auto* b = static_cast<const unsigned char*>(image);

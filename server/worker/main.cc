@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
+#include "common/compute_region.h"
 #include "common/session_stats.h"
 #include "common/worker_args.h"
 #include "control.capnp.h"
@@ -128,6 +129,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level);
   std::string module_cache;
   app.add_option("--module-cache", module_cache, "server-wide cache of fat binaries");
+  int compute_fd = -1;
+  app.add_option("--compute-fd", compute_fd, "inherited descriptor of the compute board (server/sched/board.h)");
   CLI11_PARSE(app, argc, argv);
 
   auto driver = MakeDriver(backend, host_gpus, host_mem);
@@ -192,6 +195,19 @@ int main(int argc, char** argv) {
   auto stats = SessionStatsBlock::Attach(Fd(worker_args::kStatsFd));
   if (stats.ok()) config.stats = stats->counters();
   else LOG_WARN("not publishing session counters: {}", stats.status().message());
+
+  // The compute board, shared with the supervisor and the other workers: the session's GPU
+  // work is admitted in its turns and measured. Without one, nothing is scheduled.
+  ComputeRegion compute;
+  if (compute_fd >= 0) {
+    auto region = ComputeRegion::Attach(Fd(compute_fd));
+    if (!region.ok()) {
+      LOG_ERROR("{}", region.status().message());
+      return 2;
+    }
+    compute = std::move(*region);
+    config.compute = &compute.board();
+  }
 
   SocketControl control(worker_args::kControlFd);
   int rc = 0;

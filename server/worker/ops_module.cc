@@ -267,6 +267,7 @@ Status Handlers::LaunchKernel(Executor& ex, uint64_t tag, Req req) {
   }
   Status st = ex.SetDevice(s->gpu);
   if (st.ok()) st = ex.driver().Launch((*f)->function, c);
+  if (st.ok()) ex.NoteGpuWork(*s);
   return ReplyOrDefer(ex, tag, st);
 }
 

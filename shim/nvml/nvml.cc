@@ -2,10 +2,14 @@
 // machine's GPUs. PyTorch counts devices through NVML before it initialises CUDA (and
 // pynvml-based tools ask for names and memory); the real library would report, and touch,
 // the local GPU. What is answered: initialisation, the driver versions, the device count,
-// handles by index, names, UUIDs, indices and memory (the tenant's quota view). Every other
-// NVML function is absent, as in an older NVML; monitoring belongs to the server's /metrics.
+// handles by index, PCI bus id and UUID, names, UUIDs, indices and memory (the tenant's quota
+// view); what PyTorch's allocator looks up by name (c10/cuda/driver_api) is present too, NVLink
+// and fabric queries answering NVML_ERROR_NOT_SUPPORTED and running processes none (a client
+// sees no other processes). Every other NVML function is absent, as in an older NVML;
+// monitoring belongs to the server's /metrics.
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <mutex>
 
 #include "core_devices.h"
@@ -17,6 +21,7 @@ constexpr nvmlReturn_t kSuccess = 0;
 constexpr nvmlReturn_t kUninitialized = 1;
 constexpr nvmlReturn_t kInvalidArgument = 2;
 constexpr nvmlReturn_t kNotSupported = 3;
+constexpr nvmlReturn_t kNotFound = 6;
 constexpr nvmlReturn_t kInsufficientSize = 7;
 constexpr nvmlReturn_t kDriverNotLoaded = 9;
 constexpr nvmlReturn_t kUnknown = 999;
@@ -47,6 +52,37 @@ nvmlReturn_t CopyString(const char* s, char* out, unsigned length) {
   if (std::strlen(s) + 1 > length) return kInsufficientSize;
   std::strcpy(out, s);
   return kSuccess;
+}
+
+std::string UuidText(const uint8_t* u) {
+  char s[64];
+  std::snprintf(s, sizeof(s), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+                u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  return s;
+}
+
+// "domain:bus:device.function" in hex, NVML's 8-digit domain or CUDA's 4-digit one alike.
+bool ParseBusId(const char* text, unsigned v[4]) {
+  char tail = 0;
+  return text != nullptr && std::sscanf(text, "%x:%x:%x.%x%c", &v[0], &v[1], &v[2], &v[3], &tail) == 4;
+}
+
+// The handle of the device `match` accepts, or kNotFound.
+template <typename Match>
+nvmlReturn_t FindDevice(Match match, void** device) {
+  if (device == nullptr) return kInvalidArgument;
+  if (!Initialised()) return kUninitialized;
+  int n = 0;
+  if (remora_core_device_count(&n) != 0) return kUnknown;
+  for (int i = 0; i < n && i < kMaxDevices; ++i) {
+    remora_core_device d;
+    if (remora_core_device_get(i, &d) != 0) return kUnknown;
+    if (match(d)) {
+      *device = &g_devices[i];
+      return kSuccess;
+    }
+  }
+  return kNotFound;
 }
 
 }  // namespace
@@ -143,11 +179,56 @@ NVML_API nvmlReturn_t nvmlDeviceGetUUID(void* device, char* uuid, unsigned int l
   if (nvmlReturn_t r = IndexOf(device, &i); r != kSuccess) return r;
   remora_core_device d;
   if (remora_core_device_get(i, &d) != 0) return kInvalidArgument;
-  const uint8_t* u = d.uuid;
-  char s[64];
-  std::snprintf(s, sizeof(s), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
-                u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-  return CopyString(s, uuid, length);
+  return CopyString(UuidText(d.uuid).c_str(), uuid, length);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
+  if (uuid == nullptr) return kInvalidArgument;
+  return FindDevice([&](const remora_core_device& d) { return UuidText(d.uuid) == uuid; }, device);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, void** device) {
+  unsigned want[4];
+  if (!ParseBusId(bus_id, want)) return kInvalidArgument;
+  return FindDevice(
+      [&](const remora_core_device& d) {
+        unsigned have[4];
+        return ParseBusId(d.pci_bus_id, have) && std::memcmp(have, want, sizeof(want)) == 0;
+      },
+      device);
+}
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus_id, void** device) {
+  return nvmlDeviceGetHandleByPciBusId_v2(bus_id, device);
+}
+
+// NVLink and fabric topology belong to the server's GPUs; a client is not told about them.
+NVML_API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(void* device, unsigned int, int* type) {
+  int i = 0;
+  if (nvmlReturn_t r = IndexOf(device, &i); r != kSuccess) return r;
+  return type == nullptr ? kInvalidArgument : kNotSupported;
+}
+NVML_API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(void* device, unsigned int, void* pci) {
+  int i = 0;
+  if (nvmlReturn_t r = IndexOf(device, &i); r != kSuccess) return r;
+  return pci == nullptr ? kInvalidArgument : kNotSupported;
+}
+NVML_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(void* device, void* info) {
+  int i = 0;
+  if (nvmlReturn_t r = IndexOf(device, &i); r != kSuccess) return r;
+  return info == nullptr ? kInvalidArgument : kNotSupported;
+}
+NVML_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(void* device, void* info) { return nvmlDeviceGetGpuFabricInfoV(device, info); }
+
+// Processes on the server's GPU are other tenants' business: a client sees none.
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, void*) {
+  int i = 0;
+  if (nvmlReturn_t r = IndexOf(device, &i); r != kSuccess) return r;
+  if (count == nullptr) return kInvalidArgument;
+  *count = 0;
+  return kSuccess;
+}
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(void* device, unsigned int* count, void* infos) {
+  return nvmlDeviceGetComputeRunningProcesses_v3(device, count, infos);
 }
 
 struct nvmlMemory_t {

@@ -16,7 +16,9 @@ uint64_t ThreadId() {
 }
 
 Client::Client(std::unique_ptr<Connection> conn, SessionInfo session)
-    : conn_(std::move(conn)), session_(std::move(session)) {}
+    : conn_(std::move(conn)), session_(std::move(session)) {
+  if (Census::Wanted()) census_ = std::make_unique<Census>();
+}
 
 Client::~Client() {
   if (bounce_.base != nullptr) ::munmap(bounce_.base, bounce_.size);
@@ -54,6 +56,7 @@ Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, Con
   req.setDevice(device);
   req.setThread(ThreadId());
   build(req);
+  if (census_) census_->Count(req.asReader(), (flags & kFlagExpectsReply) != 0);
   OutFrame f;
   f.kind = FrameKind::kRequest;
   f.flags = flags;

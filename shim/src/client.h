@@ -17,6 +17,7 @@
 #include "remora.capnp.h"
 #include "remora/protocol/connection.h"
 #include "remora/protocol/handshake.h"
+#include "census.h"
 #include "function_ref.h"
 
 namespace remora::shim {
@@ -50,6 +51,10 @@ class Client {
   Status PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk);
   // Pushes out posted requests the transport may still be batching (see Connection::Flush).
   Status Flush();
+  // Prints the call census if REMORA_CALL_STATS=1 asked for one (at the session's end).
+  void ReportCensus() const {
+    if (census_) census_->Print();
+  }
 
   // The first asynchronous failure not yet reported, cleared by the call.
   Status TakeAsyncError();
@@ -111,6 +116,7 @@ class Client {
   std::function<void(uint64_t)> callback_sink_;
   SharedBounce bounce_;  // has its own lock
   Status sticky_;
+  std::unique_ptr<Census> census_;  // REMORA_CALL_STATS=1 only
 };
 
 // A small, stable id for the calling thread (per-thread default streams).

@@ -350,6 +350,7 @@ void Runtime::AfterForkInChild() {
 
 void Runtime::Shutdown() {
   Client* c = connected_.load();
+  if (c != nullptr) c->ReportCensus();
   if (c == nullptr || !c->broken().ok()) return;
   (void)c->Post(0, [](wire::Request::Builder& r) { r.setGoodbye(); });
   (void)c->Flush();  // the process is exiting: nothing may stay batched

@@ -12,6 +12,7 @@
  *
  * Ends with "PASS driver_api" (exit 0) or "FAIL driver_api: ..." (exit 1). */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -433,6 +434,58 @@ static int vmm_quota(CUdevice dev, int quota_mib) {
   return 0;
 }
 
+/* NVML as a client sees it (libnvidia-ml.so.1, looked up by name the way PyTorch does): the
+ * session's devices, agreeing with the driver API; topology and processes withheld. */
+typedef int (*nvml_fn)();
+static nvml_fn nvml_sym(void* lib, const char* name) {
+  nvml_fn f = (nvml_fn)dlsym(lib, name);
+  if (f == NULL) {
+    printf("FAIL driver_api: libnvidia-ml.so.1 lacks %s\n", name);
+    exit(1);
+  }
+  return f;
+}
+
+static void nvml(CUdevice dev) {
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  EXPECT(lib != NULL);
+  EXPECT(nvml_sym(lib, "nvmlInit_v2")() == 0);
+  unsigned count = 0;
+  int n = 0;
+  EXPECT(((int (*)(unsigned*))nvml_sym(lib, "nvmlDeviceGetCount_v2"))(&count) == 0);
+  CHECK(cuDeviceGetCount(&n));
+  EXPECT((int)count == n);
+  void *by_index = NULL, *by_bus = NULL, *by_uuid = NULL;
+  EXPECT(((int (*)(unsigned, void**))nvml_sym(lib, "nvmlDeviceGetHandleByIndex_v2"))((unsigned)dev, &by_index) == 0);
+  char bus[32], name[256], nname[256], uuid[96];
+  CHECK(cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
+  EXPECT(((int (*)(const char*, void**))nvml_sym(lib, "nvmlDeviceGetHandleByPciBusId_v2"))(bus, &by_bus) == 0);
+  EXPECT(by_bus == by_index);
+  EXPECT(((int (*)(const char*, void**))nvml_sym(lib, "nvmlDeviceGetHandleByPciBusId_v2"))("0000:ff:1f.7", &by_bus) == 6);
+  EXPECT(((int (*)(void*, char*, unsigned))nvml_sym(lib, "nvmlDeviceGetUUID"))(by_index, uuid, sizeof(uuid)) == 0);
+  EXPECT(((int (*)(const char*, void**))nvml_sym(lib, "nvmlDeviceGetHandleByUUID"))(uuid, &by_uuid) == 0);
+  EXPECT(by_uuid == by_index);
+  CHECK(cuDeviceGetName(name, sizeof(name), dev));
+  EXPECT(((int (*)(void*, char*, unsigned))nvml_sym(lib, "nvmlDeviceGetName"))(by_index, nname, sizeof(nname)) == 0);
+  EXPECT(strcmp(name, nname) == 0);
+  struct { unsigned long long total, free, used; } mem;
+  size_t total = 0;
+  CHECK(cuDeviceTotalMem(&total, dev));
+  EXPECT(((int (*)(void*, void*))nvml_sym(lib, "nvmlDeviceGetMemoryInfo"))(by_index, &mem) == 0);
+  EXPECT(mem.total == total && mem.used + mem.free == mem.total);
+  unsigned procs = 7;
+  EXPECT(((int (*)(void*, unsigned*, void*))nvml_sym(lib, "nvmlDeviceGetComputeRunningProcesses"))(by_index, &procs, NULL) == 0);
+  EXPECT(procs == 0);
+  int type = 0;
+  EXPECT(((int (*)(void*, unsigned, int*))nvml_sym(lib, "nvmlDeviceGetNvLinkRemoteDeviceType"))(by_index, 0, &type) == 3);
+  int version = 0, dversion = 0;
+  EXPECT(((int (*)(int*))nvml_sym(lib, "nvmlSystemGetCudaDriverVersion_v2"))(&version) == 0);
+  CHECK(cuDriverGetVersion(&dversion));
+  EXPECT(version == dversion);
+  EXPECT(nvml_sym(lib, "nvmlShutdown")() == 0);
+  dlclose(lib);
+}
+
 int main(int argc, char** argv) {
   CUdevice dev;
   CUcontext primary = NULL, cur = (CUcontext)1;
@@ -460,6 +513,7 @@ int main(int argc, char** argv) {
   linker();
   contexts(dev, primary);
   vmm(dev);
+  nvml(dev);
 
   /* The facade's own functions through cuGetProcAddress. */
   CUresult (*alloc)(CUdeviceptr*, size_t) = NULL;

@@ -147,7 +147,8 @@ TEST_F(RemoraFs, TenantLifecycleQuotaAndEvents) {
   // Gone once cat's close has reached remorafs (FUSE sends it asynchronously).
   EXPECT_TRUE(Eventually([&] { return ::stat(P("tenants/alice/token").c_str(), &st) != 0 && errno == ENOENT; }));
   EXPECT_EQ(ListDir(P("tenants/alice")),
-            (std::vector<std::string>{"gpus", "memory.current", "memory.events", "memory.max", "sessions"}));
+            (std::vector<std::string>{"compute.max", "compute.priority", "compute.stat", "compute.weight", "gpus",
+                                      "memory.current", "memory.events", "memory.max", "sessions"}));
   EXPECT_EQ(ReadFile(P("tenants/alice/memory.max")), "max\n");
   EXPECT_EQ(ReadFile(P("tenants/alice/gpus")), "0\n1\n");
 

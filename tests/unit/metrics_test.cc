@@ -30,16 +30,19 @@ MetricsSnapshot Sample() {
   s.handshakes_refused = 1;
   s.sessions_started = 3;
   s.sessions_lost = 1;
-  s.gpus = {{0, "GPU \"zero\"", "aa", "0000:80:00.0", 16ull << 30, 96ull << 20}};
+  s.gpus = {{0, "GPU \"zero\"", "aa", "0000:80:00.0", 16ull << 30, 96ull << 20, true}};
   MetricsSnapshot::Tenant a;
   a.name = "alice";
   a.memory_limit = 1ull << 30;
   a.refused = 2;
   a.sessions = 1;
-  a.gpus = {{0, true, 96ull << 20, 0}};
+  a.gpus = {{0, true, 96ull << 20, 0, 2'500'000'000}};
+  a.compute_weight = 3000;
+  a.compute_max = 0.5;
+  a.priority = "high";
   MetricsSnapshot::Tenant b;
   b.name = "bob";  // unlimited: no limit series
-  b.gpus = {{0, true, 0, 0}};
+  b.gpus = {{0, true, 0, 0, 0}};
   s.tenants = {a, b};
   MetricsSnapshot::Session x;
   x.id = 7;
@@ -55,6 +58,7 @@ MetricsSnapshot Sample() {
   x.calls = 42;
   x.bytes_to_device = 4096;
   x.bytes_from_device = 8192;
+  x.gpu_time_ns = 1'250'000'000;
   s.sessions = {x};
   return s;
 }
@@ -76,6 +80,15 @@ TEST(MetricsText, NamesTypesAndValues) {
   EXPECT_TRUE(Has(t, "remora_session_calls_total{session=\"7\",tenant=\"alice\"} 42"));
   EXPECT_TRUE(Has(t, "remora_session_transferred_bytes_total{session=\"7\",tenant=\"alice\",direction=\"host_to_device\"} 4096"));
   EXPECT_TRUE(Has(t, "remora_session_transferred_bytes_total{session=\"7\",tenant=\"alice\",direction=\"device_to_host\"} 8192"));
+  EXPECT_TRUE(Has(t, "remora_gpu_compute_enforced{gpu=\"0\"} 1"));
+  EXPECT_TRUE(Has(t, "# TYPE remora_tenant_gpu_time_seconds_total counter"));
+  EXPECT_TRUE(Has(t, "remora_tenant_gpu_time_seconds_total{tenant=\"alice\",gpu=\"0\"} 2.5"));
+  EXPECT_TRUE(Has(t, "remora_tenant_gpu_time_seconds_total{tenant=\"bob\",gpu=\"0\"} 0"));
+  EXPECT_TRUE(Has(t, "remora_tenant_compute_weight{tenant=\"alice\",priority=\"high\"} 3000"));
+  EXPECT_TRUE(Has(t, "remora_tenant_compute_weight{tenant=\"bob\",priority=\"normal\"} 100"));
+  EXPECT_TRUE(Has(t, "remora_tenant_compute_max_ratio{tenant=\"alice\"} 0.5"));
+  EXPECT_EQ(t.find("remora_tenant_compute_max_ratio{tenant=\"bob\""), std::string::npos) << "no cap, no series";
+  EXPECT_TRUE(Has(t, "remora_session_gpu_time_seconds_total{session=\"7\",tenant=\"alice\"} 1.25"));
   // Every family is announced once, and every sample line belongs to the family above it.
   std::string family;
   size_t pos = 0;

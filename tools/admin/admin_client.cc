@@ -164,8 +164,14 @@ class Client final : public AdminClient {
                                            i.sessions = t.getSessions();
                                            for (int32_t g : t.getGpus()) i.gpus.push_back(g);
                                            for (auto u : t.getUsage())
-                                             i.usage.push_back({u.getGpu(), u.getUsed(), u.getContextOverhead()});
+                                             i.usage.push_back({u.getGpu(), u.getUsed(), u.getContextOverhead(), u.getGpuTimeNs()});
                                            i.created_at = t.getCreatedAt();
+                                           i.gpu_time_ns = t.getGpuTimeNs();
+                                           auto c = t.getCompute();
+                                           if (c.getHasWeight()) i.compute.weight = c.getWeight();
+                                           if (c.getHasMax()) i.compute.max = sched::ComputeMax{c.getMaxQuotaUs(), c.getMaxPeriodUs()};
+                                           auto prio = sched::ParsePriority(std::string(c.getPriority()));
+                                           if (prio.ok()) i.compute.priority = *prio;
                                            out.push_back(std::move(i));
                                          }
                                        });
@@ -177,6 +183,23 @@ class Client final : public AdminClient {
       req.setName(name);
       req.setHasLimit(limit.has_value());
       req.setMemoryLimit(limit.value_or(0));
+      return req;
+    });
+  }
+
+  Status SetCompute(const std::string& name, const sched::ComputeSettings& settings) override {
+    return Simple([&](rpc::Admin::Client& a) {
+      auto req = a.setComputeRequest();
+      req.setName(name);
+      auto c = req.initSettings();
+      c.setHasWeight(settings.weight.has_value());
+      c.setWeight(settings.weight.value_or(0));
+      c.setHasMax(settings.max.has_value());
+      if (settings.max) {
+        c.setMaxQuotaUs(settings.max->quota_us);
+        c.setMaxPeriodUs(settings.max->period_us);
+      }
+      c.setPriority(std::string(sched::PriorityName(settings.priority)));
       return req;
     });
   }
@@ -202,6 +225,8 @@ class Client final : public AdminClient {
                                         i.total_memory = g.getTotalMemory();
                                         i.used = g.getUsed();
                                         for (auto t : g.getTenants()) i.tenants.push_back(t);
+                                        i.compute_enforced = g.getComputeEnforced();
+                                        i.turn_session = g.getTurnSession();
                                         out.push_back(std::move(i));
                                       }
                                     });
@@ -238,6 +263,7 @@ class Client final : public AdminClient {
                                             i.program = s.getProgram();
                                             i.transport = s.getTransport();
                                             i.data_path = s.getDataPath();
+                                            i.gpu_time_ns = s.getGpuTimeNs();
                                             i.peer = s.getPeer();
                                             i.started_at = s.getStartedAt();
                                             i.memory_current = s.getMemoryCurrent();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "remora/base/status.h"
+#include "sched/compute_settings.h"
 
 namespace remora::admin {
 
@@ -42,6 +43,7 @@ struct TenantGpuUsage {
   int gpu = 0;
   uint64_t used = 0;
   uint64_t context_overhead = 0;
+  uint64_t gpu_time_ns = 0;  // measured while compute shares are enforced on the GPU
 };
 
 struct TenantInfo {
@@ -54,6 +56,8 @@ struct TenantInfo {
   std::vector<int> gpus;                 // attached GPUs, ascending
   std::vector<TenantGpuUsage> usage;     // per GPU (attached or in use)
   int64_t created_at = 0;
+  sched::ComputeSettings compute;        // share, cap, priority
+  uint64_t gpu_time_ns = 0;              // sum over GPUs
 };
 
 struct GpuInfo {
@@ -64,6 +68,8 @@ struct GpuInfo {
   uint64_t total_memory = 0;
   uint64_t used = 0;                 // all tenants
   std::vector<std::string> tenants;  // attached
+  bool compute_enforced = false;     // its work is scheduled by compute shares
+  uint64_t turn_session = 0;         // the session whose turn it is (0: none)
 };
 
 struct SessionInfo {
@@ -79,6 +85,7 @@ struct SessionInfo {
   uint64_t memory_current = 0;
   int worker_pid = 0;
   std::string data_path;  // how bulk moves: shared-memory | socket | rdma-host-staged
+  uint64_t gpu_time_ns = 0;  // all GPUs, measured while compute shares are enforced
 };
 
 // The admin token in `path` (its first line, trailing blanks dropped). kInitializationError,
@@ -105,6 +112,13 @@ class AdminClient {
                                            std::optional<std::vector<int>> gpus) = 0;
   virtual Result<std::vector<TenantInfo>> ListTenants() = 0;
   virtual Status SetMemoryLimit(const std::string& name, std::optional<uint64_t> limit) = 0;
+  // Replaces the tenant's compute settings (applies to running sessions). Clients that
+  // predate compute shares (test doubles) answer kNotSupported.
+  virtual Status SetCompute(const std::string& name, const sched::ComputeSettings& settings) {
+    (void)name;
+    (void)settings;
+    return Status(Err::kNotSupported, "this admin client cannot set compute settings");
+  }
   virtual Status DeleteTenant(const std::string& name, bool force) = 0;
   virtual Result<std::vector<GpuInfo>> ListGpus() = 0;
   virtual Status Attach(const std::string& name, int gpu) = 0;

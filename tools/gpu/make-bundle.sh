@@ -14,20 +14,21 @@ for f in "$build"/bin/*; do
   case "$(basename "$f")" in *_test|protocol_test|base_test|memmgr_test|transport_test|worker_test|rdma_*) continue ;; esac
   strip --strip-debug -o "$out/bin/$(basename "$f")" "$f"
 done
-for l in "$build"/lib/libremora*.so; do strip --strip-debug -o "$out/lib/$(basename "$l")" "$l"; done
+for l in "$build"/lib/libremora*.so "$build"/lib/libcuda.so.1 "$build"/lib/libnvidia-ml.so.1; do
+  strip --strip-debug -o "$out/lib/$(basename "$l")" "$l"
+done
 # The links named by the SONAMEs of the libraries Remora replaces (libcudart.so.13 -> libremora.so,
 # libcublas.so.13 -> libremora-cublas.so, ...): remora-run preloads them by those names.
 for s in "$build"/lib/*.so.*; do
   [ -L "$s" ] || continue
   case "$(readlink "$s")" in libremora*.so) ln -s "$(readlink "$s")" "$out/lib/$(basename "$s")" ;; esac
 done
+ln -s libcuda.so.1 "$out/lib/libcuda.so"
 cp -L "$(ldconfig -p | awk '/libsodium.so.23 / {print $NF; exit}')" "$out/deps/"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cp "$root/tests/gpu/run-suite.sh" "$root/tests/gpu/run-gpu-test.sh" "$root/tests/gpu/tenancy-gpu.sh" \
-  "$root/tests/gpu/import-time.sh" "$root/tests/gpu/attach-gpu.sh" "$root/tests/gpu/gpu-server.sh" "$root/tools/gpu/gpu-session.sh" \
-  "$root/tools/gpu/tcp-loopback.py" "$root/tools/gpu/compare-bench.sh" "$out/scripts/"
+cp "$root"/tests/gpu/*.sh "$root/tools/gpu/gpu-session.sh" "$root/tools/gpu/tcp-loopback.py" "$root/tools/gpu/compare-bench.sh" \
+  "$out/scripts/"
 mkdir -p "$out/scripts/torch"
-cp "$root"/tests/gpu/torch/*.py "$out/scripts/torch/"
-[ -f "$root/tests/gpu/run-torch.sh" ] && cp "$root/tests/gpu/run-torch.sh" "$out/scripts/"
+cp "$root"/tests/gpu/torch/*.py "$root"/tests/gpu/torch/*.sh "$out/scripts/torch/"
 git -C "$root" rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
 du -sh "$out"

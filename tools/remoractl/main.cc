@@ -1,4 +1,5 @@
-// remoractl: the administrator's CLI of a remora-server (tenants, quotas, GPUs, sessions).
+// remoractl: the administrator's CLI of a remora-server (tenants, memory quotas, compute
+// shares, GPUs, sessions).
 //
 // Reaches the server through its state directory (--state-dir DIR, or REMORA_STATE_DIR: the
 // unix socket DIR/admin.sock, root or the server's user only) or an admin URL (--admin
@@ -29,6 +30,7 @@ struct Options {
   bool json = false;
   // Arguments of the subcommands.
   std::string name, memory, gpus = "all", session_reason;
+  std::string compute, compute_max, priority;  // empty: not given
   bool force = false;
   int gpu = -1;
   uint64_t session_id = 0;
@@ -64,6 +66,54 @@ std::optional<std::vector<int>> ParseGpuList(const std::string& text) {
 
 std::string Limit(const std::optional<uint64_t>& v) { return v ? FormatSize(*v) : "unlimited"; }
 
+bool ComputeGiven(const Options& o) { return !o.compute.empty() || !o.compute_max.empty() || !o.priority.empty(); }
+
+// The given compute options applied over `base` (what the tenant has now); usage errors throw.
+sched::ComputeSettings ApplyComputeOptions(const Options& o, sched::ComputeSettings base) {
+  if (!o.compute.empty()) {
+    auto w = sched::ParseWeight(o.compute);
+    if (!w.ok()) throw UsageError{"--compute: " + w.status().message()};
+    base.weight = *w;
+  }
+  if (!o.compute_max.empty()) {
+    auto m = sched::ParseMax(o.compute_max);
+    if (!m.ok()) throw UsageError{"--compute-max: " + m.status().message()};
+    base.max = *m;
+  }
+  if (!o.priority.empty()) {
+    auto p = sched::ParsePriority(o.priority);
+    if (!p.ok()) throw UsageError{"--priority: " + p.status().message()};
+    base.priority = *p;
+  }
+  return base;
+}
+
+// "30%", "-" (no share set).
+std::string Share(const sched::ComputeSettings& c) { return c.weight ? sched::FormatShare(c.weight) : "-"; }
+std::string Cap(const sched::ComputeSettings& c) { return c.max ? sched::DescribeMax(c.max) : "-"; }
+
+void WriteComputeJson(Json& j, const sched::ComputeSettings& c) {
+  j.Key("compute").BeginObject();
+  j.Key("weight").Uint(c.effective_weight()).Key("weight_set").Bool(c.weight.has_value());
+  j.Key("max");
+  if (c.max) j.BeginObject().Key("quota_us").Uint(c.max->quota_us).Key("period_us").Uint(c.max->period_us).EndObject();
+  else j.Null();
+  j.Key("priority").String(sched::PriorityName(c.priority)).EndObject();
+}
+
+// Sets the given compute options of tenant `name`, keeping the others it has.
+Status SetComputeOptions(AdminClient& c, const Options& o) {
+  ASSIGN_OR_RETURN(auto tenants, c.ListTenants());
+  auto t = std::find_if(tenants.begin(), tenants.end(), [&](const admin::TenantInfo& x) { return x.name == o.name; });
+  if (t == tenants.end()) return Error(Err::kInvalidValue, "no such tenant '{}'", o.name);
+  return c.SetCompute(o.name, ApplyComputeOptions(o, t->compute));
+}
+
+std::string DescribeCompute(const sched::ComputeSettings& c) {
+  return "compute share " + sched::FormatShare(c.weight) + " (weight " + sched::FormatWeight(c.weight) + "), cap " +
+         sched::DescribeMax(c.max) + ", priority " + std::string(sched::PriorityName(c.priority));
+}
+
 // Every figure about GPU memory says so when the server's GPUs are emulated.
 std::string BackendNote(const admin::ServerInfo& info) {
   if (info.emulated)
@@ -87,21 +137,26 @@ void WriteTenantJson(Json& j, const admin::TenantInfo& t) {
   for (int g : t.gpus) j.Int(g);
   j.EndArray().Key("usage").BeginArray();
   for (const auto& u : t.usage)
-    j.BeginObject().Key("gpu").Int(u.gpu).Key("used").Uint(u.used).Key("context_overhead").Uint(u.context_overhead).EndObject();
-  j.EndArray().Key("created_at").Int(t.created_at).EndObject();
+    j.BeginObject().Key("gpu").Int(u.gpu).Key("used").Uint(u.used).Key("context_overhead").Uint(u.context_overhead)
+        .Key("gpu_time_ns").Uint(u.gpu_time_ns).EndObject();
+  j.EndArray().Key("created_at").Int(t.created_at);
+  WriteComputeJson(j, t.compute);
+  j.Key("gpu_time_ns").Uint(t.gpu_time_ns).EndObject();
 }
 
 Status TenantCreate(AdminClient& c, const Options& o) {
   auto memory = o.memory.empty() ? std::nullopt : ParseMemory(o.memory);
   auto gpus = ParseGpuList(o.gpus);
   ASSIGN_OR_RETURN(std::string token, c.CreateTenant(o.name, memory, gpus));
+  if (ComputeGiven(o)) RETURN_IF_ERROR(c.SetCompute(o.name, ApplyComputeOptions(o, {})));
   if (o.json) {
     std::cout << Json().BeginObject().Key("name").String(o.name).Key("token").String(token).EndObject().str();
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(auto info, c.Info());
   std::cout << "tenant '" << o.name << "' created: memory limit " << Limit(memory) << " per GPU, GPUs "
-            << (gpus ? JoinInts(*gpus) : std::string("all")) << (info.emulated ? " (host-emulated)" : "") << "\n"
+            << (gpus ? JoinInts(*gpus) : std::string("all")) << (info.emulated ? " (host-emulated)" : "")
+            << (ComputeGiven(o) ? ", " + DescribeCompute(ApplyComputeOptions(o, {})) : std::string()) << "\n"
             << "token (shown once, keep it secret; clients use it as REMORA_TOKEN):\n"
             << token << "\n";
   return Status::Ok();
@@ -129,22 +184,24 @@ Status TenantList(AdminClient& c, const Options& o, bool usage_view) {
     return Status::Ok();
   }
   if (!usage_view) {
-    Table t({"NAME", ">LIMIT/GPU", ">USED", ">CONTEXT", ">REFUSED", ">SESSIONS", "GPUS", "CREATED"});
+    Table t({"NAME", ">LIMIT/GPU", ">USED", ">CONTEXT", ">REFUSED", ">SESSIONS", "GPUS", ">SHARE", "CAP", "PRIORITY",
+             ">GPU TIME", "CREATED"});
     for (const auto& x : tenants)
       t.Row({x.name, Limit(x.memory_limit), FormatSize(x.memory_used), FormatSize(x.context_overhead),
-             std::to_string(x.refused), std::to_string(x.sessions), JoinInts(x.gpus), FormatTime(x.created_at)});
+             std::to_string(x.refused), std::to_string(x.sessions), JoinInts(x.gpus), Share(x.compute), Cap(x.compute),
+             std::string(sched::PriorityName(x.compute.priority)), FormatGpuTime(x.gpu_time_ns), FormatTime(x.created_at)});
     std::cout << t.Render() << BackendNote(info);
     return Status::Ok();
   }
-  Table t({"TENANT", "GPU", ">LIMIT", ">USED", ">FREE", ">CONTEXT", ">REFUSED", ">SESSIONS"});
+  Table t({"TENANT", "GPU", ">LIMIT", ">USED", ">FREE", ">CONTEXT", ">REFUSED", ">SESSIONS", ">GPU TIME"});
   for (const auto& x : tenants) {
     std::string refused = std::to_string(x.refused), sessions = std::to_string(x.sessions);
-    if (x.usage.empty()) t.Row({x.name, "-", Limit(x.memory_limit), "0 B", "-", "0 B", refused, sessions});
+    if (x.usage.empty()) t.Row({x.name, "-", Limit(x.memory_limit), "0 B", "-", "0 B", refused, sessions, "0 s"});
     for (const auto& u : x.usage) {
       std::string free = x.memory_limit ? FormatSize(*x.memory_limit > u.used ? *x.memory_limit - u.used : 0) : "-";
       bool attached = std::find(x.gpus.begin(), x.gpus.end(), u.gpu) != x.gpus.end();
       t.Row({x.name, std::to_string(u.gpu) + (attached ? "" : " (detached)"), Limit(x.memory_limit), FormatSize(u.used),
-             free, FormatSize(u.context_overhead), refused, sessions});
+             free, FormatSize(u.context_overhead), refused, sessions, FormatGpuTime(u.gpu_time_ns)});
     }
   }
   std::cout << t.Render() << BackendNote(info);
@@ -160,6 +217,7 @@ Status GpuList(AdminClient& c, const Options& o) {
     for (const auto& g : gpus) {
       j.BeginObject().Key("index").Int(g.index).Key("name").String(g.name).Key("uuid").String(g.uuid);
       j.Key("pci_bus_id").String(g.pci_bus_id).Key("memory").Uint(g.total_memory).Key("used").Uint(g.used);
+      j.Key("compute_enforced").Bool(g.compute_enforced).Key("turn_session").Uint(g.turn_session);
       j.Key("backend").String(info.backend).Key("emulated").Bool(info.emulated).Key("tenants").BeginArray();
       for (const auto& t : g.tenants) j.String(t);
       j.EndArray().EndObject();
@@ -167,12 +225,15 @@ Status GpuList(AdminClient& c, const Options& o) {
     std::cout << j.EndArray().str();
     return Status::Ok();
   }
-  Table t({"GPU", "NAME", ">MEMORY", ">USED", "TENANTS", "PCI", "BACKEND"});
+  Table t({"GPU", "NAME", ">MEMORY", ">USED", "TENANTS", "SHARES", "PCI", "BACKEND"});
   for (const auto& g : gpus) {
     std::string tenants;
     for (const auto& n : g.tenants) tenants += (tenants.empty() ? "" : ",") + n;
+    std::string shares = !g.compute_enforced ? "off"
+                         : g.turn_session != 0 ? "on (session " + std::to_string(g.turn_session) + ")"
+                                               : "on";
     t.Row({std::to_string(g.index), g.name, FormatSize(g.total_memory), FormatSize(g.used), tenants.empty() ? "-" : tenants,
-           g.pci_bus_id, info.emulated ? "host-emulated" : info.backend});
+           shares, g.pci_bus_id, info.emulated ? "host-emulated" : info.backend});
   }
   std::cout << t.Render() << BackendNote(info);
   return Status::Ok();
@@ -187,16 +248,19 @@ Status SessionList(AdminClient& c, const Options& o) {
       j.BeginObject().Key("id").Uint(s.id).Key("tenant").String(s.tenant).Key("pid").Uint(s.client_pid);
       j.Key("host").String(s.host).Key("user").String(s.user).Key("program").String(s.program);
       j.Key("transport").String(s.transport).Key("data_path").String(s.data_path).Key("peer").String(s.peer).Key("started").Int(s.started_at);
-      j.Key("memory_current").Uint(s.memory_current).Key("worker_pid").Int(s.worker_pid).EndObject();
+      j.Key("memory_current").Uint(s.memory_current).Key("worker_pid").Int(s.worker_pid);
+      j.Key("gpu_time_ns").Uint(s.gpu_time_ns).EndObject();
     }
     std::cout << j.EndArray().str();
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(auto info, c.Info());
-  Table t({">ID", "TENANT", ">PID", "HOST", "USER", "PROGRAM", "TRANSPORT", "DATA PATH", "STARTED", ">MEMORY", ">WORKER"});
+  Table t({">ID", "TENANT", ">PID", "HOST", "USER", "PROGRAM", "TRANSPORT", "DATA PATH", "STARTED", ">MEMORY", ">GPU TIME",
+           ">WORKER"});
   for (const auto& s : sessions)
     t.Row({std::to_string(s.id), s.tenant, std::to_string(s.client_pid), s.host, s.user, s.program, s.transport, s.data_path,
-           FormatAge(s.started_at) + " ago", FormatSize(s.memory_current), std::to_string(s.worker_pid)});
+           FormatAge(s.started_at) + " ago", FormatSize(s.memory_current), FormatGpuTime(s.gpu_time_ns),
+           std::to_string(s.worker_pid)});
   std::cout << t.Render() << BackendNote(info);
   return Status::Ok();
 }
@@ -235,7 +299,7 @@ int main(int argc, char** argv) {
   using namespace remora;
   using namespace remora::ctl;
   Options o;
-  CLI::App app{"remoractl: administer a remora-server (tenants, memory quotas, GPUs, sessions)"};
+  CLI::App app{"remoractl: administer a remora-server (tenants, memory quotas, compute shares, GPUs, sessions)"};
   app.add_option("-D,--state-dir", o.state_dir, "the server's state directory (its admin.sock); default $REMORA_STATE_DIR");
   app.add_option("--admin", o.admin_url, "admin URL instead: unix:///path/admin.sock or tcp://HOST:PORT");
   app.add_option("--admin-token-file", o.token_file, "admin token for tcp:// (default $REMORA_ADMIN_TOKEN)");
@@ -248,10 +312,20 @@ int main(int argc, char** argv) {
   t_create->add_option("NAME", o.name, "tenant name: 1-63 of [a-z0-9_-]")->required();
   t_create->add_option("--memory", o.memory, "memory limit per GPU: 512MiB, 8GiB, 1.5G (default unlimited)");
   t_create->add_option("--gpus", o.gpus, "GPUs to attach: all (default), none, or a list like 0,1");
-  auto* t_list = tenant->add_subcommand("list", "tenants with their limits and current use");
-  auto* t_set = tenant->add_subcommand("set", "change a tenant's memory limit (applies to running sessions)");
+  auto add_compute = [&](CLI::App* cmd) {
+    cmd->add_option("--compute", o.compute,
+                    "compute share of each GPU: a percent like 30% (weight 3000), a weight 1..10000, or default "
+                    "(weight 100); shares are relative among the GPU's busy tenants");
+    cmd->add_option("--compute-max", o.compute_max,
+                    "hard cap of GPU time on each GPU: a percent like 50%, 'QUOTA PERIOD' in us, or max (none)");
+    cmd->add_option("--priority", o.priority, "low, normal (default) or high: a higher class is served first within its share");
+  };
+  add_compute(t_create);
+  auto* t_list = tenant->add_subcommand("list", "tenants with their limits, shares and current use");
+  auto* t_set = tenant->add_subcommand("set", "change a tenant's memory limit or compute settings (applies to running sessions)");
   t_set->add_option("NAME", o.name)->required();
-  t_set->add_option("--memory", o.memory, "new limit per GPU (or 'unlimited')")->required();
+  t_set->add_option("--memory", o.memory, "new limit per GPU (or 'unlimited')");
+  add_compute(t_set);
   auto* t_delete = tenant->add_subcommand("delete", "delete a tenant");
   t_delete->add_option("NAME", o.name)->required();
   t_delete->add_flag("--force", o.force, "end its running sessions");
@@ -269,7 +343,7 @@ int main(int argc, char** argv) {
   auto* s_kill = session->add_subcommand("kill", "end a session (its application's calls fail)");
   s_kill->add_option("ID", o.session_id)->required();
   s_kill->add_option("--reason", o.session_reason, "told to the application");
-  auto* usage = app.add_subcommand("usage", "memory use per tenant and GPU");
+  auto* usage = app.add_subcommand("usage", "memory use and GPU time per tenant and GPU");
   usage->add_option("NAME", o.name, "only this tenant");
   auto* info = app.add_subcommand("info", "the server: version, backend, uptime");
 
@@ -289,6 +363,9 @@ int main(int argc, char** argv) {
     // Usage errors before any connection attempt.
     if (!o.memory.empty()) (void)ParseMemory(o.memory);
     (void)ParseGpuList(o.gpus);
+    (void)ApplyComputeOptions(o, {});
+    if (t_set->parsed() && o.memory.empty() && !ComputeGiven(o))
+      throw UsageError{"tenant set: give --memory, --compute, --compute-max or --priority"};
     auto client = ConnectFrom(o);
     if (!client.ok()) {
       std::fprintf(stderr, "remoractl: %s\n", client.status().message().c_str());
@@ -299,9 +376,21 @@ int main(int argc, char** argv) {
     if (t_create->parsed()) st = TenantCreate(c, o);
     else if (t_list->parsed()) st = TenantList(c, o, false);
     else if (t_set->parsed()) {
-      auto limit = ParseMemory(o.memory);
-      st = c.SetMemoryLimit(o.name, limit);
-      if (st.ok()) st = Done(o, "tenant '" + o.name + "': memory limit " + Limit(limit) + " per GPU");
+      std::string what;
+      if (!o.memory.empty()) {
+        auto limit = ParseMemory(o.memory);
+        st = c.SetMemoryLimit(o.name, limit);
+        what = "memory limit " + Limit(limit) + " per GPU";
+      }
+      if (st.ok() && ComputeGiven(o)) {
+        st = SetComputeOptions(c, o);
+        if (st.ok()) {
+          auto tenants = c.ListTenants();
+          for (const auto& t : tenants.ok() ? *tenants : std::vector<admin::TenantInfo>{})
+            if (t.name == o.name) what += (what.empty() ? "" : ", ") + DescribeCompute(t.compute);
+        }
+      }
+      if (st.ok()) st = Done(o, "tenant '" + o.name + "': " + what);
     } else if (t_delete->parsed()) {
       st = c.DeleteTenant(o.name, o.force);
       if (st.ok()) st = Done(o, "tenant '" + o.name + "' deleted");

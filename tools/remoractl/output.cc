@@ -152,3 +152,16 @@ std::string JoinInts(const std::vector<int>& v) {
 }
 
 }  // namespace remora::ctl
+
+namespace remora::ctl {
+
+std::string FormatGpuTime(uint64_t ns) {
+  if (ns == 0) return "0 s";
+  if (ns < 1'000'000'000) return fmt::format("{} ms", (ns + 500'000) / 1'000'000);
+  uint64_t s = ns / 1'000'000'000;
+  if (s < 60) return fmt::format("{:.1f} s", static_cast<double>(ns) / 1e9);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+}
+
+}  // namespace remora::ctl

@@ -55,5 +55,7 @@ std::string FormatTime(int64_t unix_seconds);
 std::string FormatAge(int64_t unix_seconds);
 // "0,1" or "-".
 std::string JoinInts(const std::vector<int>& v);
+// GPU time: "0 s", "340 ms", "12.5 s", "3m05s", "1h02m".
+std::string FormatGpuTime(uint64_t ns);
 
 }  // namespace remora::ctl

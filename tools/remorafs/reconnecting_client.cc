@@ -54,6 +54,10 @@ Status ReconnectingClient::SetMemoryLimit(const std::string& name, std::optional
   return Call([&](admin::AdminClient& c) { return c.SetMemoryLimit(name, limit); });
 }
 
+Status ReconnectingClient::SetCompute(const std::string& name, const sched::ComputeSettings& settings) {
+  return Call([&](admin::AdminClient& c) { return c.SetCompute(name, settings); });
+}
+
 Status ReconnectingClient::DeleteTenant(const std::string& name, bool force) {
   return Call([&](admin::AdminClient& c) { return c.DeleteTenant(name, force); });
 }

@@ -27,6 +27,7 @@ class ReconnectingClient final : public admin::AdminClient {
                                    std::optional<std::vector<int>> gpus) override;
   Result<std::vector<admin::TenantInfo>> ListTenants() override;
   Status SetMemoryLimit(const std::string& name, std::optional<uint64_t> limit) override;
+  Status SetCompute(const std::string& name, const sched::ComputeSettings& settings) override;
   Status DeleteTenant(const std::string& name, bool force) override;
   Result<std::vector<admin::GpuInfo>> ListGpus() override;
   Status Attach(const std::string& name, int gpu) override;

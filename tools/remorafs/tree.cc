@@ -90,13 +90,14 @@ FsResult<Tree::Resolved> Tree::ResolveGpu(const std::vector<std::string>& parts)
   auto g = std::find_if(gpus->begin(), gpus->end(),
                         [&](const admin::GpuInfo& x) { return id && static_cast<uint64_t>(x.index) == *id; });
   if (g == gpus->end() || parts.size() > 3) return NoEntry();
-  if (parts.size() == 2) return Resolved::Dir({"memory.total", "memory.used", "name", "tenants", "uuid"});
+  if (parts.size() == 2) return Resolved::Dir({"compute.enforced", "memory.total", "memory.used", "name", "tenants", "uuid"});
   const std::string& f = parts[2];
   if (f == "name") return Resolved::File(Line(g->name), kRoMode);
   if (f == "uuid") return Resolved::File(Line(g->uuid), kRoMode);
   if (f == "memory.total") return Resolved::File(Line(g->total_memory), kRoMode);
   if (f == "memory.used") return Resolved::File(Line(g->used), kRoMode);
   if (f == "tenants") return Resolved::File(Lines(g->tenants), kRoMode);
+  if (f == "compute.enforced") return Resolved::File(Line(g->compute_enforced ? 1 : 0), kRoMode);
   return NoEntry();
 }
 
@@ -109,13 +110,14 @@ FsResult<Tree::Resolved> Tree::ResolveTenant(const std::vector<std::string>& par
     auto s = std::find_if(sessions->begin(), sessions->end(),
                           [&](const admin::SessionInfo& x) { return id && x.id == *id && x.tenant == parts[1]; });
     if (s == sessions->end() || parts.size() > 5) return NoEntry();
-    if (parts.size() == 4) return Resolved::Dir({"host", "memory.current", "pid", "started", "transport"});
+    if (parts.size() == 4) return Resolved::Dir({"compute.stat", "host", "memory.current", "pid", "started", "transport"});
     const std::string& f = parts[4];
     if (f == "pid") return Resolved::File(Line(s->client_pid), kRoMode);
     if (f == "host") return Resolved::File(Line(s->host), kRoMode);
     if (f == "transport") return Resolved::File(Line(s->transport), kRoMode);
     if (f == "memory.current") return Resolved::File(Line(s->memory_current), kRoMode);
     if (f == "started") return Resolved::File(Line(static_cast<uint64_t>(s->started_at)), kRoMode);
+    if (f == "compute.stat") return Resolved::File("usage_usec " + Line(s->gpu_time_ns / 1000), kRoMode);
     return NoEntry();
   }
   auto tenants = client_.ListTenants();
@@ -133,7 +135,8 @@ FsResult<Tree::Resolved> Tree::ResolveTenant(const std::vector<std::string>& par
     return NoEntry();
   }
   if (parts.size() == 2) {
-    std::vector<std::string> files = {"gpus", "memory.current", "memory.events", "memory.max", "sessions"};
+    std::vector<std::string> files = {"compute.max",    "compute.priority", "compute.stat", "compute.weight", "gpus",
+                                      "memory.current", "memory.events",    "memory.max",   "sessions"};
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = tokens_.find(name); it != tokens_.end() && !it->second.taken) files.push_back("token");
     return Resolved::Dir(std::move(files));
@@ -144,6 +147,14 @@ FsResult<Tree::Resolved> Tree::ResolveTenant(const std::vector<std::string>& par
   if (f == "memory.current") return Resolved::File(Line(t->memory_used), kRoMode);
   if (f == "memory.events") return Resolved::File("max " + Line(t->refused), kRoMode);
   if (f == "gpus") return Resolved::File(Lines(t->gpus), kRwMode);
+  if (f == "compute.weight") return Resolved::File(Line(sched::FormatWeight(t->compute.weight)), kRwMode);
+  if (f == "compute.max") return Resolved::File(Line(sched::FormatMax(t->compute.max)), kRwMode);
+  if (f == "compute.priority") return Resolved::File(Line(std::string(sched::PriorityName(t->compute.priority))), kRwMode);
+  if (f == "compute.stat") {
+    std::string stat = "usage_usec " + Line(t->gpu_time_ns / 1000);
+    for (const auto& u : t->usage) stat += "gpu" + std::to_string(u.gpu) + ".usage_usec " + Line(u.gpu_time_ns / 1000);
+    return Resolved::File(stat, kRoMode);
+  }
   if (f == "sessions") {
     auto sessions = client_.ListSessions();
     if (!sessions.ok()) return ServerError(sessions.status(), "listing sessions");
@@ -203,7 +214,9 @@ FsStatus Tree::Write(const std::string& path, std::string_view data, uint64_t of
   if (offset != 0)
     return {EINVAL, "partial write at offset " + std::to_string(offset) + ": write the whole value in one write"};
   std::vector<std::string> parts = Split(path);
-  bool writable = parts.size() == 3 && parts[0] == "tenants" && (parts[2] == "memory.max" || parts[2] == "gpus");
+  bool writable = parts.size() == 3 && parts[0] == "tenants" &&
+                  (parts[2] == "memory.max" || parts[2] == "gpus" || parts[2] == "compute.weight" ||
+                   parts[2] == "compute.max" || parts[2] == "compute.priority");
   if (!writable) {
     auto r = Resolve(path, false);
     if (!r.ok()) return r.status;
@@ -218,6 +231,7 @@ FsStatus Tree::Write(const std::string& path, std::string_view data, uint64_t of
     Status st = client_.SetMemoryLimit(name, *limit);
     return st.ok() ? FsStatus{} : TenantError(name, st, "setting the memory limit");
   }
+  if (parts[2].rfind("compute.", 0) == 0) return WriteCompute(name, parts[2], data);
   // gpus: "+ID" attaches, "-ID" detaches; several, separated by blanks, are checked first,
   // then applied in order (a refusal stops there).
   std::vector<std::pair<bool, int>> changes;
@@ -276,6 +290,30 @@ FsStatus Tree::Rmdir(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu_);
   tokens_.erase(name);
   return {};
+}
+
+FsStatus Tree::WriteCompute(const std::string& name, const std::string& file, std::string_view data) {
+  // The other settings stay as the tenant has them now.
+  auto tenants = client_.ListTenants();
+  if (!tenants.ok()) return ServerError(tenants.status(), "listing tenants");
+  auto t = std::find_if(tenants->begin(), tenants->end(), [&](const admin::TenantInfo& x) { return x.name == name; });
+  if (t == tenants->end()) return NoEntry();
+  sched::ComputeSettings cs = t->compute;
+  if (file == "compute.weight") {
+    auto w = sched::ParseWeight(data);
+    if (!w.ok()) return {EINVAL, w.status().message()};
+    cs.weight = *w;
+  } else if (file == "compute.max") {
+    auto m = sched::ParseMax(data);
+    if (!m.ok()) return {EINVAL, m.status().message()};
+    cs.max = *m;
+  } else {
+    auto p = sched::ParsePriority(data);
+    if (!p.ok()) return {EINVAL, p.status().message()};
+    cs.priority = *p;
+  }
+  Status st = client_.SetCompute(name, cs);
+  return st.ok() ? FsStatus{} : TenantError(name, st, "setting " + file);
 }
 
 FsStatus Tree::TenantError(const std::string& name, const Status& st, const std::string& what) {

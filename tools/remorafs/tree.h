@@ -1,9 +1,14 @@
 // remorafs's tree model: the control plane of one remora-server as a cgroup-style file tree,
 // with no FUSE types, so that it can be tested against a fake AdminClient.
 //
-//   /gpus/<id>/{name,uuid,memory.total,memory.used,tenants}
-//   /tenants/<name>/{memory.max,memory.current,memory.events,gpus,token}
-//   /tenants/<name>/sessions/<id>/{pid,host,transport,memory.current,started}
+//   /gpus/<id>/{name,uuid,memory.total,memory.used,tenants,compute.enforced}
+//   /tenants/<name>/{memory.max,memory.current,memory.events,gpus,token,
+//                    compute.weight,compute.max,compute.priority,compute.stat}
+//   /tenants/<name>/sessions/<id>/{pid,host,transport,memory.current,started,compute.stat}
+//
+// compute.weight and compute.max read and write what cgroup v2's cpu.weight and cpu.max do
+// (a weight 1..10000, "QUOTA PERIOD" or "max PERIOD" in microseconds; a percent like 30% is
+// accepted too); compute.stat is "usage_usec N" (GPU time) and per GPU "gpuN.usage_usec N".
 //
 // Contract:
 //  - A thin client of the admin API: every call asks the server (no cache). The only state
@@ -94,6 +99,8 @@ class Tree {
   FsResult<Resolved> Resolve(const std::string& path, bool consume_token);
   FsResult<Resolved> ResolveTenant(const std::vector<std::string>& parts, bool consume_token);
   FsResult<Resolved> ResolveGpu(const std::vector<std::string>& parts);
+  // compute.weight, compute.max or compute.priority of tenant `name` (the rest unchanged).
+  FsStatus WriteCompute(const std::string& name, const std::string& file, std::string_view data);
   // The server's refusal of a change to tenant `name`, as an errno (ENOENT if it is gone).
   FsStatus TenantError(const std::string& name, const Status& st, const std::string& what);
 

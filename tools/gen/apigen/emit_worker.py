@@ -239,9 +239,10 @@ def emit_dispatch(lib):
     out.append("    default:\n      return Error(Err::kNotSupported, \"%s has no destroy call for this kind\");\n  }\n}\n\n" % lib.name)
     out.append("constexpr OpEntry kOps[] = {\n")
     for e in travelling(lib):
-        out.append('    {%d, "%s", CallClass::k%s, &Op_%s},\n' % (e.number, e.name, e.cls.capitalize(), e.name))
+        out.append('    {%d, "%s", CallClass::k%s, &Op_%s, %s},\n' % (e.number, e.name, e.cls.capitalize(), e.name,
+                                                               "true" if "launches" in e.attrs else "false"))
     if not travelling(lib):
-        out.append("    {0, nullptr, CallClass::kSync, nullptr},\n")
+        out.append("    {0, nullptr, CallClass::kSync, nullptr, false},\n")
     out.append("};\n\n}  // namespace\n\n")
     out.append("const OpTable& Ops() {\n")
     out.append('  static const OpTable table{%s, "%s", Domain::k%s, kOps, %d, &DestroyObject};\n' % (lib.props["wire"], lib.name, _dom(lib), len(travelling(lib))))

@@ -55,6 +55,13 @@ class FakeAdmin final : public admin::AdminClient {
     t->memory_limit = limit;
     return Status::Ok();
   }
+  Status SetCompute(const std::string& name, const sched::ComputeSettings& settings) override {
+    RETURN_IF_ERROR(Down());
+    TenantInfo* t = Find(name);
+    if (!t) return NoTenant(name);
+    t->compute = settings;
+    return Status::Ok();
+  }
   Status DeleteTenant(const std::string& name, bool force) override {
     RETURN_IF_ERROR(Down());
     TenantInfo* t = Find(name);
@@ -148,12 +155,14 @@ using Names = std::vector<std::string>;
 TEST_F(TreeTest, DirectoriesListWhatTheServerHas) {
   EXPECT_EQ(List("/"), (Names{"gpus", "tenants"}));
   EXPECT_EQ(List("/gpus"), (Names{"0", "1"}));
-  EXPECT_EQ(List("/gpus/1"), (Names{"memory.total", "memory.used", "name", "tenants", "uuid"}));
+  EXPECT_EQ(List("/gpus/1"), (Names{"compute.enforced", "memory.total", "memory.used", "name", "tenants", "uuid"}));
   EXPECT_EQ(List("/tenants"), (Names{"alice", "bob"}));
-  EXPECT_EQ(List("/tenants/alice"), (Names{"gpus", "memory.current", "memory.events", "memory.max", "sessions"}));
+  EXPECT_EQ(List("/tenants/alice"), (Names{"compute.max", "compute.priority", "compute.stat", "compute.weight", "gpus",
+                                           "memory.current", "memory.events", "memory.max", "sessions"}));
   EXPECT_EQ(List("/tenants/alice/sessions"), (Names{"7"}));
   EXPECT_EQ(List("/tenants/bob/sessions"), Names{});
-  EXPECT_EQ(List("/tenants/alice/sessions/7"), (Names{"host", "memory.current", "pid", "started", "transport"}));
+  EXPECT_EQ(List("/tenants/alice/sessions/7"),
+            (Names{"compute.stat", "host", "memory.current", "pid", "started", "transport"}));
   EXPECT_EQ(tree.List("/tenants/alice/memory.max").status.err, ENOTDIR);
 }
 
@@ -183,6 +192,47 @@ TEST_F(TreeTest, FilesEndWithANewline) {
   EXPECT_EQ(tree.Stat("/tenants/alice/memory.max").value.mode, 0644u);
   EXPECT_EQ(tree.Stat("/tenants/alice/gpus").value.mode, 0644u);
   EXPECT_TRUE(tree.Stat("/tenants/alice/sessions").value.dir);
+}
+
+// Compute shares read and write like cgroup v2's cpu.weight and cpu.max.
+TEST_F(TreeTest, ComputeFilesAreCgroupShaped) {
+  EXPECT_EQ(Read("/tenants/alice/compute.weight"), "100\n");
+  EXPECT_EQ(Read("/tenants/alice/compute.max"), "max 100000\n");
+  EXPECT_EQ(Read("/tenants/alice/compute.priority"), "normal\n");
+  EXPECT_EQ(tree.Stat("/tenants/alice/compute.weight").value.mode, 0644u);
+  EXPECT_EQ(tree.Stat("/tenants/alice/compute.stat").value.mode, 0444u);
+  EXPECT_TRUE(tree.Write("/tenants/alice/compute.weight", "30%\n", 0).ok());
+  EXPECT_EQ(fake.tenants[0].compute.weight, std::optional<uint32_t>(3000));
+  EXPECT_TRUE(tree.Write("/tenants/alice/compute.weight", "250", 0).ok());
+  EXPECT_EQ(Read("/tenants/alice/compute.weight"), "250\n");
+  EXPECT_TRUE(tree.Write("/tenants/alice/compute.max", "50000 100000\n", 0).ok());
+  EXPECT_EQ(Read("/tenants/alice/compute.max"), "50000 100000\n");
+  EXPECT_EQ(fake.tenants[0].compute.weight, std::optional<uint32_t>(250)) << "the other settings stay";
+  EXPECT_TRUE(tree.Write("/tenants/alice/compute.priority", "high\n", 0).ok());
+  EXPECT_EQ(fake.tenants[0].compute.priority, sched::Priority::kHigh);
+  for (const auto& [file, bad] : std::vector<std::pair<std::string, std::string>>{
+           {"compute.weight", "0"}, {"compute.weight", "20000"}, {"compute.weight", "lots"},
+           {"compute.max", "200000 100000"}, {"compute.max", "max 1"}, {"compute.priority", "urgent"}}) {
+    FsStatus st = tree.Write("/tenants/alice/" + file, bad, 0);
+    EXPECT_EQ(st.err, EINVAL) << file << " <- " << bad;
+    EXPECT_EQ(st.message.find('\n'), std::string::npos) << st.message;
+  }
+  EXPECT_EQ(fake.tenants[0].compute.max, (std::optional<sched::ComputeMax>(sched::ComputeMax{50000, 100000})));
+  EXPECT_TRUE(tree.Write("/tenants/alice/compute.max", "max", 0).ok());
+  EXPECT_FALSE(fake.tenants[0].compute.max.has_value());
+  EXPECT_EQ(tree.Write("/tenants/nobody/compute.weight", "50%", 0).err, ENOENT);
+  EXPECT_EQ(tree.Write("/tenants/alice/compute.stat", "0", 0).err, EACCES);
+
+  fake.tenants[0].gpu_time_ns = 2'500'000'000;
+  fake.tenants[0].usage = {{0, 0, 0, 2'000'000'000}, {1, 0, 0, 500'000'000}};
+  EXPECT_EQ(Read("/tenants/alice/compute.stat"), "usage_usec 2500000\ngpu0.usage_usec 2000000\ngpu1.usage_usec 500000\n");
+  fake.sessions[0].gpu_time_ns = 7'000'000;
+  EXPECT_EQ(Read("/tenants/alice/sessions/7/compute.stat"), "usage_usec 7000\n");
+  fake.gpus[0].compute_enforced = true;
+  EXPECT_EQ(Read("/gpus/0/compute.enforced"), "1\n");
+  EXPECT_EQ(Read("/gpus/1/compute.enforced"), "0\n");
+  fake.down = true;
+  EXPECT_EQ(tree.Write("/tenants/alice/compute.weight", "50%", 0).err, EIO);
 }
 
 TEST_F(TreeTest, ASnapshotDoesNotChangeWithTheServer) {

@@ -122,12 +122,20 @@ TEST(JobTenant, RefusesADirectoryOthersCanWrite) {
   EXPECT_FALSE(WriteTokenFile(d.path + "/link", 1, "t", 0, 0).ok()) << "a symlinked token_dir is refused";
 }
 
+// A tenant with nothing but a name, attached to GPU 0.
+TenantInfo TenantOnGpu0(const std::string& name) {
+  TenantInfo t;
+  t.name = name;
+  t.gpus = {0};
+  return t;
+}
+
 TEST(JobTenant, SetUpAndTearDown) {
   TempDir d;
   FakeAdmin admin;
   admin.gpus = {Gpu(0, 10), Gpu(1, 0)};
-  admin.tenants.push_back(TenantInfo{"slurm-9", {}, 0, 0, 0, 0, {0}, {}, 0});  // a leftover of a requeued job
-  admin.tenants.push_back(TenantInfo{"alice", {}, 0, 0, 0, 0, {0}, {}, 0});
+  admin.tenants.push_back(TenantOnGpu0("slurm-9"));  // a leftover of a requeued job
+  admin.tenants.push_back(TenantOnGpu0("alice"));
   JobRequest job;
   job.job_id = 9;
   job.uid = ::getuid();
@@ -144,7 +152,7 @@ TEST(JobTenant, SetUpAndTearDown) {
   EXPECT_EQ(admin.tenants[1].gpus, std::vector<int>({1}));
   EXPECT_EQ(::access((d.path + "/job-9.token").c_str(), R_OK), 0);
 
-  admin.tenants.push_back(TenantInfo{"slurm-9-other", {}, 0, 0, 0, 0, {0}, {}, 0});
+  admin.tenants.push_back(TenantOnGpu0("slurm-9-other"));
   auto removed = TearDownJob(admin, 9, d.path);
   ASSERT_TRUE(removed.ok()) << removed.status().ToString();
   EXPECT_EQ(*removed, std::vector<std::string>({"slurm-9", "slurm-9-other"}));

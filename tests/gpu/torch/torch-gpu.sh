@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# torch-gpu.sh BUNDLE_OR_BUILD_DIR: PyTorch through Remora on a real GPU (CTest gpu.torch).
+#  1. torch_basics.py natively, then remoted over shm and tcp as a tenant limited to 8 GiB with
+#     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (so its allocations go through the VMM
+#     API and the quota refuses the excess with torch.OutOfMemoryError). Every remoted run has
+#     REMORA_ASSERT_NO_LOCAL_GPU=1: the client fails if it opened /dev/nvidia* or mapped an
+#     NVIDIA driver library, so a fall-back to the local GPU cannot pass.
+#  2. matmul_train.py natively, remoted through the driver facade, and remoted with Remora's
+#     client libraries (cuBLAS, cuBLASLt, cuRAND) preloaded, over shm and tcp.
+#  3. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
+# Without a GPU or PyTorch: SKIP, exit 77. Exit 0 when every check passed.
+set -u
+build=$(cd "${1:?usage: torch-gpu.sh BUILD_DIR}" && pwd)
+bin=$build/bin
+lib=$build/lib
+here=$(cd "$(dirname "$0")" && pwd)
+if ! { [ -e /dev/nvidia0 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
+  echo "SKIP: no NVIDIA GPU on this machine (gpu tests run on the GPU host)"; exit 77
+fi
+python3 -c 'import torch' 2>/dev/null || { echo "SKIP: no PyTorch"; exit 77; }
+quota_mib=${QUOTA_MIB:-8192}
+
+. "$here/../gpu-server.sh"
+start_gpu_server torch-gpu --listen tcp://127.0.0.1:0
+shm_url=$(grep '^shm://' "$ready")
+tcp_url=$(grep '^tcp://' "$ready")
+token=$(token_of torch --memory ${quota_mib}MiB)
+[ -n "$token" ] || { echo "FAIL torch-gpu: tenant creation"; exit 1; }
+remoted() {  # remoted URL COMMAND...: the documented environment for LD_PRELOAD users
+  local url=$1
+  shift
+  LD_PRELOAD="$lib/libremora.so $lib/libcuda.so.1 $lib/libnvidia-ml.so.1${LD_PRELOAD_EXTRA:+ $LD_PRELOAD_EXTRA}" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    TRITON_LIBCUDA_PATH=$lib REMORA_SERVER=$url REMORA_TOKEN=$token REMORA_ASSERT_NO_LOCAL_GPU=1 "$@"
+}
+export TORCHINDUCTOR_CACHE_DIR=$work/inductor TRITON_CACHE_DIR=$work/triton
+
+failures=0
+report() {  # report NAME RC LOG
+  if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1 (exit $2)"; failures=$((failures + 1)); fi
+  grep -E '^(ok|FAIL) ' "$3" | sed 's/^/    /'
+  [ "$2" -eq 0 ] || tail -25 "$3" | sed 's/^/    | /'
+}
+python3 "$here/torch_basics.py" >"$work/native.log" 2>&1
+report "torch_basics native" $? "$work/native.log"
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True remoted "$url" python3 "$here/torch_basics.py" --quota-mib $quota_mib \
+    >"$work/remoted-$t.log" 2>&1
+  report "torch_basics remoted over $t (tenant of $quota_mib MiB, expandable segments)" $? "$work/remoted-$t.log"
+done
+
+# matmul_train.py: natively; remoted with NVIDIA's cuBLAS/cuBLASLt running on the client
+# through the driver facade; and remoted with Remora's client libraries preloaded by SONAME
+# (one call per library call, issue 13), as remora-run does.
+libs="$lib/libcublas.so.13 $lib/libcublasLt.so.13 $lib/libcurand.so.10"
+python3 "$here/matmul_train.py" >"$work/mm-native.log" 2>&1
+report "matmul_train native" $? "$work/mm-native.log"
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  remoted "$url" python3 "$here/matmul_train.py" >"$work/mm-facade-$t.log" 2>&1
+  report "matmul_train remoted over $t (NVIDIA's libraries through the driver facade)" $? "$work/mm-facade-$t.log"
+  LD_PRELOAD_EXTRA=$libs remoted "$url" python3 "$here/matmul_train.py" >"$work/mm-libs-$t.log" 2>&1
+  report "matmul_train remoted over $t (Remora's cuBLAS, cuBLASLt, cuRAND)" $? "$work/mm-libs-$t.log"
+done
+
+declare -A res
+python3 "$here/torch_bench.py" >"$work/bench-native.log" 2>&1 && res[native]=$(tail -1 "$work/bench-native.log")
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  remoted "$url" python3 "$here/torch_bench.py" >"$work/bench-$t.log" 2>&1 && res[$t]=$(tail -1 "$work/bench-$t.log") ||
+    { echo "FAIL torch_bench over $t"; tail -15 "$work/bench-$t.log"; failures=$((failures + 1)); }
+done
+python3 - "${res[native]:-{\}}" "${res[shm]:-{\}}" "${res[tcp]:-{\}}" <<'PY'
+import json, sys
+n, s, t = (json.loads(a) for a in sys.argv[1:4])
+print("%-18s %10s %10s %10s %8s %8s" % ("PyTorch per op", "native us", "shm us", "tcp us", "shm x", "tcp x"))
+for k in ("small_op_us", "compiled_call_us", "item_us"):
+    if k not in n: continue
+    f = lambda d: "%10.2f" % d[k] if k in d else "%10s" % "-"
+    r = lambda d: "%8.2f" % (d[k] / n[k]) if k in d else "%8s" % "-"
+    print("%-18s %s %s %s %s %s" % (k[:-3], f(n), f(s), f(t), r(s), r(t)))
+PY
+echo "torch-gpu: $failures failure(s)"
+[ $failures -eq 0 ]
