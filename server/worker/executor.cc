@@ -29,6 +29,16 @@ Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, 
   if (config_.compute != nullptr) compute_ = std::make_unique<ComputeHook>(*config_.compute, config_.ledger_slot, *this);
 }
 
+Result<const Executor::LibraryBinding*> Executor::Library(uint16_t id) {
+  if (const LibraryBinding* b = library(id)) return b;
+  const OpTable* ops = MathLibraryOps(id);
+  if (ops == nullptr) return Error(Err::kNotSupported, "library {} is not served by this server", id);
+  ASSIGN_OR_RETURN(void* api, driver_.Library(static_cast<Domain>(id)));
+  BindLibrary(id, ops, api);
+  LOG_INFO("session {}: serving {} ({})", config_.session_id, ops->name, driver_.name());
+  return library(id);
+}
+
 Result<const DeviceDescription*> Executor::Description(int gpu) {
   auto it = descriptions_.find(gpu);
   if (it == descriptions_.end()) {
@@ -421,6 +431,12 @@ void Executor::ReleaseEverything() {
     explicit Releaser(Executor& ex) : ex(ex) {}
     Status SetDevice(int gpu) override { return ex.SetDevice(gpu); }
     void ReleaseCharge(int gpu, uint64_t bytes) override { ex.ReleaseCharge(gpu, bytes); }
+    void DestroyLibraryObject(LibObject& o) override {
+      const LibraryBinding* lib = ex.library(static_cast<uint16_t>(o.library));
+      if (lib == nullptr || lib->table->destroy == nullptr || o.bits == 0) return;
+      Status st = lib->table->destroy(lib->api, o.kind, o.bits);
+      if (!st.ok()) LOG_WARN("session {}: ending a {}: {}", ex.config_.session_id, HandleKindName(o.kind), st.ToString());
+    }
     Executor& ex;
   } releaser(*this);
   // Newest first: the compute scheduler's turns and markers, operations in flight, the

@@ -25,6 +25,7 @@
 #include "worker/driver.h"
 #include "worker/host_emulation.h"
 #include "worker/host_cuda_api.h"
+#include "worker/host_device.h"
 
 namespace remora::worker {
 namespace {
@@ -80,7 +81,7 @@ std::vector<int32_t> EmulatedAttributes(int device) {
   return a;
 }
 
-class HostDriver final : public Driver, public HostMemory {
+class HostDriver final : public Driver, public EmulatedDevice, public HostMemory {
  public:
   explicit HostDriver(const HostDriverOptions& o) : options_(o), api_(MakeHostCudaApi(*this, *this)) {
     for (int i = 0; i < o.gpus; i++) heaps_.emplace_back(kDeviceBase + uint64_t(i) * kDeviceStride, o.memory_per_gpu);
@@ -330,6 +331,29 @@ class HostDriver final : public Driver, public HostMemory {
   }
   Result<int> OccupancyMaxActiveClusters(DFunction, const LaunchConfig&) override { return 4; }
   gen::cuda::Api& cuda() override { return *api_; }
+  Result<void*> Library(Domain library) override {
+    auto it = libraries_.find(library);
+    if (it == libraries_.end()) {
+      std::shared_ptr<void> lib = MakeHostLibrary(library, *this);
+      if (!lib) return Error(Err::kNotSupported, "the host-emulated backend does not emulate {}", DomainName(library));
+      it = libraries_.emplace(library, std::move(lib)).first;
+    }
+    return it->second.get();
+  }
+
+  // ---- EmulatedDevice: for the emulated libraries ----
+  Result<std::byte*> Translate(DevPtr p, uint64_t n) override {
+    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
+    return h->Translate(p, n);
+  }
+  Status InOrder(DStream s, std::function<void()> task) override {
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    st->Submit(st, DepsOf(s, st), std::move(task));
+    return Status::Ok();
+  }
+  Status Synchronize(DStream s) override { return StreamSynchronize(s); }
+  Result<DevPtr> Alloc(size_t bytes) override { return MemAlloc(bytes); }
+  Status Free(DevPtr p) override { return MemFree(p); }
 
   // ---- HostMemory (the virtual memory API's emulation) ----
   int CurrentDevice() const override { return current_; }
@@ -472,11 +496,6 @@ class HostDriver final : public Driver, public HostMemory {
     if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
     return it->second;
   }
-  Status InOrder(DStream s, std::function<void()> task) {
-    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
-    st->Submit(st, DepsOf(s, st), std::move(task));
-    return Status::Ok();
-  }
   // The legacy stream waits for the device's blocking streams; they wait for it.
   std::vector<EmuDep> DepsOf(DStream s, const std::shared_ptr<EmuStream>& st) {
     std::vector<EmuDep> deps;
@@ -509,13 +528,10 @@ class HostDriver final : public Driver, public HostMemory {
       if (h.Owns(p)) return &h;
     return Error(Err::kInvalidValue, "0x{:x} is not emulated device memory", p);
   }
-  Result<std::byte*> Translate(DevPtr p, uint64_t n) {
-    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
-    return h->Translate(p, n);
-  }
 
   HostDriverOptions options_;
   std::unique_ptr<gen::cuda::Api> api_;  // only stores a reference to this driver
+  std::map<Domain, std::shared_ptr<void>> libraries_;  // emulated math libraries, by first use
   std::vector<EmulatedHeap> heaps_;
   int current_ = 0;
   std::unordered_map<void*, std::shared_ptr<EmuStream>> streams_;

@@ -20,6 +20,14 @@ void SessionState::ReleaseHostCallbacks() {
 void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
   // Driver threads blocked in host functions must not wait for a client that is gone.
   ReleaseHostCallbacks();
+  // Library objects (handles, plans, descriptors) before the streams they were bound to.
+  for (auto& o : lib_objects_.TakeAll()) {
+    if (r.SetDevice(o->gpu).ok()) {
+      r.DestroyLibraryObject(*o);
+      if (o->workspace != 0) (void)driver.MemFree(o->workspace);
+    }
+    r.ReleaseCharge(o->gpu, o->workspace_bytes + o->charged);
+  }
   for (auto& [key, s] : per_thread_streams_)
     if (r.SetDevice(key.second).ok()) (void)driver.StreamDestroy(s);
   per_thread_streams_.clear();

@@ -18,6 +18,7 @@
 #include "remora/memmgr/allocation_table.h"
 #include "remora/memmgr/handle_table.h"
 #include "worker/driver.h"
+#include "worker/lib_objects.h"
 
 namespace remora::worker {
 
@@ -105,6 +106,8 @@ class SessionState {
   // The per-thread default stream of (client thread, gpu), created on first use.
   std::map<std::pair<uint64_t, int>, DStream>& per_thread_streams() { return per_thread_streams_; }
   std::map<uint64_t, std::shared_ptr<HostCallback>>& host_callbacks() { return host_callbacks_; }
+  // Objects the math libraries created (released first: they use streams and memory).
+  LibObjects& lib_objects() { return lib_objects_; }
   HandleTable<PhysicalMemory>& physical() { return physical_; }
   std::map<uint64_t, Reservation>& reservations() { return reservations_; }
   std::map<uint64_t, Mapping>& mappings() { return mappings_; }
@@ -116,8 +119,12 @@ class SessionState {
     virtual ~Releaser() = default;
     virtual Status SetDevice(int gpu) = 0;
     virtual void ReleaseCharge(int gpu, uint64_t bytes) = 0;
+    // Ends a library object through its library (its workspace and charges are the
+    // caller's to return).
+    virtual void DestroyLibraryObject(LibObject& object) = 0;
   };
-  // Ends everything the session holds, newest kind first: waiting host callbacks are let go,
+  // Ends everything the session holds, newest kind first: library objects destroyed (their
+  // workspaces freed, charges returned), waiting host callbacks are let go,
   // streams and events destroyed, modules unloaded, created pools destroyed, memory freed
   // (charges returned), client regions unregistered and unmapped. Idempotent.
   void ReleaseAll(Driver& driver, Releaser& releaser);
@@ -141,6 +148,7 @@ class SessionState {
   HandleTable<Stream> streams_{HandleKind::kStream};
   std::map<std::pair<uint64_t, int>, DStream> per_thread_streams_;
   std::map<uint64_t, std::shared_ptr<HostCallback>> host_callbacks_;
+  LibObjects lib_objects_;
 };
 
 }  // namespace remora::worker

@@ -6,6 +6,9 @@ set(REMORA_API_DIR ${CMAKE_SOURCE_DIR}/protocol/api)
 set(REMORA_API_GEN_DIR ${REMORA_GEN_DIR}/api)
 file(GLOB REMORA_API_FILES ${REMORA_API_DIR}/*.api)
 file(GLOB REMORA_APIGEN_SOURCES ${CMAKE_SOURCE_DIR}/tools/gen/apigen/*.py)
+# The math libraries remoted whole (protocol/api/<lib>.api): a client library each with the
+# real SONAME (shim/), the worker's table and dispatch (server/), round-trip tests (tests/unit).
+set(REMORA_MATH_LIBRARIES cublas cublasLt curand)
 
 function(remora_apigen lib)
   set(outputs "")
@@ -28,6 +31,8 @@ function(remora_apigen lib)
       set(files ${lib}_fuzz_calls.cc)
     elseif(emit STREQUAL "exports-list")
       set(files ${lib}.exports)
+    elseif(emit MATCHES "^module-(.+)$")
+      set(files ${lib}_${CMAKE_MATCH_1}.map ${lib}_${CMAKE_MATCH_1}_forward.cc ${lib}_${CMAKE_MATCH_1}.exports)
     else()
       message(FATAL_ERROR "remora_apigen: unknown emit ${emit}")
     endif()
