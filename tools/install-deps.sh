@@ -26,6 +26,9 @@ PKGS=(
   slurmctld slurmd slurm-client munge libslurm-dev
   prometheus curl
   dpkg-dev adduser systemd
+  # Robustness stages (tools/robustness.sh): clang builds with ASan+UBSan and TSan, and the
+  # libFuzzer targets; libclang-rt-dev has libFuzzer and the sanitizer runtimes.
+  clang libclang-rt-dev
 )
 
 missing=()

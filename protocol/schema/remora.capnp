@@ -499,10 +499,11 @@ struct Notice {
     devicesChanged @0 :UInt64; # new generation
     sessionEnding @1 :Text;    # reason (admin kill, tenant deleted, server shutdown)
     hostCallback @2 :UInt64;   # run callback id, then send callbackDone(id)
-    repeatCallback @3 :UInt64; # a graph reached host function id: run it, then callbackDone(id);
+    hostCallbackCancelled @3 :UInt64;  # callback id will never run: its hostFunc was refused
+    repeatCallback @4 :UInt64; # a graph reached host function id: run it, then callbackDone(id);
                                # the id stays valid for the next launch
-    callbackCaptured @4 :UInt64;  # host function id was captured into a graph: it runs at
+    callbackCaptured @5 :UInt64;  # host function id was captured into a graph: it runs at
                                   # each launch (repeatCallback), not now
-    runCallback @5 :UInt64;    # run callback id once (a user object's destructor), no answer
+    runCallback @6 :UInt64;    # run callback id once (a user object's destructor), no answer
   }
 }

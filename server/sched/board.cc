@@ -518,7 +518,11 @@ ComputeBoard::Outcome ComputeBoard::Request(uint32_t gpu, uint32_t slot, uint64_
     if (ops.Grant(b, w, now) && turn.owner != kNoSession && turn.owner != b &&
         ops.S(turn.owner).state.load(std::memory_order_relaxed) == static_cast<uint32_t>(RunState::kOwner))
       ops.S(turn.owner).state.store(static_cast<uint32_t>(RunState::kIdle), std::memory_order_relaxed);
-  } else if (turn.owner != slot) {
+    // An idle holder may have taken its turn back meanwhile (it does so without the lock):
+    // then it is a holder like any other, below.
+    turn = Turn::Decode(g.turn.load(std::memory_order_acquire));
+  }
+  if (turn.owner != slot && turn.owner != kNoSession && !turn.idle) {
     uint32_t holder = ops.TenantOf(turn.owner);
     // A higher class within its share does not wait for the end of a lower class's turn.
     if (holder != kNoSession && ops.Prio(t) > ops.Prio(holder) && ops.Best(now, turn.owner) == slot)

@@ -69,22 +69,31 @@ bool GpuGate::Admit(uint64_t now) {
       wants_ = true;
       return false;
     }
-    wants_ = false;
-    linger_since_ns_ = 0;
-    return true;
+    return Admitted(now);
   }
   return Refuse(now);
 }
 
+bool GpuGate::Admitted(uint64_t now) {
+  wants_ = false;
+  linger_since_ns_ = 0;
+  if (refused_since_ns_ != 0) {
+    uint64_t waited = Diff(now, refused_since_ns_) > 0 ? now - refused_since_ns_ : 0;
+    wait_stats_.waits++;
+    wait_stats_.total_ns += waited;
+    wait_stats_.max_ns = std::max(wait_stats_.max_ns, waited);
+    refused_since_ns_ = 0;
+  }
+  return true;
+}
+
 bool GpuGate::Refuse(uint64_t now) {
   if (!wants_) next_request_ns_ = now;  // the first refusal asks at once
+  if (refused_since_ns_ == 0) refused_since_ns_ = now;
   wants_ = true;
   if (Diff(now, next_request_ns_) >= 0 && Request(now)) {
     Turn t = Turn::Decode(board_.turn_word(gpu_));
-    if (t.owner == slot_ && (!t.idle || board_.TryActivate(gpu_, slot_, now)) && !draining_) {
-      wants_ = false;
-      return true;
-    }
+    if (t.owner == slot_ && (!t.idle || board_.TryActivate(gpu_, slot_, now)) && !draining_) return Admitted(now);
   }
   return false;
 }
@@ -100,9 +109,18 @@ bool GpuGate::Request(uint64_t now) {
 }
 
 bool GpuGate::EndTurn(uint64_t now) {
+  bool yield = board_.YieldRequested(gpu_);
   switch (board_.EndTurn(gpu_, slot_, now, InflightNs())) {
     case ComputeBoard::Outcome::kRenewed: return true;
-    case ComputeBoard::Outcome::kDrain: draining_ = true; return false;
+    case ComputeBoard::Outcome::kDrain:
+      // A higher class preempts: with at most one launch in flight (what a lower class keeps
+      // while a higher one is present), the turn goes over now. The GPU runs one context at a
+      // time and finishes that launch before the next one's work, so the higher class's
+      // launch waits there for it, not for this loop to see it complete, give the turn back
+      // and the other loop to notice.
+      draining_ = true;
+      hand_over_ = yield && outstanding_ <= 1;
+      return false;
     case ComputeBoard::Outcome::kBusy: return true;  // ask again at the next Admit or Poll
     default: return false;                           // lost: the next Admit asks for it again
   }
@@ -244,7 +262,7 @@ void GpuGate::TurnStep(uint64_t now) {
   // Lingering is holding a turn with nothing to do; anything else ends it.
   if (t.owner != slot_ || t.idle || outstanding_ > 0 || wants_) linger_since_ns_ = 0;
   if (t.owner != slot_) {
-    draining_ = false;
+    draining_ = hand_over_ = false;
     if (wants_ && Diff(now, next_request_ns_) >= 0) Request(now);
     return;
   }
@@ -254,8 +272,8 @@ void GpuGate::TurnStep(uint64_t now) {
     return;
   }
   if (draining_) {
-    if (outstanding_ == 0 && board_.Release(gpu_, slot_, now, wants_)) {
-      draining_ = false;
+    if ((outstanding_ == 0 || hand_over_) && board_.Release(gpu_, slot_, now, wants_)) {
+      draining_ = hand_over_ = false;
       next_request_ns_ = now + kRetryNs;
     }
     return;
@@ -320,7 +338,8 @@ void GpuGate::Deactivate(uint64_t now) {
   Tick(now);
   Flush();
   DropTracking();
-  active_ = wants_ = draining_ = precise_ = false;
+  active_ = wants_ = draining_ = hand_over_ = precise_ = false;
+  refused_since_ns_ = 0;
 }
 
 void GpuGate::Close(uint64_t now) {
@@ -333,7 +352,8 @@ void GpuGate::Close(uint64_t now) {
   DropTracking();
   for (int i = 0; i < 1000 && !board_.Release(gpu_, slot_, now, false); i++) {
   }
-  active_ = wants_ = draining_ = false;
+  active_ = wants_ = draining_ = hand_over_ = false;
+  refused_since_ns_ = 0;
 }
 
 }  // namespace remora::sched

@@ -71,6 +71,13 @@ class GpuGate {
   bool wants() const { return wants_; }       // refused work is waiting
   uint64_t charged_ns() const { return charged_ns_; }  // measured so far (this gate)
 
+  // How long GPU work waited for a turn: admissions that had to wait, their total and
+  // longest wait (from the first refusal to the admission). For the worker's session log.
+  struct WaitStats {
+    uint64_t waits = 0, total_ns = 0, max_ns = 0;
+  };
+  const WaitStats& wait_stats() const { return wait_stats_; }
+
  private:
   struct Track {
     StreamKey stream = nullptr;
@@ -84,6 +91,7 @@ class GpuGate {
 
   Track& Find(StreamKey s);
   bool Refuse(uint64_t now);
+  bool Admitted(uint64_t now);
   bool Request(uint64_t now);
   bool EndTurn(uint64_t now);
   bool Room(uint64_t now, bool contended);
@@ -104,6 +112,7 @@ class GpuGate {
   bool active_ = false;    // the board had enforcement on at the last look
   bool wants_ = false;     // refused work waits
   bool draining_ = false;  // told to end the turn: issue nothing, give it back when drained
+  bool hand_over_ = false; // ...to a higher class: give it back at once, the GPU orders the rest
   bool precise_ = false;   // a higher class is present: a marker after every launch
   bool contended_ = false; // as of the last Poll
   uint64_t next_request_ns_ = 0;
@@ -122,6 +131,8 @@ class GpuGate {
   uint64_t estimate_busy_ns_ = 0;
   uint64_t avg_launch_ns_;      // running estimate of one launch's GPU time
   uint64_t charged_ns_ = 0;
+  uint64_t refused_since_ns_ = 0;  // waiting for a turn since (0: not waiting)
+  WaitStats wait_stats_;
 };
 
 }  // namespace remora::sched

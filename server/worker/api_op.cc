@@ -7,8 +7,75 @@
 
 namespace remora::worker {
 
-OpContext::OpContext(Executor& ex, wire::Request::Reader req, api::ArgReader in, void* library)
-    : ex_(ex), req_(req), in_(in), library_(library) {}
+OpContext::OpContext(Executor& ex, wire::Request::Reader req, api::ArgReader in, void* library, Domain domain)
+    : ex_(ex), req_(req), in_(in), library_(library), domain_(domain) {}
+
+void OpContext::ForgetObject(LibObject* object) {
+  if (object == nullptr) return;
+  std::unique_ptr<LibObject> o = ex_.session().lib_objects().Take(object->id);
+  if (!o) return;
+  if (o->workspace != 0 && ex_.SetDevice(o->gpu).ok()) (void)ex_.driver().MemFree(o->workspace);
+  ex_.ReleaseCharge(o->gpu, o->workspace_bytes + o->charged);
+}
+
+void OpContext::DestroyObject(LibObject* object) {
+  if (object == nullptr) return;
+  const Executor::LibraryBinding* lib = ex_.library(static_cast<uint16_t>(object->library));
+  if (lib != nullptr && lib->table->destroy != nullptr && object->bits != 0) {
+    Status st = lib->table->destroy(lib->api, object->kind, object->bits);
+    if (!st.ok()) LOG_WARN("destroying a {}: {}", HandleKindName(object->kind), st.ToString());
+  }
+  ForgetObject(object);
+}
+
+Status OpContext::ScalarMode(const LibObject* object, int bit, bool on_device, const char* what) const {
+  bool mirrored = object != nullptr && ((object->mode >> bit) & 1u) != 0;
+  if (mirrored != on_device)
+    return Malformed(on_device ? "a scalar is sent as a device pointer in host pointer mode"
+                               : "a scalar is sent as a host value in device pointer mode");
+  (void)what;
+  return Status::Ok();
+}
+
+Status OpContext::DevPtrArray(uint64_t addr, uint64_t count, uint64_t bytes, const LibObject* owner, uint64_t* checked) {
+  if (count > api::kMaxArgBytes / sizeof(uint64_t)) return Malformed("an array of device pointers is too long");
+  RETURN_IF_ERROR(DevPtr(addr, count * sizeof(uint64_t), checked));
+  std::vector<uint64_t> ptrs(static_cast<size_t>(count));
+  DStream s = owner != nullptr ? owner->stream : nullptr;
+  RETURN_IF_ERROR(ex_.driver().MemcpyDtoH(ptrs.data(), addr, count * sizeof(uint64_t), s));
+  RETURN_IF_ERROR(ex_.driver().StreamSynchronize(s));
+  for (uint64_t p : ptrs) {
+    auto a = ex_.session().allocations().CheckRange(p, bytes == 0 ? 1 : bytes);
+    if (!a.ok()) return Error(Err::kInvalidValue, "an array of device pointers holds 0x{:x}: {}", p, a.status().message());
+  }
+  return Status::Ok();
+}
+
+namespace {
+constexpr uint64_t kNotMeasured = ~0ull;
+}  // namespace
+
+uint64_t OpContext::MeasureBegin() {
+  if (ex_.ledger() == nullptr || gpu_ < 0) return kNotMeasured;
+  auto used = ex_.driver().ProcessMemory(gpu_);
+  return used.ok() ? *used : kNotMeasured;
+}
+
+Status OpContext::MeasureEnd(uint64_t before, LibObject* object, Domain domain, bool created, uint32_t nomem) {
+  if (before == kNotMeasured) return Status::Ok();
+  auto after = ex_.driver().ProcessMemory(gpu_);
+  if (!after.ok() || *after <= before) return Status::Ok();
+  uint64_t grew = *after - before;
+  Status st = ex_.Charge(gpu_, grew);
+  if (st.ok()) {
+    if (object != nullptr) object->charged += grew;
+    LOG_DEBUG("a library call holds {} more on GPU {}: charged", grew, gpu_);
+    return Status::Ok();
+  }
+  std::string why = fmt::format("the library allocated {} bytes the quota does not allow: {}", grew, st.message());
+  if (created) DestroyObject(object);
+  return Status(domain, nomem, why);
+}
 
 Status OpContext::Stream(void** stream) {
   uint64_t h = in_.Get<uint64_t>();
@@ -235,8 +302,9 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
     return Status::Ok();
   };
   auto call = req.getApiCall();
-  const Executor::LibraryBinding* lib = ex.library(call.getLibrary());
-  if (lib == nullptr) return answer(Error(Err::kNotSupported, "library {} is not served by this server", call.getLibrary()));
+  auto bound = ex.Library(call.getLibrary());
+  if (!bound.ok()) return answer(bound.status());
+  const Executor::LibraryBinding* lib = *bound;
   const OpEntry* op = lib->table->Find(call.getFunction());
   if (op == nullptr)
     return answer(Error(Err::kNotSupported, "{} function {} is not supported by this server", lib->table->name, call.getFunction()));
@@ -245,7 +313,7 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
     return Status::Ok();
   }
   auto args = call.getArgs();
-  OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api);
+  OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api, lib->table->domain);
   Status st = op->run(x);
   if (op->launches && st.ok()) ex.NoteGpuWork(x.launch_stream());
   x.Settle(st.ok());

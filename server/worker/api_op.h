@@ -16,6 +16,7 @@
 #include "remora/protocol/api_args.h"
 #include "remora/protocol/frame.h"
 #include "worker/executor.h"
+#include "worker/lib_objects.h"
 
 namespace remora::worker {
 
@@ -23,7 +24,7 @@ using api::CallClass;
 
 class OpContext {
  public:
-  OpContext(Executor& ex, wire::Request::Reader req, api::ArgReader in, void* library);
+  OpContext(Executor& ex, wire::Request::Reader req, api::ArgReader in, void* library, Domain domain = Domain::kCuda);
 
   api::ArgReader& in() { return in_; }
   api::ArgWriter& out() { return out_; }
@@ -81,6 +82,58 @@ class OpContext {
   void SetGraph(uint64_t graph) { graph_ = graph; }
   // The client thread that made the call.
   uint64_t thread() const { return req_.getThread(); }
+
+  // ---- math-library objects (lib_objects.h; roles handle(K), newhandle(K), scalar, ...) ----
+  // A live object of `kind` (id 0 only if nullable), as the library's handle; its GPU is the
+  // call's unless an earlier argument chose one.
+  template <typename T>
+  Status Object(HandleKind kind, bool nullable, T* handle, LibObject** object) {
+    uint64_t id = in_.Get<uint64_t>();
+    if (!in_.ok()) return in_.Finish();
+    *handle = T{};
+    *object = nullptr;
+    if (id == 0) {
+      if (nullable) return Status::Ok();
+      return Error(Err::kInvalidResourceHandle, "a NULL {}", HandleKindName(kind));
+    }
+    ASSIGN_OR_RETURN(LibObject * o, ex_.session().lib_objects().Get(id, kind));
+    if (gpu_ < 0) RETURN_IF_ERROR(ChooseGpu(o->gpu));
+    *handle = o->As<T>();
+    *object = o;
+    return Status::Ok();
+  }
+  // The id a client minted for an object this call creates is well formed and unused.
+  Status CheckNewObject(HandleKind kind, uint64_t id) { return ex_.session().lib_objects().CheckNew(id, kind); }
+  // Registers what the library created under the client's id, on the call's GPU.
+  template <typename T>
+  LibObject* AdoptObject(HandleKind kind, uint64_t id, T handle) {
+    return ex_.session().lib_objects().Add(id, kind, domain_, LibObject::ToBits(handle), gpu_ < 0 ? 0 : gpu_);
+  }
+  LibObject* FindObject(uint64_t id) { return ex_.session().lib_objects().Find(id); }
+  // The object was ended by its library: forget it, free the workspace the worker gave it and
+  // return what was charged for it.
+  void ForgetObject(LibObject* object);
+  // Ends an object through its library's destroy call, then forgets it (a create whose
+  // charges the quota refused).
+  void DestroyObject(LibObject* object);
+  // A scalar's on-device flag must agree with the pointer mode the worker mirrors for the
+  // object (bit `bit`): a host value is never read as a device address, nor the reverse.
+  Status ScalarMode(const LibObject* object, int bit, bool on_device, const char* what) const;
+  // Host scalars are read from a worker buffer of at least 32 bytes (zeros past what the
+  // client sent), so a library reading its scalar type never reads past it.
+  static void PadScalar(std::vector<std::byte>* v) {
+    if (v->size() < 32) v->resize(32);
+  }
+  // A device array of `count` device pointers, each to `bytes`: the array checked, then read
+  // in the stream order of `owner` (its mirrored stream; waits for that stream) and every
+  // pointer checked against the session's allocations.
+  Status DevPtrArray(uint64_t addr, uint64_t count, uint64_t bytes, const LibObject* owner, uint64_t* checked);
+  // Device memory a library call allocates internally: the process's usage on the call's GPU
+  // before the call (a sentinel where it cannot be measured), and after it the growth
+  // charged to `object` (or, with none, to the session). When the quota refuses it, a
+  // created object is destroyed; either way the call fails with `nomem` of `domain`.
+  uint64_t MeasureBegin();
+  Status MeasureEnd(uint64_t before, LibObject* object, Domain domain, bool created, uint32_t nomem);
   // A failed library call, as a status of the library's domain.
   Status LibraryError(Domain domain, uint32_t code, const char* name, const char* call);
 
@@ -115,6 +168,7 @@ class OpContext {
   api::ArgReader in_;
   api::ArgWriter out_;
   void* library_;
+  Domain domain_;
   int gpu_ = -1;  // the GPU an argument chose
   uint64_t graph_ = 0;
   int64_t note_ = 0;
@@ -144,6 +198,8 @@ struct OpTable {
   Domain domain;
   const OpEntry* ops;
   size_t count;
+  // Ends an object of one of the library's kinds (the session's end), or nullptr.
+  Status (*destroy)(void* api, HandleKind kind, uint64_t bits) = nullptr;
   const OpEntry* Find(uint32_t number) const;
 };
 

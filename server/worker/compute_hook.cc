@@ -55,6 +55,7 @@ struct ComputeHook::PerGpu {
       : markers(ex, gpu), gate(board, static_cast<uint32_t>(gpu), slot, markers) {}
   Markers markers;
   sched::GpuGate gate;
+  bool reported = false;  // the session's waits were logged
 };
 
 ComputeHook::ComputeHook(sched::ComputeBoard& board, uint32_t slot, Executor& ex) : board_(board), slot_(slot), ex_(ex) {}
@@ -136,8 +137,19 @@ bool ComputeHook::Busy() const {
 
 void ComputeHook::Close() {
   uint64_t now = MonotonicNanos();
-  for (auto& g : gpus_)
-    if (g) g->gate.Close(now);
+  for (size_t i = 0; i < gpus_.size(); i++) {
+    auto& g = gpus_[i];
+    if (!g) continue;
+    g->gate.Close(now);
+    // What waiting for turns cost this session (once: Close is idempotent).
+    const sched::GpuGate::WaitStats& w = g->gate.wait_stats();
+    if (w.waits > 0 && !g->reported) {
+      g->reported = true;
+      LOG_INFO("compute: GPU {}: GPU time {:.3f} ms; {} launch(es) waited for a turn, {:.1f} us on average, {:.1f} us at most", i,
+               static_cast<double>(g->gate.charged_ns()) / 1e6, w.waits,
+               static_cast<double>(w.total_ns) / static_cast<double>(w.waits) / 1e3, static_cast<double>(w.max_ns) / 1e3);
+    }
+  }
   any_active_ = false;
 }
 

@@ -9,6 +9,7 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "cuda_api.h"
+#include "worker/cuda_libraries.h"
 #include "worker/driver.h"
 #include "worker/nvml.h"
 
@@ -57,6 +58,7 @@ class CudaDriver final : public Driver {
   }
 
   gen::cuda::Api& cuda() override { return table_; }
+  Result<void*> Library(Domain library) override { return libraries_.Get(library); }
   ~CudaDriver() override {
     for (size_t i = 0; i < contexts_.size(); i++)
       if (contexts_[i] != nullptr) api_.cuDevicePrimaryCtxRelease(static_cast<CUdevice>(i));
@@ -514,6 +516,7 @@ class CudaDriver final : public Driver {
   Api api_;
   std::vector<CUcontext> contexts_;
   gen::cuda::DlApi table_;
+  CudaLibraries libraries_;
   int current_ = -1;
   bool nvml_tried_ = false;
   std::unique_ptr<NvmlProbe> nvml_;  // null where NVML is unavailable

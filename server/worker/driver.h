@@ -206,6 +206,12 @@ class Driver {
   // functions, or the host backend's emulation of some of them (the rest answer
   // CUDA_ERROR_NOT_SUPPORTED). Handles it receives are this Driver's (DStream = CUstream...).
   virtual gen::cuda::Api& cuda() = 0;
+
+  // The implementation of a math library's generated table (gen::<lib>::Api, by its
+  // remora::Domain): the real library, loaded on first use (cuda backend), or the host
+  // backend's emulation of part of it. kNotSupported if this backend cannot serve it. Owned
+  // by the driver; its handles are this driver's (streams are DStreams, memory is DevPtrs).
+  virtual Result<void*> Library(Domain library) = 0;
 };
 
 // Pinned staging memory for transports, from the driver's host allocator.

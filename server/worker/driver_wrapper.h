@@ -83,6 +83,7 @@ class DriverWrapper : public Driver {
   Status SetLimit(int limit, uint64_t value) override { return t_.SetLimit(limit, value); }
   Result<std::pair<int, int>> StreamPriorityRange() override { return t_.StreamPriorityRange(); }
   gen::cuda::Api& cuda() override { return t_.cuda(); }
+  Result<void*> Library(Domain library) override { return t_.Library(library); }
 
  private:
   Driver& t_;

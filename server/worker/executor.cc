@@ -30,6 +30,16 @@ Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, 
   if (config_.compute != nullptr) compute_ = std::make_unique<ComputeHook>(*config_.compute, config_.ledger_slot, *this);
 }
 
+Result<const Executor::LibraryBinding*> Executor::Library(uint16_t id) {
+  if (const LibraryBinding* b = library(id)) return b;
+  const OpTable* ops = MathLibraryOps(id);
+  if (ops == nullptr) return Error(Err::kNotSupported, "library {} is not served by this server", id);
+  ASSIGN_OR_RETURN(void* api, driver_.Library(static_cast<Domain>(id)));
+  BindLibrary(id, ops, api);
+  LOG_INFO("session {}: serving {} ({})", config_.session_id, ops->name, driver_.name());
+  return library(id);
+}
+
 Result<const DeviceDescription*> Executor::Description(int gpu) {
   auto it = descriptions_.find(gpu);
   if (it == descriptions_.end()) {
@@ -228,6 +238,12 @@ Status Executor::Dispatch(const InFrame& frame) {
     using W = wire::Request;
     // Calls that may be asynchronous answer only when the client waits for them.
     uint64_t async_tag = Handlers::ExpectsReply(frame) ? tag : 0;
+    // Only these calls carry data. Another one with data is inconsistent: nothing would read
+    // the data, and the transport cannot resynchronise (found by fuzz target `request`).
+    if (frame.header.bulk_bytes > 0 && req.which() != W::MEMCPY_HTO_D && req.which() != W::MODULE_LOAD &&
+        req.which() != W::COPY3_D)
+      return Error(Err::kInvalidValue, "request type {} carries {} bytes of data it does not take",
+                   static_cast<int>(req.which()), frame.header.bulk_bytes);
     switch (req.which()) {
       case W::GET_DEVICES: return Handlers::GetDevices(*this, tag, req);
       case W::MEM_ALLOC: return Handlers::MemAlloc(*this, tag, req);
@@ -412,6 +428,7 @@ Status Executor::PollControl() {
     ASSIGN_OR_RETURN(std::optional<ControlEvent> ev, control_->Poll());
     if (!ev) return Status::Ok();
     RETURN_IF_ERROR(ApplyControl(*ev));
+    if (ev->kind == ControlEvent::Kind::kEndSession) return Status::Ok();  // nothing after the end
   }
 }
 
@@ -505,11 +522,19 @@ void Executor::ReleaseEverything() {
     explicit Releaser(Executor& ex) : ex(ex) {}
     Status SetDevice(int gpu) override { return ex.SetDevice(gpu); }
     void ReleaseCharge(int gpu, uint64_t bytes) override { ex.ReleaseCharge(gpu, bytes); }
+    void DestroyLibraryObject(LibObject& o) override {
+      const LibraryBinding* lib = ex.library(static_cast<uint16_t>(o.library));
+      if (lib == nullptr || lib->table->destroy == nullptr || o.bits == 0) return;
+      Status st = lib->table->destroy(lib->api, o.kind, o.bits);
+      if (!st.ok()) LOG_WARN("session {}: ending a {}: {}", ex.config_.session_id, HandleKindName(o.kind), st.ToString());
+    }
     Executor& ex;
   } releaser(*this);
   // Newest first: the compute scheduler's turns and markers, operations in flight, the
   // session's objects, then what the loop itself created (pooled events and buffers, the
-  // transport's pinned regions).
+  // transport's pinned regions). Host functions the client will never run are let go first:
+  // abandoning a transfer waits for its stream, which such a function would block forever.
+  session_.ReleaseHostCallbacks();
   if (compute_) compute_->Close();
   for (auto& op : pending_) op->Abandon(*this);
   pending_.clear();

@@ -210,6 +210,10 @@ class Executor {
   const LibraryBinding* library(uint16_t id) const {
     return id < libraries_.size() && libraries_[id].table != nullptr ? &libraries_[id] : nullptr;
   }
+  // The binding of library `id`; a math library (cuBLAS, cuDNN, ...) is bound on its first
+  // call in the session, from the driver (the real library, or the host backend's emulation).
+  // kNotSupported if this server cannot serve it.
+  Result<const LibraryBinding*> Library(uint16_t id);
 
  private:
   Status Dispatch(const InFrame& frame);

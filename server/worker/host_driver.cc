@@ -26,6 +26,7 @@
 #include "worker/host_emulation.h"
 #include "worker/host_cuda_api.h"
 #include "worker/host_graph.h"
+#include "worker/host_device.h"
 
 namespace remora::worker {
 namespace {
@@ -81,7 +82,7 @@ std::vector<int32_t> EmulatedAttributes(int device) {
   return a;
 }
 
-class HostDriver final : public Driver, public HostMemory, private EmuGraphHost {
+class HostDriver final : public Driver, public EmulatedDevice, public HostMemory, private EmuGraphHost {
  public:
   explicit HostDriver(const HostDriverOptions& o)
       : options_(o), graphs_(*this), api_(MakeHostCudaApi(*this, *this, graphs_)) {
@@ -355,6 +356,24 @@ class HostDriver final : public Driver, public HostMemory, private EmuGraphHost 
   }
   Result<int> OccupancyMaxActiveClusters(DFunction, const LaunchConfig&) override { return 4; }
   gen::cuda::Api& cuda() override { return *api_; }
+  Result<void*> Library(Domain library) override {
+    auto it = libraries_.find(library);
+    if (it == libraries_.end()) {
+      std::shared_ptr<void> lib = MakeHostLibrary(library, *this);
+      if (!lib) return Error(Err::kNotSupported, "the host-emulated backend does not emulate {}", DomainName(library));
+      it = libraries_.emplace(library, std::move(lib)).first;
+    }
+    return it->second.get();
+  }
+
+  // ---- EmulatedDevice: for the emulated libraries (Translate is EmuGraphHost's, below) ----
+  // A library call on a capturing stream is captured as a kernel node, as on a GPU.
+  Status InOrder(DStream s, std::function<void()> task) override {
+    return InOrder(s, std::move(task), CU_GRAPH_NODE_TYPE_KERNEL);
+  }
+  Status Synchronize(DStream s) override { return StreamSynchronize(s); }
+  Result<DevPtr> Alloc(size_t bytes) override { return MemAlloc(bytes); }
+  Status Free(DevPtr p) override { return MemFree(p); }
 
   // ---- HostMemory (the virtual memory API's emulation) ----
   int CurrentDevice() const override { return current_; }
@@ -578,6 +597,7 @@ class HostDriver final : public Driver, public HostMemory, private EmuGraphHost 
   HostDriverOptions options_;
   HostGraphs graphs_;                    // before api_, which refers to it
   std::unique_ptr<gen::cuda::Api> api_;  // only stores references to this driver and graphs_
+  std::map<Domain, std::shared_ptr<void>> libraries_;  // emulated math libraries, by first use
   std::vector<EmulatedHeap> heaps_;
   int current_ = 0;
   std::unordered_map<void*, std::shared_ptr<EmuStream>> streams_;

@@ -44,11 +44,14 @@ class SocketControl final : public ControlSource {
  public:
   explicit SocketControl(int fd) : fd_(fd), fs_(fd) {}
   Result<std::optional<ControlEvent>> Poll() override {
+    if (gone_) return std::optional<ControlEvent>();
     struct pollfd p = {fd_, POLLIN, 0};
     if (::poll(&p, 1, 0) <= 0) return std::optional<ControlEvent>();
     auto frame = fs_.Read(1000);
     if (!frame.ok()) {
-      // The supervisor is gone: nobody tracks this session's quota any more.
+      // The supervisor is gone: nobody tracks this session's quota any more. Said once: the
+      // socket stays readable at its end, and the executor reads events until there are none.
+      gone_ = true;
       ControlEvent ev;
       ev.reason = "the Remora server supervisor exited";
       return std::optional<ControlEvent>(ev);
@@ -76,6 +79,7 @@ class SocketControl final : public ControlSource {
  private:
   int fd_;
   FrameSocket fs_;
+  bool gone_ = false;
 };
 
 Result<std::unique_ptr<Driver>> MakeDriver(const std::string& backend, int host_gpus, const std::string& host_mem) {

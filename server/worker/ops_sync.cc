@@ -161,24 +161,33 @@ class HostFuncOp final : public PendingOp {
   std::shared_ptr<Executor::HostCallback> cb_;
 };
 
+// A host function that will never run: the client must not wait for it (its application
+// would hang in the next synchronous copy); the refusal surfaces at the next synchronising call.
+Status Refuse(Executor& ex, uint64_t tag, uint64_t id, const Status& why) {
+  RETURN_IF_ERROR(ex.PostNotice([&](wire::Notice::Builder& n) { n.setHostCallbackCancelled(id); }));
+  return Handlers::ReplyOrDefer(ex, tag, why);
+}
+
 }  // namespace
 
 Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getHostFunc();
+  // A duplicate id is a misbehaving client: the pending callback of that id stays.
+  if (ex.session().host_callbacks().count(a.getId())) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "duplicate callback id"));
+  Status room = ex.resources().Room(Resource::kCallbacks, ex.session().host_callbacks().size());
+  if (!room.ok()) return ReplyOrDefer(ex, tag, room);
+  // The stream's device may have been detached after the client queued this.
   auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
-  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
+  if (!s.ok()) return Refuse(ex, tag, a.getId(), s.status());
   auto capturing = ex.Capturing(*s);
-  if (!capturing.ok()) return ReplyOrDefer(ex, tag, capturing.status());
+  if (!capturing.ok()) return Refuse(ex, tag, a.getId(), capturing.status());
   if (*capturing) {
     // Captured: the host node calls the client's function at every launch of the graph.
     Status st = ex.SetDevice(s->gpu);
     if (st.ok()) st = ex.driver().LaunchHostFunc(s->stream, RepeatCallbackTrampoline, ex.session().graphs().Repeat(a.getId()));
-    if (st.ok()) st = ex.PostNotice([&](wire::Notice::Builder& n) { n.setCallbackCaptured(a.getId()); });
-    return ReplyOrDefer(ex, tag, st);
+    if (!st.ok()) return Refuse(ex, tag, a.getId(), st);
+    return ReplyOrDefer(ex, tag, ex.PostNotice([&](wire::Notice::Builder& n) { n.setCallbackCaptured(a.getId()); }));
   }
-  if (ex.session().host_callbacks().count(a.getId())) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "duplicate callback id"));
-  Status room = ex.resources().Room(Resource::kCallbacks, ex.session().host_callbacks().size());
-  if (!room.ok()) return ReplyOrDefer(ex, tag, room);
   auto cb = std::make_shared<Executor::HostCallback>();
   cb->id = a.getId();
   Status st = ex.SetDevice(s->gpu);
@@ -187,7 +196,7 @@ Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
   if (st.ok()) st = ex.driver().LaunchHostFunc(s->stream, HostFuncTrampoline, ref);
   if (!st.ok()) {
     delete ref;
-    return ReplyOrDefer(ex, tag, st);
+    return Refuse(ex, tag, a.getId(), st);
   }
   ex.session().host_callbacks()[cb->id] = cb;
   ex.AddPending(std::make_unique<HostFuncOp>(cb));

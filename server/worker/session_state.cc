@@ -10,7 +10,6 @@ namespace remora::worker {
 
 void SessionState::ReleaseGraphs(Driver& driver, Releaser& r) {
   GraphTables& g = graphs_;
-  g.ReleaseCallbacks();
   gen::cuda::Api& api = driver.cuda();
   // Captures in progress end (their graphs are then the session's to destroy).
   for (auto& [stream, capture] : g.captures()) {
@@ -30,15 +29,29 @@ void SessionState::ReleaseGraphs(Driver& driver, Releaser& r) {
   g.Clear();  // user objects: their references are the driver's to drop with the context
 }
 
-void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
-  // Driver threads blocked in host functions must not wait for a client that is gone.
+void SessionState::ReleaseHostCallbacks() {
   for (auto& [id, cb] : host_callbacks_) {
     std::lock_guard<std::mutex> lock(cb->mu);
     cb->done = true;
     cb->cv.notify_all();
   }
   host_callbacks_.clear();
+  graphs_.ReleaseCallbacks();  // a graph's host functions too
+}
+
+void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
+  // Driver threads blocked in host functions must not wait for a client that is gone.
+  ReleaseHostCallbacks();
+  // Graphs (which may hold library kernels and their workspaces) before library objects.
   ReleaseGraphs(driver, r);
+  // Library objects (handles, plans, descriptors) before the streams they were bound to.
+  for (auto& o : lib_objects_.TakeAll()) {
+    if (r.SetDevice(o->gpu).ok()) {
+      r.DestroyLibraryObject(*o);
+      if (o->workspace != 0) (void)driver.MemFree(o->workspace);
+    }
+    r.ReleaseCharge(o->gpu, o->workspace_bytes + o->charged);
+  }
   for (auto& [key, s] : per_thread_streams_)
     if (r.SetDevice(key.second).ok()) (void)driver.StreamDestroy(s);
   per_thread_streams_.clear();

@@ -19,6 +19,7 @@
 #include "remora/memmgr/handle_table.h"
 #include "worker/driver.h"
 #include "worker/graph_state.h"
+#include "worker/lib_objects.h"
 
 namespace remora::worker {
 
@@ -109,6 +110,8 @@ class SessionState {
   std::map<uint64_t, std::shared_ptr<HostCallback>>& host_callbacks() { return host_callbacks_; }
   // Graphs, executable graphs, nodes, user objects and captures (graph_state.h).
   GraphTables& graphs() { return graphs_; }
+  // Objects the math libraries created (released first: they use streams and memory).
+  LibObjects& lib_objects() { return lib_objects_; }
   HandleTable<PhysicalMemory>& physical() { return physical_; }
   std::map<uint64_t, Reservation>& reservations() { return reservations_; }
   std::map<uint64_t, Mapping>& mappings() { return mappings_; }
@@ -120,11 +123,19 @@ class SessionState {
     virtual ~Releaser() = default;
     virtual Status SetDevice(int gpu) = 0;
     virtual void ReleaseCharge(int gpu, uint64_t bytes) = 0;
+    // Ends a library object through its library (its workspace and charges are the
+    // caller's to return).
+    virtual void DestroyLibraryObject(LibObject& object) = 0;
   };
   // Ends everything the session holds, newest kind first: waiting host callbacks are let go,
-  // captures ended, executable graphs and graphs destroyed, streams and events destroyed, modules unloaded, created pools destroyed, memory freed
+  // captures ended, executable graphs and graphs destroyed, library objects destroyed (their
+  // workspaces freed, charges returned), streams and events destroyed, modules unloaded,
+  // created pools destroyed, memory freed
   // (charges returned), client regions unregistered and unmapped. Idempotent.
   void ReleaseAll(Driver& driver, Releaser& releaser);
+  // Lets every driver thread blocked in a host function go (the client will never run it):
+  // first thing at a session's end, before anything waits for a stream. Idempotent.
+  void ReleaseHostCallbacks();
 
  private:
   void ReleaseGraphs(Driver& driver, Releaser& releaser);
@@ -145,6 +156,7 @@ class SessionState {
   std::map<std::pair<uint64_t, int>, DStream> per_thread_streams_;
   std::map<uint64_t, std::shared_ptr<HostCallback>> host_callbacks_;
   GraphTables graphs_;
+  LibObjects lib_objects_;
 };
 
 }  // namespace remora::worker

@@ -16,6 +16,11 @@ cudaError_t HostFunc(cudaStream_t stream, std::function<void()> fn, bool per_thr
   int device = 0;
   Status st = rt.CheckStream(stream, &device);
   if (!st.ok()) return Finish(st, call);
+  // A function queued on a detached device would never run (the worker refuses it too, for
+  // the detaches this process has not heard of yet).
+  auto dev = rt.Device(device);
+  if (!dev.ok()) return Finish(dev.status(), call);
+  if ((*dev)->detached) return Finish(Error(Err::kDevicesUnavailable, "device {} was detached", device), call);
   uint64_t id = HostCallbacks::Get().Add(std::move(fn), raw, raw_data);
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto h = r.initHostFunc();

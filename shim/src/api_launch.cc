@@ -77,6 +77,8 @@ Status PostLaunch(int device, const KernelInfo& info, const Launch& l, void** ar
   Runtime& rt = Runtime::Get();
   ASSIGN_OR_RETURN(Client * c, rt.Session());
   ASSIGN_OR_RETURN(auto dev, rt.Device(device));
+  // A detached device has no limits to validate against: its calls fail as such.
+  if (dev->detached) return Error(Err::kDevicesUnavailable, "device {} was detached", device);
   RETURN_IF_ERROR(Validate(l, info, *dev));
   if (packed != nullptr && packed_bytes < info.param_bytes)
     return Error(Err::kInvalidValue, "the parameter buffer holds {} bytes, the kernel takes {}", packed_bytes, info.param_bytes);

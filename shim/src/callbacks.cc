@@ -50,7 +50,10 @@ void HostCallbacks::Cancel(uint64_t id) {
 
 void HostCallbacks::Notify(Client::CallbackEvent event, uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (event == Client::CallbackEvent::kCaptured) {
+  if (event == Client::CallbackEvent::kCancelled) {
+    // The server refused it: it never runs (the call's error surfaces at the next sync).
+    waiting_.erase(id);
+  } else if (event == Client::CallbackEvent::kCaptured) {
     // Captured into a graph: it runs at each launch of it, not now.
     auto it = waiting_.find(id);
     if (it != waiting_.end()) {

@@ -68,8 +68,11 @@ class Client {
   uint32_t captures_active() const { return captures_.load(std::memory_order_acquire); }
   // Why the session is unusable (lost server, ended by the administrator), or OK.
   Status broken() const;
-  // Where host-function notices go (called on the receiving thread; must not block).
-  enum class CallbackEvent { kReached, kRepeat, kCaptured, kRun };
+  // Where host-function notices go (called on the receiving thread; must not block):
+  // kReached, the stream reached callback id; kCancelled, the server refused it (it never
+  // runs); kRepeat, a graph reached host function id; kCaptured, id was captured into a graph;
+  // kRun, run id once without answering.
+  enum class CallbackEvent { kReached, kCancelled, kRepeat, kCaptured, kRun };
   void SetCallbackSink(std::function<void(CallbackEvent, uint64_t)> sink) { callback_sink_ = std::move(sink); }
   // Receives one frame if no other thread is receiving, waiting at most timeout_ms; used by
   // the callback thread so a notice arrives even when no application thread waits.

@@ -184,7 +184,8 @@ Result<const KernelInfo*> KernelOn(FunctionRecord* f, int device) {
     attrs = f->set_attributes;
     cache_config = f->cache_config;
   }
-  for (auto [attr, value] : attrs) {
+  for (const auto& set : attrs) {
+    int attr = set.first, value = set.second;  // (lambdas cannot capture bindings before clang 16)
     RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
       auto a = r.initFuncSetAttribute();
       a.setFunction(info->handle);

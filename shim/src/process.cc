@@ -3,6 +3,7 @@
 #include "callbacks.h"
 #include "driver/contexts.h"
 #include "driver/objects.h"
+#include "lib_objects.h"
 #include "registry.h"
 #include "runtime.h"
 
@@ -16,6 +17,7 @@ Process::Process()
       callbacks_(new HostCallbacks()),
       contexts_(new driver::Contexts()),
       driver_objects_(new driver::DriverObjects()),
+      lib_objects_(new LibObjects()),
       runtime_(new Runtime()) {}
 
 Process& Process::Get() {

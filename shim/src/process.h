@@ -1,6 +1,6 @@
 // Process: the one root of the shim's process-wide state. It owns the Runtime (the session,
 // the device list and the client's tables), the Registry (what the application's code
-// registered) and the HostCallbacks thread, plus the few process-wide values the runtime
+// registered), the HostCallbacks thread and the math libraries' objects (LibObjects), plus the few process-wide values the runtime
 // API keeps (cudaSetDeviceFlags, pinned-region ids). Every Remora library loaded into the
 // process reaches this one root through libremora-core.so, so they share one session.
 //
@@ -19,6 +19,7 @@ namespace remora::shim {
 class Runtime;
 class Registry;
 class HostCallbacks;
+class LibObjects;
 namespace driver {
 class Contexts;
 class DriverObjects;
@@ -33,6 +34,8 @@ class Process {
   Runtime& runtime() { return *runtime_; }
   Registry& registry() { return *registry_; }
   HostCallbacks& callbacks() { return *callbacks_; }
+  // The math libraries' objects (lib_objects.h).
+  LibObjects& lib_objects() { return *lib_objects_; }
   // The driver API's contexts, and what the client knows of its modules, functions and
   // libraries (shim/src/driver/).
   driver::Contexts& contexts() { return *contexts_; }
@@ -51,6 +54,7 @@ class Process {
   HostCallbacks* callbacks_;
   driver::Contexts* contexts_;
   driver::DriverObjects* driver_objects_;
+  LibObjects* lib_objects_;
   Runtime* runtime_;  // created last: its constructor may use the others
   std::atomic<unsigned> device_flags_{0};
   std::atomic<uint64_t> next_region_{1};

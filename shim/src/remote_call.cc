@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "lib_objects.h"
 #include "remora.capnp.h"
 #include "remora/base/log.h"
 #include "cuda_wire.h"
@@ -65,6 +66,69 @@ Status RemoteCall::DevPtr(uint64_t ptr, uint64_t bytes) {
   return Status::Ok();
 }
 
+Status RemoteCall::Object(HandleKind kind, uint64_t id, bool nullable) {
+  if (id == 0) {
+    if (!nullable) return Error(Err::kInvalidResourceHandle, "{}: the {} is NULL", cc_.name, HandleKindName(kind));
+    args_.Put<uint64_t>(0);
+    return Status::Ok();
+  }
+  auto o = Process::Get().lib_objects().Get(id, kind);
+  if (!o.ok()) return Error(Err::kInvalidResourceHandle, "{}: {}", cc_.name, o.status().message());
+  if (device_ < 0) device_ = o->device;
+  objects_.push_back(ObjectArg{args_.bytes().size(), id, o->content});
+  args_.Put<uint64_t>(id);
+  return Status::Ok();
+}
+
+uint64_t RemoteCall::NewObject(HandleKind kind) {
+  uint64_t id = Process::Get().lib_objects().Mint(kind);
+  objects_.push_back(ObjectArg{args_.bytes().size(), id, 0});
+  args_.Put<uint64_t>(id);
+  return id;
+}
+
+uint64_t RemoteCall::Digest(uint64_t self, uint64_t self_content) const {
+  const std::vector<std::byte>& b = args_.bytes();
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+  };
+  mix(&library_, sizeof(library_));
+  mix(&function_, sizeof(function_));
+  size_t at = 0;
+  for (const ObjectArg& o : objects_) {
+    if (o.offset < at || o.offset + 8 > b.size()) continue;
+    mix(b.data() + at, o.offset - at);
+    uint64_t content = o.id == self ? self_content : o.content;
+    mix(&content, sizeof(content));
+    at = o.offset + 8;
+  }
+  mix(b.data() + at, b.size() - at);
+  return h;
+}
+
+void RemoteCall::AdoptObject(uint64_t id, HandleKind kind) {
+  int device = device_;
+  if (device < 0) {
+    auto d = Runtime::Get().CurrentDevice();
+    device = d.ok() ? *d : 0;
+  }
+  Process::Get().lib_objects().Add(id, kind, device, Digest(id, 0));
+}
+
+void RemoteCall::ForgetObject(uint64_t id) { Process::Get().lib_objects().Remove(id); }
+
+void RemoteCall::TouchObject(uint64_t id) {
+  for (const ObjectArg& o : objects_)
+    if (o.id == id) Process::Get().lib_objects().SetContent(id, Digest(id, o.content));
+}
+
+bool RemoteCall::ObjectMode(uint64_t id, int bit) const {
+  auto o = Process::Get().lib_objects().Find(id);
+  return o && ((o->mode >> bit) & 1u) != 0;
+}
+
 Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   Runtime& rt = Runtime::Get();
   ASSIGN_OR_RETURN(Client * c, rt.Session());
@@ -74,6 +138,15 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   // The device may read managed memory: what the host wrote goes first (managed.h).
   RETURN_IF_ERROR(rt.managed().BeforeDeviceWork());
   const std::vector<std::byte>& bytes = args_.bytes();
+  std::string key;
+  if (memo_ && cls_ == CallClass::kSync) {
+    key = fmt::format("{:x}.{}", Digest(0, 0), device_);
+    if (auto hit = Process::Get().lib_objects().Recall(key)) {
+      if (!results) return Status::Ok();
+      api::ArgReader reader(hit->data(), hit->size());
+      return results(reader);
+    }
+  }
   auto build = [&](wire::Request::Builder& r) {
     auto a = r.initApiCall();
     a.setLibrary(library_);
@@ -86,11 +159,21 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
     return c->Post(device_, build);
   }
   Status st = c->Call(device_, build, [&](wire::Reply::Reader& r) -> Status {
-    if (!results) return Status::Ok();
-    if (!r.isApiResult()) return Error(Err::kUnknown, "{}: the server sent no results", cc_.name);
-    auto d = r.getApiResult();
+    if (!results) {
+      if (!key.empty()) Process::Get().lib_objects().Remember(std::move(key), {});
+      return Status::Ok();
+    }
+    // A reply without results: the call returned nothing this time (a scalar result in
+    // device memory); the decoder still checks that it expected nothing.
+    capnp::Data::Reader d;
+    if (r.isApiResult()) d = r.getApiResult();
     api::ArgReader reader(d.begin(), d.size());
-    return results(reader);
+    Status decoded = results(reader);
+    if (decoded.ok() && !key.empty()) {
+      const auto* b = reinterpret_cast<const std::byte*>(d.begin());
+      Process::Get().lib_objects().Remember(std::move(key), std::vector<std::byte>(b, b + d.size()));
+    }
+    return decoded;
   });
   if (cls_ == CallClass::kWait && st.ok()) st = c->TakeAsyncError();
   // The device finished what it was given: the host's copies of managed memory may be stale.
@@ -109,6 +192,30 @@ uint32_t FinishApi(Domain caller, const Status& st, const char* call) {
   // The runtime's and the driver's codes coincide for every error Remora reports.
   if (caller == Domain::kCuda && st.domain() == Domain::kCudart) return st.raw();
   return static_cast<uint32_t>(Err::kUnknown);
+}
+
+uint32_t FinishLib(Domain caller, const LibCodes& codes, const Status& st, const char* call) {
+  if (st.ok()) return codes.ok;
+  LOG_INFO("{} -> {}", call, st.ToString());
+  if (st.domain() == caller) return st.raw();
+  if (st.domain() != Domain::kCudart && st.domain() != Domain::kCuda) return codes.internal;
+  switch (st.code()) {
+    case Err::kInvalidValue:
+    case Err::kInvalidResourceHandle:
+    case Err::kInvalidDevicePointer:
+    case Err::kInvalidDevice:
+      return codes.invalid;
+    case Err::kMemoryAllocation:
+      return codes.nomem;
+    case Err::kNotSupported:
+      return codes.unsupported;
+    case Err::kDevicesUnavailable:
+    case Err::kNoDevice:
+    case Err::kInitializationError:
+      return codes.lost;
+    default:
+      return codes.internal;
+  }
 }
 
 uint32_t NotSupported(Domain caller, uint32_t code, const char* call) {

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "function_ref.h"
 #include "remora/base/status.h"
@@ -45,12 +47,41 @@ class RemoteCall {
   // A bad argument, in the library's own vocabulary.
   Status Fail(uint32_t code, const char* what) const;
 
+  // ---- math-library objects (lib_objects.h) ----------------------------------------------
+  // A live object of `kind` of this process (0 only if nullable); its device decides the
+  // call's device unless an earlier argument did.
+  Status Object(HandleKind kind, uint64_t id, bool nullable);
+  // Mints the id of the object this call creates and sends it.
+  uint64_t NewObject(HandleKind kind);
+  // After the call went out: the object it created exists (on the call's device), it ended
+  // one, or it changed one (its content digest moves: memoised queries naming it are asked
+  // again unless it is back to a content seen before).
+  void AdoptObject(uint64_t id, HandleKind kind);
+  void ForgetObject(uint64_t id);
+  void TouchObject(uint64_t id);
+  // Whether bit `bit` of the object's mirrored pointer mode says "device pointer".
+  bool ObjectMode(uint64_t id, int bit) const;
+  // Answers the call from the process's memo when the same arguments (objects by content)
+  // were asked on the same device before; remembers a successful answer.
+  void Memoize() { memo_ = true; }
+
   // Sends the call and, for sync and wait calls, waits for the reply and hands its results to
   // `results`. A wait call also reports the first failure of earlier asynchronous work.
   Status Invoke(FunctionRef<Status(api::ArgReader&)> results = {});
 
  private:
+  // FNV-1a of the library, function and argument bytes, each object id replaced by its
+  // content digest (`self`, if not 0, by `self_content`).
+  uint64_t Digest(uint64_t self, uint64_t self_content) const;
+
   CallCtx cc_;
+  bool memo_ = false;
+  struct ObjectArg {
+    size_t offset;     // of its id in the arguments
+    uint64_t id;
+    uint64_t content;  // its digest when it was named
+  };
+  std::vector<ObjectArg> objects_;
   uint16_t library_;
   uint32_t function_;
   CallClass cls_;
@@ -80,6 +111,36 @@ To ViaCast(From v) {
 // The extern "C" boundary of a generated entry point: `st` as a status of `caller`'s
 // domain (recorded as the thread's last error for the runtime API).
 uint32_t FinishApi(Domain caller, const Status& st, const char* call);
+
+// A math library's own statuses for what Remora reports in the runtime's vocabulary.
+struct LibCodes {
+  uint32_t ok, invalid, lost, unsupported, nomem, internal;
+};
+// FinishApi for a math library: its own statuses pass unchanged; Remora's (a bad argument,
+// a lost server, an exhausted quota) become the library's nearest status.
+uint32_t FinishLib(Domain caller, const LibCodes& codes, const Status& st, const char* call);
+
+// A library object handle as the id that travels, and back: pointer handles are the id
+// itself; int handles (cufftHandle) are the id's counter.
+template <typename T>
+uint64_t HandleBits(HandleKind kind, T v) {
+  if constexpr (std::is_pointer_v<T>) {
+    (void)kind;
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(v));
+  } else {
+    static_assert(std::is_integral_v<T>, "a library handle is a pointer or an integer");
+    return v <= 0 ? 0 : (uint64_t{static_cast<uint8_t>(kind)} << 56) | (static_cast<uint64_t>(v) << 4);
+  }
+}
+template <typename T>
+T HandleFromBits(HandleKind kind, uint64_t id) {
+  (void)kind;
+  if constexpr (std::is_pointer_v<T>) {
+    return reinterpret_cast<T>(static_cast<uintptr_t>(id));
+  } else {
+    return static_cast<T>((id >> 4) & 0x7fffffffull);
+  }
+}
 // An entry the description marks unsupported: logs its name once, returns `code`.
 uint32_t NotSupported(Domain caller, uint32_t code, const char* call);
 

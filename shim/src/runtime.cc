@@ -12,6 +12,7 @@
 
 #include "callbacks.h"
 #include "driver/contexts.h"
+#include "lib_objects.h"
 #include "local_gpu_check.h"
 #include "remote_call.h"
 #include "registry.h"
@@ -383,6 +384,7 @@ void Runtime::AfterForkInChild() {
   events_.clear();
   Process::Get().registry().ForgetSession();
   Process::Get().callbacks().AfterFork();
+  Process::Get().lib_objects().AfterFork();
 }
 
 void Runtime::Shutdown() {

@@ -11,6 +11,9 @@
 //                      cudaGetDeviceCount: "SEQ count N"
 //   raw 0xPTR          cudaMemcpy DtoH, cudaMemset and cudaFree on a pointer this process
 //                      never allocated: "SEQ raw MEMCPY MEMSET FREE" (error names)
+//   stream DEV         cudaSetDevice(DEV) + cudaStreamCreate: "SEQ ok SID" | "SEQ err NAME"
+//   hostfn SID         cudaLaunchHostFunc on stream SID, not waited for: "SEQ ok" | "SEQ err NAME"
+//   launch SID         a kernel launch (it never writes) on stream SID: "SEQ ok" | "SEQ err NAME"
 //   quit               exits 0
 // The application never exits on a CUDA error: errors are answers.
 #include <cinttypes>
@@ -29,6 +32,12 @@ struct Block {
   int device;
 };
 
+__global__ void Nothing(int* p) {
+  if (p != nullptr) *p = 1;
+}
+
+void CUDART_CB HostFn(void*) {}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -38,6 +47,7 @@ int main(int argc, char** argv) {
   std::ifstream in(argv[1]);
   REQUIRE(in, "cannot open %s", argv[1]);
   std::map<int, Block> blocks;
+  std::map<int, cudaStream_t> streams;
   int next_id = 1;
   for (std::string line; std::getline(in, line);) {
     std::istringstream ss(line);
@@ -105,6 +115,29 @@ int main(int argc, char** argv) {
       cudaError_t c = cudaFree(p);
       (void)cudaGetLastError();
       out = std::string("raw ") + cudaGetErrorName(a) + " " + cudaGetErrorName(b) + " " + cudaGetErrorName(c);
+    } else if (verb == "stream") {
+      int dev = 0;
+      ss >> dev;
+      cudaStream_t st = nullptr;
+      cudaError_t e = cudaSetDevice(dev);
+      if (e == cudaSuccess) e = cudaStreamCreate(&st);
+      if (e == cudaSuccess) {
+        streams[next_id] = st;
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = std::string("err ") + cudaGetErrorName(e);
+      }
+    } else if (verb == "hostfn" || verb == "launch") {
+      int id = 0;
+      ss >> id;
+      auto it = streams.find(id);
+      cudaError_t e = cudaErrorInvalidValue;
+      if (it != streams.end() && verb == "hostfn") e = cudaLaunchHostFunc(it->second, HostFn, nullptr);
+      if (it != streams.end() && verb == "launch") {
+        Nothing<<<1, 1, 0, it->second>>>(nullptr);
+        e = cudaGetLastError();
+      }
+      out = e == cudaSuccess ? "ok" : std::string("err ") + cudaGetErrorName(e);
     } else if (verb == "quit") {
       std::printf("%s bye\n", seq.c_str());
       return 0;

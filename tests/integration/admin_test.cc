@@ -96,6 +96,37 @@ TEST(Admin, AttachAndDetachWhileAnApplicationRuns) {
   EXPECT_EQ(s.server.Stop(), 0) << s.server.Log();
 }
 
+// Host functions and launches on a detached device fail with cudaErrorDevicesUnavailable
+// and never block the application: neither once it knows of the detach, nor when it queued a
+// host function before it heard of it (the worker refuses that one and says so; before, the
+// next synchronous copy waited forever for a callback that could never run).
+TEST(Admin, DetachedDeviceNeverHangsHostFunctionsOrLaunches) {
+  TenancyServer s;
+  ASSERT_TRUE(s.Start(2));
+  std::string token = s.CreateTenant("h", {"--memory", "64MiB", "--gpus", "0,1"});
+  MemShell app(s.server.dir(), s.Env("shm", token));
+  ASSERT_TRUE(app.ok());
+  ASSERT_EQ(app.Do("alloc 0 1").substr(0, 4), "ok 1");
+  std::string first = app.Do("stream 1"), second = app.Do("stream 1");
+  ASSERT_EQ(first.substr(0, 3), "ok ") << first;
+  ASSERT_EQ(second.substr(0, 3), "ok ") << second;
+  ASSERT_EQ(s.Ctl({"detach", "h", "1"}).exit_code, 0);
+  ASSERT_TRUE(Eventually([&] { return s.server.Log().find("devices are now 0,-1") != std::string::npos; }))
+      << s.server.Log();
+  // The application has not talked to the server since: it does not know yet.
+  EXPECT_EQ(app.Do("hostfn " + first.substr(3)), "ok");
+  std::string check = app.Do("check 1", 20);
+  EXPECT_TRUE(check == "ok" || check == "err cudaErrorDevicesUnavailable") << "'" << check << "'\n"
+                                                                             << app.process().Output();
+  EXPECT_EQ(app.Do("check 1", 20), "ok");
+  // Now it knows: refused at once.
+  EXPECT_EQ(app.Do("hostfn " + second.substr(3)), "err cudaErrorDevicesUnavailable");
+  EXPECT_EQ(app.Do("launch " + second.substr(3)), "err cudaErrorDevicesUnavailable");
+  EXPECT_EQ(app.Do("check 1"), "ok");
+  EXPECT_EQ(app.Do("quit"), "bye");
+  EXPECT_EQ(s.server.Stop(), 0) << s.server.Log();
+}
+
 TEST(Admin, CommandsTablesJsonAndErrors) {
   TenancyServer s;
   ASSERT_TRUE(s.Start(2));

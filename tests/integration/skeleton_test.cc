@@ -9,6 +9,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -98,8 +100,10 @@ TEST_P(Skeleton, ClientKilledMidCopyLeavesTheServerServing) {
 
 TEST_P(Skeleton, DropInLibcudartOnLibraryPath) {
   // No LD_PRELOAD: the dynamic linker finds our libcudart.so.13 first.
-  RunResult r = remora::testing::Run({BinDir() + "/app_roundtrip"},
-                    {{"LD_LIBRARY_PATH", BinDir() + "/../lib"}, {"REMORA_SERVER", url()}, {"REMORA_LOG", "info"}});
+  std::map<std::string, std::string> env = {
+      {"LD_LIBRARY_PATH", BinDir() + "/../lib"}, {"REMORA_SERVER", url()}, {"REMORA_LOG", "info"}};
+  if (!SanitizerPreload().empty()) env["LD_PRELOAD"] = SanitizerPreload();  // the runtime only
+  RunResult r = remora::testing::Run({BinDir() + "/app_roundtrip"}, env);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("remora-shim"), std::string::npos) << "the shim did not serve the calls: " << r.output;
 }
@@ -189,6 +193,52 @@ TEST_F(Robustness, SigtermDrainsSessionsAndExitsCleanly) {
   EXPECT_NE(app.Output().find("cudaErrorDevicesUnavailable"), std::string::npos) << app.Output();
   struct stat st;
   EXPECT_NE(::stat(sock.c_str(), &st), 0) << "the socket file must be removed";
+  ASSERT_TRUE(server_.Start());  // for TearDown
+}
+
+// The parent of a process, or -1 once it is gone (a zombie counts as gone).
+pid_t ParentOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 4 >= stat.size() || stat[close + 2] == 'Z') return -1;
+  return std::stoi(stat.substr(close + 4));
+}
+
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& comm) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream c(e.path() / "comm");
+    std::string got;
+    std::getline(c, got);
+    pid_t pid = std::stoi(name);
+    if (got == comm && ParentOf(pid) == parent) out.push_back(pid);
+  }
+  return out;
+}
+
+// A worker whose supervisor was SIGKILLed ends its session and exits. It used to notice, say
+// so to its client, and then spin forever at most of a CPU re-reading the closed control
+// socket (found by the chaos soak).
+TEST_F(Robustness, WorkersEndWhenTheirSupervisorIsKilled) {
+  BackgroundProcess app({BinDir() + "/app_hold_memory", "1048576", "30"}, ShimEnv(server_.Url("shm")));
+  ASSERT_TRUE(app.WaitForOutput("holding")) << app.Output();
+  std::vector<pid_t> workers = ChildrenNamed(server_.pid(), "remora-worker");
+  ASSERT_EQ(workers.size(), 1u);
+  ::kill(server_.pid(), SIGKILL);
+  EXPECT_EQ(app.Wait(30), 1) << app.Output();
+  EXPECT_NE(app.Output().find("supervisor exited"), std::string::npos) << app.Output();
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; i++) {
+    gone = ParentOf(workers[0]) < 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!gone) ::kill(workers[0], SIGKILL);
+  EXPECT_TRUE(gone) << "the orphaned worker is still running";
+  server_.Stop();
   ASSERT_TRUE(server_.Start());  // for TearDown
 }
 

@@ -126,8 +126,8 @@ std::vector<uint64_t> BuildRecord(const FrameHeader& h, uint8_t flags, const Bul
   std::vector<uint64_t> rec((total + 7) / 8);
   auto* out = reinterpret_cast<std::byte*>(rec.data());
   std::memcpy(out, p.bytes.data(), p.size);
-  std::memcpy(out + p.size, body.data(), body.size_bytes());
-  std::memcpy(out + p.size + body.size_bytes(), bulk.data(), bulk.size());
+  if (!body.empty()) std::memcpy(out + p.size, body.data(), body.size_bytes());
+  if (!bulk.empty()) std::memcpy(out + p.size + body.size_bytes(), bulk.data(), bulk.size());  // (never from null)
   EXPECT_EQ(p.size + body.size_bytes() + bulk.size(), total);
   return rec;
 }

@@ -66,6 +66,11 @@ std::string ShimPath() {
   return s ? s : BinDir() + "/../lib/libremora.so";
 }
 
+std::string SanitizerPreload() {
+  const char* s = std::getenv("REMORA_SANITIZER_PRELOAD");
+  return s ? s : "";
+}
+
 TempDir::TempDir() {
   std::string base = std::getenv("REMORA_TEST_TMP") ? std::getenv("REMORA_TEST_TMP") : "/tmp";
   std::string tmpl = base + "/remora-test.XXXXXX";
@@ -163,11 +168,14 @@ std::string ServerProcess::Log() const {
 }
 
 std::map<std::string, std::string> ShimEnv(const std::string& url) {
-  // The runtime shim, the driver facade and NVML, as remora-run preloads them; the library
-  // directory also answers programs linked against libcuda.so.1 by SONAME.
+  // The runtime shim, the driver facade and NVML, as remora-run preloads them (behind the
+  // sanitizer runtime, which must come first); the library directory also answers programs
+  // linked against libcuda.so.1 by SONAME.
   std::string shim = ShimPath();
   std::string dir = shim.substr(0, shim.rfind('/'));
-  return {{"LD_PRELOAD", shim + ":" + dir + "/libcuda.so.1:" + dir + "/libnvidia-ml.so.1"},
+  std::string libs = shim + ":" + dir + "/libcuda.so.1:" + dir + "/libnvidia-ml.so.1";
+  std::string preload = SanitizerPreload();
+  return {{"LD_PRELOAD", preload.empty() ? libs : preload + ":" + libs},
           {"LD_LIBRARY_PATH", dir},
           {"REMORA_SERVER", url}};
 }

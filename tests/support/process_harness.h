@@ -15,6 +15,10 @@ namespace remora::testing {
 std::string BinDir();
 // Path of libremora.so.
 std::string ShimPath();
+// What a program built without sanitizers needs first in LD_PRELOAD to load a shim built
+// with them (the shared ASan runtime; REMORA_SANITIZER_PRELOAD, set by CTest in such builds),
+// or "" in normal builds.
+std::string SanitizerPreload();
 
 class TempDir {
  public:

@@ -27,23 +27,36 @@
 
 namespace remora::test {
 
-// The bytes a recording table received, per recorded argument, for one call.
+// The calls a recording table received, each with the bytes of its recorded arguments.
 class Recording {
  public:
-  void Start(const char* name) {
-    name_ = name;
-    args_.clear();
-  }
+  struct Call {
+    std::string name;
+    std::vector<std::vector<std::byte>> args;
+  };
+  void Start(const char* name) { calls_.push_back(Call{name, {}}); }
   void Add(const void* p, size_t n) {
     const auto* b = static_cast<const std::byte*>(p);
-    args_.emplace_back(b, b + (p ? n : 0));
+    calls_.back().args.emplace_back(b, b + (p ? n : 0));
   }
-  const std::string& name() const { return name_; }
-  const std::vector<std::vector<std::byte>>& args() const { return args_; }
+  void Clear() { calls_.clear(); }
+  // The last call (a library's worker hooks may make more than the one under test).
+  const std::string& name() const { return calls_.back().name; }
+  const std::vector<std::vector<std::byte>>& args() const { return calls_.back().args; }
+  // The last call of `name` since Clear(), or nullptr.
+  size_t Count(const std::string& name) const {
+    size_t n = 0;
+    for (const Call& c : calls_) n += c.name == name;
+    return n;
+  }
+  const Call* Last(const std::string& name) const {
+    for (auto it = calls_.rbegin(); it != calls_.rend(); ++it)
+      if (it->name == name) return &*it;
+    return nullptr;
+  }
 
  private:
-  std::string name_;
-  std::vector<std::vector<std::byte>> args_;
+  std::vector<Call> calls_;
 };
 
 inline std::byte PatternByte(size_t i, int seed) { return static_cast<std::byte>(0x5a + 7 * i + 31 * static_cast<size_t>(seed)); }
@@ -87,8 +100,9 @@ inline CUmemAllocationProp Sample<CUmemAllocationProp>(int seed) {
   return p;
 }
 
-// One in-process worker for the whole test binary, serving the library table `Api`.
-template <typename Api>
+// One in-process worker for the whole test binary, serving the library table `Api` (a
+// recording implementation of `Base`, the table of library `kDomain`).
+template <typename Api, typename Base = worker::gen::cuda::Api, Domain kDomain = Domain::kCuda>
 class RoundTripTest : public ::testing::Test {
  protected:
   struct Server {
@@ -104,7 +118,16 @@ class RoundTripTest : public ::testing::Test {
   class RecordingDriver final : public worker::DriverWrapper {
    public:
     RecordingDriver(worker::Driver& host, Api& api) : DriverWrapper(host), api_(api) {}
-    worker::gen::cuda::Api& cuda() override { return api_; }
+    worker::gen::cuda::Api& cuda() override {
+      if constexpr (kDomain == Domain::kCuda) return api_;
+      else return target().cuda();
+    }
+    Result<void*> Library(Domain d) override {
+      if constexpr (kDomain != Domain::kCuda) {
+        if (d == kDomain) return static_cast<void*>(static_cast<Base*>(&api_));
+      }
+      return target().Library(d);
+    }
 
    private:
     Api& api_;
@@ -141,7 +164,12 @@ class RoundTripTest : public ::testing::Test {
     return *s;
   }
 
-  void SetUp() override { (void)server(); }
+  void SetUp() override {
+    (void)server();
+    // Whatever earlier tests left queued has run; this test's calls are recorded afresh.
+    ASSERT_TRUE(Drain().ok());
+    api().rec.Clear();
+  }
   Api& api() { return server().api; }
 
   // Arguments the worker resolves against the session's own tables.
@@ -179,6 +207,18 @@ class RoundTripTest : public ::testing::Test {
     static void* p = [] {
       void* made = nullptr;
       EXPECT_EQ(cudaMalloc(&made, 1 << 20), cudaSuccess);
+      return made;
+    }();
+    return (T)(reinterpret_cast<uintptr_t>(p));
+  }
+  // A device array of device pointers (a batched call's operands): 64 copies of DevPtr().
+  template <typename T>
+  T DevPtrs() {
+    static void* p = [this] {
+      void* made = nullptr;
+      EXPECT_EQ(cudaMalloc(&made, 64 * sizeof(void*)), cudaSuccess);
+      std::vector<void*> ptrs(64, DevPtr<void*>());
+      EXPECT_EQ(cudaMemcpy(made, ptrs.data(), 64 * sizeof(void*), cudaMemcpyHostToDevice), cudaSuccess);
       return made;
     }();
     return (T)(reinterpret_cast<uintptr_t>(p));

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 // GCC 12 reports a false -Wmaybe-uninitialized in std::variant<int, Status>'s destructor
-// when a Result<int> is built from a constant in the same function.
+// when a Result<int> is built from a constant in the same function (clang has no such warning).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <memory>
 #include <set>
@@ -40,6 +42,38 @@ TEST(ParseSize, AcceptsPlainAndSuffixedSizes) {
   EXPECT_EQ(SizeOf("3 MiB"), 3 * MiB);          // a space before the unit
   EXPECT_EQ(SizeOf("  16m\n"), 16 * MiB);       // surrounding whitespace (files, echo)
   EXPECT_EQ(SizeOf("0.5k"), 512u);
+}
+
+// Found by fuzz target `parse`: integers past 2^63 came back wrong (llround overflowed), and
+// FormatSize's PiB did not parse back.
+TEST(ParseSize, LargeValuesAreExactAndRoundTrip) {
+  EXPECT_EQ(SizeOf("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(SizeOf("9223372036854775809"), 9223372036854775809ull);
+  EXPECT_EQ(SizeOf("16383PiB"), 16383 * 1024 * TiB);
+  EXPECT_EQ(SizeOf("1.5PiB"), 1536 * TiB);
+  // (FormatSize rounds: within 0.05% of 2^64 it prints a size that no longer fits.)
+  for (uint64_t v : {uint64_t{1} << 50, uint64_t{3} << 52, uint64_t{UINT64_MAX / 3}, UINT64_MAX - (UINT64_MAX >> 11)}) {
+    uint64_t back = SizeOf(FormatSize(v));
+    EXPECT_GE(static_cast<long double>(back), static_cast<long double>(v) * 0.95L) << FormatSize(v);
+    EXPECT_LE(static_cast<long double>(back), static_cast<long double>(v) * 1.05L) << FormatSize(v);
+  }
+  for (const char* s : {"18446744073709551616", "16384PiB", "16EiB", "17179869184G"}) {
+    auto r = ParseSize(s);
+    EXPECT_FALSE(r.ok()) << s << " parsed to " << (r.ok() && r->has_value() ? **r : 0);
+  }
+}
+
+// Found by fuzz target `remorafs_path`: what a user wrote came back verbatim in the message,
+// newlines included (an error message, and the log line it goes to, is one line).
+TEST(ParseSize, ErrorsQuoteTheTextPrintably) {
+  auto r = ParseSize("12 parsecs\nfake log line\x1b[31m");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().message().find('\x1b'), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("\\x0a"), std::string::npos) << r.status().message();
+  EXPECT_EQ(Printable("ok 'text'"), "ok 'text'");
+  EXPECT_EQ(Printable(std::string(300, 'a')).size(), 128u + 3);
+  EXPECT_EQ(Printable("\\"), "\\x5c");
 }
 
 // "max" and "unlimited" mean no limit: an OK result holding nullopt (not 0, not an error).

@@ -180,6 +180,7 @@ struct Workload {
   uint64_t start_ns = 0;
   uint64_t stop_ns = UINT64_MAX;
   uint32_t jitter_pct = 0;  // kernel durations and think times vary by up to this much (deterministic)
+  uint64_t loop_ns = 0;     // the worker's loop acts at most this often (an iteration's driver calls)
 };
 
 // One session: client, worker loop (gate) and its stream on the simulated GPU.
@@ -204,6 +205,8 @@ class SimSession {
       wake_ns_ = now;  // the worker reads the new frames at once
     }
     if (sleepy_ && now < wake_ns_ && sync_ < 0) return;  // the executor sleeps (no pending op)
+    if (now < next_loop_ns_) return;                      // still in its last iteration
+    next_loop_ns_ = now + w_.loop_ns;
     // Worker: dispatch in order; a refused launch waits at the head of the queue.
     while (!frames_.empty()) {
       Frame f = frames_.front();
@@ -265,7 +268,7 @@ class SimSession {
   StreamKey key_ = nullptr;
   std::deque<Frame> frames_;
   int sync_ = -1;
-  uint64_t client_ready_ns_ = 0, batch_started_ns_ = 0, wake_ns_ = 0;
+  uint64_t client_ready_ns_ = 0, batch_started_ns_ = 0, wake_ns_ = 0, next_loop_ns_ = 0;
   uint64_t issued_ = 0;
   uint64_t seed_;
   std::vector<uint64_t> latencies_;

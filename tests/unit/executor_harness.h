@@ -33,6 +33,7 @@ inline constexpr int kReplyTimeoutMs = 10000;
 struct Reply {
   uint64_t tag = 0;
   Err error = Err::kSuccess;
+  uint16_t error_domain = 0;  // remora::Domain of `error` (a library's own status otherwise)
   std::string message;
   Err async_error = Err::kSuccess;
   uint64_t generation = 0;
@@ -138,6 +139,7 @@ class ExecutorTest : public ::testing::Test {
       BodyReader r(f.body);
       auto m = r.Root<wire::Reply>();
       out.error = static_cast<Err>(m.getError());
+      out.error_domain = m.getErrorDomain();
       out.message = m.getMessage().cStr();
       out.async_error = static_cast<Err>(m.getAsyncError());
       out.generation = m.getDeviceGeneration();

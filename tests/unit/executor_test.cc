@@ -117,7 +117,9 @@ TEST(ExecutorIsolation, DriverMemoryOfOthersIsNeverTouched) {
   std::vector<std::byte> secret(4096, std::byte{0x77});
   ASSERT_TRUE(driver->MemcpyHtoD(*other, secret.data(), secret.size(), nullptr).ok());
 
-  auto [requester, exec_conn] = MakePipeConnectionPair();
+  // Not a structured binding: lambdas cannot capture those before clang 16.
+  auto pair = MakePipeConnectionPair();
+  std::unique_ptr<Connection> requester = std::move(pair.first), exec_conn = std::move(pair.second);
   test::AlignedStaging staging;
   SessionConfig config;
   config.gpus = {0};

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make-bundle.sh BUILD_DIR OUT_DIR: everything the GPU host needs to run Remora's GPU suite
-# and remora-bench from a build made here - stripped binaries, the shim, and the one shared
+# and remora-bench from a build made here - stripped binaries, the shim and the math client
+# libraries (with their SONAME links), the PyTorch scripts, and the one shared
 # library the shim needs that a GPU host may lack (libsodium). Used with the device tool,
 # whose machines have the CUDA driver and toolkit but no package registry.
 set -euo pipefail
@@ -16,7 +17,12 @@ done
 for l in "$build"/lib/libremora*.so "$build"/lib/libcuda.so.1 "$build"/lib/libnvidia-ml.so.1; do
   strip --strip-debug -o "$out/lib/$(basename "$l")" "$l"
 done
-ln -s libremora.so "$out/lib/libcudart.so.13"
+# The links named by the SONAMEs of the libraries Remora replaces (libcudart.so.13 -> libremora.so,
+# libcublas.so.13 -> libremora-cublas.so, ...): remora-run preloads them by those names.
+for s in "$build"/lib/*.so.*; do
+  [ -L "$s" ] || continue
+  case "$(readlink "$s")" in libremora*.so) ln -s "$(readlink "$s")" "$out/lib/$(basename "$s")" ;; esac
+done
 ln -s libcuda.so.1 "$out/lib/libcuda.so"
 cp -L "$(ldconfig -p | awk '/libsodium.so.23 / {print $NF; exit}')" "$out/deps/"
 root=$(cd "$(dirname "$0")/../.." && pwd)

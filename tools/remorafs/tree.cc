@@ -45,8 +45,10 @@ std::optional<bool> Listed(admin::AdminClient& client, const std::string& name) 
 
 FsStatus NoEntry() { return {ENOENT, "no such file or directory"}; }
 
+// The server's message may quote what the caller wrote (a tenant name with a newline, say):
+// it is made one line like any text from outside.
 FsStatus ServerError(const Status& st, std::string_view what) {
-  return {ErrnoFor(st), std::string(what) + ": " + st.message()};
+  return {ErrnoFor(st), std::string(what) + ": " + Printable(st.message(), 512)};
 }
 
 std::string Line(const std::string& s) { return s + "\n"; }
@@ -241,7 +243,7 @@ FsStatus Tree::Write(const std::string& path, std::string_view data, uint64_t of
     std::string item = text.substr(pos, end - pos);
     std::optional<uint64_t> id = item.size() > 1 ? ParseId(std::string_view(item).substr(1)) : std::nullopt;
     if ((item[0] != '+' && item[0] != '-') || !id || *id > INT_MAX)
-      return {EINVAL, "invalid GPU change '" + item + "': expected +ID to attach or -ID to detach"};
+      return {EINVAL, "invalid GPU change '" + Printable(item) + "': expected +ID to attach or -ID to detach"};
     changes.emplace_back(item[0] == '+', static_cast<int>(*id));
     pos = end;
   }
@@ -268,7 +270,7 @@ FsStatus Tree::Mkdir(const std::string& path) {
   const std::string& name = parts[1];
   auto token = client_.CreateTenant(name, std::nullopt, std::nullopt);
   if (!token.ok()) {
-    FsStatus st = ServerError(token.status(), "creating tenant '" + name + "'");
+    FsStatus st = ServerError(token.status(), "creating tenant '" + Printable(name) + "'");
     if (st.err == EINVAL && Listed(client_, name) == true) st.err = EEXIST;
     return st;
   }
@@ -286,7 +288,7 @@ FsStatus Tree::Rmdir(const std::string& path) {
   }
   const std::string& name = parts[1];
   Status st = client_.DeleteTenant(name, false);
-  if (!st.ok()) return TenantError(name, st, "deleting tenant '" + name + "'");
+  if (!st.ok()) return TenantError(name, st, "deleting tenant '" + Printable(name) + "'");
   std::lock_guard<std::mutex> lock(mu_);
   tokens_.erase(name);
   return {};

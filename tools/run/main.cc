@@ -51,6 +51,23 @@ bool HaveNvidiaDriver() {
   return true;
 }
 
+// Remora's math libraries beside the shim, by the SONAME of the library each replaces (links
+// named so, see shim/CMakeLists.txt). An application's own libraries (PyTorch's carry
+// DT_RPATH) would be found first on any search path, so only a preload by SONAME replaces
+// them: these go into LD_PRELOAD after the shim.
+std::vector<std::string> ClientLibraries(const std::string& shim) {
+  static const char* const kSonames[] = {
+      "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9",
+      "libcudnn_cnn.so.9", "libcudnn_adv.so.9", "libcudnn_heuristic.so.9", "libcudnn_engines_precompiled.so.9",
+      "libcudnn_engines_runtime_compiled.so.9", "libcufft.so.12", "libcurand.so.10", "libcusolver.so.12",
+      "libcusparse.so.12"};
+  std::vector<std::string> out;
+  fs::path dir = fs::path(shim).parent_path();
+  for (const char* name : kSonames)
+    if (fs::exists(dir / name)) out.push_back((dir / name).string());
+  return out;
+}
+
 int ExitCodeOf(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -108,7 +125,7 @@ remora::Status CreatePrivateTenant(const std::string& state_dir, const std::stri
 int main(int argc, char** argv) {
   CLI::App app{"remora-run: run a CUDA program on Remora GPUs (remote or a private local server)"};
   std::string server, backend = "auto", transport = "shm", shim, token_file, host_gpus = "1", host_mem = "16GiB";
-  bool verbose = false;
+  bool verbose = false, no_libraries = false;
   std::vector<std::string> command;
   app.add_option("--server", server, "a running server: shm:///path.sock, tcp://HOST:PORT or rdma://HOST:PORT");
   app.add_option("--token-file", token_file, "tenant token file for --server (or set REMORA_TOKEN)");
@@ -118,6 +135,8 @@ int main(int argc, char** argv) {
   app.add_option("--host-gpus", host_gpus, "private host-emulated server: number of GPUs");
   app.add_option("--host-gpu-memory", host_mem, "private host-emulated server: memory per GPU");
   app.add_option("--shim", shim, "path of libremora.so (default: next to this tool's build)");
+  app.add_flag("--no-libraries", no_libraries,
+               "preload only the CUDA runtime, not Remora's cuBLAS, cuDNN, cuFFT, cuRAND, cuSOLVER and cuSPARSE");
   app.add_flag("-v,--verbose", verbose, "show the private server's log and the shim's info lines");
   app.add_option("command", command, "the program and its arguments")->required();
   app.prefix_command(false);
@@ -146,6 +165,8 @@ int main(int argc, char** argv) {
   std::string preload = shim;
   for (const char* facade : {"libcuda.so.1", "libnvidia-ml.so.1"})
     if (fs::exists(fs::path(lib_dir) / facade)) preload += ":" + (fs::path(lib_dir) / facade).string();
+  if (!no_libraries)
+    for (const std::string& lib : ClientLibraries(shim)) preload += ":" + lib;
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old) preload += std::string(":") + old;
   std::string library_path = lib_dir;
   if (const char* old = std::getenv("LD_LIBRARY_PATH"); old != nullptr && *old) library_path += std::string(":") + old;

@@ -9,6 +9,20 @@
 
 namespace remora {
 
+std::string Printable(std::string_view text, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); i++) {
+    if (i == max) {
+      out += "...";
+      break;
+    }
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c >= 0x7f || c == '\\') out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+
 Result<std::optional<uint64_t>> ParseSize(std::string_view text) {
   std::string t(text);
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ' || t.back() == '\t')) t.pop_back();
@@ -17,7 +31,7 @@ Result<std::optional<uint64_t>> ParseSize(std::string_view text) {
   if (t.empty()) return Error(Err::kInvalidValue, "empty size");
   size_t pos = 0;
   while (pos < t.size() && (std::isdigit(static_cast<unsigned char>(t[pos])) || t[pos] == '.')) pos++;
-  if (pos == 0) return Error(Err::kInvalidValue, "invalid size '{}': expected a number", t);
+  if (pos == 0) return Error(Err::kInvalidValue, "invalid size '{}': expected a number", Printable(t));
   std::string num = t.substr(0, pos);
   std::string unit = t.substr(pos);
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
@@ -28,16 +42,30 @@ Result<std::optional<uint64_t>> ParseSize(std::string_view text) {
   else if (unit == "m" || unit == "mb" || unit == "mib") mult = 1024.0L * 1024;
   else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1024.0L * 1024 * 1024;
   else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1024.0L * 1024 * 1024 * 1024;
-  else return Error(Err::kInvalidValue, "invalid size '{}': unknown unit '{}'", t, unit);
+  else if (unit == "p" || unit == "pb" || unit == "pib") mult = 1024.0L * 1024 * 1024 * 1024 * 1024;
+  else return Error(Err::kInvalidValue, "invalid size '{}': unknown unit '{}'", Printable(t), Printable(unit));
+  if (std::count(num.begin(), num.end(), '.') > 1) return Error(Err::kInvalidValue, "invalid size '{}'", Printable(t));
+  if (mult == 1 && num.find('.') != std::string::npos)
+    return Error(Err::kInvalidValue, "invalid size '{}': fractional bytes", Printable(t));
+  // Whole numbers exactly (a long double cannot hold every 64-bit integer on every target).
+  if (num.find('.') == std::string::npos) {
+    uint64_t v = 0;
+    for (char c : num) {
+      uint64_t digit = static_cast<uint64_t>(c - '0');
+      if (v > (UINT64_MAX - digit) / 10) return Error(Err::kInvalidValue, "size '{}' is too large", Printable(t));
+      v = v * 10 + digit;
+    }
+    auto m = static_cast<uint64_t>(mult);
+    if (v > UINT64_MAX / m) return Error(Err::kInvalidValue, "size '{}' is too large", Printable(t));
+    return std::optional<uint64_t>(v * m);
+  }
   char* end = nullptr;
   long double v = std::strtold(num.c_str(), &end);
-  if (end == nullptr || *end != '\0' || std::count(num.begin(), num.end(), '.') > 1)
-    return Error(Err::kInvalidValue, "invalid size '{}'", t);
-  long double bytes = v * mult;
-  if (bytes > 18.0e18L) return Error(Err::kInvalidValue, "size '{}' is too large", t);
-  if (mult == 1 && num.find('.') != std::string::npos)
-    return Error(Err::kInvalidValue, "invalid size '{}': fractional bytes", t);
-  return std::optional<uint64_t>(static_cast<uint64_t>(std::llround(bytes)));
+  if (end == nullptr || *end != '\0') return Error(Err::kInvalidValue, "invalid size '{}'", Printable(t));
+  long double bytes = std::round(v * mult);
+  // 2^64 itself does not fit; everything below it does (and converts exactly).
+  if (!(bytes < 18446744073709551616.0L)) return Error(Err::kInvalidValue, "size '{}' is too large", Printable(t));
+  return std::optional<uint64_t>(static_cast<uint64_t>(bytes));
 }
 
 std::string FormatSize(uint64_t bytes) {
@@ -61,18 +89,6 @@ uint64_t MonotonicNanos() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-std::string Printable(std::string_view s, size_t max) {
-  std::string out;
-  size_t n = std::min(s.size(), max);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') out.push_back(static_cast<char>(c));
-    else out += fmt::format("\\x{:02x}", c);
-  }
-  if (s.size() > max) out += fmt::format("...({} bytes)", s.size());
-  return out;
 }
 
 std::string EscapeControl(std::string_view s) {

@@ -3,7 +3,9 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 
@@ -19,9 +21,21 @@ using shm::Doorbell;
 using shm::ParallelCopy;
 using shm::Record;
 
-// Spin before sleeping. The requester spins long enough to cover a short GPU call; the
-// executor covers the gap between an application's back-to-back calls.
-constexpr int64_t kRequesterSpinNs = 60'000;
+// Spin before sleeping. The requester spins long enough to cover a short GPU call
+// (REMORA_SHM_SPIN_US changes it: a latency-sensitive client whose calls wait longer, for a
+// turn on a shared GPU say, may spin past the wake-up a sleep costs); the executor covers the
+// gap between an application's back-to-back calls.
+constexpr int64_t kDefaultRequesterSpinNs = 60'000;
+int64_t RequesterSpinNs() {
+  static const int64_t ns = [] {
+    const char* env = std::getenv("REMORA_SHM_SPIN_US");
+    char* end = nullptr;
+    unsigned long us = env != nullptr ? std::strtoul(env, &end, 10) : 0;
+    if (env == nullptr || end == env || *end != '\0') return kDefaultRequesterSpinNs;
+    return static_cast<int64_t>(std::min(us, 1'000'000ul)) * 1000;
+  }();
+  return ns;
+}
 constexpr int64_t kExecutorSpinNs = 60'000;
 constexpr int64_t kLivenessCheckUs = 50'000;  // sleeping sides look for a dead peer this often
 
@@ -99,7 +113,7 @@ class ShmConnection final : public Connection {
     };
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : MonotonicNanos() + uint64_t(timeout_ms) * 1000000;
     bool spun = false;
-    while (!shm::WaitOn(my_bell_, spun ? 0 : kRequesterSpinNs, kLivenessCheckUs, ready)) {
+    while (!shm::WaitOn(my_bell_, spun ? 0 : RequesterSpinNs(), kLivenessCheckUs, ready)) {
       spun = true;
       if (PeerGone(sock_.get())) return Error(Err::kDevicesUnavailable, "the Remora worker closed the session");
       if (MonotonicNanos() >= deadline) return Error(Err::kTimeout, "timed out after {} ms waiting for the server", timeout_ms);
@@ -397,7 +411,7 @@ class ShmConnection final : public Connection {
   template <typename Pred>
   Status WaitUntil(Pred ready, const char* what) {
     bool spun = false;
-    while (!shm::WaitOn(my_bell_, spun ? 0 : kRequesterSpinNs, kLivenessCheckUs, ready)) {
+    while (!shm::WaitOn(my_bell_, spun ? 0 : RequesterSpinNs(), kLivenessCheckUs, ready)) {
       spun = true;
       if (PeerGone(sock_.get()))
         return Error(Err::kDevicesUnavailable, "the Remora worker closed the session while waiting for {}", what);

@@ -5,7 +5,9 @@
 #     API and the quota refuses the excess with torch.OutOfMemoryError). Every remoted run has
 #     REMORA_ASSERT_NO_LOCAL_GPU=1: the client fails if it opened /dev/nvidia* or mapped an
 #     NVIDIA driver library, so a fall-back to the local GPU cannot pass.
-#  2. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
+#  2. matmul_train.py natively, remoted through the driver facade, and remoted with Remora's
+#     client libraries (cuBLAS, cuBLASLt, cuRAND) preloaded, over shm and tcp.
+#  3. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
 # Without a GPU or PyTorch: SKIP, exit 77. Exit 0 when every check passed.
 set -u
 build=$(cd "${1:?usage: torch-gpu.sh BUILD_DIR}" && pwd)
@@ -27,7 +29,7 @@ token=$(token_of torch --memory ${quota_mib}MiB)
 remoted() {  # remoted URL COMMAND...: the documented environment for LD_PRELOAD users
   local url=$1
   shift
-  LD_PRELOAD="$lib/libremora.so $lib/libcuda.so.1 $lib/libnvidia-ml.so.1" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  LD_PRELOAD="$lib/libremora.so $lib/libcuda.so.1 $lib/libnvidia-ml.so.1${LD_PRELOAD_EXTRA:+ $LD_PRELOAD_EXTRA}" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     TRITON_LIBCUDA_PATH=$lib REMORA_SERVER=$url REMORA_TOKEN=$token REMORA_ASSERT_NO_LOCAL_GPU=1 "$@"
 }
 export TORCHINDUCTOR_CACHE_DIR=$work/inductor TRITON_CACHE_DIR=$work/triton
@@ -45,6 +47,29 @@ for url in "$shm_url" "$tcp_url"; do
   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True remoted "$url" python3 "$here/torch_basics.py" --quota-mib $quota_mib \
     >"$work/remoted-$t.log" 2>&1
   report "torch_basics remoted over $t (tenant of $quota_mib MiB, expandable segments)" $? "$work/remoted-$t.log"
+done
+
+# matmul_train.py: natively; remoted with NVIDIA's cuBLAS/cuBLASLt running on the client
+# through the driver facade; and remoted with Remora's client libraries preloaded by SONAME
+# (one call per library call, issue 13), as remora-run does.
+libs="$lib/libcublas.so.13 $lib/libcublasLt.so.13 $lib/libcurand.so.10"
+python3 "$here/matmul_train.py" >"$work/mm-native.log" 2>&1
+report "matmul_train native" $? "$work/mm-native.log"
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  remoted "$url" python3 "$here/matmul_train.py" >"$work/mm-facade-$t.log" 2>&1
+  report "matmul_train remoted over $t (NVIDIA's libraries through the driver facade)" $? "$work/mm-facade-$t.log"
+  LD_PRELOAD_EXTRA=$libs remoted "$url" python3 "$here/matmul_train.py" >"$work/mm-libs-$t.log" 2>&1
+  report "matmul_train remoted over $t (Remora's cuBLAS, cuBLASLt, cuRAND)" $? "$work/mm-libs-$t.log"
+done
+
+# torch.cuda.graph: capture and replay on the server's streams (the matmul through Remora's cuBLAS).
+python3 "$here/cuda_graph.py" >"$work/graph-native.log" 2>&1
+report "cuda_graph native" $? "$work/graph-native.log"
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  LD_PRELOAD_EXTRA=$libs remoted "$url" python3 "$here/cuda_graph.py" >"$work/graph-$t.log" 2>&1
+  report "cuda_graph remoted over $t (capture, 100 replays checked against eager)" $? "$work/graph-$t.log"
 done
 
 declare -A res

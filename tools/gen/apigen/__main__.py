@@ -7,7 +7,7 @@ only; run by CMake at build time, its output is never committed.
 
 KIND: shim-exports (version script, table, forwarders, core stubs), client (stubs of calls
 that travel), worker (interface, real-library table, dispatch), exports-list (one name per
-line, for tests).
+line, for tests), fuzz-calls (the call table of the fuzz target api_reply), module-NAME (a sub-library's version script, forwarders and export list).
 """
 import argparse
 import os
@@ -16,6 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import emit_docs  # noqa: E402
+import emit_fuzz  # noqa: E402
 import emit_shim  # noqa: E402
 import emit_tests  # noqa: E402
 import emit_worker  # noqa: E402
@@ -109,8 +110,19 @@ def main():
                 write(os.path.join(a.out, n + "_wire.h"), emit_shim.emit_wire_h(lib))
             elif kind == "roundtrip-test":
                 write(os.path.join(a.out, n + "_roundtrip_test.cc"), emit_tests.emit_roundtrip(lib))
+            elif kind == "fuzz-calls":
+                write(os.path.join(a.out, n + "_fuzz_calls.cc"), emit_fuzz.emit_fuzz_calls(lib))
             elif kind == "exports-list":
                 write(os.path.join(a.out, n + ".exports"), "".join(x + "\n" for x in lib.exported))
+            elif kind.startswith("module-"):
+                # A sub-library (cuDNN's): its version script, forwarders and export list.
+                m = kind[len("module-"):]
+                if m not in [x["name"] for x in lib.sublibraries]:
+                    print("apigen: %s has no sublibrary %s" % (n, m), file=sys.stderr)
+                    return 1
+                write(os.path.join(a.out, "%s_%s.map" % (n, m)), emit_shim.emit_version_script(lib, m))
+                write(os.path.join(a.out, "%s_%s_forward.cc" % (n, m)), emit_shim.emit_forwarders(lib, m))
+                write(os.path.join(a.out, "%s_%s.exports" % (n, m)), "".join(x + "\n" for x in emit_shim.module_exports(lib, m)))
             else:
                 print("apigen: unknown --emit %s" % kind, file=sys.stderr)
                 return 1

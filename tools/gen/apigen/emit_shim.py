@@ -12,6 +12,11 @@ def includes(lib):
     return "".join("#include <%s>\n" % h for h in lib.props.get("header", "").split())
 
 
+def using_hooks(lib):
+    ns = lib.props.get("hooks_ns")
+    return "using namespace %s;  // the description's size expressions\n" % ns if ns else ""
+
+
 def table_name(lib):
     return "remora_%s_table" % lib.name
 
@@ -25,9 +30,23 @@ def undef(name):
     return "#ifdef %s\n#undef %s\n#endif\n" % (name, name)
 
 
-def emit_version_script(lib):
-    node = lib.props.get("version")
-    syms = "".join("    %s;\n" % n for n in lib.exported)
+def modules(lib):
+    """(module, soname, version node) of each shared library the description makes: the
+    front library, and the sub-libraries (cuDNN's) that export part of it."""
+    out = [("front", lib.props["soname"], lib.props.get("version"))]
+    for sub in lib.sublibraries:
+        out.append((sub["name"], sub["soname"], sub.get("version")))
+    return out
+
+
+def module_exports(lib, module):
+    return [n for e in lib.entries if e.in_module(module) for n in e.exported_names]
+
+
+def emit_version_script(lib, module="front"):
+    m = [x for x in modules(lib) if x[0] == module][0]
+    node = m[2]
+    syms = "".join("    %s;\n" % n for n in module_exports(lib, module))
     if node:
         return "%s {\n  global:\n%s  local: *;\n};\n" % (node, syms)
     return "{\n  global:\n%s  local: *;\n};\n" % syms
@@ -49,11 +68,12 @@ def emit_table_h(lib):
     return "".join(out)
 
 
-def emit_forwarders(lib):
+def emit_forwarders(lib, module="front"):
     """The exported library: each function forwards to the core through its table."""
     t = table_name(lib)
+    soname = [x for x in modules(lib) if x[0] == module][0][1]
     out = [BANNER % lib.path,
-           "// %s: every exported function forwards to libremora-core.so, which holds the one\n" % lib.props["soname"],
+           "// %s: every exported function forwards to libremora-core.so, which holds the one\n" % soname,
            "// process-wide session, so all of Remora's libraries in a process share it.\n",
            '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
            '#include "%s_table.h"\n\n' % lib.name,
@@ -67,6 +87,8 @@ def emit_forwarders(lib):
            "}  // namespace\n\n",
            "#define REMORA_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"]
     for e in lib.entries:
+        if not e.in_module(module):
+            continue
         for n in e.exported_names:
             out.append(undef(n))
             if not e.signed:
@@ -86,13 +108,19 @@ def emit_core(lib, libs):
            '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
            '#include "%s_table.h"\n' % lib.name, '#include "remote_call.h"\n']
     targets = sorted({_via_lib(e, libs).name for e in lib.entries if e.cls == "via" and _via_entry(e, libs).travels})
-    if any(e.travels for e in lib.entries):
+    if any(e.travels and not e.internal for e in lib.entries):
         targets = sorted(set(targets) | {lib.name})
     for tl in targets:
         out.append('#include "%s_client.h"\n' % tl)
     out.append("\nusing remora::Status;\n\n")
+    if "nomem" in st:
+        out.append("namespace {\n// %s's statuses for what Remora reports in the runtime's vocabulary.\n" % lib.name)
+        out.append("constexpr remora::shim::LibCodes kCodes{%s, %s, %s, %s, %s, %s};\n}  // namespace\n\n"
+                   % (st["ok"], st["invalid"], st["lost"], st["unsupported"], st["nomem"], st.get("internal", st["lost"])))
     for e in lib.entries:
         names = e.exported_names
+        if e.internal:
+            continue
         if e.cls in ("custom", "local") or (e.travels and e.attrs.get("export") == "hand"):
             out.append("// %s: %s\n" % (e.name, "hand-written (custom)" if e.cls == "custom" else
                                          "hand-written around its generated stub" if e.travels else "answered locally"))
@@ -106,10 +134,24 @@ def emit_core(lib, libs):
                 args = "".join(", %s" % p.name for p in e.params)
                 out.append('extern "C" %s {\n' % e.decl(n))
                 out.append('  Status st = remora::gen::%s::%s(remora::shim::CallCtx{%s, "%s"}%s);\n' % (lib.name, e.name, per_thread, n, args))
-                out.append('  return static_cast<%s>(remora::shim::FinishApi(remora::Domain::k%s, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
+                if "nomem" in st:
+                    out.append('  return static_cast<%s>(remora::shim::FinishLib(remora::Domain::k%s, kCodes, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
+                else:
+                    out.append('  return static_cast<%s>(remora::shim::FinishApi(remora::Domain::k%s, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
             continue
         if e.cls == "unsupported":
             for n in names:
+                if e.signed and e.ret != st["type"] and "nomem" in st:
+                    # Not a status (a legacy BLAS routine, a name query): logged once, and
+                    # the type's zero value.
+                    out.append('extern "C" %s {\n' % e.decl(n))
+                    for p in e.params:
+                        out.append("  (void)%s;\n" % p.name)
+                    out.append('  (void)remora::shim::NotSupported(remora::Domain::k%s, %s, "%s");\n' % (_dom(lib), st["unsupported"], n))
+                    if e.ret != "void":
+                        out.append("  return %s{};\n" % e.ret)
+                    out.append("}\n")
+                    continue
                 if e.signed:
                     if e.ret != st["type"]:
                         raise ApiError("%s: an unsupported entry must return %s" % (e.name, st["type"]))
@@ -178,8 +220,11 @@ def emit_client_h(lib):
     out = [BANNER % lib.path,
            "// Client stubs of %s's remoted calls: validate, encode, send, decode. They return a\n" % lib.name,
            "// Status (domain %s); the exported entry points convert it to the caller's type.\n" % lib.props.get("domain", lib.name),
-           "#pragma once\n", includes(lib), "".join('#include "%s"\n' % h for h in lib.props.get("hooks", "").split()),
-           '#include "remote_call.h"\n', '#include "%s_wire.h"\n\n' % lib.name, "namespace remora::gen::%s {\n\n" % lib.name]
+           "#pragma once\n", includes(lib), lib.props.get("prelude", "").replace("\\n", "\n"), "\n",
+           "".join('#include "%s"\n' % h for h in lib.props.get("hooks", "").split()),
+           '#include "remote_call.h"\n', '#include "%s_wire.h"\n' % lib.name,
+           "".join('#include "%s"\n' % h for h in lib.props.get("client_include", "").split()),
+           "\nnamespace remora::gen::%s {\n\n" % lib.name]
     for e in lib.entries:
         if not e.travels:
             continue
@@ -192,24 +237,34 @@ def emit_client_h(lib):
 def emit_client_cc(lib):
     st = lib.status
     out = [BANNER % lib.path, '#include "%s_client.h"\n\n' % lib.name, "namespace remora::gen::%s {\n\n" % lib.name,
-           "using shim::CallClass;\n\n"]
+           "using shim::CallClass;\n", using_hooks(lib), "\n"]
     for e in lib.entries:
         if not e.travels or e.hand:
             continue  # a `hand` entry's client stub is hand-written (declared in <lib>_client.h)
         params = "".join(", %s %s" % (p.ctype, p.name) for p in e.params)
         out.append("Status %s(const shim::CallCtx& cc%s) {\n" % (e.name, params))
         out.append("  shim::RemoteCall c(cc, kLibrary, %d, CallClass::k%s, Domain::k%s);\n" % (e.number, e.cls.capitalize(), _dom(lib)))
+        if "memo" in e.attrs:
+            out.append("  c.Memoize();\n")
         for p in e.params:
             for s in roles.client_encode(e, p):
                 out.append("  %s\n" % s.replace("reinterpret_cast<uint64_t>((uintptr_t)", "static_cast<uint64_t>((uintptr_t)"))
         decodes = [s for p in e.params for s in roles.client_decode(e, p)]
+        after = _client_after(e)
+        ret = "Status st = " if after else "return "
         if decodes:
-            out.append("  return c.Invoke([&](api::ArgReader& r) -> Status {\n")
+            out.append("  %sc.Invoke([&](api::ArgReader& r) -> Status {\n" % ret)
             for s in decodes:
                 out.append("    %s\n" % s)
-            out.append("    return r.Finish();\n  });\n}\n\n")
+            out.append("    return r.Finish();\n  });\n")
         else:
-            out.append("  return c.Invoke();\n}\n\n")
+            out.append("  %sc.Invoke();\n" % ret)
+        if after:
+            out.append("  if (!st.ok()) return st;\n")
+            for s in after:
+                out.append("  %s\n" % s)
+            out.append("  return st;\n")
+        out.append("}\n\n")
     out.append("}  // namespace remora::gen::%s\n" % lib.name)
     return "".join(out)
 
@@ -222,6 +277,26 @@ def emit_wire_h(lib):
         out.append("  k_%s = %d,\n" % (e.name, e.number))
     out.append("};\n\n}  // namespace remora::gen::%s\n" % lib.name)
     return "".join(out)
+
+
+def _client_after(e):
+    """What the client does once a call went out (posted) or succeeded (answered): objects
+    the call created or ended, objects it changed, and the description's mirror hook."""
+    out = []
+    for p in e.params:
+        if p.role == "newhandle":
+            k = roles.lib_kind(e, p)
+            out.append("c.AdoptObject(%s_id, HandleKind::k%s);" % (p.name, k))
+            out.append("*%s = shim::HandleFromBits<%s>(HandleKind::k%s, %s_id);" % (p.name, p.pointee, k, p.name))
+    for p in e.params:
+        if p.role == "handle" and roles.is_lib_handle(p) and "sets" in p.flags:
+            out.append("c.TouchObject(shim::HandleBits(HandleKind::k%s, %s));" % (roles.lib_kind(e, p), p.name))
+    if "mirror" in e.attrs:
+        out.append("%s(%s);" % (e.attrs["mirror"], ", ".join(p.name for p in e.params)))
+    for p in e.params:
+        if p.role == "handle" and roles.is_lib_handle(p) and "destroys" in p.flags:
+            out.append("c.ForgetObject(shim::HandleBits(HandleKind::k%s, %s));" % (roles.lib_kind(e, p), p.name))
+    return out
 
 
 def emit_procs(lib):

@@ -23,8 +23,30 @@ def travelling(lib):
 
 
 def called(lib):
-    """Travelling entries the worker calls (a wait entry only waits for its stream or event)."""
-    return [e for e in travelling(lib) if e.cls != "wait"]
+    """The library's functions the worker calls: travelling entries (a wait entry only waits
+    for its stream or event; an internal one is Remora's own), and those a hand-written
+    worker hook calls (`wapi`)."""
+    out = [e for e in travelling(lib) if e.cls != "wait" and not e.internal]
+    out += sorted((e for e in lib.entries if "wapi" in e.attrs and not e.travels and e.signed), key=lambda e: e.name)
+    return out
+
+
+def _is_obj(p):
+    return roles.is_lib_handle(p)
+
+
+def _hook_args(e, created):
+    """Arguments of a worker hook: the OpContext, then each parameter - a library object as
+    its LibObject* (for a created one, `created`'s value), the rest as the library gets it."""
+    args = ["x"]
+    for p in e.params:
+        if p.role == "newhandle":
+            args.append(created(p))
+        elif _is_obj(p):
+            args.append("%s_obj" % p.name)
+        else:
+            args.append(roles.worker_arg(e, p))
+    return ", ".join(args)
 
 
 def status_names(lib, include_dirs):
@@ -100,12 +122,17 @@ def emit_api_cc(lib, include_dirs):
            '#include "%s_api.h"\n\n' % lib.name,
            "namespace remora::worker::gen::%s {\n\n" % ns]
     # The compiler checks each description against NVIDIA's header.
+    # (static_cast picks the overload of that type where a C++ header adds inline overloads,
+    # as cublas_api.h does for cublasGemmEx; it fails to compile if none has the type.)
     for e in called(lib):
-        out.append("static_assert(std::is_same_v<decltype(&::%s), %s>,\n              \"%s: %s does not match %s\");\n"
-                   % (e.name, e.fnptr_type(), lib.path.split("/")[-1], e.name, lib.props.get("header")))
+        out.append("static_assert(std::is_same_v<decltype(static_cast<%s>(&::%s)), %s>,\n              \"%s: %s does not match %s\");\n"
+                   % (e.fnptr_type(), e.name, e.fnptr_type(), lib.path.split("/")[-1], e.name, lib.props.get("header")))
     out.append("\n%s Api::NotSupported(const char*) { return %s; }\n\n" % (st["type"], st["unsupported"]))
     for e in called(lib):
         params = ", ".join(p.ctype for p in e.params)
+        if e.ret != st["type"]:  # a version query (wapi): the type's zero
+            out.append('%s Api::%s(%s) { return %s{}; }\n' % (e.ret, e.name, params, e.ret))
+            continue
         out.append('%s Api::%s(%s) { return NotSupported("%s"); }\n' % (e.ret, e.name, params, e.name))
     names = status_names(lib, include_dirs)
     out.append("\nconst char* Api::StatusName(int code) {\n  switch (code) {\n")
@@ -125,8 +152,9 @@ def emit_api_cc(lib, include_dirs):
     for e in called(lib):
         params = ", ".join("%s %s" % (p.ctype, p.name) for p in e.params)
         args = ", ".join(p.name for p in e.params)
-        out.append('%s DlApi::%s(%s) { return p_%s ? p_%s(%s) : NotSupported("%s"); }\n'
-                   % (e.ret, e.name, params, e.name, e.name, args, e.name))
+        fallback = '%s{}' % e.ret if e.ret != st["type"] else 'NotSupported("%s")' % e.name
+        out.append('%s DlApi::%s(%s) { return p_%s ? p_%s(%s) : %s; }\n'
+                   % (e.ret, e.name, params, e.name, e.name, args, fallback))
     out.append("\n}  // namespace remora::worker::gen::%s\n" % ns)
     return "".join(out)
 
@@ -144,6 +172,8 @@ def emit_dispatch(lib):
         for e in hand:
             out.append("Status Op_%s(OpContext& x);\n" % e.name)
         out.append("\nnamespace {\n\n")
+    if lib.props.get("hooks_ns"):
+        out.append("using namespace %s;  // the description's size expressions\n\n" % lib.props["hooks_ns"])
     for e in travelling(lib):
         if e.hand:
             continue
@@ -164,17 +194,57 @@ def emit_dispatch(lib):
             out.append("  return Status::Ok();\n}\n\n")
             continue
         args = ", ".join(roles.worker_arg(e, p) for p in e.params)
-        if "worker" in e.attrs:
-            # Hand-written: bookkeeping around the real call (declared in the worker_include header).
-            out.append("  %s r = %s(x%s);\n" % (e.ret, e.attrs["worker"], "".join(", " + a for a in args.split(", ") if a)))
+        if "measure" in e.attrs:
+            out.append("  const uint64_t measure0 = x.MeasureBegin();\n")
+        if "wcall" in e.attrs:
+            out.append("  RETURN_IF_ERROR(%s(%s));\n" % (e.attrs["wcall"], _hook_args(e, lambda p: "%s_id" % p.name)))
         else:
-            out.append("  %s r = x.Library<Api>().%s(%s);\n" % (e.ret, e.name, args))
-        out.append("  if (r != %s) return x.LibraryError(Domain::k%s, static_cast<uint32_t>(r), Api::StatusName(static_cast<int>(r)), \"%s\");\n"
-                   % (st["ok"], _dom(lib), e.name))
+            if "worker" in e.attrs:
+                # Hand-written: bookkeeping around the real call (declared in the worker_include header).
+                out.append("  %s r = %s(x%s);\n" % (e.ret, e.attrs["worker"], "".join(", " + a for a in args.split(", ") if a)))
+            else:
+                out.append("  %s r = x.Library<Api>().%s(%s);\n" % (e.ret, e.name, args))
+            out.append("  if (r != %s) return x.LibraryError(Domain::k%s, static_cast<uint32_t>(r), Api::StatusName(static_cast<int>(r)), \"%s\");\n"
+                       % (st["ok"], _dom(lib), e.name))
+        created = [p for p in e.params if p.role == "newhandle"]
+        for p in created:
+            if "wcall" in e.attrs:  # the hook adopted it
+                out.append("  [[maybe_unused]] LibObject* %s_obj = x.FindObject(%s_id);\n" % (p.name, p.name))
+            else:
+                out.append("  [[maybe_unused]] LibObject* %s_obj = x.AdoptObject(HandleKind::k%s, %s_id, %s_v);\n" % (p.name, roles.lib_kind(e, p), p.name, p.name))
+        if "measure" in e.attrs:
+            objs = [p for p in created] or [p for p in e.params if _is_obj(p)]
+            obj = "%s_obj" % objs[0].name if objs else "nullptr"
+            out.append("  RETURN_IF_ERROR(x.MeasureEnd(measure0, %s, Domain::k%s, %s, %s));\n"
+                       % (obj, _dom(lib), "true" if created else "false", st.get("nomem", st["lost"])))
+        if "wafter" in e.attrs:
+            out.append("  RETURN_IF_ERROR(%s(%s));\n" % (e.attrs["wafter"], _hook_args(e, lambda p: "%s_obj" % p.name)))
+        for p in e.params:
+            if _is_obj(p) and p.role == "handle" and "destroys" in p.flags:
+                out.append("  x.ForgetObject(%s_obj);\n" % p.name)
         for p in e.params:
             for s in roles.worker_encode(e, p):
                 out.append("  %s\n" % s)
         out.append("  return Status::Ok();\n}\n\n")
+    # How the session's end releases an object of each kind this library creates: the entry
+    # whose only parameter the object is, and which ends it.
+    out.append("Status DestroyObject(void* api, HandleKind kind, uint64_t bits) {\n")
+    out.append("  [[maybe_unused]] Api& a = *static_cast<Api*>(api);\n  (void)bits;\n  switch (kind) {\n")
+    seen = set()
+    for e in called(lib):
+        if len(e.params) != 1 or not e.travels:
+            continue
+        p = e.params[0]
+        if p.role == "handle" and _is_obj(p) and "destroys" in p.flags:
+            k = roles.lib_kind(e, p)
+            if k in seen:
+                continue
+            seen.add(k)
+            out.append("    case HandleKind::k%s: {\n" % k)
+            out.append("      %s r = a.%s(LibObject::FromBits<%s>(bits));\n" % (e.ret, e.name, p.ctype))
+            out.append("      if (r != %s) return Status(Domain::k%s, static_cast<uint32_t>(r), \"%s\");\n" % (st["ok"], _dom(lib), e.name))
+            out.append("      return Status::Ok();\n    }\n")
+    out.append("    default:\n      return Error(Err::kNotSupported, \"%s has no destroy call for this kind\");\n  }\n}\n\n" % lib.name)
     out.append("constexpr OpEntry kOps[] = {\n")
     for e in travelling(lib):
         out.append('    {%d, "%s", CallClass::k%s, &Op_%s, %s},\n' % (e.number, e.name, e.cls.capitalize(), e.name,
@@ -183,6 +253,6 @@ def emit_dispatch(lib):
         out.append("    {0, nullptr, CallClass::kSync, nullptr, false},\n")
     out.append("};\n\n}  // namespace\n\n")
     out.append("const OpTable& Ops() {\n")
-    out.append('  static const OpTable table{%s, "%s", Domain::k%s, kOps, %d};\n' % (lib.props["wire"], lib.name, _dom(lib), len(travelling(lib))))
+    out.append('  static const OpTable table{%s, "%s", Domain::k%s, kOps, %d, &DestroyObject};\n' % (lib.props["wire"], lib.name, _dom(lib), len(travelling(lib))))
     out.append("  return table;\n}\n\n}  // namespace remora::worker::gen::%s\n" % ns)
     return "".join(out)

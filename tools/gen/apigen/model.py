@@ -21,7 +21,9 @@ import re
 CLASSES = ("sync", "ordered", "wait", "custom", "unsupported", "local", "via")
 # Parameter roles: how a parameter crosses the wire (see roles.py for what each generates).
 ROLES = ("value", "stream", "handle", "device", "devptr", "out", "in", "inout", "array",
-         "outarray", "string", "outstring", "fixup")
+         "outarray", "string", "outstring", "fixup",
+         # math libraries (roles.py says what each generates)
+         "newhandle", "scalar", "scalarout", "devptrs", "inbytes")
 
 
 class ApiError(Exception):
@@ -73,6 +75,8 @@ class Entry:
 
     @property
     def exported_names(self):
+        if self.internal:
+            return []
         return [self.name] + self.twins
 
     @property
@@ -84,6 +88,16 @@ class Entry:
         """Both ends of the call are hand-written (shim: the client stub; worker: Op_<name>),
         for calls whose arguments no role describes; the plumbing is still generated."""
         return "hand" in self.attrs
+
+    @property
+    def internal(self):
+        """Travels, but no library exports it (a hand-written entry point calls its stub)."""
+        return "internal" in self.attrs
+
+    def in_module(self, module):
+        """Whether the (sub-)library `module` exports this entry (`libs=front,graph`; the
+        front library alone by default)."""
+        return module in str(self.attrs.get("libs", "front")).split(",")
 
     @property
     def travels(self):
@@ -105,6 +119,7 @@ class Library:
         self.props = {}             # soname, header, domain, wire, version, ...
         self.status = None          # {"type":..., "ok":..., ...}
         self.entries = []
+        self.sublibraries = []      # [{"name":..., "soname":..., "version":...}] (cuDNN's)
 
     def entry(self, name):
         for e in self.entries:
@@ -115,6 +130,22 @@ class Library:
     @property
     def exported(self):
         return [n for e in self.entries for n in e.exported_names]
+
+
+# Names the generated code uses for its own locals (the call `c`, its reader `r`, the worker's
+# context `x`, a result `st`...): a parameter so named (BLAS's x, c, s...) is renamed with a
+# trailing underscore, in its role expressions too. Parameter names are not part of the ABI.
+RESERVED = {"c", "r", "x", "st", "cc", "u", "b", "h", "v", "el", "a", "measure0", "rec", "expected", "api"}
+
+
+def _rename_reserved(e):
+    renames = {p.name: p.name + "_" for p in e.params if p.name in RESERVED}
+    if not renames:
+        return
+    pat = re.compile(r"\b(%s)\b" % "|".join(re.escape(n) for n in renames))
+    for p in e.params:
+        p.name = renames.get(p.name, p.name)
+        p.args = {k: (pat.sub(lambda m: renames[m.group(1)], v) if isinstance(v, str) else v) for k, v in p.args.items()}
 
 
 def _split_params(text):
@@ -192,6 +223,7 @@ def parse(path):
             current.ret = m.group(1).strip()
             params = m.group(2).strip()
             current.params = [] if params in ("", "void") else [_parse_param(p, where) for p in _split_params(params)]
+            _rename_reserved(current)
         current, sig_lines = None, []
 
     for lineno, raw in enumerate(open(path), 1):
@@ -232,6 +264,12 @@ def parse(path):
                     k, _, v = w.partition("=")
                     st[k] = v
                 lib.status = st
+            elif key == "sublibrary":
+                sub = {"name": rest[0]}
+                for w in rest[1:]:
+                    k, _, v = w.partition("=")
+                    sub[k] = v
+                lib.sublibraries.append(sub)
             else:
                 lib.props[key] = " ".join(rest)
             continue
@@ -269,6 +307,10 @@ def validate(lib):
             for p in e.params:
                 if p.role in ("out", "inout", "outarray", "outstring"):
                     raise ApiError("%s: an ordered call cannot return %s (make it sync)" % (at, p.name))
+        if e.internal and not e.travels:
+            raise ApiError("%s: an internal entry must travel (sync, ordered or wait)" % at)
+        if e.cls == "ordered" and any(p.role == "scalarout" for p in e.params):
+            raise ApiError("%s: an ordered call cannot return a scalar (make it sync)" % at)
         if "launches" in e.attrs and e.cls not in ("sync", "ordered"):
             raise ApiError("%s: `launches` (GPU work the compute scheduler admits) needs a sync or ordered call" % at)
         if e.cls == "wait" and not any(p.role in ("stream", "handle") for p in e.params):

@@ -26,8 +26,56 @@ An entry marked `hand` has no roles to generate from: its client stub (declared 
 <lib>_client.h) and its worker operation (Op_<name>, declared in <lib>_dispatch.cc) are
 hand-written, for calls whose arguments are structures of pointers (graph node parameters,
 3D copies); numbering, dispatch, classes and exports stay generated.
+
+Math libraries (their objects are LIB_KINDS below: session-owned, client-minted ids):
+  handle(K)    of a library kind: u64 object id (an int handle such as cufftHandle travels
+               as the id it stands for); flags `destroys` (the call ends the object; the
+               worker releases what it charged for it), `sets` (the call changes the object:
+               memoised queries naming it are asked again)
+  newhandle(K) u64 id the client minted for the object the call creates (so a create can
+               be posted); the worker registers the library's handle under it
+  scalar(size=S, mode=H, bit=B)
+               an alpha/beta: u8 on-device flag (bit B of the pointer mode mirrored on
+               object H), then the u64 device address, or u64 n and n bytes read on the host
+  scalarout(size=S, mode=H, bit=B)
+               a scalar result: u8 on-device flag, then the u64 device address, or the u64
+               size of the host result, which the reply carries back
+  devptr(.., wsize=W, csize=C, empty)
+               as devptr; W/C replace the extent on the worker/client side only (where only
+               that side can compute it); `empty`: NULL is accepted when the extent is 0;
+               `nullable`: NULL is accepted (the library takes it as "none")
+  inbytes(size=S) host bytes read by the library: u64 count, then the bytes; the worker checks
+               the count against S (which may name a later parameter); `nullable`
+  devptrs(count=N, size=S, stream=H)
+               u64 address of a device array of N device pointers, each to S bytes: the
+               worker reads the array in H's stream order and checks every pointer
 """
 from model import ApiError
+
+# Handle kinds of math-library objects (memmgr/include/remora/memmgr/handle_table.h, range
+# 0x70-0x8f): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
+# the session's LibObjects (server/worker/lib_objects.h).
+LIB_KINDS = {
+    "CublasHandle": 0x70, "CublasLtHandle": 0x71, "CublasLtMatmulDesc": 0x72, "CublasLtMatrixLayout": 0x73,
+    "CublasLtMatmulPreference": 0x74, "CublasLtMatrixTransformDesc": 0x75,
+    "CudnnHandle": 0x76, "CudnnBackendDescriptor": 0x77, "CudnnTensorDescriptor": 0x78,
+    "CudnnFilterDescriptor": 0x79, "CudnnConvolutionDescriptor": 0x7a, "CudnnActivationDescriptor": 0x7b,
+    "CudnnPoolingDescriptor": 0x7c, "CudnnDropoutDescriptor": 0x7d, "CudnnRnnDescriptor": 0x7e,
+    "CudnnRnnDataDescriptor": 0x7f, "CudnnMiscDescriptor": 0x80, "CudnnCtcLossDescriptor": 0x81,
+    "CufftPlan": 0x82, "CurandGenerator": 0x83, "CusolverDnHandle": 0x84, "CusolverDnParams": 0x85,
+    "CusolverSyevjInfo": 0x86, "CusolverGesvdjInfo": 0x87, "CusparseHandle": 0x88, "CusparseMatDescr": 0x89,
+    "CusparseSpMatDescr": 0x8a, "CusparseDnMatDescr": 0x8b, "CusparseDnVecDescr": 0x8c,
+    "CusparseSpVecDescr": 0x8d, "CusparseSpGEMMDescr": 0x8e, "CusparseSpSVDescr": 0x8f,
+}
+
+
+def is_lib_handle(p):
+    return p.role in ("handle", "newhandle") and _first(p.args) in LIB_KINDS or \
+        p.role in ("handle", "newhandle") and p.args.get("kind") in LIB_KINDS
+
+
+def lib_kind(e, p):
+    return _kind(e, p)
 
 
 def _expr(e, prefix=""):
@@ -38,6 +86,9 @@ def client_encode(e, p):
     """Statements that validate `p` in the shim and append it to the request (`c`)."""
     n, r = p.name, p.role
     err = e.lib.status["invalid"]
+    lib = _client_lib_encode(e, p, err)
+    if lib is not None:
+        return lib
     if r == "value":
         return ["c.Put(%s);" % n]
     if r == "fixup":
@@ -51,6 +102,14 @@ def client_encode(e, p):
         return ["RETURN_IF_ERROR(c.Handle(HandleKind::k%s, %s, false));" % (kind, n)]
     if r == "device":
         return ["RETURN_IF_ERROR(c.Device(static_cast<int>(%s)));" % n]
+    if r == "devptr" and ("csize" in p.args or "wsize" in p.args or "empty" in p.flags or "nullable" in p.flags):
+        size = p.args.get("csize", p.args.get("size", "1"))
+        check = "RETURN_IF_ERROR(c.DevPtr(reinterpret_cast<uint64_t>(%s), static_cast<uint64_t>(%s)));" % (_asint(p), size)
+        if "nullable" in p.flags:
+            return ["if (%s == 0) c.Put<uint64_t>(0); else %s" % (_asint(p), check)]
+        if "empty" in p.flags:
+            return ["if (%s == 0 && static_cast<uint64_t>(%s) == 0) c.Put<uint64_t>(0); else %s" % (_asint(p), size, check)]
+        return [check]
     if r == "devptr":
         size = p.args.get("size", "1")
         return ["RETURN_IF_ERROR(c.DevPtr(reinterpret_cast<uint64_t>(%s), static_cast<uint64_t>(%s)));" % (_asint(p), size)]
@@ -91,6 +150,8 @@ def client_encode(e, p):
 def client_decode(e, p):
     """Statements that copy `p`'s result from the reply (`r`, an ArgReader) to the caller."""
     n, r = p.name, p.role
+    if r == "scalarout":
+        return ["if (!%s_dev) r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, n, _csize(p))]
     if r == "out" and "size" in p.args:
         return ["r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, p.args["size"])]
     if r == "out":
@@ -113,6 +174,9 @@ def client_decode(e, p):
 def worker_decode(e, p):
     """Statements that read `p` from the request (`x`, an OpContext) into a local named like it."""
     n, r = p.name, p.role
+    lib = _worker_lib_decode(e, p)
+    if lib is not None:
+        return lib
     if r == "value":
         return ["%s %s = x.in().Get<%s>();" % (p.ctype, n, p.ctype)]
     if r == "fixup":
@@ -155,6 +219,17 @@ def worker_decode(e, p):
 def worker_check(e, p):
     """Checks that run once every argument is decoded (extents may name other arguments)."""
     n, r = p.name, p.role
+    lib = _worker_lib_check(e, p)
+    if lib is not None:
+        return lib
+    if r == "devptr" and ("wsize" in p.args or "empty" in p.flags or "nullable" in p.flags):
+        size = p.args.get("wsize", p.args.get("size", "1"))
+        check = "RETURN_IF_ERROR(x.DevPtr(%s_addr, static_cast<uint64_t>(%s), reinterpret_cast<uint64_t*>(&%s)));" % (n, size, n)
+        if "nullable" in p.flags:
+            check = "if (%s_addr != 0) %s" % (n, check)
+        elif "empty" in p.flags:
+            check = "if (%s_addr != 0 || static_cast<uint64_t>(%s) != 0) %s" % (n, size, check)
+        return ["%s %s{};" % (p.ctype, n), check]
     if r == "devptr":
         size = p.args.get("size", "1")
         return ["%s %s{};" % (p.ctype, n),
@@ -187,7 +262,9 @@ def worker_check(e, p):
 def worker_arg(e, p):
     """The expression passed to the real function for `p`."""
     n, r = p.name, p.role
-    if r in ("value", "stream", "handle", "device", "devptr", "fixup"):
+    if r == "newhandle":
+        return "&%s_v" % n
+    if r in ("value", "stream", "handle", "device", "devptr", "fixup", "scalar", "scalarout", "devptrs", "inbytes"):
         return n
     if r in ("in", "inout") and "size" in p.args:
         return "(%s_has ? static_cast<void*>(%s_v.data()) : nullptr)" % (n, n)
@@ -211,6 +288,8 @@ def worker_arg(e, p):
 def worker_encode(e, p):
     """Statements appending `p`'s result to the reply after a successful call."""
     n, r = p.name, p.role
+    if r == "scalarout":
+        return ["if (!%s_dev) x.out().PutArray(%s_h.data(), %s_n, 1);" % (n, n, n)]
     if (r == "out" or r == "inout") and "size" in p.args:
         return ["x.out().PutArray(%s_v.data(), %s_v.size(), 1);" % (n, n)]
     if r == "out":
@@ -248,3 +327,129 @@ def _first(args):
 def _asint(p):
     # CUdeviceptr is an integer, cudart device pointers are void*: go through uintptr_t.
     return "(uintptr_t)(%s)" % p.name
+
+
+# ---- math-library roles ---------------------------------------------------------------------
+
+
+def _csize(p):
+    return p.args.get("csize", p.args.get("size", "1"))
+
+
+def _wsize(p):
+    return p.args.get("wsize", p.args.get("size", "1"))
+
+
+def _mode_param(e, p):
+    h = p.args.get("mode")
+    for q in e.params:
+        if q.name == h and is_lib_handle(q):
+            return q
+    raise ApiError("%s: %s's mode=%s must name a library handle parameter" % (e.name, p.name, h))
+
+
+def _client_lib_encode(e, p, err):
+    n, r = p.name, p.role
+    if r == "handle" and is_lib_handle(p):
+        kind = _kind(e, p)
+        nul = "true" if "nullable" in p.flags else "false"
+        return ["RETURN_IF_ERROR(c.Object(HandleKind::k%s, shim::HandleBits(HandleKind::k%s, %s), %s));" % (kind, kind, n, nul)]
+    if r == "newhandle":
+        return ['if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n),
+                "const uint64_t %s_id = c.NewObject(HandleKind::k%s);" % (n, _kind(e, p))]
+    if r in ("scalar", "scalarout"):
+        h = _mode_param(e, p)
+        hk = _kind(e, h)
+        size = _csize(p)
+        lines = ["const bool %s_dev = c.ObjectMode(shim::HandleBits(HandleKind::k%s, %s), %s);" % (n, hk, h.name, p.args.get("bit", "0")),
+                 "c.Put<uint8_t>(%s_dev ? 1 : 0);" % n]
+        dev = "RETURN_IF_ERROR(c.DevPtr(static_cast<uint64_t>((uintptr_t)(%s)), static_cast<uint64_t>(%s)));" % (n, size)
+        if "nullable" in p.flags:
+            dev = "if (%s == nullptr) c.Put<uint64_t>(0); else %s" % (n, dev)
+        lines.append("if (%s_dev) {" % n)
+        lines.append("  " + dev)
+        lines.append("} else {")
+        if r == "scalar" and "nullable" in p.flags:
+            lines.append("  c.PutArray(%s, %s != nullptr ? static_cast<uint64_t>(%s) : 0, 1);" % (n, n, size))
+        elif r == "scalar":
+            lines.append('  if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n))
+            lines.append("  c.PutArray(%s, static_cast<uint64_t>(%s), 1);" % (n, size))
+        else:
+            lines.append('  if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n))
+            lines.append("  c.Put<uint64_t>(static_cast<uint64_t>(%s));" % size)
+        lines.append("}")
+        return lines
+    if r == "inbytes":
+        size = p.args["size"]
+        if "nullable" in p.flags:
+            return ["c.PutArray(%s, %s != nullptr ? static_cast<uint64_t>(%s) : 0, 1);" % (n, n, size)]
+        return ['if (%s == nullptr && static_cast<uint64_t>(%s) != 0) return c.Fail(%s, "%s is NULL");' % (n, size, err, n),
+                "c.PutArray(%s, static_cast<uint64_t>(%s), 1);" % (n, size)]
+    if r == "devptrs":
+        count = p.args["count"]
+        check = "RETURN_IF_ERROR(c.DevPtr(static_cast<uint64_t>((uintptr_t)(%s)), static_cast<uint64_t>(%s) * sizeof(void*)));" % (n, count)
+        return ["if (%s == nullptr && static_cast<uint64_t>(%s) == 0) c.Put<uint64_t>(0); else %s" % (n, count, check)]
+    return None
+
+
+def _worker_lib_decode(e, p):
+    n, r = p.name, p.role
+    if r == "handle" and is_lib_handle(p):
+        nul = "true" if "nullable" in p.flags else "false"
+        return ["%s %s{};" % (p.ctype, n), "[[maybe_unused]] LibObject* %s_obj = nullptr;" % n,
+                "RETURN_IF_ERROR(x.Object(HandleKind::k%s, %s, &%s, &%s_obj));" % (_kind(e, p), nul, n, n)]
+    if r == "newhandle":
+        return ["const uint64_t %s_id = x.in().Get<uint64_t>();" % n, "%s %s_v{};" % (p.pointee, n)]
+    if r == "scalar":
+        return ["const uint8_t %s_dev = x.in().Get<uint8_t>();" % n, "uint64_t %s_addr = 0;" % n,
+                "std::vector<std::byte> %s_h;" % n,
+                "if (%s_dev) %s_addr = x.in().Get<uint64_t>(); else RETURN_IF_ERROR(x.in().GetArray(&%s_h));" % (n, n, n)]
+    if r == "scalarout":
+        return ["const uint8_t %s_dev = x.in().Get<uint8_t>();" % n, "uint64_t %s_addr = 0, %s_n = 0;" % (n, n),
+                "if (%s_dev) %s_addr = x.in().Get<uint64_t>(); else %s_n = x.in().Get<uint64_t>();" % (n, n, n)]
+    if r == "devptrs":
+        return ["const uint64_t %s_addr = x.in().Get<uint64_t>();" % n]
+    if r == "inbytes":
+        return ["std::vector<std::byte> %s_v;" % n, "RETURN_IF_ERROR(x.in().GetArray(&%s_v));" % n]
+    return None
+
+
+def _worker_lib_check(e, p):
+    n, r = p.name, p.role
+    if r == "newhandle":
+        return ["RETURN_IF_ERROR(x.CheckNewObject(HandleKind::k%s, %s_id));" % (_kind(e, p), n)]
+    if r in ("scalar", "scalarout"):
+        h = _mode_param(e, p)
+        size = _wsize(p)
+        lines = ["RETURN_IF_ERROR(x.ScalarMode(%s_obj, %s, %s_dev != 0, \"%s\"));" % (h.name, p.args.get("bit", "0"), n, n),
+                 "%s %s = nullptr;" % (p.ctype, n)]
+        dev = "{ uint64_t u = 0; RETURN_IF_ERROR(x.DevPtr(%s_addr, static_cast<uint64_t>(%s), &u)); %s = (%s)(uintptr_t)u; }" % (n, size, n, p.ctype)
+        if "nullable" in p.flags:
+            dev = "if (%s_addr != 0) %s" % (n, dev)
+        lines.append("if (%s_dev) {" % n)
+        lines.append("  " + dev)
+        if r == "scalar":
+            host = "{ x.PadScalar(&%s_h); %s = (%s)(%s_h.data()); }" % (n, n, p.ctype, n)
+            if "nullable" in p.flags:
+                host = "if (!%s_h.empty()) %s" % (n, host)
+        else:
+            host = "{ std::vector<std::byte>& b = %s_h; RETURN_IF_ERROR(x.Buffer(&b, %s_n)); x.PadScalar(&b); %s = (%s)(b.data()); }" % (n, n, n, p.ctype)
+        lines.append("} else " + host)
+        if r == "scalarout":
+            lines.insert(0, "std::vector<std::byte> %s_h;" % n)
+        return lines
+    if r == "inbytes":
+        cond = "%s_v.size() != static_cast<size_t>(%s)" % (n, p.args["size"])
+        if "nullable" in p.flags:
+            cond = "!%s_v.empty() && %s" % (n, cond)
+        return ["if (%s) return x.Malformed(\"%s does not hold the bytes its size says\");" % (cond, n),
+                "%s %s = %s_v.empty() ? nullptr : static_cast<%s>(%s_v.data());" % (p.ctype, n, n, p.ctype, n)]
+    if r == "devptrs":
+        h = p.args.get("stream")
+        return ["%s %s{};" % (p.ctype, n),
+                "if (%s_addr != 0 || static_cast<uint64_t>(%s) != 0) {" % (n, p.args["count"]),
+                "  uint64_t u = 0;",
+                "  RETURN_IF_ERROR(x.DevPtrArray(%s_addr, static_cast<uint64_t>(%s), static_cast<uint64_t>(%s), %s_obj, &u));"
+                % (n, p.args["count"], p.args["size"], h),
+                "  %s = (%s)(uintptr_t)u;" % (n, p.ctype), "}"]
+    return None

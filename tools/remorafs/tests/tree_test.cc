@@ -398,6 +398,18 @@ TEST_F(TreeTest, ALostServerIsEIO) {
   EXPECT_TRUE(tree.Stat("/gpus").ok());
 }
 
+// Names and values a local user writes come back in error messages (the daemon's log) on one
+// line, control characters escaped (found by fuzz target `remorafs_path`).
+TEST_F(TreeTest, ErrorMessagesAreOneLineWhateverTheUserWrote) {
+  for (const FsStatus& st : {tree.Mkdir("/tenants/Bad\nname\x1b[2J"), tree.Write("/tenants/alice/gpus", "+0\r\n+x\x07", 0),
+                             tree.Write("/tenants/alice/memory.max", "12\nlines", 0),
+                             // the server's "no such tenant '...'" quotes the name as written
+                             tree.Rmdir(std::string("/tenants/x\ny\0", 13))}) {
+    EXPECT_NE(st.err, 0);
+    EXPECT_EQ(st.message.find_first_of("\n\r\x1b\x07"), std::string::npos) << st.message;
+  }
+}
+
 TEST(ErrnoFor, MapsTheServersCodesLikeCgroupfs) {
   EXPECT_EQ(ErrnoFor(Status::Ok()), 0);
   EXPECT_EQ(ErrnoFor(Status(Err::kInvalidValue, "")), EINVAL);

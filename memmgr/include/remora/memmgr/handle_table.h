@@ -30,7 +30,41 @@ enum class HandleKind : uint8_t {
   kMipmappedArray = 0x65,
   kTexObject = 0x66,
   kSurfObject = 0x67,
-  // 0x70-0x8f: the math libraries.
+  // 0x70-0x8f: objects of the math libraries (issue 13), kept in the worker's LibObjects
+  // (server/worker/lib_objects.h) under ids the client mints; tools/gen/apigen/roles.py
+  // LIB_KINDS lists the same values.
+  kCublasHandle = 0x70,
+  kCublasLtHandle = 0x71,
+  kCublasLtMatmulDesc = 0x72,
+  kCublasLtMatrixLayout = 0x73,
+  kCublasLtMatmulPreference = 0x74,
+  kCublasLtMatrixTransformDesc = 0x75,
+  kCudnnHandle = 0x76,
+  kCudnnBackendDescriptor = 0x77,
+  kCudnnTensorDescriptor = 0x78,
+  kCudnnFilterDescriptor = 0x79,
+  kCudnnConvolutionDescriptor = 0x7a,
+  kCudnnActivationDescriptor = 0x7b,
+  kCudnnPoolingDescriptor = 0x7c,
+  kCudnnDropoutDescriptor = 0x7d,
+  kCudnnRnnDescriptor = 0x7e,
+  kCudnnRnnDataDescriptor = 0x7f,
+  kCudnnMiscDescriptor = 0x80,
+  kCudnnCtcLossDescriptor = 0x81,
+  kCufftPlan = 0x82,
+  kCurandGenerator = 0x83,
+  kCusolverDnHandle = 0x84,
+  kCusolverDnParams = 0x85,
+  kCusolverSyevjInfo = 0x86,
+  kCusolverGesvdjInfo = 0x87,
+  kCusparseHandle = 0x88,
+  kCusparseMatDescr = 0x89,
+  kCusparseSpMatDescr = 0x8a,
+  kCusparseDnMatDescr = 0x8b,
+  kCusparseDnVecDescr = 0x8c,
+  kCusparseSpVecDescr = 0x8d,
+  kCusparseSpGEMMDescr = 0x8e,
+  kCusparseSpSVDescr = 0x8f,
 };
 
 const char* HandleKindName(HandleKind kind);

@@ -1,0 +1,14 @@
+#include "worker/host_libraries.h"
+
+namespace remora::worker {
+
+std::shared_ptr<void> MakeHostLibrary(Domain library, EmulatedDevice& device) {
+  switch (library) {
+    case Domain::kCublas: return MakeHostCublas(device);
+    case Domain::kCublasLt: return MakeHostCublasLt(device);
+    case Domain::kCurand: return MakeHostCurand(device);
+    default: return nullptr;
+  }
+}
+
+}  // namespace remora::worker

@@ -1,0 +1,15 @@
+// The host backend's emulated math libraries, one factory each (host_lib_*.cc); each returns
+// its gen::<lib>::Api as a shared_ptr<void> to that Api.
+#pragma once
+
+#include <memory>
+
+#include "worker/host_device.h"
+
+namespace remora::worker {
+
+std::shared_ptr<void> MakeHostCublas(EmulatedDevice& device);
+std::shared_ptr<void> MakeHostCublasLt(EmulatedDevice& device);
+std::shared_ptr<void> MakeHostCurand(EmulatedDevice& device);
+
+}  // namespace remora::worker

@@ -1,0 +1,51 @@
+// The math libraries the worker serves: their dispatch tables and real-library tables, by
+// remora::Domain (the library's wire number). Adding a library adds a line to each switch.
+#include "cublasLt_api.h"
+#include "cublas_api.h"  // the generated table (NVIDIA's cublas_api.h comes through cublas.h)
+#include "curand_api.h"
+#include "worker/api_op.h"
+#include "worker/gen_tables.h"
+#include "worker/library_apis.h"
+
+namespace remora::worker {
+
+namespace gen::cublas {
+const OpTable& Ops();
+}
+namespace gen::cublasLt {
+const OpTable& Ops();
+}
+namespace gen::curand {
+const OpTable& Ops();
+}
+
+const OpTable* MathLibraryOps(uint16_t library) {
+  switch (static_cast<Domain>(library)) {
+    case Domain::kCublas: return &gen::cublas::Ops();
+    case Domain::kCublasLt: return &gen::cublasLt::Ops();
+    case Domain::kCurand: return &gen::curand::Ops();
+    default: return nullptr;
+  }
+}
+
+namespace {
+template <typename Api, typename DlApi>
+std::shared_ptr<void> Load(const std::function<void*(const char*)>& resolve, std::vector<std::string>* missing) {
+  auto api = std::make_shared<DlApi>();
+  *missing = api->Load(resolve);
+  // The dispatch casts the binding's void* to the library's Api: hand out that base.
+  return std::shared_ptr<void>(api, static_cast<Api*>(api.get()));
+}
+}  // namespace
+
+std::shared_ptr<void> LoadDlApi(Domain library, const std::function<void*(const char*)>& resolve,
+                                std::vector<std::string>* missing) {
+  switch (library) {
+    case Domain::kCublas: return Load<gen::cublas::Api, gen::cublas::DlApi>(resolve, missing);
+    case Domain::kCublasLt: return Load<gen::cublasLt::Api, gen::cublasLt::DlApi>(resolve, missing);
+    case Domain::kCurand: return Load<gen::curand::Api, gen::curand::DlApi>(resolve, missing);
+    default: return nullptr;
+  }
+}
+
+}  // namespace remora::worker

@@ -1,0 +1,18 @@
+// cuBLAS in the client: the mirror hooks protocol/api/cublas.api names (`mirror=`), which keep
+// what later calls must know of a handle before they are sent - above all its pointer mode,
+// which decides whether alpha and beta travel as values or as device addresses - and what the
+// getters answer without a round trip (LibObjectView::aux: 0 stream, 1 math mode, 2 atomics
+// mode, 3 SM count target). Run after the setter went out. Thread-safe.
+#pragma once
+
+#include <cublas.h>  // (NVIDIA's cublas_api.h through it: "cublas_api.h" is the generated table)
+
+namespace remora::gen::cublas {
+
+void MirrorStream(cublasHandle_t handle, cudaStream_t stream);
+void MirrorPointerMode(cublasHandle_t handle, cublasPointerMode_t mode);
+void MirrorMathMode(cublasHandle_t handle, cublasMath_t mode);
+void MirrorAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode);
+void MirrorSmCountTarget(cublasHandle_t handle, int target);
+
+}  // namespace remora::gen::cublas

@@ -1,0 +1,169 @@
+// cuRAND's host API against what the distributions must look like: uniform (0, 1] floats and
+// doubles, normal and log-normal with a given mean and deviation, Poisson counts, raw 32-bit
+// words - from device generators (XORWOW, Philox, MRG32k3a) on a stream of their own and from
+// a host generator; the same seed gives the same numbers, another seed or an offset others;
+// the library's own refusals (an odd count of normals, 64-bit words from a pseudo-random
+// generator) come back as its statuses. Under Remora, an output pointer the application never
+// allocated is refused. No kernels of its own (runs on the host-emulated backend in CI too).
+#define GPU_TEST_NAME "curand_generate"
+#include <curand.h>
+
+#include <cmath>
+#include <vector>
+
+#include "gpu_test.h"
+#include "lib_test.h"
+
+namespace {
+
+using gpu_test::fail;
+
+constexpr size_t kN = 1 << 16;
+
+struct Moments {
+  double mean = 0, var = 0, min = 1e300, max = -1e300;
+};
+
+template <typename T>
+Moments Of(const std::vector<T>& v) {
+  Moments m;
+  for (T x : v) {
+    m.mean += double(x);
+    m.min = std::min(m.min, double(x));
+    m.max = std::max(m.max, double(x));
+  }
+  m.mean /= double(v.size());
+  for (T x : v) m.var += (double(x) - m.mean) * (double(x) - m.mean);
+  m.var /= double(v.size() - 1);
+  return m;
+}
+
+void Near(const char* what, double got, double want, double tol) {
+  if (std::fabs(got - want) > tol) fail("%s: %g, expected %g (+-%g)", what, got, want, tol);
+}
+
+template <typename T>
+std::vector<T> Download(const T* d, size_t n) {
+  std::vector<T> h(n);
+  CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+void DeviceGenerator(curandRngType_t type, const char* name) {
+  curandGenerator_t g;
+  CB(curandCreateGenerator(&g, type));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CB(curandSetStream(g, s));
+  CB(curandSetPseudoRandomGeneratorSeed(g, 1234));
+  float* f;
+  double* d;
+  unsigned int* u;
+  CK(cudaMalloc(&f, kN * sizeof(float)));
+  CK(cudaMalloc(&d, kN * sizeof(double)));
+  CK(cudaMalloc(&u, kN * sizeof(unsigned int)));
+
+  CB(curandGenerateUniform(g, f, kN));
+  CK(cudaStreamSynchronize(s));
+  std::vector<float> first = Download(f, kN);
+  Moments m = Of(first);
+  if (m.min <= 0 || m.max > 1) fail("%s uniform: outside (0, 1]: [%g, %g]", name, m.min, m.max);
+  Near("uniform mean", m.mean, 0.5, 0.01);
+  Near("uniform variance", m.var, 1.0 / 12, 0.005);
+
+  CB(curandGenerateUniformDouble(g, d, kN));
+  CK(cudaStreamSynchronize(s));
+  m = Of(Download(d, kN));
+  if (m.min <= 0 || m.max > 1) fail("%s uniform double: outside (0, 1]", name);
+  Near("uniform double mean", m.mean, 0.5, 0.01);
+
+  CB(curandGenerateNormal(g, f, kN, 2.0f, 3.0f));
+  CK(cudaStreamSynchronize(s));
+  m = Of(Download(f, kN));
+  Near("normal mean", m.mean, 2.0, 0.06);
+  Near("normal deviation", std::sqrt(m.var), 3.0, 0.06);
+
+  CB(curandGenerateNormalDouble(g, d, kN, -1.0, 0.5));
+  CK(cudaStreamSynchronize(s));
+  m = Of(Download(d, kN));
+  Near("normal double mean", m.mean, -1.0, 0.01);
+  Near("normal double deviation", std::sqrt(m.var), 0.5, 0.01);
+
+  CB(curandGenerateLogNormal(g, f, kN, 0.0f, 0.25f));
+  CK(cudaStreamSynchronize(s));
+  m = Of(Download(f, kN));
+  Near("log-normal mean", m.mean, std::exp(0.25 * 0.25 / 2), 0.01);
+
+  CB(curandGeneratePoisson(g, u, kN, 4.0));
+  CK(cudaStreamSynchronize(s));
+  m = Of(Download(u, kN));
+  Near("Poisson mean", m.mean, 4.0, 0.05);
+  Near("Poisson variance", m.var, 4.0, 0.15);
+
+  CB(curandGenerate(g, u, kN));
+  CK(cudaStreamSynchronize(s));
+  m = Of(Download(u, kN));
+  Near("32-bit words' mean / 2^32", m.mean / 4294967296.0, 0.5, 0.01);
+
+  // The same seed again: the same numbers; another seed, or an offset: others.
+  CB(curandSetPseudoRandomGeneratorSeed(g, 1234));
+  CB(curandGenerateUniform(g, f, kN));
+  CK(cudaStreamSynchronize(s));
+  if (Download(f, kN) != first) fail("%s: the same seed gave other numbers", name);
+  CB(curandSetPseudoRandomGeneratorSeed(g, 4321));
+  CB(curandGenerateUniform(g, f, kN));
+  CK(cudaStreamSynchronize(s));
+  if (Download(f, kN) == first) fail("%s: another seed gave the same numbers", name);
+  CB(curandSetPseudoRandomGeneratorSeed(g, 1234));
+  CB(curandSetGeneratorOffset(g, 1000));
+  CB(curandGenerateUniform(g, f, kN));
+  CK(cudaStreamSynchronize(s));
+  if (Download(f, kN) == first) fail("%s: an offset gave the same numbers", name);
+
+  // The library's refusals, as its statuses.
+  curandStatus_t st = curandGenerateNormal(g, f, kN - 1, 0.0f, 1.0f);
+  if (st != CURAND_STATUS_LENGTH_NOT_MULTIPLE) fail("%s: an odd count of normals answered %d", name, int(st));
+  st = curandGenerateLongLong(g, reinterpret_cast<unsigned long long*>(d), 16);
+  if (st != CURAND_STATUS_TYPE_ERROR) fail("%s: 64-bit words from a pseudo-random generator answered %d", name, int(st));
+
+  if (OnRemora()) {
+    st = curandGenerateUniform(g, reinterpret_cast<float*>(0x7f00dead0000ull), 256);
+    if (st == CURAND_STATUS_SUCCESS) fail("%s: an output pointer that is not the application's was accepted", name);
+  }
+  CK(cudaFree(f));
+  CK(cudaFree(d));
+  CK(cudaFree(u));
+  CB(curandDestroyGenerator(g));
+  CK(cudaStreamDestroy(s));
+  gpu_test::info("%s: uniform, normal, log-normal, Poisson and words as expected; seeds and offsets honoured", name);
+}
+
+void HostGenerator() {
+  curandGenerator_t g;
+  CB(curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10));
+  CB(curandSetPseudoRandomGeneratorSeed(g, 99));
+  std::vector<float> a(4096), b(4096);
+  CB(curandGenerateNormal(g, a.data(), a.size(), 0.0f, 1.0f));
+  Moments m = Of(a);
+  Near("host normal mean", m.mean, 0.0, 0.08);
+  Near("host normal deviation", std::sqrt(m.var), 1.0, 0.08);
+  CB(curandSetPseudoRandomGeneratorSeed(g, 99));
+  CB(curandGenerateNormal(g, b.data(), b.size(), 0.0f, 1.0f));
+  if (a != b) fail("host generator: the same seed gave other numbers");
+  CB(curandDestroyGenerator(g));
+  gpu_test::info("host generator: normal numbers in host memory, reproducible");
+}
+
+}  // namespace
+
+int main() {
+  int version = 0;
+  CB(curandGetVersion(&version));
+  if (version < 10000) fail("curandGetVersion answered %d", version);
+  DeviceGenerator(CURAND_RNG_PSEUDO_XORWOW, "XORWOW");
+  DeviceGenerator(CURAND_RNG_PSEUDO_PHILOX4_32_10, "Philox");
+  DeviceGenerator(CURAND_RNG_PSEUDO_MRG32K3A, "MRG32k3a");
+  HostGenerator();
+  gpu_test::pass("cuRAND device and host generators: uniform, normal, log-normal, Poisson; seeds, offsets, statuses");
+  return 0;
+}

@@ -1,0 +1,92 @@
+// shim/: the Client facing a broken or hostile server over the TCP transport, which lets the
+// server say anything in a frame header. Regression tests for findings of fuzz target `reply`.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "client.h"
+#include "remora/protocol/message.h"
+#include "tcp/tcp_connection.h"
+
+namespace remora::shim {
+namespace {
+
+class ShimClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    server_.reset(sv[1]);
+    SessionInfo info;
+    info.session_id = 1;
+    client_ = std::make_unique<Client>(MakeTcpRequester(Fd(sv[0]), "test"), info);
+  }
+
+  // Writes a frame as a server would (the socket stays open: the server is alive).
+  void ServerSends(FrameKind kind, uint64_t tag, uint64_t bulk_bytes, bool notice_body = false) {
+    ScratchMessage msg;
+    if (notice_body) msg.InitRoot<wire::Notice>().setDevicesChanged(2);
+    else msg.InitRoot<wire::Reply>().setPointer(0x1000);
+    auto body = msg.Flatten();
+    FrameHeader h;
+    h.kind = static_cast<uint16_t>(kind);
+    h.tag = tag;
+    h.body_words = static_cast<uint32_t>(body.size());
+    h.bulk_bytes = bulk_bytes;
+    ASSERT_EQ(::write(server_.get(), &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+    ASSERT_EQ(::write(server_.get(), body.data(), body.size_bytes()), static_cast<ssize_t>(body.size_bytes()));
+  }
+
+  Status Ping(size_t reply_bulk = 16) {
+    std::vector<std::byte> bulk(reply_bulk);
+    return client_->Call(0, [](wire::Request::Builder& r) { r.setPing(); },
+                         [](wire::Reply::Reader&) { return Status::Ok(); }, {}, bulk);
+  }
+
+  Fd server_;
+  std::unique_ptr<Client> client_;
+};
+
+constexpr uint64_t kTiB = 1ull << 40;
+
+// A reply announcing far more bulk than the call asked for ends the session with
+// cudaErrorDevicesUnavailable at once; it used to allocate the announced size (1 TiB:
+// bad_alloc, and the application aborted).
+TEST_F(ShimClientTest, ReplyAnnouncingHugeBulkBreaksTheSession) {
+  ServerSends(FrameKind::kReply, 1, kTiB);
+  auto start = std::chrono::steady_clock::now();
+  Status st = Ping();
+  EXPECT_EQ(st.code(), Err::kDevicesUnavailable) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(client_->broken().code(), Err::kDevicesUnavailable);
+  EXPECT_EQ(Ping().code(), Err::kDevicesUnavailable) << "every later call fails the same way";
+}
+
+TEST_F(ShimClientTest, UnknownReplyOrNoticeWithHugeBulkBreaksTheSession) {
+  for (bool notice : {false, true}) {
+    SCOPED_TRACE(notice ? "notice" : "reply for an unknown request");
+    SetUp();
+    ServerSends(notice ? FrameKind::kNotice : FrameKind::kReply, notice ? 0 : 99, kTiB, notice);
+    EXPECT_EQ(Ping().code(), Err::kDevicesUnavailable);
+    EXPECT_FALSE(client_->broken().ok());
+  }
+}
+
+// Small unasked-for bulk is still skipped: the session goes on.
+TEST_F(ShimClientTest, SmallUnaskedBulkIsSkipped) {
+  ServerSends(FrameKind::kReply, 99, 100);
+  std::vector<char> junk(100, 'x');
+  ASSERT_EQ(::write(server_.get(), junk.data(), junk.size()), 100);
+  ServerSends(FrameKind::kReply, 1, 16);
+  std::vector<char> data(16, 'y');
+  ASSERT_EQ(::write(server_.get(), data.data(), data.size()), 16);
+  EXPECT_TRUE(Ping().ok());
+  EXPECT_TRUE(client_->broken().ok());
+}
+
+}  // namespace
+}  // namespace remora::shim

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The robustness stages of CI (docs/ROBUSTNESS.md), run by tools/test.sh after the normal
+# build and tests, which they need (build/: its CUDA test programs, its shim for TSan):
+#   asan    clang ASan+UBSan build of everything but the CUDA programs, with the libFuzzer
+#           targets; the unit and integration tests under it; each fuzz target for a few
+#           seconds (its corpus, committed regressions included, is replayed first)
+#   tsan    clang TSan build; the unit and integration tests under it
+#   chaos   a short chaos soak on the normal build
+# A sanitizer report from any process a test starts (servers, workers, tools, applications
+# loading the shim) fails its stage: the reports go to files (log_path) checked afterwards.
+#
+#   tools/robustness.sh [STAGE...]        default: asan tsan chaos
+# Environment: REMORA_FUZZ_SECONDS (5 per target), REMORA_CHAOS_SECONDS (90),
+# REMORA_CHAOS_SEED (random; printed).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(asan tsan chaos)
+failed=()
+summary=()
+
+now() { date +%s; }
+
+# Configures and builds a sanitizer build: DIR SANITIZERS [extra cmake args]
+san_build() {
+  local dir=$1 san=$2
+  shift 2
+  CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
+    "-DCMAKE_C_FLAGS_DEBUG=-O1 -g1" -DREMORA_WERROR=ON -DREMORA_BUILD_CUDA_PROGRAMS=OFF -DREMORA_SANITIZE="$san" \
+    -DREMORA_TEST_APPS_DIR="$root/build/bin" "$@" >/dev/null && cmake --build "$dir" -j2
+}
+
+# Runs the unit and integration tests of DIR with reports going to LOGDIR; fails on a failed
+# test or on any report.
+san_tests() {
+  local dir=$1 logs=$2
+  shift 2
+  rm -rf "$logs" && mkdir -p "$logs"
+  local rc=0
+  ctest --test-dir "$dir" --output-on-failure -j2 -L 'unit|integration' "$@" || rc=1
+  if [ -n "$(ls -A "$logs")" ]; then
+    echo "sanitizer reports (in $logs):"
+    for f in "$logs"/*; do echo "--- $f"; head -40 "$f"; done
+    rc=1
+  fi
+  return $rc
+}
+
+run_stage() {
+  local name=$1
+  local t0
+  t0=$(now)
+  echo "==== robustness stage: $name"
+  if "stage_$name"; then
+    summary+=("$name: passed in $(( $(now) - t0 )) s")
+  else
+    summary+=("$name: FAILED after $(( $(now) - t0 )) s")
+    failed+=("$name")
+  fi
+}
+
+stage_asan() {
+  local t0 rc=0
+  t0=$(now)
+  san_build build-asan address,undefined -DREMORA_FUZZ=ON || return 1
+  echo "asan: built in $(( $(now) - t0 )) s"
+  # integration.local_gpu_check is left out: remora-run preloads the shim ahead of everything,
+  # and an ASan shim needs the ASan runtime first; the shim's own runs (skeleton_test and the
+  # others) preload both in the right order.
+  ASAN_OPTIONS=log_path=$root/build-asan/reports/asan:detect_leaks=1 \
+  UBSAN_OPTIONS=log_path=$root/build-asan/reports/ubsan:print_stacktrace=1 \
+    san_tests build-asan "$root/build-asan/reports" -E 'integration.local_gpu_check' || rc=1
+  tools/fuzz/run.sh -b build-asan -t "${REMORA_FUZZ_SECONDS:-5}" -w build-asan/fuzz-ci || rc=1
+  return $rc
+}
+
+stage_tsan() {
+  local t0
+  t0=$(now)
+  san_build build-tsan thread || return 1
+  echo "tsan: built in $(( $(now) - t0 )) s"
+  # die_after_fork=0: a test that forks a multi-threaded process whose child starts threads
+  # (transport_peer_loss_test's shm requester) is otherwise killed by TSan itself.
+  TSAN_OPTIONS="log_path=$root/build-tsan/reports/tsan die_after_fork=0 second_deadlock_stack=1" \
+    san_tests build-tsan "$root/build-tsan/reports"
+}
+
+stage_chaos() {
+  local seed=${REMORA_CHAOS_SEED:-$RANDOM}
+  python3 tools/chaos/chaos.py --build build --duration "${REMORA_CHAOS_SECONDS:-90}" --clients 6 \
+    --checkpoint 30 --seed "$seed"
+}
+
+for s in "${stages[@]}"; do
+  if ! declare -F "stage_$s" >/dev/null; then echo "robustness.sh: unknown stage $s" >&2; exit 2; fi
+  run_stage "$s"
+done
+echo "==== robustness summary"
+printf '  %s\n' "${summary[@]}"
+[ ${#failed[@]} -eq 0 ]
