@@ -2,6 +2,7 @@
 // remora::Domain (the library's wire number). Adding a library adds a line to each switch.
 #include "cublasLt_api.h"
 #include "cublas_api.h"  // the generated table (NVIDIA's cublas_api.h comes through cublas.h)
+#include "cudnn_api.h"
 #include "curand_api.h"
 #include "worker/api_op.h"
 #include "worker/gen_tables.h"
@@ -18,12 +19,16 @@ const OpTable& Ops();
 namespace gen::curand {
 const OpTable& Ops();
 }
+namespace gen::cudnn {
+const OpTable& Ops();
+}
 
 const OpTable* MathLibraryOps(uint16_t library) {
   switch (static_cast<Domain>(library)) {
     case Domain::kCublas: return &gen::cublas::Ops();
     case Domain::kCublasLt: return &gen::cublasLt::Ops();
     case Domain::kCurand: return &gen::curand::Ops();
+    case Domain::kCudnn: return &gen::cudnn::Ops();
     default: return nullptr;
   }
 }
@@ -44,6 +49,7 @@ std::shared_ptr<void> LoadDlApi(Domain library, const std::function<void*(const 
     case Domain::kCublas: return Load<gen::cublas::Api, gen::cublas::DlApi>(resolve, missing);
     case Domain::kCublasLt: return Load<gen::cublasLt::Api, gen::cublasLt::DlApi>(resolve, missing);
     case Domain::kCurand: return Load<gen::curand::Api, gen::curand::DlApi>(resolve, missing);
+    case Domain::kCudnn: return Load<gen::cudnn::Api, gen::cudnn::DlApi>(resolve, missing);
     default: return nullptr;
   }
 }
