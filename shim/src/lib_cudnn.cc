@@ -44,6 +44,9 @@ void MirrorTensor4dEx(cudnnTensorDescriptor_t d, cudnnDataType_t t, int, int, in
 void MirrorTensorNd(cudnnTensorDescriptor_t d, cudnnDataType_t t, int, const int*, const int*) { SetType(Id(d), t); }
 void MirrorTensorNdEx(cudnnTensorDescriptor_t d, cudnnTensorFormat_t, cudnnDataType_t t, int, const int*) { SetType(Id(d), t); }
 void MirrorFilter4d(cudnnFilterDescriptor_t d, cudnnDataType_t t, cudnnTensorFormat_t, int, int, int, int) { SetType(Id(d), t); }
+void MirrorDeriveBN(cudnnTensorDescriptor_t derived, cudnnTensorDescriptor_t x, cudnnBatchNormMode_t) {
+  SetType(Id(derived), BytesOf(Id(x)) == sizeof(double) ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT);
+}
 void MirrorFilterNd(cudnnFilterDescriptor_t d, cudnnDataType_t t, cudnnTensorFormat_t, int, const int*) { SetType(Id(d), t); }
 
 }  // namespace remora::gen::cudnn

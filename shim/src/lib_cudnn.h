@@ -21,6 +21,8 @@ void MirrorTensor4dEx(cudnnTensorDescriptor_t desc, cudnnDataType_t type, int n,
 void MirrorTensorNd(cudnnTensorDescriptor_t desc, cudnnDataType_t type, int dims, const int* dim, const int* stride);
 void MirrorTensorNdEx(cudnnTensorDescriptor_t desc, cudnnTensorFormat_t format, cudnnDataType_t type, int dims, const int* dim);
 void MirrorFilter4d(cudnnFilterDescriptor_t desc, cudnnDataType_t type, cudnnTensorFormat_t format, int k, int c, int h, int w);
+// A derived batch-normalization descriptor holds floats, or doubles for double data.
+void MirrorDeriveBN(cudnnTensorDescriptor_t derived, cudnnTensorDescriptor_t x, cudnnBatchNormMode_t mode);
 void MirrorFilterNd(cudnnFilterDescriptor_t desc, cudnnDataType_t type, cudnnTensorFormat_t format, int dims, const int* dim);
 
 }  // namespace remora::gen::cudnn

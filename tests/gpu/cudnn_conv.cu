@@ -4,7 +4,8 @@
 // library, on a stream of the application's) and through the backend (graph) API as
 // cudnn-frontend drives it (tensor, convolution and operation descriptors, an operation
 // graph, engine heuristics whose results fill engine configurations the application made,
-// execution plans, variant packs with a workspace). Under Remora, a variant pack holding a
+// execution plans, variant packs with a workspace); spatial batch normalization (training, as
+// PyTorch's BatchNorm2d calls it). Under Remora, a variant pack holding a
 // pointer the application never allocated is refused.
 // On Remora's host-emulated backend (REMORA_TEST_HOST_BACKEND=1, CI), which does not emulate
 // cuDNN, it checks that cuDNN answers CUDNN_STATUS_NOT_SUPPORTED and nothing else.
@@ -172,6 +173,46 @@ void RunLegacy(cudnnHandle_t h, const std::vector<double>& x, const std::vector<
                                     d.w, dw_out.get()));
   Compare("legacy backward filter", dw_out.Read(), BackwardFilter(x, dy));
   FreeLegacy(d);
+}
+
+// Spatial batch normalization, training (cudnnBatchNormalizationForwardTrainingEx, as
+// PyTorch's BatchNorm2d): y = (x - mean) / sqrt(var + eps) * scale + bias per channel.
+void RunBatchNorm(cudnnHandle_t h, const std::vector<double>& x) {
+  cudnnTensorDescriptor_t xd, bn;
+  CB(cudnnCreateTensorDescriptor(&xd));
+  CB(cudnnCreateTensorDescriptor(&bn));
+  CB(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W));
+  CB(cudnnDeriveBNTensorDescriptor(bn, xd, CUDNN_BATCHNORM_SPATIAL));
+  std::vector<double> scale = Random(C, 4), bias = Random(C, 5);
+  DeviceBuffer<float> dx(Convert<float>(x)), dy(N * C * H * W), dscale(Convert<float>(scale)), dbias(Convert<float>(bias));
+  DeviceBuffer<float> run_mean(C), run_var(C), save_mean(C), save_inv(C);
+  size_t ws_bytes = 0, reserve_bytes = 0;
+  CB(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(h, CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_OPS_BN, xd, nullptr, xd, bn,
+                                                              nullptr, &ws_bytes));
+  CB(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_OPS_BN, nullptr, xd,
+                                                          &reserve_bytes));
+  DeviceBuffer<char> ws(ws_bytes), reserve(reserve_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  const double eps = 1e-5;
+  CB(cudnnBatchNormalizationForwardTrainingEx(h, CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_OPS_BN, &one, &zero, xd, dx.get(), nullptr,
+                                              nullptr, xd, dy.get(), bn, dscale.get(), dbias.get(), 1.0, run_mean.get(),
+                                              run_var.get(), eps, save_mean.get(), save_inv.get(), nullptr, ws.get(), ws_bytes,
+                                              reserve.get(), reserve_bytes));
+  std::vector<double> want(x.size()), mean(C, 0.0), var(C, 0.0);
+  const int per = N * H * W;
+  for (int c = 0; c < C; c++) {
+    for (int n = 0; n < N; n++)
+      for (int i = 0; i < H * W; i++) mean[c] += x[(n * C + c) * H * W + i] / per;
+    for (int n = 0; n < N; n++)
+      for (int i = 0; i < H * W; i++) var[c] += (x[(n * C + c) * H * W + i] - mean[c]) * (x[(n * C + c) * H * W + i] - mean[c]) / per;
+    for (int n = 0; n < N; n++)
+      for (int i = 0; i < H * W; i++)
+        want[(n * C + c) * H * W + i] = (x[(n * C + c) * H * W + i] - mean[c]) / std::sqrt(var[c] + eps) * scale[c] + bias[c];
+  }
+  Compare("batch norm (training) output", dy.Read(), want);
+  Compare("batch norm saved mean", save_mean.Read(), mean);
+  CB(cudnnDestroyTensorDescriptor(bn));
+  CB(cudnnDestroyTensorDescriptor(xd));
 }
 
 // ---- the backend API ------------------------------------------------------------------------
@@ -350,10 +391,11 @@ int main() {
 
   auto x = Random(N * C * H * W, 1), w = Random(K * C * R * S, 2), dy = Random(N * K * P * Q, 3);
   RunLegacy(h, x, w, dy);
+  RunBatchNorm(h, x);
   RunBackend(h, x, w, dy);
   CB(cudnnDestroy(h));
   CK(cudaStreamDestroy(stream));
-  gpu_test::pass("cuDNN %zu: legacy and backend-API convolution forward, backward data and backward filter match the CPU%s",
+  gpu_test::pass("cuDNN %zu: legacy and backend-API convolution forward, backward data and backward filter, and batch norm match the CPU%s",
                  version, OnRemora() ? "; a foreign variant-pack pointer refused" : "");
   return 0;
 }
