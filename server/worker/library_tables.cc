@@ -3,6 +3,7 @@
 #include "cublasLt_api.h"
 #include "cublas_api.h"  // the generated table (NVIDIA's cublas_api.h comes through cublas.h)
 #include "cudnn_api.h"
+#include "cufft_api.h"
 #include "curand_api.h"
 #include "worker/api_op.h"
 #include "worker/gen_tables.h"
@@ -22,6 +23,9 @@ const OpTable& Ops();
 namespace gen::cudnn {
 const OpTable& Ops();
 }
+namespace gen::cufft {
+const OpTable& Ops();
+}
 
 const OpTable* MathLibraryOps(uint16_t library) {
   switch (static_cast<Domain>(library)) {
@@ -29,6 +33,7 @@ const OpTable* MathLibraryOps(uint16_t library) {
     case Domain::kCublasLt: return &gen::cublasLt::Ops();
     case Domain::kCurand: return &gen::curand::Ops();
     case Domain::kCudnn: return &gen::cudnn::Ops();
+    case Domain::kCufft: return &gen::cufft::Ops();
     default: return nullptr;
   }
 }
@@ -50,6 +55,7 @@ std::shared_ptr<void> LoadDlApi(Domain library, const std::function<void*(const 
     case Domain::kCublasLt: return Load<gen::cublasLt::Api, gen::cublasLt::DlApi>(resolve, missing);
     case Domain::kCurand: return Load<gen::curand::Api, gen::curand::DlApi>(resolve, missing);
     case Domain::kCudnn: return Load<gen::cudnn::Api, gen::cudnn::DlApi>(resolve, missing);
+    case Domain::kCufft: return Load<gen::cufft::Api, gen::cufft::DlApi>(resolve, missing);
     default: return nullptr;
   }
 }

@@ -1,7 +1,7 @@
-"""PyTorch through Remora's cuDNN (and cuBLAS), checked against the CPU: conv2d forward and
-backward (fp32, TF32 off, so cuDNN's results match the CPU's closely), torch.fft.fft2, and a
-few training steps of torchvision's ResNet-18 when torchvision is importable (else of a
-small CNN) whose loss must stay finite and fall. Prints one `PASS name: ...` or
+"""PyTorch through Remora's cuDNN and cuFFT (and cuBLAS), checked against the CPU: conv2d
+forward and backward (fp32, TF32 off, so cuDNN's results match the CPU's closely),
+torch.fft.fft2, and a few training steps of torchvision's ResNet-18 when torchvision is
+importable (else of a small CNN) whose loss must stay finite and fall. Prints one `PASS name: ...` or
 `FAIL name: ...` line per check and a final `PASS torch_libs: ...` / `FAIL torch_libs: ...`
 (exit 0 / 1; 77 without a CUDA device). Runs natively too (compare the two).
 

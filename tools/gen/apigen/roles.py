@@ -11,7 +11,8 @@ declaration order, each as below; scalars are the little-endian bytes of the C t
   devptr       u64 address (checked against the session's allocations)
   in           u8 present, then sizeof(T) bytes if present
   inout        as in; the result carries sizeof(T) bytes back
-  array(count) u64 element count, then count * sizeof(T) bytes
+  array(count) u64 element count, then count * sizeof(T) bytes (`nullable`: NULL travels as
+               no elements, and the library gets NULL)
   string       u64 length, then the bytes (no NUL)
   out, outarray(count), outstring(len): nothing on the way in (outarray/outstring send
                their capacity as u64); the result carries the bytes back
@@ -111,6 +112,9 @@ def client_encode(e, p):
             lines.append('if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n))
         lines.append("c.PutOptional(%s, %s);" % (n, _size(p)))
         return lines
+    if r == "array" and "nullable" in p.flags:
+        # NULL travels as an empty array (the library gets NULL back).
+        return ["c.PutArray(%s, %s != nullptr ? static_cast<uint64_t>(%s) : 0, sizeof(%s));" % (n, n, p.args["count"], p.pointee)]
     if r == "array":
         count = p.args["count"]
         return ['if (%s == nullptr && (%s) != 0) return c.Fail(%s, "%s is NULL");' % (n, count, err, n),
@@ -224,8 +228,9 @@ def worker_check(e, p):
     if r == "fixup":
         return ["RETURN_IF_ERROR(%s(x, &%s));" % (p.args.get("hook") or _first(p.args), n)]
     if r in ("array", "outarray"):
-        lines = ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s holds fewer elements than %s\");"
-                 % (n, p.args["count"], n, p.args["count"].replace('"', ''))]
+        empty_ok = "!%s_v.empty() && " % n if r == "array" and "nullable" in p.flags else ""
+        lines = ["if (%s%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s holds fewer elements than %s\");"
+                 % (empty_ok, n, p.args["count"], n, p.args["count"].replace('"', ''))]
         if r == "array" and "fixup" in p.args:
             lines.append("for (auto& el : %s_v) RETURN_IF_ERROR(%s(x, &el));" % (n, p.args["fixup"]))
         return lines
@@ -256,6 +261,8 @@ def worker_arg(e, p):
         return "(%s_has ? &%s_v : nullptr)" % (n, n)
     if r == "out" and "size" in p.args:
         return "static_cast<void*>(%s_v.data())" % n
+    if r == "array" and "nullable" in p.flags:
+        return "(%s_v.empty() ? nullptr : %s_v.data())" % (n, n)
     if r == "array":
         return "%s_v.data()" % n
     if r == "string":
