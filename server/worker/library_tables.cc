@@ -26,6 +26,12 @@ const OpTable& Ops();
 namespace gen::cufft {
 const OpTable& Ops();
 }
+namespace gen::cusolver {
+const OpTable& Ops();
+// (library_table_cusolver.cc: cusolverDn.h includes cublas_v2.h, which cannot share a
+// translation unit with cublas.h)
+std::shared_ptr<void> LoadDlApi(const std::function<void*(const char*)>& resolve, std::vector<std::string>* missing);
+}
 
 const OpTable* MathLibraryOps(uint16_t library) {
   switch (static_cast<Domain>(library)) {
@@ -34,6 +40,7 @@ const OpTable* MathLibraryOps(uint16_t library) {
     case Domain::kCurand: return &gen::curand::Ops();
     case Domain::kCudnn: return &gen::cudnn::Ops();
     case Domain::kCufft: return &gen::cufft::Ops();
+    case Domain::kCusolver: return &gen::cusolver::Ops();
     default: return nullptr;
   }
 }
@@ -56,6 +63,7 @@ std::shared_ptr<void> LoadDlApi(Domain library, const std::function<void*(const 
     case Domain::kCurand: return Load<gen::curand::Api, gen::curand::DlApi>(resolve, missing);
     case Domain::kCudnn: return Load<gen::cudnn::Api, gen::cudnn::DlApi>(resolve, missing);
     case Domain::kCufft: return Load<gen::cufft::Api, gen::cufft::DlApi>(resolve, missing);
+    case Domain::kCusolver: return gen::cusolver::LoadDlApi(resolve, missing);
     default: return nullptr;
   }
 }

@@ -7,8 +7,8 @@
 #     NVIDIA driver library, so a fall-back to the local GPU cannot pass.
 #  2. matmul_train.py natively, remoted through the driver facade, and remoted with Remora's
 #     client libraries (cuBLAS, cuBLASLt, cuRAND) preloaded, over shm and tcp.
-#  3. torch_libs.py (conv2d, fft2, CNN training) natively, through the facade, and with Remora's
-#     client libraries, cuDNN and cuFFT included, over shm and tcp.
+#  3. torch_libs.py (conv2d, fft2, linalg, CNN training) natively, through the facade, and with Remora's
+#     client libraries, cuDNN, cuFFT and cuSOLVER included, over shm and tcp.
 #  4. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
 # Without a GPU or PyTorch: SKIP, exit 77. Exit 0 when every check passed.
 set -u
@@ -71,9 +71,9 @@ for url in "$shm_url" "$tcp_url"; do
   report "matmul_train remoted over $t (Remora's cuBLAS, cuBLASLt, cuRAND)" $? "$work/mm-libs-$t.log"
 done
 
-# torch_libs.py (conv2d forward and backward, fft2, a CNN's training steps): natively, through
-# the driver facade, and with Remora's client libraries, cuDNN and cuFFT included, preloaded.
-libs_dnn="$libs $lib/libcudnn.so.9 $lib/libcufft.so.12"
+# torch_libs.py (conv2d forward and backward, fft2, linalg.solve/cholesky, a CNN's training steps): natively, through
+# the driver facade, and with Remora's client libraries, cuDNN, cuFFT and cuSOLVER included, preloaded.
+libs_dnn="$libs $lib/libcudnn.so.9 $lib/libcufft.so.12 $lib/libcusolver.so.12"
 python3 "$here/torch_libs.py" >"$work/libs-native.log" 2>&1
 report "torch_libs native" $? "$work/libs-native.log"
 for url in "$shm_url" "$tcp_url"; do
@@ -81,7 +81,7 @@ for url in "$shm_url" "$tcp_url"; do
   remoted "$url" python3 "$here/torch_libs.py" >"$work/libs-facade-$t.log" 2>&1
   report "torch_libs remoted over $t (NVIDIA's libraries through the driver facade)" $? "$work/libs-facade-$t.log"
   LD_PRELOAD_EXTRA=$libs_dnn remoted "$url" python3 "$here/torch_libs.py" >"$work/libs-libs-$t.log" 2>&1
-  report "torch_libs remoted over $t (Remora's cuBLAS, cuBLASLt, cuRAND, cuDNN, cuFFT)" $? "$work/libs-libs-$t.log"
+  report "torch_libs remoted over $t (Remora's cuBLAS, cuBLASLt, cuRAND, cuDNN, cuFFT, cuSOLVER)" $? "$work/libs-libs-$t.log"
 done
 
 declare -A res

@@ -1,6 +1,6 @@
-"""PyTorch through Remora's cuDNN and cuFFT (and cuBLAS), checked against the CPU: conv2d
-forward and backward (fp32, TF32 off, so cuDNN's results match the CPU's closely),
-torch.fft.fft2, and a few training steps of torchvision's ResNet-18 when torchvision is
+"""PyTorch through Remora's cuDNN, cuFFT and cuSOLVER (and cuBLAS), checked against the CPU:
+conv2d forward and backward (fp32, TF32 off, so cuDNN's results match the CPU's closely),
+torch.fft.fft2, torch.linalg.solve and cholesky, and a few training steps of torchvision's ResNet-18 when torchvision is
 importable (else of a small CNN) whose loss must stay finite and fall. Prints one `PASS name: ...` or
 `FAIL name: ...` line per check and a final `PASS torch_libs: ...` / `FAIL torch_libs: ...`
 (exit 0 / 1; 77 without a CUDA device). Runs natively too (compare the two).
@@ -65,6 +65,16 @@ def fft2(dev):
     return "fft2 (complex64, batch 3 of 64x48) and rfft2 match the CPU"
 
 
+def linalg(dev):
+    torch.manual_seed(3)
+    a = torch.randn(24, 24, dtype=torch.float64) + 6 * torch.eye(24, dtype=torch.float64)
+    b = torch.randn(24, 5, dtype=torch.float64)
+    close("linalg.solve", torch.linalg.solve(a.to(dev), b.to(dev)), torch.linalg.solve(a, b), 1e-8, 1e-8)
+    spd = a @ a.T + 24 * torch.eye(24, dtype=torch.float64)
+    close("linalg.cholesky", torch.linalg.cholesky(spd.to(dev)), torch.linalg.cholesky(spd), 1e-8, 1e-8)
+    return "linalg.solve (24x24, 5 right-hand sides) and linalg.cholesky match the CPU"
+
+
 def training(dev):
     torch.manual_seed(2)
     try:
@@ -109,11 +119,12 @@ def main():
     print("  [%s] cuDNN %s, enabled %s" % (NAME, torch.backends.cudnn.version(), torch.backends.cudnn.enabled), flush=True)
     check("torch_conv2d", lambda: conv2d(dev))
     check("torch_fft2", lambda: fft2(dev))
+    check("torch_linalg", lambda: linalg(dev))
     check("torch_train_cnn", lambda: training(dev))
     if failures:
         print("FAIL %s: %s" % (NAME, ", ".join(failures)))
         sys.exit(1)
-    print("PASS %s: conv2d forward and backward and fft2 match the CPU; a CNN trains" % NAME)
+    print("PASS %s: conv2d forward and backward, fft2 and linalg.solve/cholesky match the CPU; a CNN trains" % NAME)
 
 
 if __name__ == "__main__":
