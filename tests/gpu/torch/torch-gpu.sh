@@ -7,9 +7,10 @@
 #     NVIDIA driver library, so a fall-back to the local GPU cannot pass.
 #  2. matmul_train.py natively, remoted through the driver facade, and remoted with Remora's
 #     client libraries (cuBLAS, cuBLASLt, cuRAND) preloaded, over shm and tcp.
-#  3. torch_libs.py (conv2d, fft2, linalg, CNN training) natively, through the facade, and with Remora's
-#     client libraries, cuDNN, cuFFT and cuSOLVER included, over shm and tcp.
-#  4. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
+#  3. cuda_graph.py: torch.cuda.graph capture and replay, natively and remoted.
+#  4. torch_libs.py (conv2d, fft2, linalg, CNN training) natively, through the facade, and with
+#     Remora's client libraries, cuDNN, cuFFT and cuSOLVER included, over shm and tcp.
+#  5. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
 # Without a GPU or PyTorch: SKIP, exit 77. Exit 0 when every check passed.
 set -u
 build=$(cd "${1:?usage: torch-gpu.sh BUILD_DIR}" && pwd)
@@ -71,8 +72,18 @@ for url in "$shm_url" "$tcp_url"; do
   report "matmul_train remoted over $t (Remora's cuBLAS, cuBLASLt, cuRAND)" $? "$work/mm-libs-$t.log"
 done
 
-# torch_libs.py (conv2d forward and backward, fft2, linalg.solve/cholesky, a CNN's training steps): natively, through
-# the driver facade, and with Remora's client libraries, cuDNN, cuFFT and cuSOLVER included, preloaded.
+# torch.cuda.graph: capture and replay on the server's streams (the matmul through Remora's cuBLAS).
+python3 "$here/cuda_graph.py" >"$work/graph-native.log" 2>&1
+report "cuda_graph native" $? "$work/graph-native.log"
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  LD_PRELOAD_EXTRA=$libs remoted "$url" python3 "$here/cuda_graph.py" >"$work/graph-$t.log" 2>&1
+  report "cuda_graph remoted over $t (capture, 100 replays checked against eager)" $? "$work/graph-$t.log"
+done
+
+# torch_libs.py (conv2d forward and backward, fft2, linalg.solve/cholesky, a CNN's training
+# steps): natively, through the driver facade, and with Remora's client libraries, cuDNN, cuFFT
+# and cuSOLVER included, preloaded.
 libs_dnn="$libs $lib/libcudnn.so.9 $lib/libcufft.so.12 $lib/libcusolver.so.12"
 python3 "$here/torch_libs.py" >"$work/libs-native.log" 2>&1
 report "torch_libs native" $? "$work/libs-native.log"
