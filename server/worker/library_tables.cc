@@ -4,6 +4,7 @@
 #include "cublas_api.h"  // the generated table (NVIDIA's cublas_api.h comes through cublas.h)
 #include "cudnn_api.h"
 #include "cufft_api.h"
+#include "cusparse_api.h"
 #include "curand_api.h"
 #include "worker/api_op.h"
 #include "worker/gen_tables.h"
@@ -26,6 +27,9 @@ const OpTable& Ops();
 namespace gen::cufft {
 const OpTable& Ops();
 }
+namespace gen::cusparse {
+const OpTable& Ops();
+}
 namespace gen::cusolver {
 const OpTable& Ops();
 // (library_table_cusolver.cc: cusolverDn.h includes cublas_v2.h, which cannot share a
@@ -41,6 +45,7 @@ const OpTable* MathLibraryOps(uint16_t library) {
     case Domain::kCudnn: return &gen::cudnn::Ops();
     case Domain::kCufft: return &gen::cufft::Ops();
     case Domain::kCusolver: return &gen::cusolver::Ops();
+    case Domain::kCusparse: return &gen::cusparse::Ops();
     default: return nullptr;
   }
 }
@@ -64,6 +69,7 @@ std::shared_ptr<void> LoadDlApi(Domain library, const std::function<void*(const 
     case Domain::kCudnn: return Load<gen::cudnn::Api, gen::cudnn::DlApi>(resolve, missing);
     case Domain::kCufft: return Load<gen::cufft::Api, gen::cufft::DlApi>(resolve, missing);
     case Domain::kCusolver: return gen::cusolver::LoadDlApi(resolve, missing);
+    case Domain::kCusparse: return Load<gen::cusparse::Api, gen::cusparse::DlApi>(resolve, missing);
     default: return nullptr;
   }
 }

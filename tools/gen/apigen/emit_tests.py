@@ -296,7 +296,7 @@ def emit_roundtrip(lib):
         out.append("// A %s, made by %s.\n" % (kind, e.name))
         out.append("template <typename T>\nT Fresh%s() {\n" % kind)
         for d in decls:
-            out.append("  %s\n" % d)
+            out.append("  %s\n" % d.replace("= DevPtr<", "= SharedDevPtr<"))
         out.append('  Status st = gen::%s::%s(shim::CallCtx{false, "fixture"}%s);\n' % (lib.name, e.name, args))
         out.append("  EXPECT_TRUE(st.ok()) << st.ToString();\n")
         out.append("  return static_cast<T>(%s_v);\n}\n" % target.name)
