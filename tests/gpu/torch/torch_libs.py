@@ -40,9 +40,11 @@ def conv2d(dev):
     b = torch.randn(16)
     outs = {}
     for where, d in (("cpu", torch.device("cpu")), ("gpu", dev)):
-        xx = x.to(d).requires_grad_()
-        ww = w.to(d).requires_grad_()
-        bb = b.to(d).requires_grad_()
+        # Leaves of their own on each device (x.to(cpu) is x itself, which must not turn the
+        # GPU copy into a non-leaf).
+        xx = x.to(d).detach().clone().requires_grad_()
+        ww = w.to(d).detach().clone().requires_grad_()
+        bb = b.to(d).detach().clone().requires_grad_()
         y = torch.nn.functional.conv2d(xx, ww, bb, stride=1, padding=1)
         (y * y).sum().backward()
         outs[where] = (y, xx.grad, ww.grad, bb.grad)
