@@ -180,19 +180,22 @@ void Handlers::ReconcilePools(Executor& ex, int gpu) {
   });
   uint64_t kept = 0;
   for (DPool p : pools) {
-    // A pool gives back what exceeds its release threshold when the application synchronises;
-    // the worker synchronises by polling events, which the driver does not count as that, so
-    // the trim the synchronisation would have made is made here.
-    if (auto threshold = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); threshold.ok())
-      (void)ex.driver().MemPoolTrimTo(p, *threshold);
     auto reserved = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    // A pool gives back what exceeds its release threshold when the application synchronises;
+    // the worker synchronises by polling events, which the driver may not count as that, so
+    // the trim the synchronisation would have made is made here - only down to the threshold,
+    // and only when more than that is reserved (asked with the threshold at its maximum, the
+    // trim emptied the pool on the H100's driver 580: tenancy-gpu's pool retention check).
+    auto threshold = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
+    if (reserved.ok() && threshold.ok() && *reserved > *threshold && ex.driver().MemPoolTrimTo(p, *threshold).ok())
+      reserved = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     auto used = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
     if (!reserved.ok() || !used.ok()) {
       LOG_DEBUG("pool of GPU {}: usage unknown ({}), its kept memory stays charged", gpu,
                 (!reserved.ok() ? reserved.status() : used.status()).message());
       return;
     }
-    LOG_DEBUG("pool of GPU {}: {} reserved, {} used", gpu, *reserved, *used);
+    LOG_DEBUG("pool of GPU {}: {} reserved, {} used, {} charged as kept", gpu, *reserved, *used, retained);
     kept += *reserved > *used ? *reserved - *used : 0;
   }
   if (kept < retained) {
