@@ -250,7 +250,9 @@ void ExecutorStripes::Fail(const Status& st) {
     error_ = Status(Err::kDevicesUnavailable, st.message());
   }
   failed_ = true;
-  LOG_WARN("tcp session with {}: {}", peer_, st.message());
+  // The executor ends the session with this error and logs it then (a client that ends its
+  // session may close a data connection before its control connection).
+  LOG_DEBUG("tcp session with {}: {}", peer_, st.message());
   Wake();
 }
 
