@@ -25,7 +25,7 @@ namespace {
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)            \
   X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)   \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemHostAlloc) X(cuMemFreeHost)             \
-  X(cuMemHostRegister) X(cuMemHostUnregister) X(cuStreamCreateWithPriority)              \
+  X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) X(cuStreamCreateWithPriority) \
   X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamIsCapturing) X(cuEventCreate) \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventElapsedTime)                \
   X(cuLaunchHostFunc) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
@@ -37,7 +37,8 @@ namespace {
   X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)        \
   X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemcpyPeerAsync) \
   X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) X(cuCtxGetLimit) \
-  X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange) X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)
+  X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange) X(cuThreadExchangeStreamCaptureMode) X(cuLinkCreate) X(cuLinkAddData) \
+  X(cuLinkComplete) X(cuLinkDestroy)
 
 struct Api {
 #define REMORA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -134,6 +135,14 @@ class CudaDriver final : public Driver {
     return Status::Ok();
   }
 
+  void* CurrentContext() override {
+    return current_ >= 0 && static_cast<size_t>(current_) < contexts_.size() ? contexts_[static_cast<size_t>(current_)] : nullptr;
+  }
+  Status SetCaptureMode(int mode) override {
+    auto m = static_cast<CUstreamCaptureMode>(mode);
+    return Check(api_.cuThreadExchangeStreamCaptureMode(&m), "cuThreadExchangeStreamCaptureMode");
+  }
+
   // The driver API has no per-context footprint query: NVML's per-process figure is used.
   Result<uint64_t> ProcessMemory(int device) override {
     if (!nvml_tried_) {
@@ -183,9 +192,15 @@ class CudaDriver final : public Driver {
   }
   void HostFree(void* p) override { api_.cuMemFreeHost(p); }
   Status HostRegister(void* p, size_t bytes) override {
-    return Check(api_.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE), "cuMemHostRegister");
+    return Check(api_.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+                 "cuMemHostRegister");
   }
   void HostUnregister(void* p) override { api_.cuMemHostUnregister(p); }
+  Result<DevPtr> HostDevicePointer(void* p) override {
+    CUdeviceptr d = 0;
+    RETURN_IF_ERROR(Check(api_.cuMemHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer"));
+    return static_cast<DevPtr>(d);
+  }
 
   Result<DStream> StreamCreate(unsigned flags, int priority) override {
     CUstream s = nullptr;

@@ -23,6 +23,8 @@ class DriverWrapper : public Driver {
   Result<MemoryInfo> MemGetInfo() override { return t_.MemGetInfo(); }
   Result<DevPtr> MemAlloc(size_t bytes) override { return t_.MemAlloc(bytes); }
   Status MemFree(DevPtr ptr) override { return t_.MemFree(ptr); }
+  void* CurrentContext() override { return t_.CurrentContext(); }
+  Status SetCaptureMode(int mode) override { return t_.SetCaptureMode(mode); }
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream s) override { return t_.MemcpyHtoD(dst, src, n, s); }
   Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream s) override { return t_.MemcpyDtoH(dst, src, n, s); }
   Status MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream s) override { return t_.MemcpyDtoD(dst, src, n, s); }
@@ -31,6 +33,7 @@ class DriverWrapper : public Driver {
   void HostFree(void* p) override { t_.HostFree(p); }
   Status HostRegister(void* p, size_t bytes) override { return t_.HostRegister(p, bytes); }
   void HostUnregister(void* p) override { t_.HostUnregister(p); }
+  Result<DevPtr> HostDevicePointer(void* p) override { return t_.HostDevicePointer(p); }
   Result<DStream> StreamCreate(unsigned flags, int priority) override { return t_.StreamCreate(flags, priority); }
   Status StreamDestroy(DStream s) override { return t_.StreamDestroy(s); }
   Status StreamQuery(DStream s) override { return t_.StreamQuery(s); }

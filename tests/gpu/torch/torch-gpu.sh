@@ -63,6 +63,15 @@ for url in "$shm_url" "$tcp_url"; do
   report "matmul_train remoted over $t (Remora's cuBLAS, cuBLASLt, cuRAND)" $? "$work/mm-libs-$t.log"
 done
 
+# torch.cuda.graph: capture and replay on the server's streams (the matmul through Remora's cuBLAS).
+python3 "$here/cuda_graph.py" >"$work/graph-native.log" 2>&1
+report "cuda_graph native" $? "$work/graph-native.log"
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  LD_PRELOAD_EXTRA=$libs remoted "$url" python3 "$here/cuda_graph.py" >"$work/graph-$t.log" 2>&1
+  report "cuda_graph remoted over $t (capture, 100 replays checked against eager)" $? "$work/graph-$t.log"
+done
+
 declare -A res
 python3 "$here/torch_bench.py" >"$work/bench-native.log" 2>&1 && res[native]=$(tail -1 "$work/bench-native.log")
 for url in "$shm_url" "$tcp_url"; do

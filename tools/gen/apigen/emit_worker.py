@@ -166,9 +166,17 @@ def emit_dispatch(lib):
     out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
            "#include <string>\n#include <vector>\n\n", '#include "worker/api_op.h"\n', extra,
            '#include "%s_api.h"\n\n' % lib.name, "namespace remora::worker::gen::%s {\nnamespace {\n\n" % ns]
+    hand = [e for e in travelling(lib) if e.hand]
+    if hand:
+        out.append("}  // namespace\n\n// Hand-written operations (`hand` entries), defined in server/worker/.\n")
+        for e in hand:
+            out.append("Status Op_%s(OpContext& x);\n" % e.name)
+        out.append("\nnamespace {\n\n")
     if lib.props.get("hooks_ns"):
         out.append("using namespace %s;  // the description's size expressions\n\n" % lib.props["hooks_ns"])
     for e in travelling(lib):
+        if e.hand:
+            continue
         out.append("// @%d %s (%s)\n" % (e.number, e.name, e.cls))
         out.append("Status Op_%s(OpContext& x) {\n" % e.name)
         for p in e.params:

@@ -84,6 +84,12 @@ class Entry:
         return self.cls != "unsupported"
 
     @property
+    def hand(self):
+        """Both ends of the call are hand-written (shim: the client stub; worker: Op_<name>),
+        for calls whose arguments no role describes; the plumbing is still generated."""
+        return "hand" in self.attrs
+
+    @property
     def internal(self):
         """Travels, but no library exports it (a hand-written entry point calls its stub)."""
         return "internal" in self.attrs
