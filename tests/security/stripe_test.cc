@@ -202,5 +202,32 @@ TEST_F(Stripes, AForgedDataConnectionIsRefused) {
   EXPECT_TRUE(down->bulk == data);
 }
 
+// A frame that announces a stripe layout the session cannot carry (more streams than were
+// granted) ends that session: the worker exits, the server goes on.
+TEST_F(Stripes, ABadStripeWordEndsOnlyThatSession) {
+  auto s = Open();
+  ASSERT_TRUE(s);
+  std::vector<int> socks = SocketsTo(port_);
+  ASSERT_EQ(socks.size(), kStreams + 1);
+  FrameHeader h;
+  h.kind = static_cast<uint16_t>(FrameKind::kRequest);
+  h.flags = kFlagExpectsReply;
+  h.tag = 999;
+  h.bulk_bytes = 4 << 20;
+  h.body_words = 1;
+  h.reserved = (kStreams + 2) | (19u << 8);  // 5 streams of a session that has 3
+  uint64_t frame[5] = {};
+  std::memcpy(frame, &h, sizeof(h));
+  ASSERT_EQ(::send(socks.front(), frame, sizeof(frame), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(frame)));
+  EXPECT_TRUE(Eventually([&] { return WorkerPids(s_).empty(); }, 10000)) << s_.server.Log();
+  EXPECT_TRUE(Eventually([&] { return s_.server.Log().find("announced bulk striped over 5") != std::string::npos; }, 5000))
+      << s_.server.Log();
+  auto after = s->Call([&](wire::Request::Builder& q) { q.initMemAlloc().setSize(1); }, {}, 0, 5000);
+  EXPECT_FALSE(after.ok() && after->error == Err::kSuccess);
+  auto fresh = Open();  // the server still serves
+  ASSERT_TRUE(fresh);
+  EXPECT_NE(Alloc(*fresh, 1 << 20), 0u);
+}
+
 }  // namespace
 }  // namespace remora::security
