@@ -34,6 +34,7 @@ struct Hello {
   keyShare @5 :Data;           # X25519 public key of this connection (32 bytes)
   encrypt @6 :UInt8;           # the client's REMORA_ENCRYPT: 0 off, 1 auto, 2 on
   ciphers @7 :UInt32;          # bit (1 << cipher) for each record cipher it runs
+  dataStreams @8 :UInt8;       # tcp: parallel data connections the client would open (0: none)
 }
 
 struct Challenge {
@@ -57,6 +58,16 @@ struct Welcome {
   serverName @4 :Text;
   driverVersion @5 :Int32;     # cuDriverGetVersion of the server (CUDA_VERSION style)
   serverSignature @6 :Data;    # HMAC(ServerKey, AuthMessage | this Welcome); none without auth
+  dataStreams @7 :UInt8;       # tcp: data connections the client opens next (0: none)
+}
+
+# The first message of a tcp data connection (docs/PROTOCOL.md, "Data connections"): it
+# joins session `sessionId` as its stream `index`. `mac` is HMAC-SHA-256 under the data key
+# both ends derived from the session's key exchange. Answered by dataAccepted or a Refusal.
+struct DataHello {
+  sessionId @0 :UInt64;
+  index @1 :UInt8;
+  mac @2 :Data;                # 32 bytes
 }
 
 struct Refusal {
@@ -71,6 +82,8 @@ struct HandshakeMessage {
     proof @2 :Proof;
     welcome @3 :Welcome;
     refusal @4 :Refusal;
+    dataHello @5 :DataHello;
+    dataAccepted @6 :Void;
   }
 }
 

@@ -130,10 +130,14 @@ Status FrameSocket::ReadExact(void* dst, size_t n, uint64_t deadline_ns, std::ve
   return Status::Ok();
 }
 
-Result<InFrame> FrameSocket::Read(int timeout_ms, std::vector<Fd>* fds, uint32_t max_body_words) {
+Result<InFrame> FrameSocket::Read(int timeout_ms, std::vector<Fd>* fds, uint32_t max_body_words, uint32_t* reserved) {
   InFrame f;
   uint64_t deadline = timeout_ms < 0 ? 0 : MonotonicNanos() + uint64_t(timeout_ms) * 1'000'000 + 1;
   RETURN_IF_ERROR(ReadExact(&f.header, sizeof(f.header), deadline, fds));
+  if (reserved != nullptr) {
+    *reserved = f.header.reserved;
+    f.header.reserved = 0;
+  }
   RETURN_IF_ERROR(ValidateFrameHeader(f.header));
   if (f.header.body_words > max_body_words)
     return Error(Err::kInvalidValue, "frame body of {} words is over the limit of {} here", f.header.body_words, max_body_words);

@@ -106,6 +106,7 @@ Result<SessionInfo> RunClientHandshake(FrameSocket& sock, const ClientHandshakeO
     EncryptMode mode = options.can_encrypt ? options.encrypt : EncryptMode::kOff;
     hello.setEncrypt(static_cast<uint8_t>(mode));
     hello.setCiphers(options.can_encrypt ? SupportedCiphers() : 0);
+    hello.setDataStreams(static_cast<uint8_t>(std::min(options.data_streams, kMaxDataStreams)));
     hello_body = Copy(msg.Flatten());
   }
   RETURN_IF_ERROR(WriteBody(sock, hello_body, fds));
@@ -179,6 +180,7 @@ Result<SessionInfo> RunClientHandshake(FrameSocket& sock, const ClientHandshakeO
     info.emulated = w.getEmulated();
     info.server_name = w.getServerName();
     info.driver_version = w.getDriverVersion();
+    info.data_streams = std::min<uint32_t>(w.getDataStreams(), std::min(options.data_streams, kMaxDataStreams));
     signed_welcome = CopyData(w.getServerSignature(), &signature);
     return Status::Ok();
   });
@@ -195,6 +197,7 @@ Result<SessionInfo> RunClientHandshake(FrameSocket& sock, const ClientHandshakeO
     info.server_authenticated = true;
   }
   if (cipher != Cipher::kNone) info.keys = SessionKeys{cipher, keys.c2s, keys.s2c};
+  info.data_key = keys.data_key;
   return info;
 }
 
@@ -270,6 +273,7 @@ Result<std::vector<uint64_t>> ServerHandshake::OnHello(std::span<const uint64_t>
     if (e > static_cast<uint8_t>(EncryptMode::kOn)) return Error(Err::kInvalidValue, "bad encryption mode");
     client_mode = static_cast<EncryptMode>(e);
     client_ciphers = h.getCiphers();
+    s.peer.data_streams_wanted = std::min<uint32_t>(h.getDataStreams(), kMaxDataStreams);
     return Status::Ok();
   });
   if (!st.ok()) return refuse(Err::kInvalidValue, st.message(), st);
@@ -351,6 +355,7 @@ Result<AuthenticatedPeer> ServerHandshake::OnProof(std::span<const uint64_t> bod
                   Error(Err::kNoDevice, "the Proof does not open with this exchange's key (altered or relayed "
                                         "handshake) from {}@{} pid {}", c.user, c.hostname, c.pid));
   if (s.cipher != Cipher::kNone) s.peer.keys = SessionKeys{s.cipher, s.keys.c2s, s.keys.s2c};
+  s.peer.data_key = s.keys.data_key;
   if (!s.policy.auth_required) {
     s.peer.tenant = s.policy.anonymous_tenant;
     return s.peer;
@@ -383,6 +388,7 @@ std::vector<uint64_t> WelcomeBody(const AuthenticatedPeer& peer, const SessionIn
   w.setEmulated(info.emulated);
   w.setServerName(info.server_name);
   w.setDriverVersion(info.driver_version);
+  w.setDataStreams(static_cast<uint8_t>(std::min(info.data_streams, kMaxDataStreams)));
   if (peer.server_key && !peer.auth_message.empty()) {
     Key sig = ServerSignature(*peer.server_key, WelcomeMessage(peer.auth_message, info));
     w.setServerSignature(AsData(sig.data(), sig.size()));
@@ -397,6 +403,60 @@ Status SendRefusal(FrameSocket& sock, Err code, std::string_view message) {
 Status SendWelcome(FrameSocket& sock, const AuthenticatedPeer& peer, const SessionInfo& info) {
   return WriteBody(sock, WelcomeBody(peer, info));
 }
+
+// ---- data connections -----------------------------------------------------------------
+
+Status RunDataHello(FrameSocket& sock, const SessionInfo& info, uint32_t index, int timeout_ms) {
+  {
+    ScratchMessage msg;
+    auto d = msg.InitRoot<wire::HandshakeMessage>().initDataHello();
+    d.setSessionId(info.session_id);
+    d.setIndex(static_cast<uint8_t>(index));
+    auto mac = DataMac(info.data_key, info.session_id, index);
+    d.setMac(AsData(mac.data(), mac.size()));
+    RETURN_IF_ERROR(WriteBody(sock, msg.Flatten()));
+  }
+  ASSIGN_OR_RETURN(InFrame answer, sock.Read(timeout_ms, nullptr, kMaxHandshakeBodyWords));
+  return GuardDecode("handshake", [&]() -> Status {
+    if (answer.kind() != FrameKind::kHandshake) return Error(Err::kInvalidValue, "expected a handshake frame");
+    BodyReader r(answer.body);
+    auto m = r.Root<wire::HandshakeMessage>();
+    if (m.isRefusal()) return Refused(m.getRefusal().getMessage(), m.getRefusal().getError());
+    if (!m.isDataAccepted()) return Error(Err::kInvalidValue, "expected dataAccepted");
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<DataHello>> ParseDataHello(std::span<const uint64_t> body) {
+  std::optional<DataHello> out;
+  Status st = GuardDecode("DataHello", [&]() -> Status {
+    BodyReader r(body);
+    auto m = r.Root<wire::HandshakeMessage>();
+    if (!m.isDataHello()) return Status::Ok();
+    auto d = m.getDataHello();
+    DataHello h;
+    h.session_id = d.getSessionId();
+    h.index = d.getIndex();
+    if (!CopyData(d.getMac(), &h.mac)) return Error(Err::kInvalidValue, "a DataHello with a malformed mac");
+    out = h;
+    return Status::Ok();
+  });
+  RETURN_IF_ERROR(st);
+  return out;
+}
+
+bool CheckDataHello(const DataHello& hello, const SessionKey& data_key) {
+  auto want = DataMac(data_key, hello.session_id, hello.index);
+  return sodium_memcmp(want.data(), hello.mac.data(), want.size()) == 0;
+}
+
+std::vector<uint64_t> DataAcceptedBody() {
+  ScratchMessage msg;
+  msg.InitRoot<wire::HandshakeMessage>().setDataAccepted();
+  return Copy(msg.Flatten());
+}
+
+Status SendDataAccepted(FrameSocket& sock) { return WriteBody(sock, DataAcceptedBody()); }
 
 Result<AuthenticatedPeer> RunServerHandshake(FrameSocket& sock, const ServerAuthPolicy& policy,
                                              std::vector<Fd>* hello_fds, int timeout_ms, ServerConnectionInfo conn) {

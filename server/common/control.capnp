@@ -15,5 +15,6 @@ struct ControlMessage {
     setGpus @0 :List(Int32);   # the tenant's GPUs on this server, now (attach/detach)
     endSession @1 :Text;       # reason: admin kill, tenant deleted, server shutdown
     sessionKeys @2 :SessionKeys;  # first message of an encrypted session (--encrypted)
+    dataConnection @3 :UInt8;  # tcp data stream INDEX, authenticated; its socket rides along (SCM_RIGHTS)
   }
 }

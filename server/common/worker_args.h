@@ -15,7 +15,8 @@ inline constexpr int kModuleCacheFd = 8; // the tenant's module cache directory 
 inline constexpr int kFirstExtraFd = 9;  // transport descriptors (the shm segment), --extra-fds of them
 
 // With --encrypted, the first control message is sessionKeys (the data path's keys never
-// appear on a command line). --limits carries SessionLimits::Format().
+// appear on a command line). --limits carries SessionLimits::Format(). With --data-streams N
+// (tcp), the next N control messages are dataConnection, each with its socket (SCM_RIGHTS).
 
 // Probe mode (`remora-worker --probe --backend B`): prints the GPU inventory, one line per
 // GPU: "gpu\t<index>\t<total bytes>\t<uuid hex>\t<pci bus id>\t<name>", after a first line

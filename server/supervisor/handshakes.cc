@@ -244,6 +244,22 @@ void Handshakes::OnEvent(uint64_t tag) {
       Fail(id, bad, &refusal);
       return;
     }
+    if (e.pc.kind == TransportKind::kTcp && data_done_) {
+      auto data = ParseDataHello(body);
+      if (!data.ok()) {
+        std::vector<uint64_t> refusal = RefusalBody(data.status().code(), data.status().message());
+        Fail(id, data.status(), &refusal);
+        return;
+      }
+      if (*data) {
+        PendingConnection pc = std::move(e.pc);
+        Remove(id);
+        int flags = ::fcntl(pc.socket.get(), F_GETFL);
+        if (flags >= 0) ::fcntl(pc.socket.get(), F_SETFL, flags & ~O_NONBLOCK);
+        data_done_(std::move(pc), **data);
+        return;
+      }
+    }
     auto challenge = e.hs->OnHello(body);
     if (!challenge.ok()) {
       Fail(id, challenge.status(), &e.hs->refusal());

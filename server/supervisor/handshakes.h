@@ -53,12 +53,16 @@ class Handshakes {
  public:
   // Called for each authenticated connection (the socket is blocking again).
   using Done = std::function<void(PendingConnection, AuthenticatedPeer)>;
+  // Called for each tcp connection whose first message is a DataHello (not yet checked:
+  // the session's owner does that; the socket is blocking again).
+  using DataDone = std::function<void(PendingConnection, DataHello)>;
   static constexpr uint64_t kTagBase = 1ull << 32;  // epoll tags of handshakes: kTagBase + id
 
   Handshakes(int epoll_fd, HandshakeLimits limits, Done done);
   ~Handshakes();
 
   void SetPolicy(ServerAuthPolicy policy) { policy_ = std::move(policy); }
+  void SetDataDone(DataDone data_done) { data_done_ = std::move(data_done); }
   // Counts every connection refused or dropped before it authenticated (the /metrics counter).
   void SetRefusedCounter(std::atomic<uint64_t>* refused) { refused_ = refused; }
 
@@ -85,6 +89,7 @@ class Handshakes {
   int epoll_;
   HandshakeLimits limits_;
   Done done_;
+  DataDone data_done_;
   ServerAuthPolicy policy_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::unique_ptr<Entry>> entries_;  // by id: oldest first

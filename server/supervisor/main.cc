@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   app.add_option("--worker-user", o.worker_user, "user the session workers run as when the server runs as root "
                                                 "(default remora-worker)");
   app.add_option("--max-sessions-per-tenant", o.max_sessions_per_tenant, "sessions one tenant may have at once");
+  app.add_option("--tcp-streams", o.tcp_streams,
+                 "parallel data connections a tcp:// session may stripe its bulk over (default: one per core, at most 8; "
+                 "0: none)");
   app.add_option("--session-limit", o.session_limits,
                  "a per-session limit, NAME=VALUE (repeatable): streams, events, modules, module-bytes, pools, "
                  "graphs, callbacks, pinned-bytes, pending, spill-bytes (docs/SECURITY.md)");

@@ -242,6 +242,7 @@ Status Supervisor::Start() {
     OnHandshaken(std::move(c), std::move(p));
   });
   handshakes_->SetRefusedCounter(&counters_.handshakes_refused);
+  handshakes_->SetDataDone([this](PendingConnection c, DataHello h) { OnDataConnection(std::move(c), h); });
   ServerAuthPolicy policy;
   policy.auth_required = options_.auth_required;
   policy.keys = keys_.get();
@@ -410,6 +411,7 @@ void Supervisor::OnHandshaken(PendingConnection conn, AuthenticatedPeer peer) {
   info.backend = inventory_.backend;
   info.emulated = inventory_.emulated;
   info.driver_version = inventory_.driver_version;
+  info.data_streams = s.data_streams;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   info.server_name = host;
@@ -451,6 +453,14 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
   if (options_.backend == "host")
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
   if (peer.keys) args.push_back("--encrypted");
+  // tcp: data connections to stripe bulk over (none for encrypted sessions: their bulk stays
+  // sealed on the control connection).
+  if (conn.kind == TransportKind::kTcp && !peer.keys) {
+    uint32_t cap = options_.tcp_streams < 0 ? DefaultDataStreams() : static_cast<uint32_t>(options_.tcp_streams);
+    s->data_streams = std::min({peer.data_streams_wanted, cap, kMaxDataStreams});
+    s->data_key = peer.data_key;
+    if (s->data_streams > 0) args.insert(args.end(), {"--data-streams", std::to_string(s->data_streams)});
+  }
   std::vector<std::pair<int, int>> fds = {{conn.socket.get(), worker_args::kClientFd},
                                           {child.get(), worker_args::kControlFd},
                                           {ledger_fd_.get(), worker_args::kLedgerFd},
@@ -542,7 +552,7 @@ void Supervisor::BeginDrain() {
   }
 }
 
-Status Supervisor::SendControl(SessionState& s, const std::function<void(void*)>& build) {
+Status Supervisor::SendControl(SessionState& s, const std::function<void(void*)>& build, int fd) {
   ScratchMessage msg;
   auto root = msg.InitRoot<control::ControlMessage>();
   build(&root);
@@ -550,7 +560,45 @@ Status Supervisor::SendControl(SessionState& s, const std::function<void(void*)>
   f.kind = FrameKind::kNotice;
   f.body = msg.Flatten();
   FrameSocket fs(s.control.get());
+  if (fd >= 0) return fs.Write(f, {}, std::span<const int>(&fd, 1));
   return fs.Write(f);
+}
+
+void Supervisor::OnDataConnection(PendingConnection conn, DataHello hello) {
+  FrameSocket fs(conn.socket.get());
+  SessionState* found = nullptr;
+  for (auto& [pid, s] : sessions_)
+    if (s.id == hello.session_id && s.transport == TransportKind::kTcp) found = &s;
+  // Checked against a blank key when there is no such session (refused whatever it says):
+  // the same work either way.
+  SessionKey key{};
+  if (found != nullptr) key = found->data_key;
+  bool mac_ok = CheckDataHello(hello, key);
+  std::string why;
+  if (found == nullptr) why = "no such session";
+  else if (!mac_ok) why = "its proof does not match the session's key";
+  else if (hello.index >= found->data_streams)
+    why = fmt::format("index {} beyond the {} granted", hello.index, found->data_streams);
+  else if (found->data_joined & (1u << hello.index)) why = fmt::format("index {} already joined", hello.index);
+  if (!why.empty()) {
+    counters_.handshakes_refused++;
+    LOG_WARN("tcp data connection from {} for session {} refused: {}", conn.peer, hello.session_id, why);
+    (void)SendRefusal(fs, Err::kNoDevice, "data connection refused: not a connection of a session of this server");
+    return;
+  }
+  Status st = SendDataAccepted(fs);
+  if (st.ok())
+    st = SendControl(*found, [&](void* m) {
+      static_cast<control::ControlMessage::Builder*>(m)->setDataConnection(static_cast<uint8_t>(hello.index));
+    }, conn.socket.get());
+  if (!st.ok()) {
+    LOG_WARN("session {}: cannot hand data connection {} to its worker: {}", found->id, hello.index, st.message());
+    ::kill(found->pid, SIGTERM);  // its worker waits for it: the session cannot work
+    return;
+  }
+  found->data_joined |= 1u << hello.index;
+  LOG_DEBUG("session {}: data connection {} of {} joined from {}", found->id, hello.index + 1, found->data_streams,
+            conn.peer);
 }
 
 void Supervisor::PushGpus(const std::string& tenant) {

@@ -69,6 +69,9 @@ struct ServerOptions {
   // tenant attached to it has a share, a cap or a priority; "on" always (every tenant then
   // has at least the default weight, and GPU time is measured on every GPU).
   std::string compute_control = "auto";
+  // tcp:// data connections granted to a session at most (-1: one per core, at most 8;
+  // 0: none, bulk stays on the control connection).
+  int tcp_streams = -1;
 };
 
 struct TenantState {
@@ -89,6 +92,9 @@ struct SessionState {
   int64_t started_at = 0;       // unix seconds
   uint64_t kill_after_ns = 0;   // asked to end: SIGKILL if still running at this time
   SessionStatsBlock stats;      // the counters its worker publishes
+  uint32_t data_streams = 0;    // tcp data connections granted (docs/PROTOCOL.md)
+  uint32_t data_joined = 0;     // bit i: data connection i was accepted and handed over
+  SessionKey data_key{};        // checks their DataHellos
 };
 
 // Event counts for /metrics. Written on the loop and handshake threads, read anywhere.
@@ -158,10 +164,13 @@ class Supervisor {
   // accept(2) ran out of descriptors: drop the waiting connection through the spare one.
   void ShedConnection(Listener& l);
   void OnHandshaken(PendingConnection conn, AuthenticatedPeer peer);
+  // A tcp data connection's DataHello: checked against its session, then handed to that
+  // session's worker, or refused (and logged).
+  void OnDataConnection(PendingConnection conn, DataHello hello);
   Status SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* out);
   void Reap();
   void BeginDrain();
-  Status SendControl(SessionState& s, const std::function<void(void*)>& build);
+  Status SendControl(SessionState& s, const std::function<void(void*)>& build, int fd = -1);
   void PushGpus(const std::string& tenant);
   Status ApplyLimit(TenantState& t);
   // Turns scheduling on for the GPUs where some attached tenant has compute settings (all

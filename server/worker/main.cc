@@ -136,6 +136,35 @@ Result<SessionKeys> ReadSessionKeys(int control_fd) {
   return keys;
 }
 
+// The session's tcp data connections, in index order: the supervisor hands each one over
+// (dataConnection, with its socket) once the client's DataHello proved it belongs here.
+// The client opens them right after its Welcome; one that does not come within the deadline
+// ends the session.
+Result<std::vector<Fd>> ReadDataConnections(int control_fd, uint32_t n, int timeout_ms) {
+  FrameSocket fs(control_fd);
+  std::vector<Fd> data(n);
+  uint64_t deadline = MonotonicNanos() + uint64_t(timeout_ms) * 1'000'000;
+  for (uint32_t got = 0; got < n; got++) {
+    uint64_t now = MonotonicNanos();
+    if (now >= deadline) return Error(Err::kTimeout, "the client opened {} of its {} data connections", got, n);
+    std::vector<Fd> fds;
+    ASSIGN_OR_RETURN(InFrame frame, fs.Read(static_cast<int>((deadline - now) / 1'000'000) + 1, &fds));
+    uint32_t index = n;
+    Status st = GuardDecode("control message", [&]() -> Status {
+      BodyReader r(frame.body);
+      auto m = r.Root<control::ControlMessage>();
+      if (!m.isDataConnection()) return Error(Err::kInvalidValue, "expected a data connection");
+      index = m.getDataConnection();
+      return Status::Ok();
+    });
+    RETURN_IF_ERROR(st);
+    if (index >= n || data[index] || fds.size() != 1)
+      return Error(Err::kInvalidValue, "a malformed data connection hand-over (index {}, {} descriptors)", index, fds.size());
+    data[index] = std::move(fds[0]);
+  }
+  return data;
+}
+
 // Maps the ledger read-only and this session's slot writable, then closes both
 // descriptors: from here on nothing in this process can write another slot.
 Result<Ledger> MapLedger(uint32_t slot) {
@@ -161,6 +190,7 @@ int main(int argc, char** argv) {
   uint64_t session = 0, cache_budget = 0;
   std::string tenant, transport = "shm", backend = "host", host_mem = "16GiB", gpus_arg, log_level = "info", limits_arg;
   int host_gpus = 1, extra_fds = 0;
+  uint32_t data_streams = 0;
   uint32_t slot = 0;
   app.add_flag("--probe", probe, "print the GPU inventory and exit");
   app.add_option("--session", session);
@@ -172,6 +202,7 @@ int main(int argc, char** argv) {
   app.add_option("--gpus", gpus_arg, "comma-separated server GPU indices, in ordinal order");
   app.add_option("--ledger-slot", slot);
   app.add_option("--extra-fds", extra_fds);
+  app.add_option("--data-streams", data_streams, "tcp data connections handed over on the control socket");
   app.add_option("--log-level", log_level);
   int compute_fd = -1;
   app.add_option("--compute-fd", compute_fd, "inherited descriptor of the compute board (server/sched/board.h)");
@@ -239,6 +270,14 @@ int main(int argc, char** argv) {
   TransportKind kind = *parsed_kind;
   std::vector<Fd> fds;
   for (int i = 0; i < extra_fds; i++) fds.emplace_back(worker_args::kFirstExtraFd + i);
+  if (data_streams > 0) {
+    auto data = ReadDataConnections(worker_args::kControlFd, data_streams, 15000);
+    if (!data.ok()) {
+      LOG_WARN("session not started: {}", data.status().message());
+      return 3;
+    }
+    for (Fd& d : *data) fds.push_back(std::move(d));
+  }
   DriverStaging staging(**driver);
   auto conn = AdoptConnection(kind, Fd(worker_args::kClientFd), std::move(fds), keys);
   if (!conn.ok()) {

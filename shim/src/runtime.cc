@@ -135,6 +135,11 @@ Status Runtime::Connect() {
     options.encrypt = *mode;
   }
   if (const char* e = std::getenv("REMORA_INSECURE_LOCAL"); e != nullptr) options.insecure_local = std::string_view(e) == "1";
+  if (const char* e = std::getenv("REMORA_TCP_STREAMS"); e != nullptr && *e) {
+    auto n = ParseTcpStreams(e);
+    if (!n.ok()) return fail(n.status());
+    options.data_streams = *n;
+  }
   auto conn = remora::Connect(*ep, options);
   if (!conn.ok()) return fail(conn.status());
   Install(std::move(conn->connection), conn->session);

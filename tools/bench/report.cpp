@@ -176,6 +176,17 @@ void print_table(std::ostream& out, const Report& report, const Selection& selec
     }
     for (const auto& n : c.notes) out << n << "\n";
   }
+  if (!report.tcp_ceiling.empty()) {
+    out << "raw loopback TCP ceiling (64 MiB split over N plain connections, a sender and a receiver thread "
+           "each, best of 7, this machine, this run):";
+    for (const CeilingPoint& p : report.tcp_ceiling) {
+      char buf[64];
+      if (p.error.empty()) std::snprintf(buf, sizeof(buf), " %d: %.2f GB/s", p.streams, p.gb_per_s);
+      else std::snprintf(buf, sizeof(buf), " %d: error", p.streams);
+      out << buf << (&p == &report.tcp_ceiling.back() ? "" : ",");
+    }
+    out << "\n";
+  }
   if (!report.temp_dir.empty()) {
     out << "logs kept in " << report.temp_dir << "\n";
   } else if (!report_ok(report, selection)) {
@@ -195,6 +206,17 @@ void print_json(std::ostream& out, const Report& report, const Selection& select
   v.set("host_emulated", report.host_emulated);
   v.set("matmul", report.matmul.empty() ? json::Value() : json::Value(report.matmul));
   if (!report.temp_dir.empty()) v.set("temp_dir", report.temp_dir);
+  if (!report.tcp_ceiling.empty()) {
+    json::Value ceiling = json::Value::array();
+    for (const CeilingPoint& p : report.tcp_ceiling) {
+      json::Value e = json::Value::object();
+      e.set("streams", p.streams);
+      e.set("gb_per_s", p.gb_per_s);
+      if (!p.error.empty()) e.set("error", p.error);
+      ceiling.push(std::move(e));
+    }
+    v.set("tcp_loopback_ceiling", std::move(ceiling));
+  }
 
   json::Value runs = json::Value::array();
   for (const Column& c : report.columns) {

@@ -225,6 +225,20 @@ Report run_benchmark(const BenchOptions& o) {
       col.result.metrics["matmul_wall"] = measure_app(t.name, env, o, tmp.path(), warmups, runs);
     }
 
+    if (server->url.rfind("tcp://", 0) == 0 && !col.result.failed()) {
+      // The stream count the sessions negotiated, from the worker's "serving tcp ... (N
+      // data streams)" line; none: bulk stayed on the control connection.
+      std::string log = file_tail(server->log_path, 400);
+      size_t at = log.rfind(" data streams)");
+      size_t open = at == std::string::npos ? at : log.rfind('(', at);
+      std::string n = open == std::string::npos ? "0" : log.substr(open + 1, at - open - 1);
+      col.notes.push_back(t.name + ": " + n + " tcp data stream(s): bulk of 1 MiB and more striped over them" +
+                          (n == "0" ? " (none: encrypted, REMORA_TCP_STREAMS=0 or --tcp-streams 0)" : ""));
+      if (rep.tcp_ceiling.empty()) {
+        progress("raw loopback TCP ceiling (1, 2, 4, 8 streams)");
+        rep.tcp_ceiling = measure_tcp_ceiling({1, 2, 4, 8}, 64ull << 20, 7);
+      }
+    }
     ExitStatus st = stop_server(*server, milliseconds(10000));
     if (!st.success()) {
       col.notes.push_back(t.name + ": remora-server did not exit cleanly after SIGTERM (" +

@@ -14,6 +14,7 @@
 
 #include "metrics.hpp"
 #include "results.hpp"
+#include "tcp_ceiling.hpp"
 
 namespace remora::bench {
 
@@ -57,6 +58,9 @@ struct Report {
   std::string matmul_note;      // why the app was not measured, if it was selected but not run
   std::string temp_dir;         // kept temp dir (logs), empty when it was removed
   std::vector<Column> columns;  // columns[0] is native, then one per transport
+  // Raw loopback TCP with 1, 2, 4 and 8 streams (64 MiB split, best of 7), when a tcp
+  // transport ran: the ceiling of the tcp columns' bulk figures on this machine.
+  std::vector<CeilingPoint> tcp_ceiling;
 };
 
 Report run_benchmark(const BenchOptions& options);

@@ -3,12 +3,13 @@
 #include <sodium.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace remora::handshake {
 namespace {
 
 constexpr char kKdfContext[crypto_kdf_CONTEXTBYTES + 1] = "RemoraHS";
-constexpr uint64_t kProofKeyId = 1, kClientToServerId = 2, kServerToClientId = 3, kBindingId = 4;
+constexpr uint64_t kProofKeyId = 1, kClientToServerId = 2, kServerToClientId = 3, kBindingId = 4, kDataKeyId = 5;
 constexpr char kProofAd[] = "remora-v2-proof";
 static_assert(kShareBytes == crypto_scalarmult_BYTES);
 static_assert(kSealedProofBytes == 32 + crypto_aead_chacha20poly1305_ietf_ABYTES);
@@ -33,6 +34,7 @@ Derived::~Derived() {
   sodium_memzero(proof_key.data(), proof_key.size());
   sodium_memzero(c2s.data(), c2s.size());
   sodium_memzero(s2c.data(), s2c.size());
+  sodium_memzero(data_key.data(), data_key.size());
 }
 
 bool Derive(const KeyExchange& mine, const std::array<uint8_t, kShareBytes>& theirs, std::span<const uint64_t> hello,
@@ -54,8 +56,20 @@ bool Derive(const KeyExchange& mine, const std::array<uint8_t, kShareBytes>& the
   crypto_kdf_derive_from_key(out->c2s.data(), 32, kClientToServerId, kKdfContext, master);
   crypto_kdf_derive_from_key(out->s2c.data(), 32, kServerToClientId, kKdfContext, master);
   crypto_kdf_derive_from_key(out->binding.data(), 32, kBindingId, kKdfContext, master);
+  crypto_kdf_derive_from_key(out->data_key.data(), 32, kDataKeyId, kKdfContext, master);
   sodium_memzero(master, sizeof(master));
   return true;
+}
+
+std::array<uint8_t, 32> DataMac(const SessionKey& data_key, uint64_t session_id, uint32_t index) {
+  static const char kLabel[] = "remora-data-v1|";
+  uint8_t msg[sizeof(kLabel) - 1 + 8 + 4];
+  std::memcpy(msg, kLabel, sizeof(kLabel) - 1);
+  std::memcpy(msg + sizeof(kLabel) - 1, &session_id, 8);
+  std::memcpy(msg + sizeof(kLabel) - 1 + 8, &index, 4);
+  std::array<uint8_t, 32> mac{};
+  crypto_auth_hmacsha256(mac.data(), msg, sizeof(msg), data_key.data());
+  return mac;
 }
 
 std::string AuthMessage(std::string_view tenant, const SessionKey& binding) {

@@ -30,14 +30,19 @@ struct KeyExchange {
 
 // What both ends derive from the shared secret and the transcript (Hello and Challenge
 // bodies): the proof's sealing key, the data-path keys and the channel binding.
+// `data_key` authenticates the session's tcp data connections (DataMac).
 struct Derived {
-  SessionKey proof_key{}, c2s{}, s2c{}, binding{};
+  SessionKey proof_key{}, c2s{}, s2c{}, binding{}, data_key{};
   ~Derived();
 };
 
 // False if `theirs` is a low-order point (the shared secret would be all zero).
 bool Derive(const KeyExchange& mine, const std::array<uint8_t, kShareBytes>& theirs, std::span<const uint64_t> hello,
             std::span<const uint64_t> challenge, Derived* out);
+
+// HMAC-SHA-256(data_key, "remora-data-v1|" session_id | index): a data connection's proof
+// that it belongs to the session.
+std::array<uint8_t, 32> DataMac(const SessionKey& data_key, uint64_t session_id, uint32_t index);
 
 // "remora-auth-v2|" tenant "|" binding: what the SCRAM proof covers.
 std::string AuthMessage(std::string_view tenant, const SessionKey& binding);

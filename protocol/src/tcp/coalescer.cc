@@ -54,6 +54,21 @@ Status FrameCoalescer::Write(const OutFrame& frame, ConstBytes bulk) {
   return Status::Ok();
 }
 
+Status FrameCoalescer::WriteHeader(const FrameHeader& h, std::span<const uint64_t> body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(error_);
+  FrameHeader copy = h;
+  struct iovec iov[3] = {
+      {buf_.data(), buf_.size() * 8},
+      {&copy, sizeof(copy)},
+      {const_cast<uint64_t*>(body.data()), body.size_bytes()},
+  };
+  Status st = write_(iov, 3);
+  buf_.clear();
+  if (!st.ok()) error_ = st;
+  return st;
+}
+
 Status FrameCoalescer::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
   return FlushLocked();

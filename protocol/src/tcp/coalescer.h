@@ -44,6 +44,9 @@ class FrameCoalescer {
   // Writes `frame` (and `bulk`), or buffers it when it is one-way and small. A write error
   // is returned here or by a later call (the connection is then broken for good).
   Status Write(const OutFrame& frame, ConstBytes bulk);
+  // Writes a frame with a header of the caller's (after whatever is buffered), never
+  // buffering it: a striped frame, whose bulk travels on the data connections.
+  Status WriteHeader(const FrameHeader& h, std::span<const uint64_t> body);
   // Sends whatever is buffered; blocks until it is written.
   Status Flush();
 

@@ -15,6 +15,7 @@
 
 #include "chunk_pool.h"
 #include "tcp/coalescer.h"
+#include "tcp/stripes.h"
 #include "remora/base/util.h"
 #include "remora/protocol/frame_socket.h"
 
@@ -31,9 +32,16 @@ constexpr size_t kMaxQueuedReplyBytes = 8 << 20;
 
 class TcpConnection final : public Connection {
  public:
-  TcpConnection(Fd sock, std::string peer)
+  // `data`: the session's data connections (docs/PROTOCOL.md), striped over by the
+  // requester (`requester`) or the executor.
+  TcpConnection(Fd sock, std::string peer, std::vector<Fd> data, bool requester)
       : sock_(std::move(sock)), peer_(std::move(peer)), fs_(sock_.get()),
-        in_pool_(kChunkCount, kChunkBytes), out_pool_(kChunkCount, kChunkBytes) {}
+        in_pool_(kChunkCount, kChunkBytes), out_pool_(kChunkCount, kChunkBytes) {
+    data_streams_ = static_cast<uint32_t>(data.size());
+    if (data.empty()) return;
+    if (requester) req_stripes_ = std::make_unique<RequesterStripes>(std::move(data));
+    else ex_stripes_ = std::make_unique<ExecutorStripes>(std::move(data), peer_);
+  }
   ~TcpConnection() override {
     in_pool_.FreeAll();
     out_pool_.FreeAll();
@@ -43,10 +51,19 @@ class TcpConnection final : public Connection {
     static const Capabilities caps = {"tcp", false, false, false, false, 0};
     return caps;
   }
-  std::string Describe() const override { return "tcp " + peer_; }
+  std::string Describe() const override {
+    return data_streams_ == 0 ? "tcp " + peer_ : fmt::format("tcp {} ({} data streams)", peer_, data_streams_);
+  }
 
   // ---- requester ----
-  Status Send(const OutFrame& frame, ConstBytes bulk, MutableBytes) override { return out_.Write(frame, bulk); }
+  Status Send(const OutFrame& frame, ConstBytes bulk, MutableBytes) override {
+    StripeLayout l = PlanStripes(bulk.size(), data_streams_);
+    if (l.streams == 0 || !req_stripes_) return out_.Write(frame, bulk);
+    FrameHeader h = HeaderOf(frame, bulk.size());
+    h.reserved = l.Encode();
+    RETURN_IF_ERROR(out_.WriteHeader(h, frame.body));
+    return req_stripes_->Send(frame.tag, l, bulk);
+  }
   Status Flush() override { return out_.Flush(); }
   Result<InFrame> Receive(int timeout_ms) override {
     RETURN_IF_ERROR(out_.Flush());  // the server may need what is buffered to answer
@@ -56,14 +73,27 @@ class TcpConnection final : public Connection {
     uint64_t until = MonotonicNanos() + kRequesterSpinNs;
     while (::poll(&p, 1, 0) == 0 && MonotonicNanos() < until) {
     }
-    return fs_.Read(timeout_ms);
+    // A striped frame's header word is read here, before FrameSocket validates the rest.
+    ASSIGN_OR_RETURN(InFrame f, fs_.Read(timeout_ms, nullptr, kMaxBodyWords, &recv_stripe_word_));
+    recv_layout_ = StripeLayout{};
+    if (recv_stripe_word_ != 0) {
+      ASSIGN_OR_RETURN(recv_layout_, DecodeStripes(recv_stripe_word_, f.header.bulk_bytes, data_streams_));
+      recv_tag_ = f.header.tag;
+    }
+    return f;
   }
-  Status ReceiveBulk(MutableBytes dst) override { return fs_.ReadBulk(dst, -1); }
+  Status ReceiveBulk(MutableBytes dst) override {
+    if (recv_layout_.streams == 0) return fs_.ReadBulk(dst, -1);
+    StripeLayout l = recv_layout_;
+    recv_layout_ = StripeLayout{};
+    return req_stripes_->Receive(recv_tag_, l, dst);
+  }
 
   // ---- executor ----
   void SetStaging(StagingAllocator* staging) override {
     in_pool_.SetAllocator(staging);
     out_pool_.SetAllocator(staging);
+    if (ex_stripes_) ex_stripes_->SetStaging(staging);
   }
   std::vector<SharedRegion> SharedRegions() const override { return {}; }
 
@@ -86,16 +116,14 @@ class TcpConnection final : public Connection {
     }
     size_t need = sizeof(FrameHeader);
     if (in_end_ - in_begin_ >= sizeof(FrameHeader)) {
-      std::memcpy(&cur_, bytes() + in_begin_, sizeof(cur_));
-      RETURN_IF_ERROR(ValidateFrameHeader(cur_));
+      RETURN_IF_ERROR(ParseHeader());
       need = sizeof(FrameHeader) + cur_.body_words * 8ull;
     }
     if (in_end_ - in_begin_ < need) {
       EnsureCapacity(in_begin_ + need + 64 * 1024);
       RETURN_IF_ERROR(Fill());
       if (in_end_ - in_begin_ < sizeof(FrameHeader)) return std::optional<InFrame>();
-      std::memcpy(&cur_, bytes() + in_begin_, sizeof(cur_));
-      RETURN_IF_ERROR(ValidateFrameHeader(cur_));
+      RETURN_IF_ERROR(ParseHeader());
       need = sizeof(FrameHeader) + cur_.body_words * 8ull;
       if (in_end_ - in_begin_ < need) {
         EnsureCapacity(in_begin_ + need);
@@ -105,6 +133,7 @@ class TcpConnection final : public Connection {
     frame_ready_ = true;
     bulk_pos_ = in_begin_ + need;
     bulk_given_ = 0;
+    if (in_layout_.streams != 0) RETURN_IF_ERROR(ex_stripes_->BeginInbound(cur_.tag, in_layout_));
     InFrame f;
     f.header = cur_;
     f.body = {reinterpret_cast<const uint64_t*>(bytes() + in_begin_ + sizeof(FrameHeader)), cur_.body_words};
@@ -113,6 +142,14 @@ class TcpConnection final : public Connection {
 
   Result<std::optional<BulkChunk>> PollBulkChunk() override {
     if (!frame_ready_ || bulk_given_ >= cur_.bulk_bytes) return std::optional<BulkChunk>();
+    if (in_layout_.streams != 0) {
+      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex_stripes_->PollChunk());
+      if (!c) return c;
+      c->id |= kStripedChunk;
+      bulk_given_ += c->size;
+      chunks_out_++;
+      return c;
+    }
     if (filling_ < 0) {
       ASSIGN_OR_RETURN(filling_, in_pool_.Acquire());
       if (filling_ < 0) return std::optional<BulkChunk>();
@@ -146,7 +183,13 @@ class TcpConnection final : public Connection {
   }
 
   void ReleaseBulkChunk(const BulkChunk& chunk) override {
-    in_pool_.Release(static_cast<int>(chunk.id));
+    if (chunk.id & kStripedChunk) {
+      BulkChunk c = chunk;
+      c.id &= ~kStripedChunk;
+      ex_stripes_->ReleaseChunk(c);
+    } else {
+      in_pool_.Release(static_cast<int>(chunk.id));
+    }
     chunks_out_--;
   }
 
@@ -158,6 +201,9 @@ class TcpConnection final : public Connection {
     h.tag = frame.tag;
     h.body_words = static_cast<uint32_t>(frame.body.size());
     h.bulk_bytes = bulk_bytes;
+    out_layout_ = ex_stripes_ ? PlanStripes(bulk_bytes, data_streams_) : StripeLayout{};
+    h.reserved = out_layout_.Encode();
+    if (out_layout_.streams != 0) RETURN_IF_ERROR(ex_stripes_->BeginOutbound(frame.tag, out_layout_));
     OutItem item;
     item.owned.resize(sizeof(h) + frame.body.size_bytes());
     std::memcpy(item.owned.data(), &h, sizeof(h));
@@ -168,12 +214,21 @@ class TcpConnection final : public Connection {
     outq_.push_back(std::move(item));
     out_total_ = bulk_bytes;
     out_acquired_ = out_committed_ = 0;
-    // A frame with bulk goes out together with its first data (one send, one segment).
-    return bulk_bytes > 0 ? Status::Ok() : FlushOut();
+    // A frame with bulk goes out together with its first data (one send, one segment),
+    // unless its bulk travels on the data connections.
+    return bulk_bytes > 0 && out_layout_.streams == 0 ? Status::Ok() : FlushOut();
   }
 
   Result<std::optional<BulkChunk>> AcquireBulkChunk(size_t max) override {
     if (out_acquired_ >= out_total_) return Error(Err::kUnknown, "no bulk is pending");
+    if (out_layout_.streams != 0) {
+      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex_stripes_->AcquireChunk());
+      if (!c) return c;
+      if (c->size > max) return Error(Err::kUnknown, "a striped reply's chunk asked for {} bytes of {}", max, c->size);
+      out_acquired_ += c->size;
+      c->id |= kStripedChunk;
+      return c;
+    }
     ASSIGN_OR_RETURN(int idx, out_pool_.Acquire());
     if (idx < 0) {
       RETURN_IF_ERROR(FlushOut());
@@ -187,6 +242,13 @@ class TcpConnection final : public Connection {
 
   Status CommitBulkChunk(const BulkChunk& chunk, size_t bytes) override {
     if (bytes > chunk.size) return Error(Err::kUnknown, "committed more than the chunk holds");
+    if (chunk.id & kStripedChunk) {
+      BulkChunk c = chunk;
+      c.id &= ~kStripedChunk;
+      RETURN_IF_ERROR(ex_stripes_->CommitChunk(c, bytes));
+      out_committed_ += bytes;
+      return FlushOut();
+    }
     out_acquired_ -= chunk.size - bytes;  // a short chunk gives its tail back
     OutItem item;
     item.data = chunk.data;
@@ -198,21 +260,42 @@ class TcpConnection final : public Connection {
   }
 
   Result<bool> Progress() override {
+    if (ex_stripes_) {
+      ex_stripes_->DrainWake();
+      RETURN_IF_ERROR(ex_stripes_->error());
+    }
     size_t before = outq_.size();
     RETURN_IF_ERROR(FlushOut());
     return outq_.size() != before;
   }
 
   void WaitForActivity(int64_t timeout_us) override {
-    struct pollfd p = {sock_.get(), static_cast<short>(POLLIN | (outq_.empty() ? 0 : POLLOUT)), 0};
+    // The stripes' threads signal filled and freed chunks (and failures) on their eventfd.
+    struct pollfd p[2] = {{sock_.get(), static_cast<short>(POLLIN | (outq_.empty() ? 0 : POLLOUT)), 0},
+                          {ex_stripes_ ? ex_stripes_->wake_fd() : -1, POLLIN, 0}};
+    nfds_t n = ex_stripes_ ? 2 : 1;
     uint64_t deadline = MonotonicNanos() + static_cast<uint64_t>(std::min<int64_t>(timeout_us * 1000, kSpinNanos));
     do {
-      if (::poll(&p, 1, 0) > 0) return;
+      if (::poll(p, n, 0) > 0) return;
     } while (MonotonicNanos() < deadline);
-    if (timeout_us * 1000 > kSpinNanos) ::poll(&p, 1, static_cast<int>((timeout_us + 999) / 1000));
+    if (timeout_us * 1000 > kSpinNanos) ::poll(p, n, static_cast<int>((timeout_us + 999) / 1000));
   }
 
  private:
+  static constexpr uint32_t kStripedChunk = 1u << 31;  // BulkChunk::id of a chunk from the stripes
+
+  // The frame header at in_begin_ into cur_, its stripe word taken out of `reserved`.
+  Status ParseHeader() {
+    std::memcpy(&cur_, bytes() + in_begin_, sizeof(cur_));
+    uint32_t word = cur_.reserved;
+    cur_.reserved = 0;
+    RETURN_IF_ERROR(ValidateFrameHeader(cur_));
+    in_layout_ = StripeLayout{};
+    if (word == 0) return Status::Ok();
+    ASSIGN_OR_RETURN(in_layout_, DecodeStripes(word, cur_.bulk_bytes, data_streams_));
+    return Status::Ok();
+  }
+
   struct OutItem {
     std::vector<std::byte> owned;
     std::byte* data = nullptr;
@@ -296,6 +379,15 @@ class TcpConnection final : public Connection {
   size_t queued_bytes_ = 0;  // of frames in outq_ (bulk chunks are bounded by out_pool_)
   uint64_t out_total_ = 0, out_acquired_ = 0, out_committed_ = 0;
   ChunkPool out_pool_;
+
+  // data connections
+  uint32_t data_streams_ = 0;
+  std::unique_ptr<RequesterStripes> req_stripes_;
+  std::unique_ptr<ExecutorStripes> ex_stripes_;
+  uint32_t recv_stripe_word_ = 0;  // requester: of the last frame received
+  StripeLayout recv_layout_;
+  uint64_t recv_tag_ = 0;
+  StripeLayout in_layout_, out_layout_;  // executor: of the current frame in each direction
 };
 
 }  // namespace
@@ -333,16 +425,23 @@ std::string SocketPeerName(int fd) {
   return fmt::format("{}:{}", host, port);
 }
 
-std::unique_ptr<Connection> MakeTcpRequester(Fd sock, std::string peer) {
-  return std::make_unique<TcpConnection>(std::move(sock), std::move(peer));
+std::unique_ptr<Connection> MakeTcpRequester(Fd sock, std::string peer, std::vector<Fd> data) {
+  return std::make_unique<TcpConnection>(std::move(sock), std::move(peer), std::move(data), true);
 }
 
-Result<std::unique_ptr<Connection>> MakeTcpExecutor(Fd sock) {
+Result<std::unique_ptr<Connection>> MakeTcpExecutor(Fd sock, std::vector<Fd> data) {
   int flags = fcntl(sock.get(), F_GETFL);
   if (flags < 0 || fcntl(sock.get(), F_SETFL, flags | O_NONBLOCK) < 0)
     return ErrnoStatus(Err::kUnknown, "fcntl(O_NONBLOCK)", errno);
   std::string peer = SocketPeerName(sock.get());
-  return std::unique_ptr<Connection>(std::make_unique<TcpConnection>(std::move(sock), std::move(peer)));
+  for (Fd& d : data) {
+    // The stripes' threads block on their connections.
+    int f = fcntl(d.get(), F_GETFL);
+    if (f < 0 || fcntl(d.get(), F_SETFL, f & ~O_NONBLOCK) < 0) return ErrnoStatus(Err::kUnknown, "fcntl", errno);
+    TuneTcpSocket(d.get());
+  }
+  return std::unique_ptr<Connection>(
+      std::make_unique<TcpConnection>(std::move(sock), std::move(peer), std::move(data), false));
 }
 
 Result<Fd> TcpConnect(const std::string& host, uint16_t port, int timeout_ms) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "remora/base/fd.h"
 #include "remora/protocol/connection.h"
@@ -12,10 +13,11 @@
 
 namespace remora {
 
-// Requester side over an already handshaken socket.
-std::unique_ptr<Connection> MakeTcpRequester(Fd sock, std::string peer);
-// Executor side (switches the socket to non-blocking).
-Result<std::unique_ptr<Connection>> MakeTcpExecutor(Fd sock);
+// Requester side over an already handshaken socket, bulk of 1 MiB and more striped over
+// the session's accepted data connections `data` (tcp/stripes.h), if any.
+std::unique_ptr<Connection> MakeTcpRequester(Fd sock, std::string peer, std::vector<Fd> data = {});
+// Executor side (switches the socket to non-blocking); `data` as above, in index order.
+Result<std::unique_ptr<Connection>> MakeTcpExecutor(Fd sock, std::vector<Fd> data = {});
 // The same with the data path sealed in records (secure_tcp_connection.cc).
 std::unique_ptr<Connection> MakeSecureTcpRequester(Fd sock, std::string peer, const SessionKeys& keys);
 Result<std::unique_ptr<Connection>> MakeSecureTcpExecutor(Fd sock, const SessionKeys& keys);

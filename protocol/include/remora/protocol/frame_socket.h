@@ -26,8 +26,11 @@ class FrameSocket {
   Status Write(const OutFrame& frame, ConstBytes bulk = {}, std::span<const int> fds = {});
   // Reads one frame within timeout_ms (for the whole frame; < 0 waits forever). The body is
   // valid until the next Read. Received descriptors (at most 8) are appended to `fds` if
-  // given, closed otherwise. A body over max_body_words is refused before it is read.
-  Result<InFrame> Read(int timeout_ms, std::vector<Fd>* fds = nullptr, uint32_t max_body_words = kMaxBodyWords);
+  // given, closed otherwise. A body over max_body_words is refused before it is read. With
+  // `reserved`, the header's reserved word is stored there (and zeroed) instead of refused
+  // (the tcp transport's stripe word).
+  Result<InFrame> Read(int timeout_ms, std::vector<Fd>* fds = nullptr, uint32_t max_body_words = kMaxBodyWords,
+                       uint32_t* reserved = nullptr);
   // Reads exactly dst.size() bytes of bulk that follow the last frame.
   Status ReadBulk(MutableBytes dst, int timeout_ms);
 

@@ -9,6 +9,7 @@
 // key shares breaks the binding, and the proof fails.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <span>
@@ -48,6 +49,10 @@ struct SessionInfo {
   int32_t driver_version = 0;  // the server's CUDA driver version (13000 when emulated)
   bool server_authenticated = false;  // the server proved it knows the tenant's key
   std::optional<SessionKeys> keys;    // set when the data path is encrypted
+  // tcp: the parallel data connections the client opens next (0: bulk stays on the control
+  // connection), and the key that proves they belong to this session (DataMac).
+  uint32_t data_streams = 0;
+  SessionKey data_key{};
 };
 
 // ---- client -------------------------------------------------------------------------
@@ -59,6 +64,8 @@ struct ClientHandshakeOptions {
   // Accept a server that declines to authenticate although we hold a token (a private
   // server this user started, REMORA_INSECURE_LOCAL=1). Never the default.
   bool insecure_local = false;
+  // tcp: how many parallel data connections this client would open (0: none).
+  uint32_t data_streams = 0;
 };
 
 // `fds` travel with the Hello. A refusal comes back as its Status (kNoDevice for
@@ -103,6 +110,8 @@ struct AuthenticatedPeer {
   // For the Welcome's signature (empty without authentication).
   std::string auth_message;
   std::optional<Key> server_key;
+  uint32_t data_streams_wanted = 0;  // the client's Hello.dataStreams
+  SessionKey data_key{};             // authenticates the session's data connections
 };
 
 // The server's side as a state machine, for an event loop: feed it the bodies of the
@@ -139,6 +148,28 @@ Result<AuthenticatedPeer> RunServerHandshake(FrameSocket& sock, const ServerAuth
                                              std::vector<Fd>* hello_fds, int timeout_ms,
                                              ServerConnectionInfo conn = {});
 Status SendWelcome(FrameSocket& sock, const AuthenticatedPeer& peer, const SessionInfo& info);
+
+// ---- data connections (tcp) ------------------------------------------------------------
+// The most data connections a session has, whatever both ends ask for.
+inline constexpr uint32_t kMaxDataStreams = 16;
+
+// Client: joins the session `info` (after its Welcome) on a fresh connection as data stream
+// `index`: sends the DataHello and waits for dataAccepted. A refusal comes back as its Status.
+Status RunDataHello(FrameSocket& sock, const SessionInfo& info, uint32_t index, int timeout_ms);
+
+// Server: a DataHello's content.
+struct DataHello {
+  uint64_t session_id = 0;
+  uint32_t index = 0;
+  std::array<uint8_t, 32> mac{};
+};
+// The DataHello in a first handshake message, nullopt if it is another message (a Hello);
+// kInvalidValue if it is a malformed DataHello.
+Result<std::optional<DataHello>> ParseDataHello(std::span<const uint64_t> body);
+// True if `hello` proves knowledge of `data_key` (constant time).
+bool CheckDataHello(const DataHello& hello, const SessionKey& data_key);
+std::vector<uint64_t> DataAcceptedBody();
+Status SendDataAccepted(FrameSocket& sock);
 Status SendRefusal(FrameSocket& sock, Err code, std::string_view message);
 
 }  // namespace remora

@@ -46,7 +46,17 @@ struct ConnectOptions {
   // REMORA_INSECURE_LOCAL: accept a server that does not authenticate although we hold a
   // token (see ClientHandshakeOptions).
   bool insecure_local = false;
+  // REMORA_TCP_STREAMS: tcp:// data connections to ask for (0: none; < 0: one per core of
+  // this machine, at most kDefaultDataStreams). The server may grant fewer.
+  int data_streams = -1;
 };
+
+// The default count of tcp data connections a client asks for and a server grants.
+inline constexpr uint32_t kDefaultDataStreams = 8;
+// min(cores, kDefaultDataStreams), at least 1.
+uint32_t DefaultDataStreams();
+// REMORA_TCP_STREAMS's value: 0..16.
+Result<int> ParseTcpStreams(std::string_view text);
 
 struct Connected {
   std::unique_ptr<Connection> connection;
