@@ -447,7 +447,8 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
       "--ledger-slot", std::to_string(s->ledger_slot), "--extra-fds", std::to_string(conn.fds.size()),
       "--log-level", options_.log_level, "--limits", limits_arg_,
       "--module-cache-budget", std::to_string(options_.module_cache_tenant_bytes),
-      "--compute-fd", std::to_string(compute_fd)};
+      "--compute-fd", std::to_string(compute_fd),
+      "--client-deadline-ms", std::to_string(static_cast<uint64_t>(options_.deadline_s * 1000))};
   if (options_.backend == "host")
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
   if (peer.keys) args.push_back("--encrypted");

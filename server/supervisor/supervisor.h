@@ -49,6 +49,9 @@ struct ServerOptions {
   bool auth_required = true;
   std::string ready_file;
   int drain_timeout_s = 10;
+  // Seconds a worker waits without hearing from its client before it ends the session
+  // (heartbeats every 250 ms keep an idle client alive; 0: never).
+  double deadline_s = 10;
   std::string worker_path;              // remora-worker
   std::string log_level = "info";
   std::string admin_listen;             // "" or tcp://HOST:PORT (admin API over TCP)

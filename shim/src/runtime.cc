@@ -16,6 +16,7 @@
 #include "local_gpu_check.h"
 #include "remote_call.h"
 #include "registry.h"
+#include "watchdog.h"
 #include "remora/base/fd.h"
 #include "remora/base/log.h"
 #include "remora/protocol/secure.h"
@@ -160,6 +161,7 @@ void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo&
     if (run) HostCallbacks::Get().Reached(id);
     else HostCallbacks::Get().Cancel(id);
   });
+  client_->Watch(DeadlineFromEnvironment());  // heartbeats and the deadline (watchdog.h)
   connected_.store(client_.get(), std::memory_order_release);
 }
 

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -53,12 +54,23 @@ class TcpConnection final : public Connection {
     // A short spin before sleeping in recv: a reply that comes within microseconds is
     // picked up without a wake-up (which costs more than the spin on these machines).
     struct pollfd p = {sock_.get(), POLLIN, 0};
-    uint64_t until = MonotonicNanos() + kRequesterSpinNs;
+    uint64_t until = MonotonicNanos() + (timeout_ms == 0 ? 0 : kRequesterSpinNs);
     while (::poll(&p, 1, 0) == 0 && MonotonicNanos() < until) {
     }
     return fs_.Read(timeout_ms);
   }
-  Status ReceiveBulk(MutableBytes dst) override { return fs_.ReadBulk(dst, -1); }
+  Status ReceiveBulk(MutableBytes dst) override {
+    // In pieces, so a watchdog sees a long reply progressing (ReceiveProgress).
+    for (size_t off = 0; off < dst.size();) {
+      size_t n = std::min<size_t>(dst.size() - off, kChunkBytes);
+      RETURN_IF_ERROR(fs_.ReadBulk(dst.subspan(off, n), -1));
+      off += n;
+      progress_.fetch_add(n, std::memory_order_relaxed);
+    }
+    return Status::Ok();
+  }
+  void Abort() override { ::shutdown(sock_.get(), SHUT_RDWR); }
+  uint64_t ReceiveProgress() const override { return progress_.load(std::memory_order_relaxed); }
 
   // ---- executor ----
   void SetStaging(StagingAllocator* staging) override {
@@ -277,6 +289,7 @@ class TcpConnection final : public Connection {
   Fd sock_;
   std::string peer_;
   FrameSocket fs_;
+  std::atomic<uint64_t> progress_{0};  // requester: bulk bytes received
   FrameCoalescer out_{[this](struct iovec* iov, int n) { return WriteAllV(sock_.get(), iov, n); }};  // requester writes
 
   // executor input
