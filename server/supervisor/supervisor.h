@@ -37,6 +37,7 @@
 #include "supervisor/metrics.h"
 #include "supervisor/state_store.h"
 #include "supervisor/worker_launcher.h"
+#include "supervisor/worker_registry.h"
 
 namespace remora::server {
 
@@ -186,6 +187,7 @@ class Supervisor {
   void* ledger_mem_ = nullptr;
   std::optional<ModuleStore> modules_;
   std::optional<WorkerLauncher> launcher_;
+  std::optional<WorkerRegistry> registry_;  // STATE_DIR/workers: found again after a crash
   std::string limits_arg_;  // SessionLimits::Format() for workers
   std::optional<Ledger> ledger_;
   ComputeRegion compute_;  // the compute board every worker maps

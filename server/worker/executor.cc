@@ -280,6 +280,7 @@ Result<bool> Executor::DispatchFrames() {
     if (!frame) break;
     any = true;
     last_heard_ns_ = MonotonicNanos();
+    heard_any_ = true;
     if (frame->kind() == FrameKind::kHeartbeat) {
       if (frame->header.bulk_bytes != 0) return Error(Err::kInvalidValue, "client sent a heartbeat with data");
       continue;
@@ -361,7 +362,9 @@ Status Executor::CheckClient() {
   uint64_t now = MonotonicNanos();
   if (!polled_ || last_heard_ns_ == 0) last_heard_ns_ = now;
   polled_ = false;
-  if (now - last_beat_ns_ >= config_.heartbeat_ns) {
+  // Not before the client's first frame: until then the supervisor's Welcome may still be on
+  // its way through the same socket, and the client reads handshake frames only.
+  if (heard_any_ && now - last_beat_ns_ >= config_.heartbeat_ns) {
     last_beat_ns_ = now;
     RETURN_IF_ERROR(replies_.Post(HeartbeatFrame(), 0));
   }

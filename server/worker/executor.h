@@ -247,6 +247,7 @@ class Executor {
   // last heartbeat sent, and whether this loop pass polled the connection.
   uint64_t last_heard_ns_ = 0, last_beat_ns_ = 0;
   bool polled_ = false;
+  bool heard_any_ = false;  // a frame came from the client (its handshake is over)
   uint64_t last_overhead_ns_ = 0;
   std::set<int> measured_gpus_;  // GPUs this session made current (context overhead reported)
   std::unique_ptr<ComputeHook> compute_;  // null without a compute board

@@ -6,6 +6,11 @@
 // are generous multiples of them, for a loaded 2-core CI machine.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <thread>
@@ -140,6 +145,74 @@ TEST_P(Failover, StoppedClientsSessionEndsAndItsMemoryReturns) {
   // The application, running again, learns that its session is over.
   EXPECT_EQ(app.Wait(30), 1) << app.Output();
   EXPECT_NE(app.Output().find("cudaErrorDevicesUnavailable"), std::string::npos) << app.Output();
+}
+
+// remora-server SIGKILLed with live sessions, then restarted on the same state directory: a
+// worker that could end by itself does (its application learns it at once); one that could
+// not (stopped) is ended by the new server, which found it in STATE_DIR/workers. No worker
+// outlives its application, and the new server's ledger is exact: nothing held, and a new
+// session's memory counted.
+TEST(SupervisorRestart, WorkersOfAKilledServerEndAndTheLedgerIsExact) {
+  TempDir state;
+  auto first = std::make_unique<TenancyServer>();
+  ASSERT_TRUE(first->Start(1, state.path(), {"--deadline", std::to_string(kDeadlineS)}));
+  std::string token = first->CreateTenant("fo");
+  auto env = first->Env("shm", token);
+  env["REMORA_DEADLINE_S"] = std::to_string(kDeadlineS);
+  BackgroundProcess running({BinDir() + "/app_hold_memory", "33554432"}, env);
+  BackgroundProcess stuck({BinDir() + "/app_hold_memory", "33554432"}, first->Env("tcp", token));
+  ASSERT_TRUE(running.WaitForOutput("holding")) << running.Output();
+  ASSERT_TRUE(stuck.WaitForOutput("holding")) << stuck.Output();
+  std::vector<pid_t> workers = ChildrenNamed(first->server.pid(), "remora-worker");
+  ASSERT_EQ(workers.size(), 2u);
+  auto admin = first->Admin();
+  auto sessions = admin->ListSessions();
+  ASSERT_TRUE(sessions.ok());
+  pid_t stuck_worker = 0;
+  for (const auto& s : *sessions)
+    if (s.client_pid == static_cast<uint32_t>(stuck.pid())) stuck_worker = s.worker_pid;
+  ASSERT_GT(stuck_worker, 0);
+  admin.reset();
+  // A worker that cannot notice its server's death: held in a ptrace stop (a SIGSTOPped
+  // worker would not do: it shares the server's process group, which the kernel sends SIGHUP
+  // when it is orphaned with stopped members; one stuck in the driver would also do).
+  ASSERT_EQ(::ptrace(PTRACE_SEIZE, stuck_worker, nullptr, nullptr), 0) << std::strerror(errno);
+  ASSERT_EQ(::ptrace(PTRACE_INTERRUPT, stuck_worker, nullptr, nullptr), 0) << std::strerror(errno);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(stuck_worker, &wstatus, __WALL), stuck_worker);
+  ASSERT_EQ(::kill(first->server.pid(), SIGKILL), 0);
+  // The worker that runs ends its session by itself: its application fails at once.
+  EXPECT_EQ(running.Wait(30), 1) << running.Output();
+  EXPECT_NE(running.Output().find("cudaErrorDevicesUnavailable"), std::string::npos) << running.Output();
+  EXPECT_GE(ParentOf(stuck_worker), 0) << "the held worker cannot have ended by itself";
+
+  auto second = std::make_unique<TenancyServer>();
+  ASSERT_TRUE(second->Start(1, state.path(), {"--deadline", std::to_string(kDeadlineS)}));
+  for (pid_t w : workers) EXPECT_LT(ParentOf(w), 0) << "worker " << w << " of the killed server still runs";
+  while (::waitpid(stuck_worker, &wstatus, __WALL | WNOHANG) > 0) {
+  }  // as its tracer: let it go
+  EXPECT_NE(second->server.Log().find("ended 1 session worker(s) of a previous server"), std::string::npos)
+      << second->server.Log();
+  // Its application (whose server went silent) fails instead of hanging.
+  EXPECT_EQ(stuck.Wait(30), 1) << stuck.Output();
+  EXPECT_NE(stuck.Output().find("cudaErrorDevicesUnavailable"), std::string::npos) << stuck.Output();
+  // The new server counts from nothing, exactly: the tenant (kept in the state database)
+  // holds nothing, then what a new session holds.
+  auto admin2 = second->Admin();
+  auto clear = [&](uint64_t want, uint32_t sessions_want) {
+    auto tenants = admin2->ListTenants();
+    if (!tenants.ok()) return false;
+    for (const auto& t : *tenants)
+      if (t.name == "fo") return t.memory_used == want && t.sessions == sessions_want;
+    return false;
+  };
+  EXPECT_TRUE(clear(0, 0)) << second->Ctl({"usage"}).output;
+  BackgroundProcess again({BinDir() + "/app_hold_memory", "16777216"}, second->Env("shm", token));
+  ASSERT_TRUE(again.WaitForOutput("holding")) << again.Output();
+  EXPECT_TRUE(Eventually([&] { return clear(16u << 20, 1); })) << second->Ctl({"usage"}).output;
+  again.Kill(SIGKILL);
+  EXPECT_TRUE(Eventually([&] { return clear(0, 0); })) << second->Ctl({"usage"}).output;
+  EXPECT_EQ(second->server.Stop(), 0) << second->server.Log();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Failover, ::testing::Values("shm", "tcp", "tcp_encrypted"),
