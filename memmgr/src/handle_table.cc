@@ -12,6 +12,14 @@ const char* HandleKindName(HandleKind kind) {
     case HandleKind::kPool: return "memory pool";
     case HandleKind::kPhysical: return "physical allocation";
     case HandleKind::kLink: return "link state";
+    case HandleKind::kGraph: return "graph";
+    case HandleKind::kGraphExec: return "executable graph";
+    case HandleKind::kGraphNode: return "graph node";
+    case HandleKind::kUserObject: return "user object";
+    case HandleKind::kArray: return "array";
+    case HandleKind::kMipmappedArray: return "mipmapped array";
+    case HandleKind::kTexObject: return "texture object";
+    case HandleKind::kSurfObject: return "surface object";
     case HandleKind::kCublasHandle: return "cuBLAS handle";
     case HandleKind::kCublasLtHandle: return "cuBLASLt handle";
     case HandleKind::kCublasLtMatmulDesc: return "cuBLASLt matmul descriptor";

@@ -95,6 +95,7 @@ struct MemcpyHtoD {
   async @3 :Bool;              # cudaMemcpyAsync: no reply; errors surface at the next sync
   hostRegion @4 :UInt64;       # ...unless nonzero: the source lies in this shared region
   hostOffset @5 :UInt64;
+  clientAddr @6 :UInt64;       # the application's source address (a capture binds it)
 }
 
 struct MemcpyDtoH {
@@ -104,6 +105,8 @@ struct MemcpyDtoH {
   hostRegion @3 :UInt64;       # ...unless nonzero: the worker writes into this shared region
   hostOffset @4 :UInt64;
   async @5 :Bool;              # with hostRegion: no reply; errors surface at the next sync
+  clientAddr @6 :UInt64;       # the application's destination address (a capture binds it)
+  viaBounce @7 :Bool;          # hostRegion is the client's bounce buffer, not the destination
 }
 
 # Pinned host memory shared with the worker (shm): the region's memfd travels on the
@@ -112,6 +115,9 @@ struct MemcpyDtoH {
 struct RegisterHostRegion {
   id @0 :UInt64;               # chosen by the client, unique in the session
   size @1 :UInt64;
+  addr @2 :UInt64;             # the client's address of it: the worker maps it there too if it
+                               # can, so the device reaches it at the application's own address.
+                               # The reply's `pointer` is the device's address of the region.
 }
 
 struct MemcpyDtoD {
@@ -400,6 +406,7 @@ struct Request {
     moduleUnload @55 :UInt64;  # module handle (the driver API's cuModuleUnload)
     link @56 :Link;            # the driver API's JIT linker, run on the worker
   }
+  captureMode @57 :UInt8;      # the calling thread's cudaStreamCaptureMode (0: global)
 }
 
 struct DeviceInfo {
@@ -482,6 +489,8 @@ struct Reply {
   }
   errorDomain @19 :UInt16;     # remora::Domain of `error` (0: cudart)
   asyncErrorDomain @20 :UInt16;
+  capturesActive @22 :UInt32;  # stream captures in progress in the session (capture queries
+                               # are answered by the client while there are none)
 }
 
 # Server-initiated, unsolicited (frame tag 0).
@@ -491,5 +500,10 @@ struct Notice {
     sessionEnding @1 :Text;    # reason (admin kill, tenant deleted, server shutdown)
     hostCallback @2 :UInt64;   # run callback id, then send callbackDone(id)
     hostCallbackCancelled @3 :UInt64;  # callback id will never run: its hostFunc was refused
+    repeatCallback @4 :UInt64; # a graph reached host function id: run it, then callbackDone(id);
+                               # the id stays valid for the next launch
+    callbackCaptured @5 :UInt64;  # host function id was captured into a graph: it runs at
+                                  # each launch (repeatCallback), not now
+    runCallback @6 :UInt64;    # run callback id once (a user object's destructor), no answer
   }
 }

@@ -19,6 +19,12 @@ Status FixMemLocation(OpContext& x, CUmemLocation* location) {
 
 Status FixAccessDesc(OpContext& x, CUmemAccessDesc* desc) { return FixMemLocation(x, &desc->location); }
 
+Status CurrentContext(OpContext& x, CUcontext* ctx) {
+  RETURN_IF_ERROR(x.Ready());
+  *ctx = static_cast<CUcontext>(x.executor().driver().CurrentContext());
+  return Status::Ok();
+}
+
 namespace {
 
 // Device memory the driver sets aside for a context limit of `value` (the defaults count as

@@ -18,6 +18,8 @@ class OpContext;
 Status FixMemLocation(OpContext& x, CUmemLocation* location);
 // An access descriptor: its location, as above.
 Status FixAccessDesc(OpContext& x, CUmemAccessDesc* desc);
+// A context argument: whatever the client sent, the worker's context of the call's device.
+Status CurrentContext(OpContext& x, CUcontext* ctx);
 // Allocation properties (cuMemCreate, granularity): their location, as above.
 Status FixAllocationProp(OpContext& x, CUmemAllocationProp* prop);
 

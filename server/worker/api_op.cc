@@ -131,12 +131,62 @@ Status OpContext::Handle(HandleKind kind, bool nullable, void** handle) {
       gpu = p->gpu;
       break;
     }
+    case HandleKind::kGraph: {
+      ASSIGN_OR_RETURN(Graph * g, ex_.session().graphs().graphs().Get(h));
+      *handle = g->graph;
+      gpu = g->gpu;
+      graph_ = h;
+      break;
+    }
+    case HandleKind::kGraphExec: {
+      ASSIGN_OR_RETURN(GraphExec * e, ex_.session().graphs().execs().Get(h));
+      *handle = e->exec;
+      gpu = e->gpu;
+      break;
+    }
+    case HandleKind::kGraphNode: {
+      ASSIGN_OR_RETURN(GraphNode * n, ex_.session().graphs().nodes().Get(h));
+      *handle = n->node;
+      graph_ = n->graph;
+      if (Graph* g = ex_.session().graphs().graphs().Find(n->graph)) gpu = g->gpu;
+      break;
+    }
+    case HandleKind::kUserObject: {
+      ASSIGN_OR_RETURN(UserObject * o, ex_.session().graphs().user_objects().Get(h));
+      *handle = o->object;
+      break;
+    }
     default:
       return Error(Err::kInvalidValue, "{} handles are not accepted here", HandleKindName(kind));
   }
-  if (gpu_ < 0) {
+  if (gpu_ < 0 && gpu >= 0) {
     RETURN_IF_ERROR(ex_.SetDevice(gpu));
     gpu_ = gpu;
+  }
+  return Status::Ok();
+}
+
+Status OpContext::Handles(HandleKind kind, void** handles, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t h = reinterpret_cast<uint64_t>(handles[i]);
+    if (h == 0) return Error(Err::kInvalidValue, "a NULL {} handle in an array", HandleKindName(kind));
+    void* real = nullptr;
+    switch (kind) {
+      case HandleKind::kGraphNode: {
+        ASSIGN_OR_RETURN(GraphNode * node, ex_.session().graphs().nodes().Get(h));
+        real = node->node;
+        if (graph_ == 0) graph_ = node->graph;
+        break;
+      }
+      case HandleKind::kEvent: {
+        ASSIGN_OR_RETURN(Executor::Event * e, ex_.session().events().Get(h));
+        real = e->event;
+        break;
+      }
+      default:
+        return Error(Err::kInvalidValue, "arrays of {} handles are not accepted here", HandleKindName(kind));
+    }
+    handles[i] = real;
   }
   return Status::Ok();
 }
@@ -200,8 +250,27 @@ uint64_t OpContext::AdoptHandle(HandleKind kind, void* handle) {
     }
     case HandleKind::kStream:
       return ex_.session().streams().Insert({handle, gpu, 0});
-    case HandleKind::kEvent:
-      return ex_.session().events().Insert({handle, gpu, 0});
+    case HandleKind::kEvent: {
+      // An event a graph node names is one of the session's (or a capture's private one).
+      uint64_t found = 0;
+      ex_.session().events().ForEach([&](uint64_t id, Executor::Event& e) {
+        if (e.event == handle) found = id;
+      });
+      return found != 0 ? found : ex_.session().events().Insert({handle, gpu, 0});
+    }
+    case HandleKind::kGraph: {
+      GraphTables& g = ex_.session().graphs();
+      if (uint64_t known = g.GraphOf(handle)) return known;
+      // A graph returned next to a graph argument is that graph's (a child graph's);
+      // otherwise a new graph of the application's.
+      return graph_ != 0 ? g.AdoptGraph(handle, gpu, graph_, false) : g.AdoptGraph(handle, gpu, 0, true);
+    }
+    case HandleKind::kGraphNode:
+      return ex_.session().graphs().AdoptNode(handle, graph_);
+    case HandleKind::kGraphExec:
+      return ex_.session().graphs().AdoptExec(handle, gpu);
+    case HandleKind::kUserObject:
+      return ex_.session().graphs().AdoptUserObject(handle);
     default:
       LOG_ERROR("internal: a generated call created a {} handle, which has no table", HandleKindName(kind));
       return 0;

@@ -39,6 +39,8 @@ class OpContext {
   Status Stream(void** stream);
   // A session handle of `kind` (0 only if nullable), as the driver's handle.
   Status Handle(HandleKind kind, bool nullable, void** handle);
+  // Session handles of `kind` (none 0), replaced in place by the driver's handles.
+  Status Handles(HandleKind kind, void** handles, size_t n);
   // The application's device ordinal, as the server's device.
   Status Device(int* device);
   // An address that must lie, with `bytes` after it, in one allocation of this session.
@@ -69,8 +71,17 @@ class OpContext {
   // Before a call that creates a handle of `kind`: the session's limit for that kind
   // (worker/limits.h) leaves room for one more, else kMemoryAllocation naming the limit.
   Status HandleRoom(HandleKind kind);
-  // A handle the library created: registered in the session (teardown releases it).
+  // A handle the library created or returned: registered in the session (teardown releases
+  // it), the same handle each time for an object already known. A graph or node is taken to
+  // belong to the graph the call's arguments named last (graph(), below).
   uint64_t AdoptHandle(HandleKind kind, void* handle);
+  // The session handle of the graph the arguments named last (a graph, or a node's graph),
+  // or 0.
+  uint64_t graph() const { return graph_; }
+  // Makes `graph` the one later outputs belong to (after decoding another graph argument).
+  void SetGraph(uint64_t graph) { graph_ = graph; }
+  // The client thread that made the call.
+  uint64_t thread() const { return req_.getThread(); }
 
   // ---- math-library objects (lib_objects.h; roles handle(K), newhandle(K), scalar, ...) ----
   // A live object of `kind` (id 0 only if nullable), as the library's handle; its GPU is the
@@ -159,6 +170,7 @@ class OpContext {
   void* library_;
   Domain domain_;
   int gpu_ = -1;  // the GPU an argument chose
+  uint64_t graph_ = 0;
   int64_t note_ = 0;
   std::function<void(bool)> settle_;
   Executor::Stream streams_[2];

@@ -25,9 +25,9 @@ namespace {
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)            \
   X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)   \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemHostAlloc) X(cuMemFreeHost)             \
-  X(cuMemHostRegister) X(cuMemHostUnregister) X(cuStreamCreateWithPriority)              \
+  X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) X(cuStreamCreateWithPriority) \
   X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamIsCapturing) X(cuEventCreate) \
-  X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventElapsedTime)                \
+  X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventElapsedTime)                \
   X(cuLaunchHostFunc) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
   X(cuModuleGetGlobal) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)   \
   X(cuFuncSetCacheConfig) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel) \
@@ -37,7 +37,8 @@ namespace {
   X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)        \
   X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemcpyPeerAsync) \
   X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) X(cuCtxGetLimit) \
-  X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange) X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)
+  X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange) X(cuThreadExchangeStreamCaptureMode) X(cuLinkCreate) X(cuLinkAddData) \
+  X(cuLinkComplete) X(cuLinkDestroy)
 
 struct Api {
 #define REMORA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -46,6 +47,25 @@ struct Api {
 };
 
 using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+
+// Relaxes the calling thread's stream-capture mode for the scope (so that the worker's own
+// allocations are allowed while the application's capture would forbid them), then restores it.
+class RelaxedCapture {
+ public:
+  explicit RelaxedCapture(const Api& api) : api_(api) {
+    ok_ = api_.cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
+  }
+  ~RelaxedCapture() {
+    if (ok_) (void)api_.cuThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  const Api& api_;
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool ok_ = false;
+};
 
 class CudaDriver final : public Driver {
  public:
@@ -134,6 +154,14 @@ class CudaDriver final : public Driver {
     return Status::Ok();
   }
 
+  void* CurrentContext() override {
+    return current_ >= 0 && static_cast<size_t>(current_) < contexts_.size() ? contexts_[static_cast<size_t>(current_)] : nullptr;
+  }
+  Status SetCaptureMode(int mode) override {
+    auto m = static_cast<CUstreamCaptureMode>(mode);
+    return Check(api_.cuThreadExchangeStreamCaptureMode(&m), "cuThreadExchangeStreamCaptureMode");
+  }
+
   // The driver API has no per-context footprint query: NVML's per-process figure is used.
   Result<uint64_t> ProcessMemory(int device) override {
     if (!nvml_tried_) {
@@ -176,16 +204,29 @@ class CudaDriver final : public Driver {
     return Check(api_.cuMemsetD8Async(dst, v, n, static_cast<CUstream>(s)), "cuMemsetD8Async");
   }
 
+  // Remora's own pinned buffers (bounce buffers, spills) are allocated and freed even while
+  // the application captures in global mode, which the driver would refuse the worker's thread:
+  // the thread is relaxed for the call and its mode restored after.
   Result<void*> HostAlloc(size_t bytes) override {
+    RelaxedCapture relaxed(api_);
     void* p = nullptr;
     RETURN_IF_ERROR(Check(api_.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc"));
     return p;
   }
-  void HostFree(void* p) override { api_.cuMemFreeHost(p); }
+  void HostFree(void* p) override {
+    RelaxedCapture relaxed(api_);
+    api_.cuMemFreeHost(p);
+  }
   Status HostRegister(void* p, size_t bytes) override {
-    return Check(api_.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE), "cuMemHostRegister");
+    return Check(api_.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+                 "cuMemHostRegister");
   }
   void HostUnregister(void* p) override { api_.cuMemHostUnregister(p); }
+  Result<DevPtr> HostDevicePointer(void* p) override {
+    CUdeviceptr d = 0;
+    RETURN_IF_ERROR(Check(api_.cuMemHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer"));
+    return static_cast<DevPtr>(d);
+  }
 
   Result<DStream> StreamCreate(unsigned flags, int priority) override {
     CUstream s = nullptr;
@@ -216,6 +257,9 @@ class CudaDriver final : public Driver {
     return Check(api_.cuEventRecord(static_cast<CUevent>(e), static_cast<CUstream>(s)), "cuEventRecord");
   }
   Status EventQuery(DEvent e) override { return Check(api_.cuEventQuery(static_cast<CUevent>(e)), "cuEventQuery"); }
+  Status EventSynchronize(DEvent e) override {
+    return Check(api_.cuEventSynchronize(static_cast<CUevent>(e)), "cuEventSynchronize");
+  }
   Result<float> EventElapsedMs(DEvent a, DEvent b) override {
     float ms = 0;
     RETURN_IF_ERROR(Check(api_.cuEventElapsedTime(&ms, static_cast<CUevent>(a), static_cast<CUevent>(b)), "cuEventElapsedTime"));

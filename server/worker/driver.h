@@ -122,8 +122,11 @@ class Driver {
   // Pinned host memory (staging buffers) and registration of memory shared with a client.
   virtual Result<void*> HostAlloc(size_t bytes) = 0;
   virtual void HostFree(void* p) = 0;
+  // Registers host memory for DMA and maps it for the device (kernels may read and write it).
   virtual Status HostRegister(void* p, size_t bytes) = 0;
   virtual void HostUnregister(void* p) = 0;
+  // The device's address of registered host memory `p`.
+  virtual Result<DevPtr> HostDevicePointer(void* p) = 0;
 
   virtual Result<DStream> StreamCreate(unsigned flags, int priority) = 0;
   virtual Status StreamDestroy(DStream s) = 0;
@@ -148,6 +151,9 @@ class Driver {
   virtual Status EventDestroy(DEvent e) = 0;
   virtual Status EventRecord(DEvent e, DStream s) = 0;
   virtual Status EventQuery(DEvent e) = 0;  // like StreamQuery
+  // Waits for `e` (blocking). Called by the executor only on an event a query found complete:
+  // the synchronisation the driver needs to see before pools give memory back.
+  virtual Status EventSynchronize(DEvent e) = 0;
   virtual Result<float> EventElapsedMs(DEvent start, DEvent end) = 0;
 
   // ---- modules and kernels (current device) -------------------------------------------
@@ -191,6 +197,12 @@ class Driver {
   virtual Result<uint64_t> GetLimit(int limit) = 0;
   virtual Status SetLimit(int limit, uint64_t value) = 0;
   virtual Result<std::pair<int, int>> StreamPriorityRange() = 0;  // {least, greatest}
+
+  // The current device's context (CUcontext), for driver functions that name one; nullptr
+  // where the backend has none.
+  virtual void* CurrentContext() { return nullptr; }
+  // The calling thread's stream-capture mode in the driver (cuThreadExchangeStreamCaptureMode).
+  virtual Status SetCaptureMode(int mode) = 0;
 
   // ---- every other driver function a client may call ------------------------------------
   // The generated table of the driver API (protocol/api/cuda.api): the real driver's

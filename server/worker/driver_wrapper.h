@@ -23,6 +23,8 @@ class DriverWrapper : public Driver {
   Result<MemoryInfo> MemGetInfo() override { return t_.MemGetInfo(); }
   Result<DevPtr> MemAlloc(size_t bytes) override { return t_.MemAlloc(bytes); }
   Status MemFree(DevPtr ptr) override { return t_.MemFree(ptr); }
+  void* CurrentContext() override { return t_.CurrentContext(); }
+  Status SetCaptureMode(int mode) override { return t_.SetCaptureMode(mode); }
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream s) override { return t_.MemcpyHtoD(dst, src, n, s); }
   Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream s) override { return t_.MemcpyDtoH(dst, src, n, s); }
   Status MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream s) override { return t_.MemcpyDtoD(dst, src, n, s); }
@@ -31,6 +33,7 @@ class DriverWrapper : public Driver {
   void HostFree(void* p) override { t_.HostFree(p); }
   Status HostRegister(void* p, size_t bytes) override { return t_.HostRegister(p, bytes); }
   void HostUnregister(void* p) override { t_.HostUnregister(p); }
+  Result<DevPtr> HostDevicePointer(void* p) override { return t_.HostDevicePointer(p); }
   Result<DStream> StreamCreate(unsigned flags, int priority) override { return t_.StreamCreate(flags, priority); }
   Status StreamDestroy(DStream s) override { return t_.StreamDestroy(s); }
   Status StreamQuery(DStream s) override { return t_.StreamQuery(s); }
@@ -42,6 +45,7 @@ class DriverWrapper : public Driver {
   Status EventDestroy(DEvent e) override { return t_.EventDestroy(e); }
   Status EventRecord(DEvent e, DStream s) override { return t_.EventRecord(e, s); }
   Status EventQuery(DEvent e) override { return t_.EventQuery(e); }
+  Status EventSynchronize(DEvent e) override { return t_.EventSynchronize(e); }
   Result<float> EventElapsedMs(DEvent start, DEvent end) override { return t_.EventElapsedMs(start, end); }
   Result<DModule> ModuleLoad(const void* image, size_t size) override { return t_.ModuleLoad(image, size); }
   Status ModuleUnload(DModule m) override { return t_.ModuleUnload(m); }

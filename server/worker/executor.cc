@@ -8,6 +8,7 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "remora/protocol/message.h"
+#include "cuda_api.h"
 #include "worker/call_stats.h"
 #include "worker/api_op.h"
 #include "worker/compute_hook.h"
@@ -128,6 +129,89 @@ Result<DEvent> Executor::RecordPoolEvent(const Stream& s) {
   return e;
 }
 
+Result<bool> Executor::Capturing(const Stream& s) {
+  if (session_.graphs().active_captures() == 0) return false;
+  RETURN_IF_ERROR(SetDevice(s.gpu));
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = driver_.cuda().cuStreamIsCapturing(static_cast<CUstream>(s.stream), &status);
+  if (r != CUDA_SUCCESS)
+    return Status(Domain::kCuda, static_cast<uint32_t>(r), "cuStreamIsCapturing: the stream cannot be used while another captures");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+Status Executor::CaptureViolation(const Stream& s) {
+  CUresult r = driver_.cuda().cuStreamQuery(static_cast<CUstream>(s.stream));
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return Status(Domain::kCuda, static_cast<uint32_t>(r), "operation not permitted when the stream is capturing");
+}
+
+Result<DevPtr> Executor::AllocateStaging(int gpu, uint64_t bytes) {
+  RETURN_IF_ERROR(SetDevice(gpu));
+  RETURN_IF_ERROR(Charge(gpu, bytes));
+  // Remora's own allocation, also in the middle of a capture the application's thread may
+  // not allocate in: the worker thread is relaxed for it.
+  GraphTables& g = session_.graphs();
+  bool relax = g.active_captures() > 0 && g.worker_mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (relax) (void)driver_.SetCaptureMode(CU_STREAM_CAPTURE_MODE_RELAXED);
+  auto p = driver_.MemAlloc(bytes);
+  if (relax) (void)driver_.SetCaptureMode(g.worker_mode);
+  if (!p.ok()) {
+    ReleaseCharge(gpu, bytes);
+    return p.status();
+  }
+  Allocation a;
+  a.base = *p;
+  a.size = bytes;
+  a.device = gpu;
+  a.kind = AllocKind::kGraphStaging;
+  a.reserved = bytes;
+  if (Status st = session_.allocations().Insert(a); !st.ok()) {
+    (void)driver_.MemFree(*p);
+    ReleaseCharge(gpu, bytes);
+    return st;
+  }
+  return *p;
+}
+
+void Executor::FreeStaging(const std::vector<DevPtr>& buffers) {
+  for (DevPtr p : buffers) {
+    auto found = session_.allocations().Find(p);
+    if (!found || found->base != p || (found->kind != AllocKind::kGraphStaging && found->kind != AllocKind::kGraphMemory))
+      continue;
+    auto a = session_.allocations().Erase(p);
+    // A graph memory node's memory is the driver's (freed with the graph); staging is ours.
+    if (a->kind == AllocKind::kGraphStaging && SetDevice(a->device).ok()) (void)driver_.MemFree(p);
+    ReleaseCharge(a->device, a->reserved);
+  }
+}
+
+void Executor::ApplyCaptureMode(uint64_t thread, int mode) {
+  GraphTables& g = session_.graphs();
+  bool own = false, global = false;
+  for (const auto& [stream, c] : g.captures()) {
+    if (c.thread == thread && c.mode != CU_STREAM_CAPTURE_MODE_RELAXED) own = true;
+    if (c.mode == CU_STREAM_CAPTURE_MODE_GLOBAL) global = true;
+  }
+  // CUDA: a thread in global mode may not make unsafe calls while it, or any thread in
+  // global mode, captures; in thread-local mode while it captures; in relaxed mode never.
+  bool prohibited = (mode == CU_STREAM_CAPTURE_MODE_GLOBAL && (own || global)) ||
+                    (mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && own);
+  int want = prohibited ? CU_STREAM_CAPTURE_MODE_GLOBAL : CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (want == g.worker_mode) return;
+  if (driver_.SetCaptureMode(want).ok()) g.worker_mode = want;
+}
+
+Result<bool> Executor::PostCallbackNotices() {
+  auto items = session_.graphs().notices()->Take();
+  for (const CallbackNotices::Item& it : items) {
+    RETURN_IF_ERROR(PostNotice([&](wire::Notice::Builder& n) {
+      if (it.repeat) n.setRepeatCallback(it.id);
+      else n.setRunCallback(it.id);
+    }));
+  }
+  return !items.empty();
+}
+
 void Executor::ReleasePoolEvent(int gpu, DEvent e) {
   if (compute_) compute_->Released(gpu, e);
   event_pool_.Release(gpu, e);
@@ -150,6 +234,7 @@ Status Executor::Dispatch(const InFrame& frame) {
       return Status::Ok();
     }
     if (config_.stats != nullptr) CountRequest(*config_.stats, req);
+    if (session_.graphs().active_captures() > 0) ApplyCaptureMode(req.getThread(), req.getCaptureMode());
     using W = wire::Request;
     // Calls that may be asynchronous answer only when the client waits for them.
     uint64_t async_tag = Handlers::ExpectsReply(frame) ? tag : 0;
@@ -400,6 +485,12 @@ Status Executor::Run() {
       break;
     }
     progressed |= *pending;
+    auto notices = PostCallbackNotices();
+    if (!notices.ok()) {
+      exit_status = notices.take_status();
+      break;
+    }
+    progressed |= *notices;
     auto dispatched = DispatchFrames();
     if (!dispatched.ok()) {
       exit_status = dispatched.take_status();

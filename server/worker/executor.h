@@ -186,6 +186,20 @@ class Executor {
   // thread's own) of the calling thread on device `ordinal`.
   Result<Stream> ResolveStream(uint64_t handle, bool per_thread, uint64_t thread, int ordinal);
 
+  // ---- stream capture (graph_state.h) --------------------------------------------------
+  // Whether work issued on `s` now goes into a graph (a capture is active or invalidated on
+  // it); false at once while the session captures nothing. An error where the driver
+  // refuses the question (the legacy stream while another stream captures).
+  Result<bool> Capturing(const Stream& s);
+  // What a synchronising call on capturing stream `s` gets: the driver's own error (which
+  // invalidates the capture, as in CUDA).
+  Status CaptureViolation(const Stream& s);
+  // A device staging buffer of `bytes` for a host side of a graph copy: a session allocation
+  // charged to the tenant (graph_state.h, "Host memory in graphs").
+  Result<DevPtr> AllocateStaging(int gpu, uint64_t bytes);
+  // Frees what GraphTables::ForgetGraph/ForgetExec returned (staging no graph binds any
+  // more; a graph's memory-node allocations), returning the charges.
+  void FreeStaging(const std::vector<DevPtr>& buffers);
   // What the session holds against its limits (worker/limits.h).
   ResourceCounter& resources() { return resources_; }
 
@@ -217,6 +231,11 @@ class Executor {
   // Reports what this process holds on `gpu` beyond the session's charges as context overhead.
   void MeasureOverhead(int gpu);
   Status ApplyControl(const ControlEvent& ev);
+  // Gives the worker thread the capture mode the calling client thread would have in CUDA
+  // (its own mode, against the captures of all client threads).
+  void ApplyCaptureMode(uint64_t thread, int mode);
+  // Announces host functions that driver threads reached (graph host nodes, destructors).
+  Result<bool> PostCallbackNotices();
   // Ends everything in reverse: pending operations, the session's objects, the pools.
   void ReleaseEverything();
 

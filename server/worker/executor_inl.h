@@ -18,6 +18,7 @@ Status Executor::PostReply(uint64_t tag, const Status& status, Fill&& fill, uint
     deferred_ = Status();
   }
   r.setDeviceGeneration(generation_);
+  if (int captures = session_.graphs().active_captures(); captures > 0) r.setCapturesActive(static_cast<uint32_t>(captures));
   fill(r);
   OutFrame f;
   f.kind = FrameKind::kReply;

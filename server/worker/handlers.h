@@ -69,6 +69,12 @@ class Handlers {
   static Status HostFunc(Executor& ex, uint64_t tag, Req req);
   static Status CallbackDone(Executor& ex, uint64_t tag, Req req);
 
+  // ops_capture.cc: a copy between host memory the worker cannot reach and device memory,
+  // issued on capturing stream `s`: bound to a device staging buffer the client refreshes or
+  // drains around each launch of the graph (graph_state.h).
+  static Status CaptureHostCopy(Executor& ex, const Executor::Stream& s, uint64_t client_addr, DevPtr device,
+                                uint64_t n, bool to_device);
+
   // Shared helpers.
   // Replies to `tag` once the work issued so far on `streams` completes.
   static Status ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor::Stream> streams);

@@ -15,6 +15,7 @@
 
 #include "cuda_api.h"
 #include "cuda_hooks.h"
+#include "worker/host_graph_api.h"
 #include "worker/host_emulation.h"
 
 namespace remora::worker {
@@ -24,9 +25,9 @@ namespace {
 // backend produces.
 CUresult R(const Status& st) { return st.ok() ? CUDA_SUCCESS : static_cast<CUresult>(st.raw()); }
 
-class HostCudaApi final : public gen::cuda::Api {
+class HostCudaApi final : public HostGraphApi {
  public:
-  HostCudaApi(Driver& d, host::HostMemory& m) : d_(d), mem_(m) {}
+  HostCudaApi(Driver& d, host::HostMemory& m, HostGraphs& g) : HostGraphApi(g), d_(d), mem_(m) {}
 
   // ---- context settings, kept here -------------------------------------------------------
   CUresult cuCtxGetCacheConfig(CUfunc_cache* c) override { return *c = cache_config_, CUDA_SUCCESS; }
@@ -366,7 +367,7 @@ class HostCudaApi final : public gen::cuda::Api {
     return R(mem_.RunInOrder(s, [rows = std::move(rows), v, size, width] {
       for (std::byte* row : rows)
         for (size_t i = 0; i < width; i++) std::memcpy(row + i * size, &v, size);
-    }));
+    }, CU_GRAPH_NODE_TYPE_MEMSET));
   }
   // Blocks the stream until the value at `addr` satisfies `flags` against `v`.
   template <typename T>
@@ -386,7 +387,7 @@ class HostCudaApi final : public gen::cuda::Api {
         if (done) return;
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
-    }));
+    }, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP));
   }
   static CUresult Pool(const Result<DPool>& r, CUmemoryPool* out) {
     if (!r.ok()) return R(r.status());
@@ -425,8 +426,8 @@ class HostCudaApi final : public gen::cuda::Api {
 
 }  // namespace
 
-std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, host::HostMemory& memory) {
-  return std::make_unique<HostCudaApi>(driver, memory);
+std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, host::HostMemory& memory, HostGraphs& graphs) {
+  return std::make_unique<HostCudaApi>(driver, memory, graphs);
 }
 
 }  // namespace remora::worker

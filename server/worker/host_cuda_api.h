@@ -10,12 +10,13 @@
 
 namespace remora::worker {
 
+class HostGraphs;
 namespace host {
 class HostMemory;
 }
 
-// `driver` is the host Driver that owns this table and `memory` its device memory (both must
-// outlive it).
-std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, host::HostMemory& memory);
+// `driver` is the host Driver that owns this table, `memory` its device memory and `graphs`
+// its emulated graphs (all must outlive it).
+std::unique_ptr<gen::cuda::Api> MakeHostCudaApi(Driver& driver, host::HostMemory& memory, HostGraphs& graphs);
 
 }  // namespace remora::worker

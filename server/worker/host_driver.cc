@@ -25,6 +25,7 @@
 #include "worker/driver.h"
 #include "worker/host_emulation.h"
 #include "worker/host_cuda_api.h"
+#include "worker/host_graph.h"
 #include "worker/host_device.h"
 
 namespace remora::worker {
@@ -81,9 +82,10 @@ std::vector<int32_t> EmulatedAttributes(int device) {
   return a;
 }
 
-class HostDriver final : public Driver, public EmulatedDevice, public HostMemory {
+class HostDriver final : public Driver, public EmulatedDevice, public HostMemory, private EmuGraphHost {
  public:
-  explicit HostDriver(const HostDriverOptions& o) : options_(o), api_(MakeHostCudaApi(*this, *this)) {
+  explicit HostDriver(const HostDriverOptions& o)
+      : options_(o), graphs_(*this), api_(MakeHostCudaApi(*this, *this, graphs_)) {
     for (int i = 0; i < o.gpus; i++) heaps_.emplace_back(kDeviceBase + uint64_t(i) * kDeviceStride, o.memory_per_gpu);
   }
 
@@ -127,20 +129,20 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // Copies and memsets validate their ranges now and move bytes in stream order.
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
-    return InOrder(stream, [=] { std::memcpy(d, src, n); });
+    return InOrder(stream, [=] { std::memcpy(d, src, n); }, CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * s, Translate(src, n));
-    return InOrder(stream, [=] { std::memcpy(dst, s, n); });
+    return InOrder(stream, [=] { std::memcpy(dst, s, n); }, CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   Status MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
     ASSIGN_OR_RETURN(std::byte * s, Translate(src, n));
-    return InOrder(stream, [=] { std::memmove(d, s, n); });
+    return InOrder(stream, [=] { std::memmove(d, s, n); }, CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   Status Memset8(DevPtr dst, uint8_t v, size_t n, DStream stream) override {
     ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
-    return InOrder(stream, [=] { std::memset(d, v, n); });
+    return InOrder(stream, [=] { std::memset(d, v, n); }, CU_GRAPH_NODE_TYPE_MEMSET);
   }
 
   Result<void*> HostAlloc(size_t bytes) override {
@@ -149,8 +151,18 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     return p;
   }
   void HostFree(void* p) override { std::free(p); }
-  Status HostRegister(void*, size_t) override { return Status::Ok(); }
-  void HostUnregister(void*) override {}
+  // Registered host memory is emulated device memory at the same address.
+  Status HostRegister(void* p, size_t bytes) override {
+    mapped_[reinterpret_cast<DevPtr>(p)] = Block{static_cast<std::byte*>(p), bytes};
+    return Status::Ok();
+  }
+  void HostUnregister(void* p) override { mapped_.erase(reinterpret_cast<DevPtr>(p)); }
+  Result<DevPtr> HostDevicePointer(void* p) override {
+    for (auto& [base, b] : mapped_)
+      if (reinterpret_cast<std::byte*>(p) >= b.host && reinterpret_cast<std::byte*>(p) < b.host + b.size)
+        return reinterpret_cast<DevPtr>(p);
+    return Error(Err::kInvalidValue, "{} is not registered host memory", p);
+  }
 
   Result<DStream> StreamCreate(unsigned flags, int) override {
     auto s = std::make_shared<EmuStream>((flags & CU_STREAM_NON_BLOCKING) == 0, scheduler_.get());
@@ -162,21 +174,27 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status StreamDestroy(DStream s) override {
     auto it = streams_.find(s);
     if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
+    graphs_.ForgetStream(s);
     streams_.erase(it);  // work already queued still runs (the scheduler holds the stream)
     stream_device_.erase(s);
     return Status::Ok();
   }
   Status StreamQuery(DStream s) override {
+    if (graphs_.Capturing(s)) return Status(Domain::kCuda, graphs_.Violation(s), "the stream is capturing");
+    if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     return st->Idle() ? Status::Ok() : Status(Err::kNotReady, "");
   }
   Status StreamSynchronize(DStream s) override {
+    if (graphs_.Capturing(s)) return Status(Domain::kCuda, graphs_.Violation(s), "the stream is capturing");
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
     return Status::Ok();
   }
   Status StreamWaitEvent(DStream s, DEvent e, unsigned) override {
     if (!events_.count(e)) return Error(Err::kInvalidResourceHandle, "unknown emulated event");
+    ASSIGN_OR_RETURN(bool joined, graphs_.CaptureWait(s, e));
+    if (joined || graphs_.Capturing(s)) return Status::Ok();  // a capture records the dependency
     auto* ev = static_cast<EmuEvent*>(e);
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     if (ev->stream == nullptr || ev->stream == st) return Status::Ok();
@@ -194,10 +212,13 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   }
   Status EventDestroy(DEvent e) override {
     if (events_.erase(e) == 0) return Error(Err::kInvalidResourceHandle, "unknown emulated event");
+    graphs_.ForgetEvent(e);
     delete static_cast<EmuEvent*>(e);
     return Status::Ok();
   }
   Status EventRecord(DEvent e, DStream s) override {
+    if (graphs_.Capturing(s)) return graphs_.CaptureEventRecord(e, s);
+    if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     st->Submit(st, DepsOf(s, st), [] {});  // on the legacy stream, after the blocking streams
     auto* ev = static_cast<EmuEvent*>(e);
@@ -212,6 +233,11 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     if (ev->stream && ev->stream->completed.load() < ev->target) return Status(Err::kNotReady, "");
     return Status::Ok();
   }
+  Status EventSynchronize(DEvent e) override {
+    auto* ev = static_cast<EmuEvent*>(e);
+    while (ev->stream && ev->stream->completed.load() < ev->target) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    return Status::Ok();
+  }
   Result<float> EventElapsedMs(DEvent a, DEvent b) override {
     auto* x = static_cast<EmuEvent*>(a);
     auto* y = static_cast<EmuEvent*>(b);
@@ -222,6 +248,8 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   }
 
   Status LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) override {
+    if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, CU_GRAPH_NODE_TYPE_HOST, [fn, arg] { fn(arg); });
+    if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
     st->Submit(st, DepsOf(s, st), [fn, arg] { fn(arg); }, /*inline_ok=*/false);
     return Status::Ok();
@@ -310,6 +338,8 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     if (threads == 0 || threads > 1024 || c.grid[0] == 0 || c.grid[1] == 0 || c.grid[2] == 0)
       return Error(Err::kInvalidConfiguration, "invalid launch configuration");
     const std::string& name = static_cast<EmuFunction*>(f)->name;
+    if (graphs_.Capturing(c.stream)) return graphs_.CaptureWork(c.stream, CU_GRAPH_NODE_TYPE_KERNEL, [] {});
+    if (c.stream == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     if (name.find(kBusyKernel) != std::string::npos) {
       // A kernel that takes time: gridDim.x microseconds, in stream order, on the stream's
       // thread (the executor never waits for it), so that scheduling can be tested here.
@@ -341,15 +371,10 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     return it->second.get();
   }
 
-  // ---- EmulatedDevice: for the emulated libraries ----
-  Result<std::byte*> Translate(DevPtr p, uint64_t n) override {
-    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
-    return h->Translate(p, n);
-  }
+  // ---- EmulatedDevice: for the emulated libraries (Translate is EmuGraphHost's, below) ----
+  // A library call on a capturing stream is captured as a kernel node, as on a GPU.
   Status InOrder(DStream s, std::function<void()> task) override {
-    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
-    st->Submit(st, DepsOf(s, st), std::move(task));
-    return Status::Ok();
+    return InOrder(s, std::move(task), CU_GRAPH_NODE_TYPE_KERNEL);
   }
   Status Synchronize(DStream s) override { return StreamSynchronize(s); }
   Result<DevPtr> Alloc(size_t bytes) override { return MemAlloc(bytes); }
@@ -358,7 +383,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // ---- HostMemory (the virtual memory API's emulation) ----
   int CurrentDevice() const override { return current_; }
   Result<std::byte*> HostAddress(DevPtr p, uint64_t n) override { return Translate(p, n); }
-  Status RunInOrder(DStream s, std::function<void()> task) override { return InOrder(s, std::move(task)); }
+  Status RunInOrder(DStream s, std::function<void()> task, CUgraphNodeType type) override {
+    return InOrder(s, std::move(task), type);
+  }
   Result<DevPtr> ReserveRange(int device, uint64_t bytes, uint64_t align) override {
     if (device < 0 || device >= options_.gpus) return Error(Err::kInvalidDevice, "no emulated GPU {}", device);
     return heaps_[static_cast<size_t>(device)].ReserveRange(bytes, align);
@@ -396,17 +423,21 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     return InOrder(stream, [=] {
       for (uint64_t z = 0; z < depth; z++)
         for (uint64_t y = 0; y < height; y++) std::memmove(d + (z * dh + y) * dp, s + (z * sh + y) * sp, width);
-    });
+    }, CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream stream) override {
     if (width == 0 || height == 0) return Status::Ok();
     ASSIGN_OR_RETURN(std::byte * d, Span(CopySide{false, dst, pitch, height}, width, height, 1));
     return InOrder(stream, [=] {
       for (size_t y = 0; y < height; y++) std::memset(d + y * pitch, value, width);
-    });
+    }, CU_GRAPH_NODE_TYPE_MEMSET);
   }
   Result<DevPtr> MemAllocAsync(size_t bytes, DPool, DStream) override { return MemAlloc(bytes); }
-  Status MemFreeAsync(DevPtr p, DStream) override { return MemFree(p); }
+  Status MemFreeAsync(DevPtr p, DStream s) override {
+    // Captured: the graph's free node; the emulated memory stays (graphs keep theirs).
+    if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, CU_GRAPH_NODE_TYPE_MEM_FREE, [] {});
+    return MemFree(p);
+  }
   Result<DPool> DefaultMemPool(int device) override {
     if (device < 0 || device >= options_.gpus) return Error(Err::kInvalidDevice, "no emulated GPU {}", device);
     auto& p = default_pools_[device];
@@ -476,6 +507,11 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     return Status::Ok();
   }
   Result<std::pair<int, int>> StreamPriorityRange() override { return std::make_pair(0, -5); }
+  Status SetCaptureMode(int mode) override {
+    auto m = static_cast<CUstreamCaptureMode>(mode);
+    CUresult r = graphs_.ExchangeMode(&m);
+    return r == CUDA_SUCCESS ? Status::Ok() : Status(Domain::kCuda, r, "cuThreadExchangeStreamCaptureMode");
+  }
 
   ~HostDriver() override {
     scheduler_.reset();  // running work finishes first; queued work never runs
@@ -495,6 +531,39 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     auto it = streams_.find(s);
     if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
     return it->second;
+  }
+  Status InOrder(DStream s, std::function<void()> task, CUgraphNodeType type) {
+    if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, type, std::move(task));
+    if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    st->Submit(st, DepsOf(s, st), std::move(task));
+    return Status::Ok();
+  }
+
+  // ---- EmuGraphHost: what emulated graphs use ----
+  Result<std::byte*> Translate(DevPtr p, uint64_t n) override {
+    if (auto it = mapped_.upper_bound(p); it != mapped_.begin()) {
+      --it;
+      if (p - it->first < it->second.size) {
+        if (n > it->second.size - (p - it->first)) return Error(Err::kInvalidValue, "0x{:x}+{} runs past mapped host memory", p, n);
+        return it->second.host + (p - it->first);
+      }
+    }
+    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
+    return h->Translate(p, n);
+  }
+  Status Submit(DStream s, std::function<void()> task) override {
+    ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    // Never inline: a graph may call host functions that wait for the client.
+    st->Submit(st, DepsOf(s, st), std::move(task), /*inline_ok=*/false);
+    return Status::Ok();
+  }
+  Status RecordEvent(DEvent e, DStream s) override { return EventRecord(e, s); }
+  Status WaitEvent(DStream s, DEvent e) override { return StreamWaitEvent(s, e, 0); }
+  Result<DevPtr> Allocate(size_t bytes) override { return MemAlloc(bytes); }
+  bool BlockingStream(DStream s) override {
+    auto it = streams_.find(s);
+    return it != streams_.end() && it->second->blocking;
   }
   // The legacy stream waits for the device's blocking streams; they wait for it.
   std::vector<EmuDep> DepsOf(DStream s, const std::shared_ptr<EmuStream>& st) {
@@ -529,8 +598,10 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     return Error(Err::kInvalidValue, "0x{:x} is not emulated device memory", p);
   }
 
+
   HostDriverOptions options_;
-  std::unique_ptr<gen::cuda::Api> api_;  // only stores a reference to this driver
+  HostGraphs graphs_;                    // before api_, which refers to it
+  std::unique_ptr<gen::cuda::Api> api_;  // only stores references to this driver and graphs_
   std::map<Domain, std::shared_ptr<void>> libraries_;  // emulated math libraries, by first use
   std::vector<EmulatedHeap> heaps_;
   int current_ = 0;
@@ -544,6 +615,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   std::map<int, DPool> current_pools_;
   std::unordered_set<EmuPool*> pools_;
   std::set<std::pair<int, int>> peers_;
+  std::map<DevPtr, Block> mapped_;  // registered host memory the device may use
   std::map<int, uint64_t> limits_;
   // Runs the streams' work on a fixed set of threads (declared last: stopped first).
   std::unique_ptr<EmuScheduler> scheduler_ = std::make_unique<EmuScheduler>(kStreamThreads);

@@ -250,8 +250,9 @@ class HostMemory {
   virtual Status UnmapRange(DevPtr at, uint64_t bytes) = 0;
   // Host address of emulated device memory [p, p + n) (one block).
   virtual Result<std::byte*> HostAddress(DevPtr p, uint64_t n) = 0;
-  // Runs `task` on emulated stream `s` in stream order.
-  virtual Status RunInOrder(DStream s, std::function<void()> task) = 0;
+  // Runs `task` on emulated stream `s` in stream order (on a capturing stream: records it as a
+  // node of `type`).
+  virtual Status RunInOrder(DStream s, std::function<void()> task, CUgraphNodeType type) = 0;
 };
 
 }  // namespace remora::worker::host

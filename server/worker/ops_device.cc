@@ -27,6 +27,26 @@ MemoryView ViewOf(Executor& ex, int gpu, uint64_t physical_total, uint64_t physi
   return v;
 }
 
+// What a remote client can do with a GPU, where it differs from a local one: managed memory
+// is coherent at launches and synchronisations only (shim/src/managed.h), so the host must
+// not touch it while kernels run, as on devices without concurrent managed access; the GPU
+// cannot read the client's pageable memory; host memory is mapped for the device through
+// shared pinned memory (shm) or emulated as managed memory (tcp).
+std::vector<int32_t> RemotedAttributes(std::vector<int32_t> a) {
+  auto set = [&](CUdevice_attribute k, int32_t v) {
+    if (static_cast<size_t>(k) < a.size()) a[static_cast<size_t>(k)] = v;
+  };
+  set(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1);
+  set(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
+  set(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0);
+  set(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, 0);
+  set(CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, 0);
+  set(CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 0);
+  set(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1);
+  return a;
+}
+
 }  // namespace
 
 Status Handlers::GetDevices(Executor& ex, uint64_t tag, Req) {
@@ -64,8 +84,9 @@ Status Handlers::GetDevices(Executor& ex, uint64_t tag, Req) {
       d.setPhysicalMemory(desc.total_memory);
       d.setTotalMemory(ViewOf(ex, ids[i], desc.total_memory, desc.total_memory).total);
       d.setPciBusId(desc.pci_bus_id);
-      auto attrs = d.initAttributes(static_cast<unsigned>(desc.attributes.size()));
-      for (size_t a = 0; a < desc.attributes.size(); a++) attrs.set(static_cast<unsigned>(a), desc.attributes[a]);
+      std::vector<int32_t> seen = RemotedAttributes(desc.attributes);
+      auto attrs = d.initAttributes(static_cast<unsigned>(seen.size()));
+      for (size_t a = 0; a < seen.size(); a++) attrs.set(static_cast<unsigned>(a), seen[a]);
     }
   });
 }

@@ -17,6 +17,9 @@
 namespace remora::worker {
 namespace {
 
+// Allocations the application frees with cudaFree[Async] (the others go with a module, a
+// graph, cudaFreeHost or cudaIpcCloseMemHandle).
+bool Freeable(AllocKind k) { return k == AllocKind::kDevice || k == AllocKind::kDeviceAsync || k == AllocKind::kManaged; }
 
 
 // cudaFree synchronises the device; the free happens once the work issued before it is done.
@@ -65,6 +68,7 @@ class UnregisterRegionOp final : public PendingOp {
     }
     auto it = ex.session().host_regions().find(id_);
     if (it != ex.session().host_regions().end()) {
+      if (it->second.device != 0) (void)ex.session().allocations().Erase(it->second.device);
       if (it->second.registered) ex.driver().HostUnregister(it->second.base);
       ::munmap(it->second.base, it->second.size);
       ex.resources().Release(Resource::kPinnedBytes, it->second.size);
@@ -109,19 +113,44 @@ Status Handlers::RegisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   struct stat st;
   if (seals < 0 || !(seals & F_SEAL_SHRINK) || ::fstat(fd->get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < size)
     return ex.PostReply(tag, Error(Err::kInvalidValue, "host region {} is not a sealed memfd of {} bytes", id, size));
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
+  // At the client's own address if it is free here: kernels then use the application's
+  // pointers to its pinned memory as they are (unified addressing), not only the device
+  // pointer cudaHostGetDevicePointer returns.
+  void* p = MAP_FAILED;
+  if (a.getAddr() != 0)
+    p = ::mmap(reinterpret_cast<void*>(a.getAddr()), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd->get(), 0);
+  if (p != MAP_FAILED && reinterpret_cast<uint64_t>(p) != a.getAddr()) {  // an old kernel ignoring the flag
+    ::munmap(p, size);
+    p = MAP_FAILED;
+  }
+  if (p == MAP_FAILED) p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
   if (p == MAP_FAILED) return ex.PostReply(tag, ErrnoStatus(Err::kMemoryAllocation, "map the client's host region", errno));
   Executor::HostRegion r{static_cast<std::byte*>(p), size, false};
   Status reg = ex.driver().HostRegister(p, size);
+  auto dev = reg.ok() ? ex.driver().HostDevicePointer(p) : Result<DevPtr>(reg);
+  if (dev.ok()) {
+    Allocation al;
+    al.base = *dev;
+    al.size = size;
+    al.device = ex.config().gpus.empty() ? 0 : std::max(0, ex.config().gpus[0]);
+    al.kind = AllocKind::kMappedHost;
+    reg = ex.session().allocations().Insert(al);
+  } else {
+    reg = dev.status();
+  }
   if (!reg.ok()) {
+    if (dev.ok()) ex.driver().HostUnregister(p);
     ::munmap(p, size);
     return ex.PostReply(tag, reg);
   }
   r.registered = true;
+  r.device = *dev;
   ex.session().host_regions()[id] = r;
   unpin.keep = true;
-  LOG_DEBUG("host region {} ({}) shared and pinned: copies to and from it are zero-copy", id, FormatSize(size));
-  return ex.PostReply(tag, Status::Ok());
+  LOG_DEBUG("host region {} ({}) shared, pinned and mapped at 0x{:x}{}", id, FormatSize(size), *dev,
+            *dev == a.getAddr() ? " (the client's address)" : "");
+  DevPtr device = *dev;
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& b) { b.setPointer(device); });
 }
 
 Status Handlers::UnregisterHostRegion(Executor& ex, uint64_t tag, Req req) {
@@ -132,6 +161,7 @@ Status Handlers::UnregisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   for (int gpu : ex.config().gpus) {
     if (gpu < 0) continue;
     for (const Executor::Stream& s : StreamsOf(ex, gpu)) {
+      if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there
       if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
     }
   }
@@ -150,9 +180,19 @@ void Handlers::ReconcilePools(Executor& ex, int gpu) {
   });
   uint64_t kept = 0;
   for (DPool p : pools) {
+    // A pool gives back what exceeds its release threshold when the application synchronises;
+    // the worker synchronises by polling events, which the driver does not count as that, so
+    // the trim the synchronisation would have made is made here.
+    if (auto threshold = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); threshold.ok())
+      (void)ex.driver().MemPoolTrimTo(p, *threshold);
     auto reserved = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     auto used = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
-    if (!reserved.ok() || !used.ok()) return;  // unknown: keep charging
+    if (!reserved.ok() || !used.ok()) {
+      LOG_DEBUG("pool of GPU {}: usage unknown ({}), its kept memory stays charged", gpu,
+                (!reserved.ok() ? reserved.status() : used.status()).message());
+      return;
+    }
+    LOG_DEBUG("pool of GPU {}: {} reserved, {} used", gpu, *reserved, *used);
     kept += *reserved > *used ? *reserved - *used : 0;
   }
   if (kept < retained) {
@@ -201,12 +241,13 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   uint64_t ptr = req.getMemFree().getPtr();
   if (ptr == 0) return ex.PostReply(tag, Status::Ok());
   auto found = ex.session().allocations().Find(ptr);
-  if (found && found->base == ptr && found->kind == AllocKind::kModule)
-    return ex.PostReply(tag, Error(Err::kInvalidValue, "0x{:x} is a module variable, not an allocation", ptr));
+  if (found && found->base == ptr && !Freeable(found->kind))
+    return ex.PostReply(tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation cudaFree can free", ptr));
   auto a = ex.session().allocations().Erase(ptr);
   if (!a.ok()) return ex.PostReply(tag, a.status());
   std::vector<std::pair<int, DEvent>> events;
   for (const Executor::Stream& s : StreamsOf(ex, a->device)) {
+    if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there
     if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
   }
   ex.AddPending(std::make_unique<FreeOp>(tag, *a, std::move(events)));
@@ -339,7 +380,8 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
   st = ex.SetDevice(stream->gpu);
   auto p = st.ok() ? ex.driver().MemAllocAsync(size, pool, stream->stream) : Result<DevPtr>(st);
   if (!p.ok()) {
-    ex.ReleaseCharge(gpu, size);
+    ex.ReleaseCharge(gpu, size - reused);
+    retained += reused;
     return ex.PostReply(tag, p.status());
   }
   Allocation al;
@@ -356,7 +398,7 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFreeAsync();
   auto found = ex.session().allocations().Find(a.getPtr());
-  if (!found || found->base != a.getPtr() || found->kind == AllocKind::kModule)
+  if (!found || found->base != a.getPtr() || !Freeable(found->kind))
     return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", a.getPtr()));
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());

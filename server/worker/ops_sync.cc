@@ -27,6 +27,10 @@ class SyncWaitOp final : public PendingOp {
         continue;
       }
       if (!st.ok() && result_.ok()) result_ = st;
+      // Done: a synchronisation the driver sees (the event is complete, so it returns at once).
+      // Stream-ordered pools give back memory beyond their release threshold only then; a
+      // query is not one, and their kept memory would stay charged to the tenant.
+      if (st.ok()) (void)ex.driver().EventSynchronize(it->event);
       if (it->pooled) ex.ReleasePoolEvent(it->gpu, it->event);
       it = items_.erase(it);
     }
@@ -56,6 +60,14 @@ std::vector<Executor::Stream> Handlers::StreamsOf(Executor& ex, int gpu) {
 }
 
 Status Handlers::ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor::Stream> streams) {
+  // Nothing runs on a capturing stream: waiting for it is the error CUDA gives.
+  if (ex.session().graphs().active_captures() > 0) {
+    for (const auto& s : streams) {
+      auto capturing = ex.Capturing(s);
+      if (!capturing.ok()) return ReplyOrDefer(ex, tag, capturing.status());
+      if (*capturing) return ReplyOrDefer(ex, tag, ex.CaptureViolation(s));
+    }
+  }
   std::vector<SyncWaitOp::Item> items;
   for (const auto& s : streams) {
     auto e = ex.RecordPoolEvent(s);
@@ -171,6 +183,15 @@ Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
   // The stream's device may have been detached after the client queued this.
   auto s = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!s.ok()) return Refuse(ex, tag, a.getId(), s.status());
+  auto capturing = ex.Capturing(*s);
+  if (!capturing.ok()) return Refuse(ex, tag, a.getId(), capturing.status());
+  if (*capturing) {
+    // Captured: the host node calls the client's function at every launch of the graph.
+    Status st = ex.SetDevice(s->gpu);
+    if (st.ok()) st = ex.driver().LaunchHostFunc(s->stream, RepeatCallbackTrampoline, ex.session().graphs().Repeat(a.getId()));
+    if (!st.ok()) return Refuse(ex, tag, a.getId(), st);
+    return ReplyOrDefer(ex, tag, ex.PostNotice([&](wire::Notice::Builder& n) { n.setCallbackCaptured(a.getId()); }));
+  }
   auto cb = std::make_shared<Executor::HostCallback>();
   cb->id = a.getId();
   Status st = ex.SetDevice(s->gpu);
@@ -188,7 +209,18 @@ Status Handlers::HostFunc(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::CallbackDone(Executor& ex, uint64_t tag, Req req) {
   auto it = ex.session().host_callbacks().find(req.getCallbackDone());
-  if (it == ex.session().host_callbacks().end()) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "unknown callback id"));
+  if (it == ex.session().host_callbacks().end()) {
+    // A graph's host function: one more of its calls is done.
+    auto& repeat = ex.session().graphs().repeat_callbacks();
+    auto r = repeat.find(req.getCallbackDone());
+    if (r == repeat.end()) return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "unknown callback id"));
+    {
+      std::lock_guard<std::mutex> lock(r->second->mu);
+      if (r->second->done < r->second->reached) r->second->done++;
+    }
+    r->second->cv.notify_all();
+    return ReplyOrDefer(ex, tag, Status::Ok());
+  }
   {
     std::lock_guard<std::mutex> lock(it->second->mu);
     it->second->done = true;

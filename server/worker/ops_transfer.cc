@@ -279,6 +279,12 @@ class DtoHOp final : public PendingOp {
 
 constexpr uint64_t kSmallCopy = 64 << 10;
 
+// Answers a device-to-host copy that went into a graph: no data, value 1 says so.
+Status ReplyCaptured(Executor& ex, uint64_t tag, const Status& st) {
+  if (!st.ok() || tag == 0) return Handlers::ReplyOrDefer(ex, tag, st);
+  return ex.PostReply(tag, st, [](wire::Reply::Builder& r) { r.setValue(1); });
+}
+
 // Starts a device-to-host copy answered with the bytes as the reply's bulk. On an idle
 // stream a small copy is done at once (one synchronous DMA beats an event round trip);
 // otherwise a DtoHOp waits for the stream to reach the copy.
@@ -354,6 +360,20 @@ Status Handlers::Copy3D(Executor& ex, const InFrame& frame, Req req) {
     return Error(Err::kInvalidValue, "2D/3D copy of {} bytes carries {} bytes of data", w * h * d, frame.header.bulk_bytes);
   if (!h2d && frame.header.bulk_bytes != 0) return Error(Err::kInvalidValue, "unexpected data with a 2D/3D copy");
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+  if (stream.ok() && a.getKind() != wire::Copy3D::Kind::DEVICE_TO_DEVICE) {
+    auto capturing = ex.Capturing(*stream);
+    if (!capturing.ok() || *capturing) {
+      Status st = capturing.ok() ? Error(Err::kNotSupported,
+                                         "a 2D/3D copy between device memory and host memory the server cannot reach "
+                                         "cannot be captured (use pinned memory over shm, or a linear copy)")
+                                 : capturing.status();
+      if (h2d && frame.header.bulk_bytes > 0) {
+        ex.AddPending(std::make_unique<DrainOp>(tag, frame.header.bulk_bytes, st));
+        return Status::Ok();
+      }
+      return ReplyOrDefer(ex, h2d ? tag : frame.header.tag, st);
+    }
+  }
   switch (a.getKind()) {
     case wire::Copy3D::Kind::HOST_TO_DEVICE: {
       auto dst = CheckLayout(ex, a.getDst(), a.getDstPitch(), a.getDstHeight(), w, h, d);
@@ -443,6 +463,14 @@ Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
     return Status::Ok();
   }
   if (size == 0) return ReplyOrDefer(ex, tag, Status::Ok());
+  auto capturing = ex.Capturing(*stream);
+  if (!capturing.ok() || *capturing) {
+    // Captured: the bytes sent now are not what a launch copies (the client refreshes the
+    // staging before each launch); they are read and dropped.
+    Status captured = capturing.ok() ? CaptureHostCopy(ex, *stream, a.getClientAddr(), a.getDst(), size, true) : capturing.status();
+    ex.AddPending(std::make_unique<DrainOp>(tag, size, captured));
+    return Status::Ok();
+  }
   ex.AddPending(std::make_unique<HtoDOp>(tag, *stream, DeviceLayout::Linear(a.getDst(), size)));
   return Status::Ok();
 }
@@ -450,6 +478,18 @@ Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
 Status Handlers::MemcpyDtoH(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getMemcpyDtoH();
   uint64_t size = a.getSize();
+  if (a.getHostRegion() != 0 && a.getViaBounce() && ex.session().graphs().active_captures() > 0) {
+    // The client's bounce buffer is not the destination: a capture binds the real one.
+    auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
+    if (!stream.ok()) return ex.PostReply(tag, stream.status());
+    auto capturing = ex.Capturing(*stream);
+    if (!capturing.ok()) return ex.PostReply(tag, capturing.status());
+    if (*capturing) {
+      auto range = ex.session().allocations().CheckRange(a.getSrc(), size);
+      if (!range.ok()) return ex.PostReply(tag, range.status());
+      return ReplyCaptured(ex, tag, CaptureHostCopy(ex, *stream, a.getClientAddr(), a.getSrc(), size, false));
+    }
+  }
   if (a.getHostRegion() != 0) {
     // Zero copy into the client's pinned memory: answered (if at all) when the DMA is done.
     if (a.getAsync()) tag = 0;
@@ -468,6 +508,11 @@ Status Handlers::MemcpyDtoH(Executor& ex, uint64_t tag, Req req) {
   if (!range.ok()) return ex.PostReply(tag, range.status());
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ex.PostReply(tag, stream.status());
+  auto capturing = ex.Capturing(*stream);
+  if (!capturing.ok()) return ex.PostReply(tag, capturing.status());
+  // Captured: answered at once without data (a launch's copy lands in the staging, which
+  // the client drains after the launch).
+  if (*capturing) return ReplyCaptured(ex, tag, CaptureHostCopy(ex, *stream, a.getClientAddr(), a.getSrc(), size, false));
   return StartDtoH(ex, tag, *stream, DeviceLayout::Linear(a.getSrc(), size));
 }
 

@@ -8,6 +8,27 @@
 
 namespace remora::worker {
 
+void SessionState::ReleaseGraphs(Driver& driver, Releaser& r) {
+  GraphTables& g = graphs_;
+  gen::cuda::Api& api = driver.cuda();
+  // Captures in progress end (their graphs are then the session's to destroy).
+  for (auto& [stream, capture] : g.captures()) {
+    CUgraph graph = nullptr;
+    if (api.cuStreamEndCapture(static_cast<CUstream>(stream), &graph) == CUDA_SUCCESS && graph != nullptr)
+      (void)api.cuGraphDestroy(graph);
+  }
+  g.captures().clear();
+  g.execs().ForEach([&](uint64_t, GraphExec& e) {
+    if (r.SetDevice(e.gpu).ok()) (void)api.cuGraphExecDestroy(static_cast<CUgraphExec>(e.exec));
+  });
+  g.execs().Clear();
+  // Graphs the application owns; a node's graphs go with it, a capture's were ended above.
+  g.graphs().ForEach([&](uint64_t, Graph& graph) {
+    if (graph.owned && graph.parent == 0 && r.SetDevice(graph.gpu).ok()) (void)api.cuGraphDestroy(static_cast<CUgraph>(graph.graph));
+  });
+  g.Clear();  // user objects: their references are the driver's to drop with the context
+}
+
 void SessionState::ReleaseHostCallbacks() {
   for (auto& [id, cb] : host_callbacks_) {
     std::lock_guard<std::mutex> lock(cb->mu);
@@ -15,11 +36,14 @@ void SessionState::ReleaseHostCallbacks() {
     cb->cv.notify_all();
   }
   host_callbacks_.clear();
+  graphs_.ReleaseCallbacks();  // a graph's host functions too
 }
 
 void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
   // Driver threads blocked in host functions must not wait for a client that is gone.
   ReleaseHostCallbacks();
+  // Graphs (which may hold library kernels and their workspaces) before library objects.
+  ReleaseGraphs(driver, r);
   // Library objects (handles, plans, descriptors) before the streams they were bound to.
   for (auto& o : lib_objects_.TakeAll()) {
     if (r.SetDevice(o->gpu).ok()) {
@@ -74,8 +98,10 @@ void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
   uint64_t left = 0;
   size_t count = 0;
   for (const Allocation& a : allocs_.All()) {
-    if (a.kind == AllocKind::kModule || a.kind == AllocKind::kVirtual) continue;  // released above
-    if (r.SetDevice(a.device).ok()) (void)driver.MemFree(a.base);
+    if (a.kind == AllocKind::kModule || a.kind == AllocKind::kVirtual || a.kind == AllocKind::kMappedHost)
+      continue;  // released above, or with its module or host region
+    // A graph's memory goes with the graph (the driver's); everything else is freed here.
+    if (a.kind != AllocKind::kGraphMemory && r.SetDevice(a.device).ok()) (void)driver.MemFree(a.base);
     r.ReleaseCharge(a.device, a.reserved);
     left += a.size;
     count++;

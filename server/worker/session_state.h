@@ -18,6 +18,7 @@
 #include "remora/memmgr/allocation_table.h"
 #include "remora/memmgr/handle_table.h"
 #include "worker/driver.h"
+#include "worker/graph_state.h"
 #include "worker/lib_objects.h"
 
 namespace remora::worker {
@@ -56,6 +57,7 @@ struct HostRegion {
   std::byte* base = nullptr;
   size_t size = 0;
   bool registered = false;  // with the driver (pinned); else copies are staged by the driver
+  DevPtr device = 0;        // the device's address of it (a session allocation), or 0
 };
 // A host function waiting in a stream: the driver thread blocks in it until the client has
 // run the callback. Shared between the executor and that thread.
@@ -106,6 +108,8 @@ class SessionState {
   // The per-thread default stream of (client thread, gpu), created on first use.
   std::map<std::pair<uint64_t, int>, DStream>& per_thread_streams() { return per_thread_streams_; }
   std::map<uint64_t, std::shared_ptr<HostCallback>>& host_callbacks() { return host_callbacks_; }
+  // Graphs, executable graphs, nodes, user objects and captures (graph_state.h).
+  GraphTables& graphs() { return graphs_; }
   // Objects the math libraries created (released first: they use streams and memory).
   LibObjects& lib_objects() { return lib_objects_; }
   HandleTable<PhysicalMemory>& physical() { return physical_; }
@@ -123,9 +127,10 @@ class SessionState {
     // caller's to return).
     virtual void DestroyLibraryObject(LibObject& object) = 0;
   };
-  // Ends everything the session holds, newest kind first: library objects destroyed (their
-  // workspaces freed, charges returned), waiting host callbacks are let go,
-  // streams and events destroyed, modules unloaded, created pools destroyed, memory freed
+  // Ends everything the session holds, newest kind first: waiting host callbacks are let go,
+  // captures ended, executable graphs and graphs destroyed, library objects destroyed (their
+  // workspaces freed, charges returned), streams and events destroyed, modules unloaded,
+  // created pools destroyed, memory freed
   // (charges returned), client regions unregistered and unmapped. Idempotent.
   void ReleaseAll(Driver& driver, Releaser& releaser);
   // Lets every driver thread blocked in a host function go (the client will never run it):
@@ -133,6 +138,8 @@ class SessionState {
   void ReleaseHostCallbacks();
 
  private:
+  void ReleaseGraphs(Driver& driver, Releaser& releaser);
+
   // Declared in dependency order; released in reverse.
   AllocationTable allocs_;
   HandleTable<PhysicalMemory> physical_{HandleKind::kPhysical};
@@ -148,6 +155,7 @@ class SessionState {
   HandleTable<Stream> streams_{HandleKind::kStream};
   std::map<std::pair<uint64_t, int>, DStream> per_thread_streams_;
   std::map<uint64_t, std::shared_ptr<HostCallback>> host_callbacks_;
+  GraphTables graphs_;
   LibObjects lib_objects_;
 };
 

@@ -8,7 +8,8 @@
 namespace remora::shim {
 namespace {
 
-cudaError_t HostFunc(cudaStream_t stream, std::function<void()> fn, bool per_thread, const char* call) {
+cudaError_t HostFunc(cudaStream_t stream, std::function<void()> fn, bool per_thread, const char* call,
+                     cudaHostFn_t raw = nullptr, void* raw_data = nullptr) {
   Runtime& rt = Runtime::Get();
   auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), call);
@@ -20,7 +21,7 @@ cudaError_t HostFunc(cudaStream_t stream, std::function<void()> fn, bool per_thr
   auto dev = rt.Device(device);
   if (!dev.ok()) return Finish(dev.status(), call);
   if ((*dev)->detached) return Finish(Error(Err::kDevicesUnavailable, "device {} was detached", device), call);
-  uint64_t id = HostCallbacks::Get().Add(std::move(fn));
+  uint64_t id = HostCallbacks::Get().Add(std::move(fn), raw, raw_data);
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto h = r.initHostFunc();
     auto s = h.initStream();
@@ -40,11 +41,11 @@ using namespace remora::shim;
 
 REMORA_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   if (fn == nullptr) return Finish(Error(Err::kInvalidValue, "fn is NULL"), "cudaLaunchHostFunc");
-  return HostFunc(stream, [fn, userData] { fn(userData); }, false, "cudaLaunchHostFunc");
+  return HostFunc(stream, [fn, userData] { fn(userData); }, false, "cudaLaunchHostFunc", fn, userData);
 }
 REMORA_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   if (fn == nullptr) return Finish(Error(Err::kInvalidValue, "fn is NULL"), "cudaLaunchHostFunc");
-  return HostFunc(stream, [fn, userData] { fn(userData); }, true, "cudaLaunchHostFunc");
+  return HostFunc(stream, [fn, userData] { fn(userData); }, true, "cudaLaunchHostFunc", fn, userData);
 }
 REMORA_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
                                              unsigned int flags) {

@@ -52,6 +52,9 @@ cudaError_t DoLaunch(FunctionRecord* f, const Launch& l, void** args, const char
   if (!k.ok()) return Finish(k.status(), call);
   if (!(*k)->params.empty() && args == nullptr)
     return Finish(Error(Err::kInvalidValue, "kernel {} takes {} parameters but args is NULL", f->device_name, (*k)->params.size()), call);
+  // Managed memory the host wrote reaches the device before the kernel (managed.h).
+  st = rt.managed().BeforeDeviceWork();
+  if (!st.ok()) return Finish(st, call);
   return Finish(PostLaunch(device, **k, l, args), call);
 }
 

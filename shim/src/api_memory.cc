@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "callbacks.h"
@@ -19,6 +20,9 @@
 
 namespace remora::shim {
 
+bool FreeManaged(Client* c, void* p, Status* st);  // api_managed.cc
+Result<void*> AllocateManaged(size_t size, const char* call);
+
 cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread, const char* call) {
   Runtime& rt = Runtime::Get();
   auto c = rt.Session();
@@ -26,6 +30,7 @@ cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per
   int device = 0;
   Status st = rt.CheckStream(stream, &device);
   if (st.ok() && n > 0) st = rt.CheckDeviceRange(U(dst), n);
+  if (st.ok()) st = rt.managed().BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   if (n == 0) return cudaSuccess;
   // Asynchronous with respect to the host (for device memory), as in CUDA.
@@ -110,8 +115,16 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     default:
       break;
   }
+  // Managed memory is device memory whatever the kind says: its host copy is the shim's to
+  // keep coherent (managed.h), never read or written by a transfer.
+  ManagedMemory& managed = rt.managed();
+  if (!managed.empty()) {
+    if (managed.Contains(U(src))) from = Side::kDevice;
+    if (managed.Contains(U(dst))) to = Side::kDevice;
+  }
   if (from == Side::kDevice) st = rt.CheckDeviceRange(U(src), n);
   if (st.ok() && to == Side::kDevice) st = rt.CheckDeviceRange(U(dst), n);
+  if (st.ok() && (from == Side::kDevice || to == Side::kDevice)) st = managed.BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   Client* cl = *c;
 
@@ -140,7 +153,9 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     // The source is shipped before this returns: the application may reuse it at once. From
     // pageable memory CUDA returns once the data is staged, before the DMA: so do we (the
     // copy runs in stream order; a failure surfaces at the next synchronising call).
-    bool pageable = !host;
+    // Into managed memory a synchronous copy completes before it returns: the host may read
+    // the destination next, and its copy is invalidated only by a call that waited.
+    bool pageable = !host && (async || managed.empty() || !managed.Contains(U(dst)));
     // The bytes are read now, not when the stream gets there. That is CUDA's behaviour for
     // an asynchronous copy from pageable memory; otherwise a host function queued before the
     // copy may still write the source: let those run first.
@@ -151,6 +166,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       m.setSize(n);
       SetStream(m.initStream(), stream, per_thread);
       m.setAsync(async || pageable);
+      m.setClientAddr(U(src));  // a capture binds it (the bytes are read again at each launch)
     };
     if (async || pageable) {
       if (Status sticky = cl->sticky(); !sticky.ok()) return Finish(sticky, call);
@@ -161,7 +177,9 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   }
   if (to == Side::kHost) {
     // A DMA straight into memory shared with the worker, posted or answered once done.
-    auto into_region = [&](uint64_t region, uint64_t offset, bool post) {
+    // `captured`: the copy went into a graph (nothing was copied now).
+    bool captured = false;
+    auto into_region = [&](uint64_t region, uint64_t offset, bool post, bool bounce = false) {
       auto build = [&](wire::Request::Builder& r) {
         auto m = r.initMemcpyDtoH();
         m.setSrc(U(src));
@@ -170,8 +188,13 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
         m.setHostRegion(region);
         m.setHostOffset(offset);
         m.setAsync(post);
+        m.setClientAddr(U(dst));
+        m.setViaBounce(bounce);
       };
-      return post ? cl->Post(device, build) : cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); });
+      return post ? cl->Post(device, build) : cl->Call(device, build, [&](wire::Reply::Reader& r) {
+        captured = r.isValue() && r.getValue() == kCapturedCopy;
+        return Status::Ok();
+      });
     };
     auto pinned = rt.FindHost(dst);
     uint64_t region = 0, offset = 0;
@@ -187,8 +210,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       Client::SharedBounce& b = cl->shared_bounce();
       std::unique_lock<std::mutex> lock(b.mu, std::try_to_lock);
       if (lock.owns_lock() && BounceReady(cl, b)) {
-        st = into_region(b.region, 0, false);
-        if (st.ok()) std::memcpy(dst, b.base, n);
+        st = into_region(b.region, 0, false, true);
+        if (st.ok() && !captured) std::memcpy(dst, b.base, n);
         return async ? Finish(st, call) : FinishSync(cl, st, call);
       }
     }
@@ -197,6 +220,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       m.setSrc(U(src));
       m.setSize(n);
       SetStream(m.initStream(), stream, per_thread);
+      m.setClientAddr(U(dst));
     };
     // Into pinned memory an asynchronous copy really is asynchronous: the data lands when
     // the stream reaches it. Into pageable memory CUDA returns only once it is there.
@@ -222,25 +246,48 @@ namespace {
 // Pinned memory the worker can reach: a sealed memfd mapped here and there, registered with
 // the driver on the worker's side. Returns the region id, or 0 if the transport cannot share
 // memory (the caller then uses plain memory and the copies are staged).
+// Where pinned memory shared with the worker is mapped: a range both processes are likely to
+// have free, so the worker can map it at the same address and kernels can use the
+// application's own pointers to it (unified addressing). Any address works if it is taken.
+void* MapShared(int fd, size_t bytes) {
+  static std::atomic<uint64_t> next{0x6b0000000000ull};
+  for (int attempt = 0; attempt < 16; attempt++) {
+    uint64_t want = next.fetch_add(AlignUp(bytes, 2 << 20) + (2 << 20));
+    void* m = ::mmap(reinterpret_cast<void*>(want), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    if (m == reinterpret_cast<void*>(want)) return m;
+    if (m != MAP_FAILED) ::munmap(m, bytes);
+  }
+  return ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+}
+
 uint64_t ShareWithWorker(Client* c, void** p, size_t bytes) {
   if (!c->capabilities().shared_memory || !c->capabilities().passes_fds) return 0;
   Fd fd(static_cast<int>(::syscall(SYS_memfd_create, "remora-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
   if (!fd || ::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
       ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     return 0;
-  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  void* m = MapShared(fd.get(), bytes);
   if (m == MAP_FAILED) return 0;
   uint64_t id = Process::Get().NextRegionId();
+  uint64_t device = 0;
   Status st = c->CallWithFd(Thread().device, fd.get(), [&](wire::Request::Builder& r) {
     auto h = r.initRegisterHostRegion();
     h.setId(id);
     h.setSize(bytes);
-  }, [](wire::Reply::Reader&) { return Status::Ok(); });
+    h.setAddr(U(m));
+  }, [&](wire::Reply::Reader& r) {
+    device = r.isPointer() ? r.getPointer() : 0;
+    return Status::Ok();
+  });
   if (!st.ok()) {
     LOG_INFO("pinned memory cannot be shared with the worker ({}): its copies will be staged", st.ToString());
     ::munmap(m, bytes);
     return 0;
   }
+  // The device's address of it, for cudaHostGetDevicePointer (and, when it differs from ours,
+  // a device range of this process: copies and kernels may name it).
+  Runtime::Get().SetRegionDevicePointer(id, device);
+  if (device != 0 && device != U(m)) Runtime::Get().AddDeviceAllocation(device, bytes, Thread().device, AllocKind::kMappedHost);
   *p = m;
   return id;
 }
@@ -254,6 +301,15 @@ cudaError_t HostAlloc(void** ptr, size_t size, unsigned flags, const char* call)
   size_t bytes = AlignUp(size, 4096);
   void* p = nullptr;
   uint64_t region = ShareWithWorker(*c, &p, bytes);
+  if (region == 0 && (flags & cudaHostAllocMapped)) {
+    // Without shared memory (tcp) the device cannot read this process's memory: mapped pinned
+    // memory is managed memory then, coherent at launches and synchronisations (managed.h).
+    auto m = AllocateManaged(size, call);
+    if (!m.ok()) return Finish(m.status(), call);
+    Runtime::Get().AddHostAllocation(*m, size, flags, 0);
+    *ptr = *m;
+    return cudaSuccess;
+  }
   if (region == 0) {
     p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return Finish(Error(Err::kMemoryAllocation, "cannot allocate {} of host memory", FormatSize(size)), call);
@@ -299,6 +355,7 @@ REMORA_API cudaError_t cudaFree(void* devPtr) {
   auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), "cudaFree");
   if (devPtr == nullptr) return cudaSuccess;
+  if (Status st; FreeManaged(*c, devPtr, &st)) return FinishSync(*c, st, "cudaFree");
   auto a = rt.FindDevice(U(devPtr));
   if (!a || a->base != U(devPtr) || a->kind == AllocKind::kModule)
     return Finish(Error(Err::kInvalidValue, "{} is not a device allocation of this process", devPtr), "cudaFree");
@@ -321,6 +378,17 @@ REMORA_API cudaError_t cudaFreeHost(void* ptr) {
     return Finish(Error(Err::kInvalidValue, "{} was not allocated with cudaMallocHost/cudaHostAlloc", ptr), "cudaFreeHost");
   uint64_t region = RegionOf(*found);
   auto c = Runtime::Get().Session();
+  if (c.ok() && Runtime::Get().managed().Contains(U(ptr))) {
+    (void)Runtime::Get().RemoveHostAllocation(ptr);
+    Status st;
+    (void)FreeManaged(*c, ptr, &st);
+    return FinishSync(*c, st, "cudaFreeHost");
+  }
+  if (region != 0) {
+    uint64_t device = Runtime::Get().RegionDevicePointer(region);
+    if (device != 0 && device != U(ptr)) (void)Runtime::Get().RemoveDeviceAllocation(device);
+    Runtime::Get().SetRegionDevicePointer(region, 0);
+  }
   if (region != 0 && c.ok()) {
     // The worker stops using the memory (after pending DMA) before it goes away here.
     Status st = (*c)->Call(Thread().device, [&](wire::Request::Builder& r) { r.setUnregisterHostRegion(region); },
@@ -365,6 +433,29 @@ REMORA_API cudaError_t cudaHostUnregister(void* ptr) {
   return cudaSuccess;
 }
 
+REMORA_API cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  if (pDevice == nullptr || flags != 0) return Finish(Error(Err::kInvalidValue, "pDevice is NULL or flags not 0"), "cudaHostGetDevicePointer");
+  Runtime& rt = Runtime::Get();
+  auto c = rt.Session();
+  if (!c.ok()) return Finish(c.status(), "cudaHostGetDevicePointer");
+  auto a = rt.FindHost(pHost);
+  if (!a) return Finish(Error(Err::kInvalidValue, "{} is not pinned host memory of this process", pHost), "cudaHostGetDevicePointer");
+  if (rt.managed().Contains(U(pHost))) {  // mapped memory emulated as managed: one address for both
+    *pDevice = pHost;
+    return cudaSuccess;
+  }
+  uint64_t region = RegionOf(*a);
+  uint64_t device = region != 0 ? rt.RegionDevicePointer(region) : 0;
+  if (device == 0)
+    return Finish(Error(Err::kNotSupported,
+                        "{} cannot be mapped for the remote GPU: memory of cudaHostRegister, or pinned memory over a "
+                        "transport without shared memory (over tcp, allocate it with cudaHostAlloc(cudaHostAllocMapped))",
+                        pHost),
+                  "cudaHostGetDevicePointer");
+  *pDevice = reinterpret_cast<void*>(device + (U(pHost) - a->base));
+  return cudaSuccess;
+}
+
 REMORA_API cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
   if (flags == nullptr) return Finish(Error(Err::kInvalidValue, "flags is NULL"), "cudaHostGetFlags");
   auto a = Runtime::Get().FindHost(host);
@@ -406,7 +497,12 @@ REMORA_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attribute
   auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), "cudaPointerGetAttributes");
   std::memset(attributes, 0, sizeof(*attributes));
-  if (auto d = rt.FindDevice(U(ptr))) {
+  if (auto d = rt.FindDevice(U(ptr)); d && d->kind == AllocKind::kManaged) {
+    attributes->type = cudaMemoryTypeManaged;
+    attributes->device = d->device;
+    attributes->devicePointer = const_cast<void*>(ptr);
+    attributes->hostPointer = const_cast<void*>(ptr);
+  } else if (d) {
     attributes->type = cudaMemoryTypeDevice;
     attributes->device = d->device;
     attributes->devicePointer = const_cast<void*>(ptr);

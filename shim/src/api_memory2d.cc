@@ -58,8 +58,11 @@ cudaError_t Copy3D(Region dst, Region src, size_t width, size_t height, size_t d
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) from = Side::kDevice;
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) to = Side::kHost;
   if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) to = Side::kDevice;
+  if (rt.managed().Contains(U(src.base))) from = Side::kDevice;  // managed memory is device memory
+  if (rt.managed().Contains(U(dst.base))) to = Side::kDevice;
   if (from == Side::kDevice) st = rt.CheckDeviceRange(U(src.base), Extent(src, width, height, depth));
   if (st.ok() && to == Side::kDevice) st = rt.CheckDeviceRange(U(dst.base), Extent(dst, width, height, depth));
+  if (st.ok() && (from == Side::kDevice || to == Side::kDevice)) st = rt.managed().BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   Client* cl = *c;
   size_t total = width * height * depth;
@@ -136,6 +139,17 @@ cudaError_t Copy3DParms(const cudaMemcpy3DParms* p, cudaStream_t stream, bool pe
                 p->extent.depth, p->kind, stream, per_thread, async, call);
 }
 
+}  // namespace
+
+cudaError_t CopyStrided(void* dst, size_t dpitch, size_t drows, const void* src, size_t spitch, size_t srows,
+                        size_t width, size_t height, size_t depth, cudaMemcpyKind kind, cudaStream_t stream,
+                        bool per_thread, bool async, const char* call) {
+  return Copy3D(Region{static_cast<char*>(dst), dpitch, drows}, Region{const_cast<char*>(static_cast<const char*>(src)), spitch, srows},
+                width, height, depth, kind, stream, per_thread, async, call);
+}
+
+namespace {
+
 cudaError_t Memset3D(char* dst, size_t pitch, size_t rows, int value, size_t width, size_t height, size_t depth,
                      cudaStream_t stream, bool per_thread, const char* call) {
   Runtime& rt = Runtime::Get();
@@ -147,6 +161,7 @@ cudaError_t Memset3D(char* dst, size_t pitch, size_t rows, int value, size_t wid
   if (width == 0 || height == 0 || depth == 0) return cudaSuccess;
   if ((height > 1 || depth > 1) && pitch < width) return Finish(Error(Err::kInvalidPitchValue, "pitch < width"), call);
   st = rt.CheckDeviceRange(U(dst), ((depth - 1) * rows + (height - 1)) * pitch + width);
+  if (st.ok()) st = rt.managed().BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initMemset3D();
@@ -179,6 +194,8 @@ Result<std::pair<uint64_t, uint64_t>> MallocPitch(size_t width, size_t height) {
   return p;
 }
 
+}  // namespace
+
 cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream,
                        bool async, const char* call) {
   Runtime& rt = Runtime::Get();
@@ -194,6 +211,7 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
     return Finish(Error(Err::kInvalidValue, "a pointer is not device memory of the device given with it"), call);
   st = rt.CheckDeviceRange(U(dst), count);
   if (st.ok()) st = rt.CheckDeviceRange(U(src), count);
+  if (st.ok()) st = rt.managed().BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initMemcpyPeer();
@@ -208,6 +226,8 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
   (void)async;  // asynchronous with respect to the host either way, as in CUDA
   return Finish(st, call);
 }
+
+namespace {
 
 cudaError_t PeerAccess(int device, int peer, wire::PeerAccess::Op op, int64_t* value, const char* call) {
   auto c = Runtime::Get().Session();

@@ -11,6 +11,9 @@
 #include "runtime.h"
 
 namespace remora::shim {
+
+Status InitManagedVariables(FatbinRecord* fb);  // api_managed.cc
+
 namespace {
 
 struct CallConfig {
@@ -60,7 +63,6 @@ REMORA_API void __cudaRegisterManagedVar(void** fatCubinHandle, void** hostVarPt
                                          const char* deviceName, int, size_t size, int constant, int) {
   Registry::Get().AddVariable(reinterpret_cast<FatbinRecord*>(fatCubinHandle), hostVarPtrAddress,
                               deviceName != nullptr ? deviceName : deviceAddress, size, constant != 0, true);
-  LOG_DEBUG("managed variable {} registered; managed memory is not supported by Remora", deviceName ? deviceName : "?");
 }
 
 // Undocumented registration hooks: accepted and ignored (nvcc does not emit them for the
@@ -70,7 +72,12 @@ REMORA_API void __cudaRegisterHostVar(void**, const char* deviceName, char*, siz
 }
 REMORA_API void __cudaRegisterUnifiedTable(void*) { LOG_DEBUG("__cudaRegisterUnifiedTable ignored"); }
 
-REMORA_API char __cudaInitModule(void**) { return 1; }
+REMORA_API char __cudaInitModule(void** fatCubinHandle) {
+  // The module's __managed__ variables: their pointers set to memory this process can touch.
+  Status st = InitManagedVariables(reinterpret_cast<FatbinRecord*>(fatCubinHandle));
+  if (!st.ok()) LOG_ERROR("the managed variables of a module cannot be used: {}", st.ToString());
+  return st.ok() ? 1 : 0;
+}
 
 REMORA_API unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st* stream) {
   ConfigStack().push_back({gridDim, blockDim, sharedMem, stream});

@@ -8,28 +8,69 @@
 
 namespace remora::shim {
 
-uint64_t HostCallbacks::Add(std::function<void()> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
-  uint64_t id = next_id_++;
-  waiting_.emplace(id, std::move(fn));
+void HostCallbacks::StartLocked() {
   if (!thread_started_) {
     thread_started_ = true;
     std::thread([this] { Loop(); }).detach();
   }
   cv_.notify_all();
+}
+
+uint64_t HostCallbacks::Add(std::function<void()> fn, void (*raw)(void*), void* raw_data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t id = next_id_++;
+  waiting_.emplace(id, Entry{std::move(fn), raw, raw_data});
+  StartLocked();
+  return id;
+}
+
+uint64_t HostCallbacks::AddRepeat(void (*fn)(void*), void* data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t id = next_id_++;
+  repeat_.emplace(id, Entry{[fn, data] { fn(data); }, fn, data});
+  StartLocked();
+  return id;
+}
+
+uint64_t HostCallbacks::AddDetached(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t id = next_id_++;
+  detached_.emplace(id, Entry{std::move(fn)});
+  StartLocked();
   return id;
 }
 
 void HostCallbacks::Cancel(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   waiting_.erase(id);
+  repeat_.erase(id);
+  detached_.erase(id);
   cv_.notify_all();
 }
 
-void HostCallbacks::Reached(uint64_t id) {
+void HostCallbacks::Notify(Client::CallbackEvent event, uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  ready_.push_back(id);
+  if (event == Client::CallbackEvent::kCancelled) {
+    // The server refused it: it never runs (the call's error surfaces at the next sync).
+    waiting_.erase(id);
+  } else if (event == Client::CallbackEvent::kCaptured) {
+    // Captured into a graph: it runs at each launch of it, not now.
+    auto it = waiting_.find(id);
+    if (it != waiting_.end()) {
+      repeat_.emplace(id, std::move(it->second));
+      waiting_.erase(it);
+    }
+  } else {
+    ready_.emplace_back(event, id);
+  }
   cv_.notify_all();
+}
+
+std::pair<void (*)(void*), void*> HostCallbacks::Raw(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = repeat_.find(id);
+  if (it == repeat_.end()) return {nullptr, nullptr};
+  return {it->second.raw, it->second.raw_data};
 }
 
 void HostCallbacks::WaitForRegistered() {
@@ -43,6 +84,8 @@ void HostCallbacks::AfterFork() {
   new (&mu_) std::mutex();
   new (&cv_) std::condition_variable();
   waiting_.clear();
+  repeat_.clear();
+  detached_.clear();
   ready_.clear();
   running_ = 0;
   thread_started_ = false;
@@ -55,27 +98,43 @@ void HostCallbacks::Loop() {
   }
   for (;;) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !ready_.empty() || !waiting_.empty(); });
+    cv_.wait(lock, [&] { return !ready_.empty() || !waiting_.empty() || !repeat_.empty() || !detached_.empty(); });
     auto c = Runtime::Get().Session();
     if (!c.ok() || !(*c)->broken().ok()) {
       // The session is gone: these callbacks will never be reached.
       waiting_.clear();
+      repeat_.clear();
+      detached_.clear();
       ready_.clear();
       cv_.notify_all();
       continue;
     }
     Client* client = *c;
     if (!ready_.empty()) {
-      uint64_t id = ready_.front();
+      auto [event, id] = ready_.front();
       ready_.pop_front();
-      auto it = waiting_.find(id);
-      if (it == waiting_.end()) continue;
-      std::function<void()> fn = std::move(it->second);
-      waiting_.erase(it);
-      running_ = id;
+      std::function<void()> fn;
+      bool answer = true;
+      if (event == Client::CallbackEvent::kReached) {
+        auto it = waiting_.find(id);
+        if (it == waiting_.end()) continue;
+        fn = std::move(it->second.fn);
+        waiting_.erase(it);
+        running_ = id;
+      } else if (event == Client::CallbackEvent::kRepeat) {
+        auto it = repeat_.find(id);
+        if (it == repeat_.end()) continue;
+        fn = it->second.fn;
+      } else {
+        auto it = detached_.find(id);
+        if (it == detached_.end()) continue;
+        fn = std::move(it->second.fn);
+        detached_.erase(it);
+        answer = false;
+      }
       lock.unlock();
       fn();
-      (void)client->Post(Thread().device, [&](wire::Request::Builder& r) { r.setCallbackDone(id); });
+      if (answer) (void)client->Post(Thread().device, [&](wire::Request::Builder& r) { r.setCallbackDone(id); });
       lock.lock();
       running_ = 0;
       cv_.notify_all();

@@ -1,9 +1,10 @@
-// Host callbacks (cudaLaunchHostFunc, cudaStreamAddCallback) run in the application's
-// process when the server reports that the stream reached them. One callback thread,
-// started on first use, runs them in order and tells the server when each is done (the
-// stream waits until then, as in CUDA); it also receives frames when no application thread
-// is, so a callback runs even while the application only waits on host memory.
-// Thread-safe.
+// Host callbacks run in the application's process when the server reports that the work
+// before them is done: cudaLaunchHostFunc / cudaStreamAddCallback (once), the host nodes of
+// graphs (at every launch), user-object destructors (once, when the driver drops the last
+// reference). One callback thread, started on first use, runs them in order and tells the
+// server when each stream callback is done (the stream waits until then, as in CUDA); it
+// also receives frames when no application thread is, so a callback runs even while the
+// application only waits on host memory. Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -13,7 +14,9 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
+#include "client.h"
 #include "process.h"
 
 namespace remora::shim {
@@ -21,28 +24,44 @@ namespace remora::shim {
 class HostCallbacks {
  public:
   static HostCallbacks& Get() { return Process::Get().callbacks(); }
-  // Registers a callback; returns its id for the hostFunc request.
-  uint64_t Add(std::function<void()> fn);
+  // Registers a stream callback (run once); returns its id for the hostFunc request. A
+  // capture may turn it into a repeating one (callbackCaptured).
+  uint64_t Add(std::function<void()> fn, void (*raw)(void*) = nullptr, void* raw_data = nullptr);
+  // Registers a graph host node's function: run at each launch that reaches it.
+  uint64_t AddRepeat(void (*fn)(void*), void* data);
+  // Registers a function run once without answering the server (a user object's destructor).
+  uint64_t AddDetached(std::function<void()> fn);
   // The request could not be sent: forget the callback.
   void Cancel(uint64_t id);
-  // The server says the stream reached `id` (called on the receiving thread).
-  void Reached(uint64_t id);
-  // Blocks until every callback registered so far has run (or its session is gone). For a
-  // copy that must read host memory in stream order but cannot share it with the worker.
-  // Returns at once on the callback thread itself.
+  // A notice from the server (called on the receiving thread).
+  void Notify(Client::CallbackEvent event, uint64_t id);
+  // The application's function and data behind a repeating callback (graph host nodes), or
+  // {nullptr, nullptr}.
+  std::pair<void (*)(void*), void*> Raw(uint64_t id);
+  // Blocks until every stream callback registered so far has run (or its session is gone).
+  // For a copy that must read host memory in stream order but cannot share it with the
+  // worker. Returns at once on the callback thread itself.
   void WaitForRegistered();
   // In a forked child: no thread, no pending callbacks.
   void AfterFork();
 
  private:
+  struct Entry {
+    std::function<void()> fn;
+    void (*raw)(void*) = nullptr;
+    void* raw_data = nullptr;
+  };
+  void StartLocked();
   void Loop();
 
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t next_id_ = 1;
-  std::map<uint64_t, std::function<void()>> waiting_;
-  std::deque<uint64_t> ready_;
-  uint64_t running_ = 0;  // id of the callback being run, 0 if none
+  std::map<uint64_t, Entry> waiting_;   // stream callbacks not yet run
+  std::map<uint64_t, Entry> repeat_;    // graph host functions
+  std::map<uint64_t, Entry> detached_;  // run once, unanswered
+  std::deque<std::pair<Client::CallbackEvent, uint64_t>> ready_;
+  uint64_t running_ = 0;  // id of the stream callback being run, 0 if none
   std::thread::id thread_id_;
   bool thread_started_ = false;
 };

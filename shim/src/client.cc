@@ -11,6 +11,11 @@
 
 namespace remora::shim {
 
+int& ThreadCaptureMode() {
+  thread_local int mode = 0;  // cudaStreamCaptureModeGlobal
+  return mode;
+}
+
 uint64_t ThreadId() {
   static std::atomic<uint64_t> next{1};
   thread_local uint64_t id = next.fetch_add(1);
@@ -63,6 +68,7 @@ Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, Con
   auto req = msg.InitRoot<wire::Request>();
   req.setDevice(device);
   req.setThread(ThreadId());
+  if (int mode = ThreadCaptureMode(); mode != 0) req.setCaptureMode(static_cast<uint8_t>(mode));
   build(req);
   if (census_) census_->Count(req.asReader(), (flags & kFlagExpectsReply) != 0);
   OutFrame f;
@@ -292,6 +298,7 @@ void Client::HandleReply(const InFrame& f) {
     BodyReader reader(f.body);
     auto r = reader.Root<wire::Reply>();
     generation_.store(r.getDeviceGeneration(), std::memory_order_relaxed);
+    captures_.store(r.getCapturesActive(), std::memory_order_release);
     if (r.getAsyncError() != 0)
       NoteAsyncError(Status(DomainOf(r.getAsyncErrorDomain()), r.getAsyncError(), r.getAsyncMessage().cStr()));
     if (r.getError() != 0) {
@@ -336,9 +343,15 @@ void Client::HandleNotice(const InFrame& f) {
       generation_.store(n.getDevicesChanged(), std::memory_order_relaxed);
       LOG_INFO("the server changed this session's devices (generation {})", n.getDevicesChanged());
     } else if (n.isHostCallback()) {
-      if (callback_sink_) callback_sink_(n.getHostCallback(), true);
+      if (callback_sink_) callback_sink_(CallbackEvent::kReached, n.getHostCallback());
     } else if (n.isHostCallbackCancelled()) {
-      if (callback_sink_) callback_sink_(n.getHostCallbackCancelled(), false);
+      if (callback_sink_) callback_sink_(CallbackEvent::kCancelled, n.getHostCallbackCancelled());
+    } else if (n.isRepeatCallback()) {
+      if (callback_sink_) callback_sink_(CallbackEvent::kRepeat, n.getRepeatCallback());
+    } else if (n.isCallbackCaptured()) {
+      if (callback_sink_) callback_sink_(CallbackEvent::kCaptured, n.getCallbackCaptured());
+    } else if (n.isRunCallback()) {
+      if (callback_sink_) callback_sink_(CallbackEvent::kRun, n.getRunCallback());
     } else if (n.isSessionEnding()) {
       std::string why = n.getSessionEnding();
       LOG_ERROR("the Remora server ended this session: {}", why);

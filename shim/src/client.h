@@ -65,11 +65,17 @@ class Client {
   Status sticky() const;
   // Device-list generation last seen from the server.
   uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
+  // Stream captures in progress in the session, as the last reply reported (capture
+  // queries are answered locally while there are none).
+  uint32_t captures_active() const { return captures_.load(std::memory_order_acquire); }
   // Why the session is unusable (lost server, ended by the administrator), or OK.
   Status broken() const;
-  // Where hostCallback notices go (called on the receiving thread; must not block): `run` is
-  // true when the stream reached callback `id`, false when the server refused it (it never runs).
-  void SetCallbackSink(std::function<void(uint64_t id, bool run)> sink) { callback_sink_ = std::move(sink); }
+  // Where host-function notices go (called on the receiving thread; must not block):
+  // kReached, the stream reached callback id; kCancelled, the server refused it (it never
+  // runs); kRepeat, a graph reached host function id; kCaptured, id was captured into a graph;
+  // kRun, run id once without answering.
+  enum class CallbackEvent { kReached, kCancelled, kRepeat, kCaptured, kRun };
+  void SetCallbackSink(std::function<void(CallbackEvent, uint64_t)> sink) { callback_sink_ = std::move(sink); }
   // Receives one frame if no other thread is receiving, waiting at most timeout_ms; used by
   // the callback thread so a notice arrives even when no application thread waits.
   void Pump(int timeout_ms);
@@ -132,7 +138,8 @@ class Client {
   std::unordered_map<uint64_t, Waiter*> waiters_;
   Status broken_;
   Status async_error_;
-  std::function<void(uint64_t, bool)> callback_sink_;
+  std::function<void(CallbackEvent, uint64_t)> callback_sink_;
+  std::atomic<uint32_t> captures_{0};
   SharedBounce bounce_;  // has its own lock
   Status sticky_;
   std::unique_ptr<Census> census_;  // REMORA_CALL_STATS=1 only
@@ -142,5 +149,8 @@ class Client {
 
 // A small, stable id for the calling thread (per-thread default streams).
 uint64_t ThreadId();
+// The calling thread's stream-capture mode (cudaThreadExchangeStreamCaptureMode), sent with
+// each of its requests.
+int& ThreadCaptureMode();
 
 }  // namespace remora::shim

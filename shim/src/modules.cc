@@ -203,6 +203,7 @@ Result<const KernelInfo*> KernelOn(FunctionRecord* f, int device) {
   }
   const KernelInfo* k = info.release();
   f->kernel[static_cast<size_t>(device)].store(k, std::memory_order_release);
+  Registry::Get().RememberKernel(k->handle, f, k);
   Process::Get().driver_objects().AddFunction(k->handle, driver::FunctionInfo{device, module, f->device_name, k});
   return k;
 }

@@ -87,6 +87,7 @@ void Registry::RemoveFatbin(FatbinRecord* f) {
   auto it = std::find(fatbins_.begin(), fatbins_.end(), f);
   if (it == fatbins_.end()) return;
   fatbins_.erase(it);
+  std::erase_if(kernels_, [&](const auto& k) { return k.second.first->fatbin == f; });
   for (auto i = functions_.begin(); i != functions_.end();) {
     if (i->second->fatbin == f) {
       for (auto& k : i->second->kernel) delete k.load();
@@ -138,6 +139,7 @@ void Registry::ForgetSession() {
     new (&v->mu) std::mutex();
     v->global.fill({0, 0});
   }
+  kernels_.clear();
 }
 
 bool Registry::IsFunctionRecord(const void* p) {
@@ -175,6 +177,25 @@ VariableRecord* Registry::FindVariable(const void* host_var) {
 size_t Registry::fatbin_count() {
   std::lock_guard<std::mutex> lock(mu_);
   return fatbins_.size();
+}
+
+std::vector<VariableRecord*> Registry::ManagedVariables(FatbinRecord* f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<VariableRecord*> out;
+  for (auto& [_, v] : variables_)
+    if (v->fatbin == f && v->managed) out.push_back(v);
+  return out;
+}
+
+void Registry::RememberKernel(uint64_t handle, FunctionRecord* f, const KernelInfo* k) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kernels_[handle] = {f, k};
+}
+
+std::pair<FunctionRecord*, const KernelInfo*> Registry::KernelByHandle(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = kernels_.find(handle);
+  return it == kernels_.end() ? std::pair<FunctionRecord*, const KernelInfo*>{nullptr, nullptr} : it->second;
 }
 
 }  // namespace remora::shim

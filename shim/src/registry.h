@@ -92,6 +92,11 @@ class Registry {
   void ForgetSession();
   // Whether `p` is one of the function records (a cudaKernel_t handed out earlier).
   bool IsFunctionRecord(const void* p);
+  // The __managed__ variables a fat binary registered.
+  std::vector<VariableRecord*> ManagedVariables(FatbinRecord* f);
+  // Kernels by the session handle the worker gave them (graph kernel nodes name them so).
+  void RememberKernel(uint64_t handle, FunctionRecord* f, const KernelInfo* k);
+  std::pair<FunctionRecord*, const KernelInfo*> KernelByHandle(uint64_t handle);
 
  private:
   std::mutex mu_;
@@ -99,6 +104,7 @@ class Registry {
   std::unordered_map<const void*, FunctionRecord*> functions_;
   std::unordered_map<const void*, FunctionRecord*> records_;  // record address -> record
   std::unordered_map<const void*, VariableRecord*> variables_;
+  std::unordered_map<uint64_t, std::pair<FunctionRecord*, const KernelInfo*>> kernels_;
 };
 
 // Parses the fat binary wrapper (magic 0x466243b1) into the image pointer and size.

@@ -5,6 +5,7 @@
 #include "lib_objects.h"
 #include "remora.capnp.h"
 #include "remora/base/log.h"
+#include "cuda_wire.h"
 #include "runtime.h"
 
 namespace remora::shim {
@@ -134,6 +135,8 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   if (device_ < 0) {
     ASSIGN_OR_RETURN(device_, rt.CurrentDevice());
   }
+  // The device may read managed memory: what the host wrote goes first (managed.h).
+  RETURN_IF_ERROR(rt.managed().BeforeDeviceWork());
   const std::vector<std::byte>& bytes = args_.bytes();
   std::string key;
   if (memo_ && cls_ == CallClass::kSync) {
@@ -173,6 +176,11 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
     return decoded;
   });
   if (cls_ == CallClass::kWait && st.ok()) st = c->TakeAsyncError();
+  // The device finished what it was given: the host's copies of managed memory may be stale.
+  bool synchronised = cls_ == CallClass::kWait ||
+                      (library_ == gen::cuda::kLibrary &&
+                       (function_ == gen::cuda::k_cuStreamQuery || function_ == gen::cuda::k_cuEventQuery));
+  if (st.ok() && synchronised) rt.managed().AfterSync();
   return st;
 }
 

@@ -157,10 +157,7 @@ void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo&
   if (s.emulated)
     LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
   client_ = std::make_unique<Client>(std::move(connection), s);
-  client_->SetCallbackSink([](uint64_t id, bool run) {
-    if (run) HostCallbacks::Get().Reached(id);
-    else HostCallbacks::Get().Cancel(id);
-  });
+  client_->SetCallbackSink([](Client::CallbackEvent e, uint64_t id) { HostCallbacks::Get().Notify(e, id); });
   client_->Watch(DeadlineFromEnvironment());  // heartbeats and the deadline (watchdog.h)
   connected_.store(client_.get(), std::memory_order_release);
 }
@@ -268,7 +265,14 @@ std::optional<Allocation> Runtime::FindDevice(uint64_t ptr) {
 
 Status Runtime::CheckDeviceRange(uint64_t ptr, uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
-  return device_allocs_.CheckRange(ptr, size).status();
+  Status st = device_allocs_.CheckRange(ptr, size).status();
+  if (st.ok()) return st;
+  // Pinned memory the worker mapped at this process's own address is device memory too.
+  if (auto h = host_allocs_.CheckRange(ptr, size); h.ok()) {
+    auto it = region_devices_.find(h->cookie >> 32);
+    if (it != region_devices_.end() && it->second == h->base) return Status::Ok();
+  }
+  return st;
 }
 
 void Runtime::AddHostAllocation(void* base, uint64_t size, unsigned flags, uint64_t region, AllocKind kind) {
@@ -289,6 +293,18 @@ Result<Allocation> Runtime::RemoveHostAllocation(void* base) {
 std::optional<Allocation> Runtime::FindHost(const void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   return host_allocs_.Find(reinterpret_cast<uint64_t>(ptr));
+}
+
+void Runtime::SetRegionDevicePointer(uint64_t region, uint64_t device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device == 0) region_devices_.erase(region);
+  else region_devices_[region] = device;
+}
+
+uint64_t Runtime::RegionDevicePointer(uint64_t region) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = region_devices_.find(region);
+  return it == region_devices_.end() ? 0 : it->second;
 }
 
 void Runtime::AddStream(uint64_t handle, int device, unsigned flags, int priority) {
@@ -392,6 +408,7 @@ cudaError_t Finish(const Status& st, const char* call) {
 
 cudaError_t FinishSync(Client* c, const Status& st, const char* call) {
   if (!st.ok() || c == nullptr) return Finish(st, call);
+  Runtime::Get().managed().AfterSync();
   return Finish(c->TakeAsyncError(), call);
 }
 

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "client.h"
+#include "graph_registry.h"
+#include "managed.h"
 #include "process.h"
 #include "remora/memmgr/allocation_table.h"
 
@@ -41,7 +43,6 @@ struct ThreadState {
   bool device_set = false;  // cudaSetDevice was called (else cudaSetValidDevices may choose)
   bool runtime_used = false;  // a runtime call ran on this thread (its primary context is current)
   cudaError_t last_error = cudaSuccess;
-  int capture_mode = cudaStreamCaptureModeGlobal;
   std::vector<driver::Context*> ctx_stack;  // the driver API's context stack (driver/contexts.h)
 };
 ThreadState& Thread();
@@ -80,6 +81,10 @@ class Runtime {
                          AllocKind kind = AllocKind::kPinnedHost);
   Result<Allocation> RemoveHostAllocation(void* base);
   std::optional<Allocation> FindHost(const void* ptr);
+  // The device's address of a pinned region shared with the worker (0 if unknown; setting 0
+  // forgets it).
+  void SetRegionDevicePointer(uint64_t region, uint64_t device);
+  uint64_t RegionDevicePointer(uint64_t region);
 
   // Streams and events created by this process: handle -> device ordinal.
   void AddStream(uint64_t handle, int device, unsigned flags, int priority);
@@ -93,6 +98,11 @@ class Runtime {
   Status CheckEvent(cudaEvent_t e);
   // The device of a live event of this process, or -1.
   int EventDevice(uint64_t handle);
+
+  // The session's graphs as the client knows them (graph_registry.h).
+  GraphRegistry& graphs() { return graphs_; }
+  // Managed memory's host copies and their coherence (managed.h).
+  ManagedMemory& managed() { return managed_; }
 
   // Forgets what lived on `device` (after cudaDeviceReset).
   void ForgetDevice(int device);
@@ -131,6 +141,9 @@ class Runtime {
   std::unordered_map<uint64_t, StreamEntry> streams_;
   std::unordered_map<uint64_t, int> events_;
   std::vector<int> valid_devices_;
+  std::unordered_map<uint64_t, uint64_t> region_devices_;
+  GraphRegistry graphs_;
+  ManagedMemory managed_;
 };
 
 // ---- the extern "C" boundary ----------------------------------------------------------

@@ -9,6 +9,10 @@
 
 namespace remora::shim {
 
+// The `value` of a device-to-host copy's reply when the copy was captured into a graph
+// (nothing was copied; the graph's launches copy).
+inline constexpr int64_t kCapturedCopy = 1;
+
 // A pointer or an opaque CUDA handle as the 64-bit value the wire carries.
 inline uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
 

@@ -61,6 +61,17 @@ TEST_P(Skeleton, HostCallbacksKeepStreamOrderWithCopies) {
   EXPECT_PASSES(RunApp("app_callback_order", url()), "callback_order");
 }
 
+// Stream capture on the worker's streams and graphs replayed with the host data changed
+// between launches (pageable memory through staging, pinned memory shared over shm).
+TEST_P(Skeleton, CapturedCopiesAndMemsetsReplay100Times) { EXPECT_PASSES(RunApp("app_graphs", url(), {"100"}), "graphs"); }
+
+// Managed memory the host writes, copied, read back (coherence at launches and
+// synchronisations), a __managed__ variable, mapped pinned memory.
+TEST_P(Skeleton, ManagedMemoryWrittenOnTheHostCopiedAndReadBack) { EXPECT_PASSES(RunApp("app_managed", url()), "managed"); }
+
+// cudaMemcpyBatchAsync, cudaMemcpy3DBatchAsync, cudaMemcpy3DPeer[Async] (two host GPUs).
+TEST_P(Skeleton, BatchedAndPeer3DCopies) { EXPECT_PASSES(RunApp("app_copy_batch", url()), "copy_batch"); }
+
 TEST_P(Skeleton, DevicesAndProperties) {
   RunResult r = RunApp("app_device_info", url(), {"2"});
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -149,7 +149,7 @@ def emit_core(lib, libs):
                         out.append("  (void)%s;\n" % p.name)
                     out.append('  (void)remora::shim::NotSupported(remora::Domain::k%s, %s, "%s");\n' % (_dom(lib), st["unsupported"], n))
                     if e.ret != "void":
-                        out.append("  return %s{};\n" % e.ret)
+                        out.append("  return {};\n")
                     out.append("}\n")
                     continue
                 if e.signed:
@@ -239,8 +239,8 @@ def emit_client_cc(lib):
     out = [BANNER % lib.path, '#include "%s_client.h"\n\n' % lib.name, "namespace remora::gen::%s {\n\n" % lib.name,
            "using shim::CallClass;\n", using_hooks(lib), "\n"]
     for e in lib.entries:
-        if not e.travels:
-            continue
+        if not e.travels or e.hand:
+            continue  # a `hand` entry's client stub is hand-written (declared in <lib>_client.h)
         params = "".join(", %s %s" % (p.ctype, p.name) for p in e.params)
         out.append("Status %s(const shim::CallCtx& cc%s) {\n" % (e.name, params))
         out.append("  shim::RemoteCall c(cc, kLibrary, %d, CallClass::k%s, Domain::k%s);\n" % (e.number, e.cls.capitalize(), _dom(lib)))

@@ -130,6 +130,9 @@ def emit_api_cc(lib, include_dirs):
     out.append("\n%s Api::NotSupported(const char*) { return %s; }\n\n" % (st["type"], st["unsupported"]))
     for e in called(lib):
         params = ", ".join(p.ctype for p in e.params)
+        if e.ret == "void":  # (wapi) nothing to answer
+            out.append('void Api::%s(%s) {}\n' % (e.name, params))
+            continue
         if e.ret != st["type"]:  # a version query (wapi): the type's zero
             out.append('%s Api::%s(%s) { return %s{}; }\n' % (e.ret, e.name, params, e.ret))
             continue
@@ -152,6 +155,9 @@ def emit_api_cc(lib, include_dirs):
     for e in called(lib):
         params = ", ".join("%s %s" % (p.ctype, p.name) for p in e.params)
         args = ", ".join(p.name for p in e.params)
+        if e.ret == "void":
+            out.append('void DlApi::%s(%s) { if (p_%s) p_%s(%s); }\n' % (e.name, params, e.name, e.name, args))
+            continue
         fallback = '%s{}' % e.ret if e.ret != st["type"] else 'NotSupported("%s")' % e.name
         out.append('%s DlApi::%s(%s) { return p_%s ? p_%s(%s) : %s; }\n'
                    % (e.ret, e.name, params, e.name, e.name, args, fallback))
@@ -166,9 +172,17 @@ def emit_dispatch(lib):
     out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
            "#include <string>\n#include <vector>\n\n", '#include "worker/api_op.h"\n', extra,
            '#include "%s_api.h"\n\n' % lib.name, "namespace remora::worker::gen::%s {\nnamespace {\n\n" % ns]
+    hand = [e for e in travelling(lib) if e.hand]
+    if hand:
+        out.append("}  // namespace\n\n// Hand-written operations (`hand` entries), defined in server/worker/.\n")
+        for e in hand:
+            out.append("Status Op_%s(OpContext& x);\n" % e.name)
+        out.append("\nnamespace {\n\n")
     if lib.props.get("hooks_ns"):
         out.append("using namespace %s;  // the description's size expressions\n\n" % lib.props["hooks_ns"])
     for e in travelling(lib):
+        if e.hand:
+            continue
         out.append("// @%d %s (%s)\n" % (e.number, e.name, e.cls))
         out.append("Status Op_%s(OpContext& x) {\n" % e.name)
         for p in e.params:

@@ -84,6 +84,12 @@ class Entry:
         return self.cls != "unsupported"
 
     @property
+    def hand(self):
+        """Both ends of the call are hand-written (shim: the client stub; worker: Op_<name>),
+        for calls whose arguments no role describes; the plumbing is still generated."""
+        return "hand" in self.attrs
+
+    @property
     def internal(self):
         """Travels, but no library exports it (a hand-written entry point calls its stub)."""
         return "internal" in self.attrs
@@ -127,9 +133,10 @@ class Library:
 
 
 # Names the generated code uses for its own locals (the call `c`, its reader `r`, the worker's
-# context `x`, a result `st`...): a parameter so named (BLAS's x, c, s...) is renamed with a
-# trailing underscore, in its role expressions too. Parameter names are not part of the ABI.
-RESERVED = {"c", "r", "x", "st", "cc", "u", "b", "h", "v", "el", "a", "measure0", "rec", "expected", "api"}
+# context `x`, a result `st`, the forwarders' table `T()`...): a parameter so named (BLAS's x,
+# c, s..., cuSOLVER's T) is renamed with a trailing underscore, in its role expressions too.
+# Parameter names are not part of the ABI.
+RESERVED = {"c", "r", "x", "st", "cc", "u", "b", "h", "v", "el", "a", "measure0", "rec", "expected", "api", "T"}
 
 
 def _rename_reserved(e):

@@ -11,13 +11,21 @@ declaration order, each as below; scalars are the little-endian bytes of the C t
   devptr       u64 address (checked against the session's allocations)
   in           u8 present, then sizeof(T) bytes if present
   inout        as in; the result carries sizeof(T) bytes back
-  array(count) u64 element count, then count * sizeof(T) bytes
+  array(count) u64 element count, then count * sizeof(T) bytes (`nullable`: u8 present
+               first, the array only if present); with handle=K the
+               elements are session handles of kind K (u64), translated by the worker
+  outarray(count, handle=K): the elements come back as session handles of kind K
   string       u64 length, then the bytes (no NUL)
   out, outarray(count), outstring(len): nothing on the way in (outarray/outstring send
                their capacity as u64); the result carries the bytes back
                (out(handle=K): the worker first checks the session's limit for kind K)
   fixup(F)     sizeof(T) bytes of a by-value struct the worker adjusts with the hand-written
                hook F (e.g. device ordinals inside a CUmemLocation)
+
+An entry marked `hand` has no roles to generate from: its client stub (declared in
+<lib>_client.h) and its worker operation (Op_<name>, declared in <lib>_dispatch.cc) are
+hand-written, for calls whose arguments are structures of pointers (graph node parameters,
+3D copies); numbering, dispatch, classes and exports stay generated.
 
 Math libraries (their objects are LIB_KINDS below: session-owned, client-minted ids):
   handle(K)    of a library kind: u64 object id (an int handle such as cufftHandle travels
@@ -111,6 +119,10 @@ def client_encode(e, p):
             lines.append('if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n))
         lines.append("c.PutOptional(%s, %s);" % (n, _size(p)))
         return lines
+    if r == "array" and "nullable" in p.flags:
+        count = p.args["count"]
+        return ["c.Put<uint8_t>(%s != nullptr);" % n,
+                "if (%s != nullptr) c.PutArray(%s, static_cast<uint64_t>(%s), sizeof(%s));" % (n, n, count, p.pointee)]
     if r == "array":
         count = p.args["count"]
         return ['if (%s == nullptr && (%s) != 0) return c.Fail(%s, "%s is NULL");' % (n, count, err, n),
@@ -144,12 +156,14 @@ def client_decode(e, p):
         return ["r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, p.args["size"])]
     if r == "out":
         if p.role == "out" and "handle" in p.args:
-            return ["{ uint64_t h = r.Get<uint64_t>(); if (%s) *%s = reinterpret_cast<%s>(h); }" % (n, n, p.pointee)]
+            return ["{ uint64_t h = r.Get<uint64_t>(); if (%s) *%s = (%s)(h); }" % (n, n, p.pointee)]
         if "nullable" in p.flags:
             return ["{ auto v = r.Get<%s>(); if (%s) *%s = v; }" % (p.pointee, n, n)]
         return ["*%s = r.Get<%s>();" % (n, p.pointee)]
     if r == "inout" and "size" in p.args:
-        return ["if (%s) r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, n, p.args["size"])]
+        # (A NULL array still gets its bytes in the reply: skipped.)
+        return ["if (%s) r.GetArray(%s, static_cast<uint64_t>(%s), 1); else { std::vector<std::byte> skip; (void)r.GetArray(&skip); }"
+                % (n, n, p.args["size"])]
     if r == "inout":
         return ["{ auto v = r.Get<%s>(); if (%s) *%s = v; }" % (p.pointee, n, n)]
     if r == "outarray":
@@ -186,6 +200,9 @@ def worker_decode(e, p):
                 "bool %s_has = x.in().GetOptional(%s_v.data(), %s_v.size());" % (n, n, n)]
     if r in ("in", "inout"):
         return ["%s %s_v{};" % (p.pointee, n), "bool %s_has = x.in().GetOptional(&%s_v, sizeof(%s_v));" % (n, n, n)]
+    if r == "array" and "nullable" in p.flags:
+        return ["std::vector<%s> %s_v;" % (p.pointee, n), "bool %s_has = x.in().Get<uint8_t>() != 0;" % n,
+                "if (%s_has) RETURN_IF_ERROR(x.in().GetArray(&%s_v));" % (n, n)]
     if r == "array":
         return ["std::vector<%s> %s_v;" % (p.pointee, n), "RETURN_IF_ERROR(x.in().GetArray(&%s_v));" % n]
     if r == "string":
@@ -222,10 +239,13 @@ def worker_check(e, p):
     if r == "fixup":
         return ["RETURN_IF_ERROR(%s(x, &%s));" % (p.args.get("hook") or _first(p.args), n)]
     if r in ("array", "outarray"):
-        lines = ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s holds fewer elements than %s\");"
-                 % (n, p.args["count"], n, p.args["count"].replace('"', ''))]
+        lines = ["if (%s%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s holds fewer elements than %s\");"
+                 % ("%s_has && " % n if "nullable" in p.flags else "", n, p.args["count"], n, p.args["count"].replace('"', ''))]
         if r == "array" and "fixup" in p.args:
             lines.append("for (auto& el : %s_v) RETURN_IF_ERROR(%s(x, &el));" % (n, p.args["fixup"]))
+        if r == "array" and "handle" in p.args:
+            lines.append("RETURN_IF_ERROR(x.Handles(HandleKind::k%s, reinterpret_cast<void**>(%s_v.data()), %s_v.size()));"
+                         % (p.args["handle"], n, n))
         return lines
     if r == "outstring":
         return ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than %s\");" % (n, p.args["len"], n, p.args["len"])]
@@ -254,6 +274,8 @@ def worker_arg(e, p):
         return "(%s_has ? &%s_v : nullptr)" % (n, n)
     if r == "out" and "size" in p.args:
         return "static_cast<void*>(%s_v.data())" % n
+    if r == "array" and "nullable" in p.flags:
+        return "(%s_has ? %s_v.data() : nullptr)" % (n, n)
     if r == "array":
         return "%s_v.data()" % n
     if r == "string":
@@ -274,10 +296,13 @@ def worker_encode(e, p):
         return ["x.out().PutArray(%s_v.data(), %s_v.size(), 1);" % (n, n)]
     if r == "out":
         if "handle" in p.args:
-            return ["x.out().Put<uint64_t>(x.AdoptHandle(HandleKind::k%s, reinterpret_cast<void*>(%s_v)));" % (p.args["handle"], n)]
+            return ["x.out().Put<uint64_t>(x.AdoptHandle(HandleKind::k%s, (void*)(uintptr_t)(%s_v)));" % (p.args["handle"], n)]
         return ["x.out().Put(%s_v);" % n]
     if r == "inout":
         return ["x.out().Put(%s_v);" % n]
+    if r == "outarray" and "handle" in p.args:
+        return ["for (auto& el : %s_v) el = (%s)(x.AdoptHandle(HandleKind::k%s, (void*)(uintptr_t)(el)));" % (n, p.pointee, p.args["handle"]),
+                "x.out().PutArray(%s_v.data(), %s_v.size(), sizeof(%s_v[0]));" % (n, n, n)]
     if r in ("outarray", "outstring"):
         return ["x.out().PutArray(%s_v.data(), %s_v.size(), sizeof(%s_v[0]));" % (n, n, n)]
     return []

@@ -18,6 +18,10 @@ enum class AllocKind : uint8_t {
   kRegisteredHost = 3,  // cudaHostRegister
   kModule = 4,      // memory held by a loaded module
   kVirtual = 5,     // an address range reserved with cuMemAddressReserve (memory mapped into it)
+  kGraphStaging = 6,  // a graph's staging of host memory (freed with the graphs binding it)
+  kManaged = 7,     // cudaMallocManaged / cudaHostAlloc(Mapped) emulated as managed memory
+  kMappedHost = 8,  // pinned host memory the device reads directly (cudaHostGetDevicePointer)
+  kGraphMemory = 9, // allocated by a graph's memory node (lives as long as the graph's memory)
 };
 
 struct Allocation {

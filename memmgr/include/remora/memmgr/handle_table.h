@@ -21,7 +21,15 @@ enum class HandleKind : uint8_t {
   kPool = 0x56,
   kPhysical = 0x57,  // cuMemCreate's physical memory (CUmemGenericAllocationHandle)
   kLink = 0x58,      // a JIT link state (cuLinkCreate)
-  // 0x59-0x5f: the driver API; 0x60-0x6f: graphs, arrays, textures...; 0x70-0x8f: libraries
+  // 0x59-0x5f: the driver API. 0x60-0x6f: graphs, arrays, textures (issue 14).
+  kGraph = 0x60,
+  kGraphExec = 0x61,
+  kGraphNode = 0x62,
+  kUserObject = 0x63,
+  kArray = 0x64,
+  kMipmappedArray = 0x65,
+  kTexObject = 0x66,
+  kSurfObject = 0x67,
   // 0x70-0x8f: objects of the math libraries (issue 13), kept in the worker's LibObjects
   // (server/worker/lib_objects.h) under ids the client mints; tools/gen/apigen/roles.py
   // LIB_KINDS lists the same values.

@@ -1,0 +1,166 @@
+#include "worker/graph_state.h"
+
+#include <algorithm>
+
+namespace remora::worker {
+
+void RepeatCallbackTrampoline(void* arg) {
+  auto* cb = static_cast<RepeatCallback*>(arg);
+  std::unique_lock<std::mutex> lock(cb->mu);
+  if (cb->released) return;
+  uint64_t n = ++cb->reached;
+  cb->notices->Push({cb->id, true});
+  cb->cv.wait(lock, [&] { return cb->released || cb->done >= n; });
+}
+
+void UserObjectTrampoline(void* arg) {
+  auto* cb = static_cast<RepeatCallback*>(arg);
+  std::lock_guard<std::mutex> lock(cb->mu);
+  if (!cb->released) cb->notices->Push({cb->id, false});
+}
+
+uint64_t GraphTables::AdoptGraph(void* g, int gpu, uint64_t parent, bool owned) {
+  auto it = graph_index_.find(g);
+  if (it != graph_index_.end()) {
+    if (Graph* known = graphs_.Find(it->second)) {
+      known->owned |= owned;  // a capture's graph becomes the application's at its end
+      return it->second;
+    }
+  }
+  uint64_t id = graphs_.Insert(Graph{g, gpu, parent, owned, {}, {}});
+  graph_index_[g] = id;
+  return id;
+}
+
+uint64_t GraphTables::AdoptNode(void* n, uint64_t graph) {
+  auto it = node_index_.find(n);
+  if (it != node_index_.end() && nodes_.Find(it->second) != nullptr) return it->second;
+  uint64_t id = nodes_.Insert(GraphNode{n, graph});
+  node_index_[n] = id;
+  return id;
+}
+
+uint64_t GraphTables::AdoptExec(void* e, int gpu) {
+  auto it = exec_index_.find(e);
+  if (it != exec_index_.end() && execs_.Find(it->second) != nullptr) return it->second;
+  uint64_t id = execs_.Insert(GraphExec{e, gpu, {}});
+  exec_index_[e] = id;
+  return id;
+}
+
+uint64_t GraphTables::AdoptUserObject(void* o) {
+  auto it = user_object_index_.find(o);
+  if (it != user_object_index_.end() && user_objects_.Find(it->second) != nullptr) return it->second;
+  uint64_t id = user_objects_.Insert(UserObject{o});
+  user_object_index_[o] = id;
+  return id;
+}
+
+uint64_t GraphTables::GraphOf(void* g) const {
+  auto it = graph_index_.find(g);
+  return it == graph_index_.end() ? 0 : it->second;
+}
+
+uint64_t GraphTables::NodeOf(void* n) const {
+  auto it = node_index_.find(n);
+  return it == node_index_.end() ? 0 : it->second;
+}
+
+void GraphTables::Bind(uint64_t graph, const HostBinding& b) {
+  for (uint64_t id = graph; id != 0;) {
+    Graph* g = graphs_.Find(id);
+    if (g == nullptr) break;
+    g->bindings.push_back(b);
+    id = g->parent;
+  }
+}
+
+std::vector<DevPtr> GraphTables::Unbound(const std::vector<HostBinding>& candidates) const {
+  std::set<DevPtr> still;
+  auto note = [&](const std::vector<HostBinding>& bs) {
+    for (const HostBinding& b : bs) still.insert(b.staging);
+  };
+  const_cast<HandleTable<Graph>&>(graphs_).ForEach([&](uint64_t, Graph& g) { note(g.bindings); });
+  const_cast<HandleTable<GraphExec>&>(execs_).ForEach([&](uint64_t, GraphExec& e) { note(e.bindings); });
+  std::vector<DevPtr> out;
+  for (const HostBinding& b : candidates)
+    if (!still.count(b.staging) && std::find(out.begin(), out.end(), b.staging) == out.end()) out.push_back(b.staging);
+  return out;
+}
+
+std::vector<DevPtr> GraphTables::ForgetGraph(uint64_t id) {
+  std::vector<HostBinding> dropped;
+  std::vector<DevPtr> memory;
+  std::vector<uint64_t> todo{id};
+  while (!todo.empty()) {
+    uint64_t g = todo.back();
+    todo.pop_back();
+    Graph* graph = graphs_.Find(g);
+    if (graph == nullptr) continue;
+    dropped.insert(dropped.end(), graph->bindings.begin(), graph->bindings.end());
+    memory.insert(memory.end(), graph->memory.begin(), graph->memory.end());
+    graph_index_.erase(graph->graph);
+    graphs_.Erase(g);
+    for (uint64_t n : nodes_.Ids()) {
+      GraphNode* node = nodes_.Find(n);
+      if (node->graph == g) ForgetNode(n);
+    }
+    for (uint64_t c : graphs_.Ids())
+      if (graphs_.Find(c)->parent == g) todo.push_back(c);
+  }
+  std::vector<DevPtr> out = Unbound(dropped);
+  out.insert(out.end(), memory.begin(), memory.end());
+  return out;
+}
+
+void GraphTables::ForgetNode(uint64_t id) {
+  GraphNode* node = nodes_.Find(id);
+  if (node == nullptr) return;
+  node_index_.erase(node->node);
+  nodes_.Erase(id);
+}
+
+std::vector<DevPtr> GraphTables::ForgetExec(uint64_t id) {
+  GraphExec* e = execs_.Find(id);
+  if (e == nullptr) return {};
+  std::vector<HostBinding> dropped = std::move(e->bindings);
+  exec_index_.erase(e->exec);
+  execs_.Erase(id);
+  return Unbound(dropped);
+}
+
+RepeatCallback* GraphTables::Repeat(uint64_t id) {
+  auto& cb = repeat_[id];
+  if (!cb) {
+    cb = std::make_shared<RepeatCallback>();
+    cb->id = id;
+    cb->notices = notices_;
+  }
+  return cb.get();
+}
+
+void GraphTables::ReleaseCallbacks() {
+  for (auto& [id, cb] : repeat_) {
+    std::lock_guard<std::mutex> lock(cb->mu);
+    cb->released = true;
+    cb->cv.notify_all();
+  }
+  // Deliberately kept: a driver thread may still enter the trampoline (it returns at once).
+  static auto* leaked = new std::vector<std::shared_ptr<RepeatCallback>>();
+  for (auto& [id, cb] : repeat_) leaked->push_back(std::move(cb));
+  repeat_.clear();
+}
+
+void GraphTables::Clear() {
+  graphs_.Clear();
+  execs_.Clear();
+  nodes_.Clear();
+  user_objects_.Clear();
+  graph_index_.clear();
+  node_index_.clear();
+  exec_index_.clear();
+  user_object_index_.clear();
+  captures_.clear();
+}
+
+}  // namespace remora::worker

@@ -1,0 +1,178 @@
+// GraphTables: the graphs, executable graphs, graph nodes and user objects of one session,
+// the stream captures in progress, and what a graph needs beyond the driver's object: the
+// staging of its host memory and the host functions its nodes call in the client.
+//
+// Handles. A graph or node the driver returns more than once (cuGraphGetNodes, a capture's
+// graph, a child graph) keeps one session handle: each table has an index by driver object.
+// A node belongs to a graph; child and conditional-body graphs belong to the node that owns
+// them (parent != 0) and are destroyed with it, never by the application.
+//
+// Host memory in graphs. A copy node whose host side the worker can reach (a pinned region
+// the client shares over shm) names that memory directly: every launch reads and writes the
+// application's buffer. Any other host side is bound to a device staging buffer (charged to
+// the tenant like any allocation): the node copies from or to the staging, and the client
+// refreshes the staging before each launch and drains it after, with ordinary copies in the
+// launch's stream order. The bindings travel with clones and instantiations.
+//
+// Owned by SessionState; used by the executor's single thread only (the callback state is
+// shared with driver threads, see RepeatCallback).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "remora/memmgr/handle_table.h"
+#include "worker/driver.h"
+
+namespace remora::worker {
+
+// A host side of a graph copy, bound to a device staging buffer.
+struct HostBinding {
+  uint64_t client_addr = 0;  // the application's host address
+  uint64_t size = 0;
+  bool to_device = false;    // the graph reads the host memory (the client refreshes staging)
+  DevPtr staging = 0;        // a session allocation of `size` bytes
+  bool operator<(const HostBinding& o) const { return staging < o.staging; }
+};
+
+// Host functions reached by driver threads (graph host nodes, user-object destructors) for
+// the executor to announce to the client. Thread-safe.
+class CallbackNotices {
+ public:
+  struct Item {
+    uint64_t id;
+    bool repeat;  // a graph host node (the client answers callbackDone), else a destructor
+  };
+  void Push(Item item) {
+    std::lock_guard<std::mutex> lock(mu_);
+    items_.push_back(item);
+    pending_.store(true, std::memory_order_release);
+  }
+  // Everything pushed so far (cheap when empty).
+  std::deque<Item> Take() {
+    if (!pending_.load(std::memory_order_acquire)) return {};
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.store(false, std::memory_order_relaxed);
+    return std::exchange(items_, {});
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<Item> items_;
+  std::atomic<bool> pending_{false};
+};
+
+// A client host function called from a graph, possibly many times (one per launch): the
+// driver thread announces each call and waits until the client has run it. Shared between
+// the executor and driver threads; lives as long as the session (a graph may run it after
+// its handle is gone).
+struct RepeatCallback {
+  uint64_t id = 0;
+  std::shared_ptr<CallbackNotices> notices;
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t reached = 0;  // calls started (under mu)
+  uint64_t done = 0;     // calls the client finished (under mu)
+  bool released = false; // the session ended: never wait again
+};
+// The driver's host function for a RepeatCallback (arg).
+void RepeatCallbackTrampoline(void* arg);
+// The driver's destructor for a user object whose client destructor is callback `arg`
+// (a RepeatCallback used once, without waiting).
+void UserObjectTrampoline(void* arg);
+
+struct Graph {
+  void* graph = nullptr;      // CUgraph
+  int gpu = 0;
+  uint64_t parent = 0;        // the graph owning the node that owns this one (0: none)
+  bool owned = false;         // the application's to destroy (else a capture's or a node's)
+  std::vector<HostBinding> bindings;
+  std::vector<DevPtr> memory;  // allocated by its memory nodes (session allocations)
+};
+struct GraphExec {
+  void* exec = nullptr;       // CUgraphExec
+  int gpu = 0;
+  std::vector<HostBinding> bindings;
+};
+struct GraphNode {
+  void* node = nullptr;       // CUgraphNode
+  uint64_t graph = 0;         // handle of its graph
+};
+struct UserObject {
+  void* object = nullptr;     // CUuserObject
+};
+// A stream capture in progress, begun by client thread `thread`.
+struct Capture {
+  uint64_t thread = 0;
+  int mode = 0;               // CUstreamCaptureMode it was begun with
+};
+
+class GraphTables {
+ public:
+  GraphTables() : notices_(std::make_shared<CallbackNotices>()) {}
+
+  HandleTable<Graph>& graphs() { return graphs_; }
+  HandleTable<GraphExec>& execs() { return execs_; }
+  HandleTable<GraphNode>& nodes() { return nodes_; }
+  HandleTable<UserObject>& user_objects() { return user_objects_; }
+
+  // The handle of driver graph `g`, registered if new (parent: the owning graph, 0 for a
+  // graph the application owns).
+  uint64_t AdoptGraph(void* g, int gpu, uint64_t parent, bool owned);
+  uint64_t AdoptNode(void* n, uint64_t graph);
+  uint64_t AdoptExec(void* e, int gpu);
+  uint64_t AdoptUserObject(void* o);
+  // Handle of a driver object already registered, or 0.
+  uint64_t GraphOf(void* g) const;
+  uint64_t NodeOf(void* n) const;
+  // Forgets graph `id`, its nodes and the graphs its nodes own (recursively); returns the
+  // session allocations that go with it: staging buffers no graph or executable graph binds
+  // any more, and the memory of its memory nodes.
+  std::vector<DevPtr> ForgetGraph(uint64_t id);
+  void ForgetNode(uint64_t id);
+  std::vector<DevPtr> ForgetExec(uint64_t id);
+
+  // Adds a binding to graph `id` and every graph that owns it (an instantiation of the
+  // outermost graph refreshes it).
+  void Bind(uint64_t graph, const HostBinding& b);
+
+  // ---- captures ------------------------------------------------------------------------
+  std::map<void*, Capture>& captures() { return captures_; }  // by driver stream
+  int active_captures() const { return static_cast<int>(captures_.size()); }
+  int worker_mode = 0;  // the capture mode the worker thread has in the driver now
+
+  // ---- host functions of graphs --------------------------------------------------------
+  const std::shared_ptr<CallbackNotices>& notices() { return notices_; }
+  std::map<uint64_t, std::shared_ptr<RepeatCallback>>& repeat_callbacks() { return repeat_; }
+  // The callback state for client callback `id` (created on first use).
+  RepeatCallback* Repeat(uint64_t id);
+
+  // Staging buffers bound by no graph or exec any more, among `candidates`.
+  std::vector<DevPtr> Unbound(const std::vector<HostBinding>& candidates) const;
+
+  // Lets every driver thread waiting on the client go (the session ends). The callback
+  // states are left allocated: a graph still running may call its host function once more.
+  void ReleaseCallbacks();
+  // Forgets every handle (their objects were destroyed or left to the driver).
+  void Clear();
+
+ private:
+  HandleTable<Graph> graphs_{HandleKind::kGraph};
+  HandleTable<GraphExec> execs_{HandleKind::kGraphExec};
+  HandleTable<GraphNode> nodes_{HandleKind::kGraphNode};
+  HandleTable<UserObject> user_objects_{HandleKind::kUserObject};
+  std::map<void*, uint64_t> graph_index_, node_index_, exec_index_, user_object_index_;
+  std::map<void*, Capture> captures_;
+  std::shared_ptr<CallbackNotices> notices_;
+  std::map<uint64_t, std::shared_ptr<RepeatCallback>> repeat_;
+};
+
+}  // namespace remora::worker

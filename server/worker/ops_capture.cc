@@ -1,0 +1,142 @@
+// Stream capture: begun and ended on the worker's real streams, so every call the client
+// makes on a capturing stream (kernels, copies, memsets, host functions, event records and
+// waits, stream-ordered allocations, library calls) lands in the driver's graph. The
+// session tracks its captures: the capture mode of each client thread is applied from
+// them (Executor::ApplyCaptureMode), and every reply tells the client whether any is active.
+#include "remora/base/log.h"
+#include "cuda_api.h"
+#include "worker/api_op.h"
+#include "worker/handlers.h"
+
+namespace remora::worker {
+
+Status Handlers::CaptureHostCopy(Executor& ex, const Executor::Stream& s, uint64_t client_addr, DevPtr device,
+                                 uint64_t n, bool to_device) {
+  if (client_addr == 0) return Error(Err::kNotSupported, "this client does not name host memory in captured copies");
+  gen::cuda::Api& api = ex.driver().cuda();
+  RETURN_IF_ERROR(ex.SetDevice(s.gpu));
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUgraph graph = nullptr;
+  CUresult r = api.cuStreamGetCaptureInfo_v3(static_cast<CUstream>(s.stream), &status, &id, &graph, nullptr, nullptr, nullptr);
+  if (r != CUDA_SUCCESS) return Status(Domain::kCuda, static_cast<uint32_t>(r), "cuStreamGetCaptureInfo");
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    return Status(Domain::kCuda, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the capture was invalidated");
+  ASSIGN_OR_RETURN(DevPtr staging, ex.AllocateStaging(s.gpu, n));
+  Status st = to_device ? ex.driver().MemcpyDtoD(device, staging, n, s.stream) : ex.driver().MemcpyDtoD(staging, device, n, s.stream);
+  if (!st.ok()) {
+    ex.FreeStaging({staging});
+    return st;
+  }
+  GraphTables& g = ex.session().graphs();
+  g.Bind(g.AdoptGraph(graph, s.gpu, 0, false), HostBinding{client_addr, n, to_device, staging});
+  return Status::Ok();
+}
+
+namespace gen::cuda {
+namespace {
+
+Status Failed(OpContext& x, CUresult r, const char* call) {
+  return x.LibraryError(Domain::kCuda, static_cast<uint32_t>(r), Api::StatusName(static_cast<int>(r)), call);
+}
+
+Status Begin(OpContext& x, void* stream, CUstreamCaptureMode mode) {
+  x.executor().session().graphs().captures()[stream] = Capture{x.thread(), static_cast<int>(mode)};
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Op_cuStreamBeginCapture_v2(OpContext& x) {
+  void* stream = nullptr;
+  RETURN_IF_ERROR(x.Stream(&stream));
+  auto mode = x.in().Get<CUstreamCaptureMode>();
+  RETURN_IF_ERROR(x.EndArgs());
+  RETURN_IF_ERROR(x.Ready());
+  CUresult r = x.Library<Api>().cuStreamBeginCapture_v2(static_cast<CUstream>(stream), mode);
+  if (r != CUDA_SUCCESS) return Failed(x, r, "cuStreamBeginCapture");
+  return Begin(x, stream, mode);
+}
+
+Status Op_cuStreamBeginCaptureToGraph(OpContext& x) {
+  void* stream = nullptr;
+  RETURN_IF_ERROR(x.Stream(&stream));
+  void* graph = nullptr;
+  RETURN_IF_ERROR(x.Handle(HandleKind::kGraph, false, &graph));
+  std::vector<CUgraphNode> deps;
+  RETURN_IF_ERROR(x.in().GetArray(&deps));
+  std::vector<CUgraphEdgeData> edges;
+  bool has_edges = x.in().Get<uint8_t>() != 0;
+  if (has_edges) RETURN_IF_ERROR(x.in().GetArray(&edges));
+  auto num = x.in().Get<size_t>();
+  auto mode = x.in().Get<CUstreamCaptureMode>();
+  RETURN_IF_ERROR(x.EndArgs());
+  if (deps.size() < num || (has_edges && edges.size() < num)) return x.Malformed("fewer dependencies than numDependencies");
+  RETURN_IF_ERROR(x.Handles(HandleKind::kGraphNode, reinterpret_cast<void**>(deps.data()), deps.size()));
+  RETURN_IF_ERROR(x.Ready());
+  CUresult r = x.Library<Api>().cuStreamBeginCaptureToGraph(static_cast<CUstream>(stream), static_cast<CUgraph>(graph),
+                                                            deps.data(), has_edges ? edges.data() : nullptr, num, mode);
+  if (r != CUDA_SUCCESS) return Failed(x, r, "cuStreamBeginCaptureToGraph");
+  return Begin(x, stream, mode);
+}
+
+Status Op_cuStreamEndCapture(OpContext& x) {
+  void* stream = nullptr;
+  RETURN_IF_ERROR(x.Stream(&stream));
+  RETURN_IF_ERROR(x.EndArgs());
+  RETURN_IF_ERROR(x.Ready());
+  Executor& ex = x.executor();
+  GraphTables& g = ex.session().graphs();
+  Api& api = x.Library<Api>();
+  // The capture's graph, to forget (with its staging) if the capture ends in failure.
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph capturing = nullptr;
+  (void)api.cuStreamGetCaptureInfo_v3(static_cast<CUstream>(stream), &status, nullptr, &capturing, nullptr, nullptr, nullptr);
+  CUgraph graph = nullptr;
+  CUresult r = api.cuStreamEndCapture(static_cast<CUstream>(stream), &graph);
+  g.captures().erase(stream);
+  if (r != CUDA_SUCCESS) {
+    if (uint64_t known = capturing ? g.GraphOf(capturing) : 0) {
+      const Graph* kg = g.graphs().Find(known);
+      if (kg != nullptr && !kg->owned) ex.FreeStaging(g.ForgetGraph(known));
+    }
+    return Failed(x, r, "cuStreamEndCapture");
+  }
+  x.out().Put<uint64_t>(graph == nullptr ? 0 : g.AdoptGraph(graph, x.gpu(), 0, true));
+  return Status::Ok();
+}
+
+// In: stream, u8 mask of the outputs wanted (1 id, 2 graph, 4 dependencies, 8 edge data,
+// 16 count). Out: u32 status, u64 id, u64 graph handle, u64 count, count node handles,
+// u8 edge data present, count CUgraphEdgeData.
+Status Op_cuStreamGetCaptureInfo_v3(OpContext& x) {
+  void* stream = nullptr;
+  RETURN_IF_ERROR(x.Stream(&stream));
+  auto want = x.in().Get<uint8_t>();
+  RETURN_IF_ERROR(x.EndArgs());
+  RETURN_IF_ERROR(x.Ready());
+  (void)want;  // everything is asked for: the client copies out what the application wanted
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUgraph graph = nullptr;
+  const CUgraphNode* deps = nullptr;
+  const CUgraphEdgeData* edges = nullptr;
+  size_t count = 0;
+  CUresult r = x.Library<Api>().cuStreamGetCaptureInfo_v3(static_cast<CUstream>(stream), &status, &id, &graph, &deps,
+                                                          &edges, &count);
+  if (r != CUDA_SUCCESS) return Failed(x, r, "cuStreamGetCaptureInfo");
+  GraphTables& g = x.executor().session().graphs();
+  uint64_t graph_id = graph != nullptr ? g.AdoptGraph(graph, x.gpu(), 0, false) : 0;
+  x.out().Put<uint32_t>(static_cast<uint32_t>(status));
+  x.out().Put<uint64_t>(id);
+  x.out().Put<uint64_t>(graph_id);
+  x.out().Put<uint64_t>(count);
+  for (size_t i = 0; i < count; i++) x.out().Put<uint64_t>(deps ? g.AdoptNode(deps[i], graph_id) : 0);
+  x.out().Put<uint8_t>(edges != nullptr);
+  if (edges != nullptr)
+    for (size_t i = 0; i < count; i++) x.out().Put(edges[i]);
+  return Status::Ok();
+}
+
+}  // namespace gen::cuda
+}  // namespace remora::worker

@@ -1,0 +1,352 @@
+#include "managed.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "client.h"
+#include "process.h"
+#include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "runtime.h"
+#include "wire_args.h"
+
+namespace remora::shim {
+namespace {
+
+constexpr uint64_t kMaxReadahead = 4 << 20;
+
+struct sigaction g_previous;
+
+void OnSignal(int sig, siginfo_t* info, void* ctx) {
+  bool write = false;
+#if defined(__x86_64__)
+  write = (static_cast<ucontext_t*>(ctx)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#endif
+  if (Process* p = Process::IfCreated(); p != nullptr && p->runtime().managed().OnFault(reinterpret_cast<uint64_t>(info->si_addr), write))
+    return;
+  // Not managed memory: whatever handled it before us does.
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    g_previous.sa_sigaction(sig, info, ctx);
+  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+    g_previous.sa_handler(sig);
+  } else {
+    signal(sig, SIG_DFL);  // the access faults again and the process ends as it would have
+  }
+}
+
+}  // namespace
+
+void ManagedMemory::InstallHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa = {};
+    sa.sa_sigaction = OnSignal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_previous);
+  });
+}
+
+Result<uint64_t> ManagedMemory::Stream(int device) {
+  auto it = streams_.find(device);
+  if (it != streams_.end()) return it->second;
+  uint64_t h = 0;
+  RETURN_IF_ERROR(client_->Call(device, [&](wire::Request::Builder& r) {
+    auto s = r.initStreamCreate();
+    s.setFlags(cudaStreamNonBlocking);
+    s.setPriority(0);
+  }, [&](wire::Reply::Reader& r) -> Status {
+    h = r.getHandle();
+    return Status::Ok();
+  }));
+  streams_[device] = h;
+  return h;
+}
+
+Status ManagedMemory::Map(Client* c, Range* r, State initial) {
+  client_ = c;
+  int fd = static_cast<int>(::syscall(SYS_memfd_create, "remora-managed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(r->size)) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    if (fd >= 0) ::close(fd);
+    return ErrnoStatus(Err::kMemoryAllocation, "create the host copy of managed memory", errno);
+  }
+  int prot = initial == kInvalid ? PROT_NONE : PROT_READ;
+  void* shadow = ::mmap(reinterpret_cast<void*>(r->base), r->size, prot, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+  if (shadow == MAP_FAILED || reinterpret_cast<uint64_t>(shadow) != r->base) {
+    if (shadow != MAP_FAILED) ::munmap(shadow, r->size);
+    ::close(fd);
+    return Error(Err::kMemoryAllocation, "address 0x{:x} of the managed memory is taken in this process", r->base);
+  }
+  void* alias = ::mmap(nullptr, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (alias == MAP_FAILED) {
+    ::munmap(shadow, r->size);
+    ::close(fd);
+    return ErrnoStatus(Err::kMemoryAllocation, "map managed memory", errno);
+  }
+  r->fd = fd;
+  r->alias = static_cast<std::byte*>(alias);
+  r->state.assign(r->size / kChunk, initial);
+  // Over shm the worker maps it too: transfers are DMA to and from this memory.
+  if (c->capabilities().shared_memory && c->capabilities().passes_fds) {
+    uint64_t id = Process::Get().NextRegionId();
+    Status st = c->CallWithFd(r->device, fd, [&](wire::Request::Builder& b) {
+      auto h = b.initRegisterHostRegion();
+      h.setId(id);
+      h.setSize(r->size);
+    }, [](wire::Reply::Reader&) { return Status::Ok(); });
+    if (st.ok()) r->region = id;
+    else LOG_INFO("managed memory cannot be shared with the worker ({}): its transfers are copied", st.ToString());
+  }
+  InstallHandler();
+  return Status::Ok();
+}
+
+Status ManagedMemory::Add(Client* c, uint64_t base, uint64_t size, int device, uint64_t device_base) {
+  if (base % kChunk != 0) return Error(Err::kMemoryAllocation, "managed memory at 0x{:x} is not chunk aligned", base);
+  auto r = std::make_unique<Range>();
+  r->base = base;
+  r->size = AlignUp(size, kChunk);
+  r->device = device;
+  r->device_base = device_base;
+  r->windows.emplace_back(base, base + size);
+  std::lock_guard<std::mutex> lock(mu_);
+  client_ = c;
+  // The host copy starts as zeros: so does the device's (before anything can use it).
+  ASSIGN_OR_RETURN(uint64_t stream, Stream(device));
+  RETURN_IF_ERROR(c->Call(device, [&](wire::Request::Builder& b) {
+    auto m = b.initMemset();
+    m.setDst(base);
+    m.setValue(0);
+    m.setSize(size);
+    m.initStream().setHandle(stream);
+  }, [](wire::Reply::Reader&) { return Status::Ok(); }));
+  RETURN_IF_ERROR(Map(c, r.get(), kClean));
+  ranges_[base] = std::move(r);
+  count_.fetch_add(1, std::memory_order_release);
+  return Status::Ok();
+}
+
+Status ManagedMemory::AddVariables(Client* c, const std::vector<std::pair<uint64_t, uint64_t>>& vars, int device) {
+  if (vars.empty()) return Status::Ok();
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (auto [p, n] : vars) {
+    lo = std::min(lo, p);
+    hi = std::max(hi, p + n);
+  }
+  auto r = std::make_unique<Range>();
+  r->base = lo & ~(kChunk - 1);
+  r->size = AlignUp(hi - r->base, kChunk);
+  r->device = device;
+  for (auto [p, n] : vars) r->windows.emplace_back(p, p + n);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [b, other] : ranges_)
+    if (b < r->base + r->size && r->base < b + other->size)
+      return Error(Err::kNotSupported, "the managed variables at 0x{:x} share pages with other managed memory", lo);
+  RETURN_IF_ERROR(Map(c, r.get(), kInvalid));
+  ranges_[r->base] = std::move(r);
+  count_.fetch_add(1, std::memory_order_release);
+  return Status::Ok();
+}
+
+uint64_t ManagedMemory::Remove(Client* c, uint64_t base) {
+  std::unique_ptr<Range> r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = ranges_.find(base);
+    if (it == ranges_.end()) return 0;
+    r = std::move(it->second);
+    ranges_.erase(it);
+    count_.fetch_sub(1, std::memory_order_release);
+  }
+  if (r->region != 0 && c != nullptr) {
+    (void)c->Call(r->device, [&](wire::Request::Builder& b) { b.setUnregisterHostRegion(r->region); },
+                  [](wire::Reply::Reader&) { return Status::Ok(); });
+  }
+  ::munmap(reinterpret_cast<void*>(r->base), r->size);
+  ::munmap(r->alias, r->size);
+  ::close(r->fd);
+  return r->device_base;
+}
+
+ManagedMemory::Range* ManagedMemory::FindLocked(uint64_t p) {
+  auto it = ranges_.upper_bound(p);
+  if (it == ranges_.begin()) return nullptr;
+  --it;
+  Range* r = it->second.get();
+  return p < r->base + r->size ? r : nullptr;
+}
+
+bool ManagedMemory::Contains(uint64_t p) {
+  if (empty()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return FindLocked(p) != nullptr;
+}
+
+void ManagedMemory::Protect(Range& r, uint64_t first, uint64_t count, State s) {
+  int prot = s == kInvalid ? PROT_NONE : s == kClean ? PROT_READ : PROT_READ | PROT_WRITE;
+  ::mprotect(reinterpret_cast<void*>(r.base + first * kChunk), count * kChunk, prot);
+  std::fill(r.state.begin() + static_cast<std::ptrdiff_t>(first), r.state.begin() + static_cast<std::ptrdiff_t>(first + count), s);
+}
+
+// Moves [off, off + n) of the range between the host copy and the device, only where the
+// range holds device data (its windows).
+Status ManagedMemory::Push(Range& r, uint64_t off, uint64_t n) {
+  ASSIGN_OR_RETURN(uint64_t stream, Stream(r.device));
+  for (auto [wb, we] : r.windows) {
+    uint64_t b = std::max(wb, r.base + off), e = std::min(we, r.base + off + n);
+    if (b >= e) continue;
+    uint64_t o = b - r.base, len = e - b;
+    auto build = [&](wire::Request::Builder& req) {
+      auto m = req.initMemcpyHtoD();
+      m.setDst(b);
+      m.setSize(len);
+      auto s = m.initStream();
+      s.setHandle(stream);
+      if (r.region != 0) {
+        m.setHostRegion(r.region);
+        m.setHostOffset(o);
+      }
+    };
+    auto none = [](wire::Reply::Reader&) { return Status::Ok(); };
+    RETURN_IF_ERROR(r.region != 0 ? client_->Call(r.device, build, none)
+                                  : client_->Call(r.device, build, none, AsBytes(r.alias + o, len)));
+  }
+  return Status::Ok();
+}
+
+Status ManagedMemory::Pull(Range& r, uint64_t off, uint64_t n) {
+  ASSIGN_OR_RETURN(uint64_t stream, Stream(r.device));
+  for (auto [wb, we] : r.windows) {
+    uint64_t b = std::max(wb, r.base + off), e = std::min(we, r.base + off + n);
+    if (b >= e) continue;
+    uint64_t o = b - r.base, len = e - b;
+    auto build = [&](wire::Request::Builder& req) {
+      auto m = req.initMemcpyDtoH();
+      m.setSrc(b);
+      m.setSize(len);
+      auto s = m.initStream();
+      s.setHandle(stream);
+      if (r.region != 0) {
+        m.setHostRegion(r.region);
+        m.setHostOffset(o);
+      }
+    };
+    auto none = [](wire::Reply::Reader&) { return Status::Ok(); };
+    RETURN_IF_ERROR(r.region != 0 ? client_->Call(r.device, build, none)
+                                  : client_->Call(r.device, build, none, {}, AsWritableBytes(r.alias + o, len)));
+  }
+  return Status::Ok();
+}
+
+Status ManagedMemory::FlushLocked(Range& r, uint64_t first, uint64_t last) {
+  for (uint64_t i = first; i < last;) {
+    if (r.state[i] != kDirty) {
+      i++;
+      continue;
+    }
+    uint64_t j = i;
+    while (j < last && r.state[j] == kDirty) j++;
+    RETURN_IF_ERROR(Push(r, i * kChunk, (j - i) * kChunk));
+    Protect(r, i, j - i, kClean);  // the next host write is noticed again
+    i = j;
+  }
+  return Status::Ok();
+}
+
+Status ManagedMemory::BeforeDeviceWork() {
+  if (empty()) return Status::Ok();
+  work_epoch_.fetch_add(1, std::memory_order_acq_rel);
+  if (!dirty_.load(std::memory_order_acquire)) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  dirty_.store(false, std::memory_order_release);
+  for (auto& [base, r] : ranges_) {
+    Status st = FlushLocked(*r, 0, r->state.size());
+    if (!st.ok()) {
+      dirty_.store(true);
+      return st;
+    }
+  }
+  return Status::Ok();
+}
+
+Status ManagedMemory::Flush(uint64_t p, uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Range* r = FindLocked(p);
+  if (r == nullptr) return Error(Err::kInvalidValue, "0x{:x} is not managed memory", p);
+  uint64_t first = (p - r->base) / kChunk, last = std::min<uint64_t>(r->state.size(), (p - r->base + n + kChunk - 1) / kChunk);
+  return FlushLocked(*r, first, last);
+}
+
+void ManagedMemory::AfterSync() {
+  if (empty()) return;
+  uint64_t epoch = work_epoch_.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (epoch == invalidated_epoch_) return;  // nothing reached the device since
+  invalidated_epoch_ = epoch;
+  for (auto& [base, r] : ranges_) {
+    for (uint64_t i = 0; i < r->state.size();) {
+      if (r->state[i] != kClean) {
+        i++;
+        continue;
+      }
+      uint64_t j = i;
+      while (j < r->state.size() && r->state[j] == kClean) j++;
+      Protect(*r, i, j - i, kInvalid);
+      i = j;
+    }
+  }
+}
+
+bool ManagedMemory::OnFault(uint64_t addr, bool write) {
+  if (empty()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  Range* r = FindLocked(addr);
+  if (r == nullptr) return false;
+  uint64_t idx = (addr - r->base) / kChunk;
+  switch (r->state[idx]) {
+    case kInvalid: {
+      // Fetch a run of invalid chunks: one, or more while the faults are sequential.
+      r->readahead = idx == r->next_expected ? std::min(r->readahead * 2, kMaxReadahead) : kChunk;
+      uint64_t want = r->readahead / kChunk, end = idx;
+      while (end < r->state.size() && end - idx < want && r->state[end] == kInvalid) end++;
+      Status st = Pull(*r, idx * kChunk, (end - idx) * kChunk);
+      if (!st.ok()) {
+        // Serving stale data would be silent corruption: the access cannot complete.
+        LOG_ERROR("cannot fetch managed memory at 0x{:x} from the server: {}", addr, st.ToString());
+        return false;
+      }
+      r->next_expected = end;
+      Protect(*r, idx, end - idx, kClean);
+      if (write) {
+        Protect(*r, idx, 1, kDirty);
+        dirty_.store(true, std::memory_order_release);
+      }
+      return true;
+    }
+    case kClean:
+      // A read never faults on a readable chunk: this is the first write since the flush.
+      Protect(*r, idx, 1, kDirty);
+      dirty_.store(true, std::memory_order_release);
+      return true;
+    case kDirty:
+      return true;  // another thread got here first
+  }
+  return false;
+}
+
+Result<ManagedMemory::Advice*> ManagedMemory::AdviceFor(uint64_t p, uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Range* r = FindLocked(p);
+  if (r == nullptr || p + n > r->base + r->size) return Error(Err::kInvalidValue, "0x{:x}+{} is not managed memory", p, n);
+  return &r->advice;
+}
+
+}  // namespace remora::shim
