@@ -5,7 +5,7 @@ namespace remora {
 Status ValidateFrameHeader(const FrameHeader& h) {
   if (h.magic != kFrameMagic)
     return Error(Err::kInvalidValue, "bad frame magic 0x{:08x} (not a Remora peer, or a protocol mismatch)", h.magic);
-  if (h.kind < static_cast<uint16_t>(FrameKind::kHandshake) || h.kind > static_cast<uint16_t>(FrameKind::kNotice))
+  if (h.kind < static_cast<uint16_t>(FrameKind::kHandshake) || h.kind > static_cast<uint16_t>(FrameKind::kHeartbeat))
     return Error(Err::kInvalidValue, "unknown frame kind {}", h.kind);
   if (h.reserved != 0) return Error(Err::kInvalidValue, "frame reserved field is not zero");
   if (h.body_words == 0 || h.body_words > kMaxBodyWords)

@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"token", "none"}));
   app.add_option("--ready-file", o.ready_file, "write the listening URLs here once ready");
   app.add_option("--drain-timeout", o.drain_timeout_s, "seconds sessions get to end after SIGTERM");
+  app.add_option("--deadline", o.deadline_s, "seconds a session's worker waits without a sign of life from its client "
+                                            "(an idle client sends heartbeats) before it ends the session; 0: never")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--log-level", o.log_level, "error|warn|info|debug|trace");
   app.add_option("--admin-listen", o.admin_listen,
                  "also serve the admin API on tcp://HOST:PORT (clients log in with the admin token); "
@@ -81,6 +84,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     o.shm_mode = static_cast<int>(m);
+  }
+  if (o.deadline_s != 0 && o.deadline_s < 1) {
+    std::fprintf(stderr, "remora-server: --deadline %g: at least 1 second (heartbeats go every 250 ms), or 0\n", o.deadline_s);
+    return 2;
   }
   if (!o.admin_listen.empty() && o.admin_token_file.empty()) {
     std::fprintf(stderr, "remora-server: --admin-listen needs --admin-token-file\n");

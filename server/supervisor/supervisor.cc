@@ -117,6 +117,11 @@ Status Supervisor::Start() {
   }
   RETURN_IF_ERROR(CheckStateDirectory(options_.state_dir));
   ASSIGN_OR_RETURN(store_, OpenSqliteStateStore(options_.state_dir));
+  // Workers a crashed predecessor left running (stopped, or stuck in a driver call) hold
+  // memory no ledger counts any more: end them before counting anew.
+  registry_.emplace(options_.state_dir);
+  ASSIGN_OR_RETURN(int ended, registry_->EndPredecessors(10000));
+  if (ended > 0) LOG_WARN("ended {} session worker(s) of a previous server on this state directory", ended);
   // Module images shipped by one session serve the tenant's next ones (worker/module_cache.h).
   std::string cache_root = options_.module_cache_dir.empty() ? options_.state_dir + "/modules" : options_.module_cache_dir;
   ASSIGN_OR_RETURN(ModuleStore ms, ModuleStore::Open(cache_root, options_.module_cache_bytes));
@@ -449,7 +454,8 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
       "--ledger-slot", std::to_string(s->ledger_slot), "--extra-fds", std::to_string(conn.fds.size()),
       "--log-level", options_.log_level, "--limits", limits_arg_,
       "--module-cache-budget", std::to_string(options_.module_cache_tenant_bytes),
-      "--compute-fd", std::to_string(compute_fd)};
+      "--compute-fd", std::to_string(compute_fd),
+      "--client-deadline-ms", std::to_string(static_cast<uint64_t>(options_.deadline_s * 1000))};
   if (options_.backend == "host")
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
   if (peer.keys) args.push_back("--encrypted");
@@ -478,6 +484,7 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
     return pid.status();
   }
   s->pid = *pid;
+  if (Status st = registry_->Add(*pid); !st.ok()) LOG_WARN("worker registry: {}", st.ToString());
   s->tenant = t->record.name;
   s->control = std::move(parent);
   s->transport = conn.kind;
@@ -518,6 +525,7 @@ void Supervisor::Reap() {
     if (pid <= 0) return;
     auto it = sessions_.find(pid);
     if (it == sessions_.end()) continue;
+    if (Status st = registry_->Remove(pid); !st.ok()) LOG_WARN("worker registry: {}", st.ToString());
     SessionState& s = it->second;
     compute_.board().CloseSession(s.ledger_slot, MonotonicNanos());  // a turn it held goes on
     std::vector<uint64_t> held = ledger_->CloseSession(s.ledger_slot);
@@ -678,6 +686,7 @@ Status Supervisor::DeleteTenant(const std::string& name, bool force) {
     ::kill(pid, SIGKILL);
     int status;
     ::waitpid(pid, &status, 0);
+    (void)registry_->Remove(pid);
     compute_.board().CloseSession(s.ledger_slot, MonotonicNanos());
     ledger_->CloseSession(s.ledger_slot);
     LOG_INFO("session {} of deleted tenant '{}' ended", s.id, name);

@@ -37,6 +37,7 @@
 #include "supervisor/metrics.h"
 #include "supervisor/state_store.h"
 #include "supervisor/worker_launcher.h"
+#include "supervisor/worker_registry.h"
 
 namespace remora::server {
 
@@ -49,6 +50,9 @@ struct ServerOptions {
   bool auth_required = true;
   std::string ready_file;
   int drain_timeout_s = 10;
+  // Seconds a worker waits without hearing from its client before it ends the session
+  // (heartbeats every 250 ms keep an idle client alive; 0: never).
+  double deadline_s = 10;
   std::string worker_path;              // remora-worker
   std::string log_level = "info";
   std::string admin_listen;             // "" or tcp://HOST:PORT (admin API over TCP)
@@ -192,6 +196,7 @@ class Supervisor {
   void* ledger_mem_ = nullptr;
   std::optional<ModuleStore> modules_;
   std::optional<WorkerLauncher> launcher_;
+  std::optional<WorkerRegistry> registry_;  // STATE_DIR/workers: found again after a crash
   std::string limits_arg_;  // SessionLimits::Format() for workers
   std::optional<Ledger> ledger_;
   ComputeRegion compute_;  // the compute board every worker maps

@@ -360,9 +360,16 @@ Result<bool> Executor::DispatchFrames() {
     if (transport_held || frames_.blocked()) break;
     // Back-pressure: a client that queues work faster than it completes waits in its send.
     if (!resources_.MayRead(pending_.size() + frames_.size())) break;
+    polled_ = true;
     ASSIGN_OR_RETURN(std::optional<InFrame> frame, conn_.Poll());
     if (!frame) break;
     any = true;
+    last_heard_ns_ = MonotonicNanos();
+    heard_any_ = true;
+    if (frame->kind() == FrameKind::kHeartbeat) {
+      if (frame->header.bulk_bytes != 0) return Error(Err::kInvalidValue, "client sent a heartbeat with data");
+      continue;
+    }
     if (!held || IsControl(*frame)) {
       RETURN_IF_ERROR(Dispatch(*frame));
       if (gated_) {
@@ -432,6 +439,27 @@ Status Executor::PollControl() {
   }
 }
 
+// Sends the client its heartbeat and gives a silent client up. Silence counts only while the
+// loop reads: a pass that did not poll the connection (a transfer waiting for its stream, the
+// client's queue full, the compute scheduler holding work) is the executor's own doing.
+Status Executor::CheckClient() {
+  if (config_.client_deadline_ns == 0) return Status::Ok();
+  uint64_t now = MonotonicNanos();
+  if (!polled_ || last_heard_ns_ == 0) last_heard_ns_ = now;
+  polled_ = false;
+  // Not before the client's first frame: until then the supervisor's Welcome may still be on
+  // its way through the same socket, and the client reads handshake frames only.
+  if (heard_any_ && now - last_beat_ns_ >= config_.heartbeat_ns) {
+    last_beat_ns_ = now;
+    RETURN_IF_ERROR(replies_.Post(HeartbeatFrame(), 0));
+  }
+  if (now - last_heard_ns_ <= config_.client_deadline_ns) return Status::Ok();
+  end_reason_ = fmt::format("the client sent nothing for {:.1f} s (deadline {:.1f} s, remora-server --deadline)",
+                            double(now - last_heard_ns_) / 1e9, double(config_.client_deadline_ns) / 1e9);
+  LOG_WARN("session {}: {}: ending it", config_.session_id, end_reason_);
+  return Error(Err::kDevicesUnavailable, "{}", end_reason_);
+}
+
 Status Executor::Run() {
   // Pinned staging and host registration need a context: make the first GPU current.
   for (int gpu : config_.gpus) {
@@ -477,6 +505,7 @@ Status Executor::Run() {
     progressed |= *moved;
     if (compute_) compute_->Poll();
     Status cs = PollControl();
+    if (cs.ok()) cs = CheckClient();
     if (!cs.ok()) {
       exit_status = cs;
       break;

@@ -56,6 +56,11 @@ struct SessionConfig {
   // Compute shares of the server's GPUs (server/sched/board.h), shared with the supervisor and
   // the other workers; the session is its slot `ledger_slot`. null: no scheduling (unit tests).
   sched::ComputeBoard* compute = nullptr;
+  // Liveness (docs/ARCHITECTURE.md, "Failure model"): a heartbeat frame goes to the client
+  // every heartbeat_ns; the session ends when nothing arrived from the client for
+  // client_deadline_ns while the executor was reading (0: never, unit tests).
+  uint64_t client_deadline_ns = 0;
+  uint64_t heartbeat_ns = 250'000'000;
 };
 
 // Supervisor-to-worker events, polled by the executor (about every millisecond).
@@ -222,6 +227,7 @@ class Executor {
   bool IsControl(const InFrame& frame);
   Result<bool> PollPending();
   Status PollControl();
+  Status CheckClient();
   // Reports what this process holds on `gpu` beyond the session's charges as context overhead.
   void MeasureOverhead(int gpu);
   Status ApplyControl(const ControlEvent& ev);
@@ -256,6 +262,11 @@ class Executor {
   std::array<LibraryBinding, kNumDomains> libraries_{};
   std::map<int, DeviceDescription> descriptions_;  // by GPU, kept after a detach
   uint64_t last_control_poll_ns_ = 0;
+  // Liveness: when the client was last heard (a frame, or a pass that did not read), the
+  // last heartbeat sent, and whether this loop pass polled the connection.
+  uint64_t last_heard_ns_ = 0, last_beat_ns_ = 0;
+  bool polled_ = false;
+  bool heard_any_ = false;  // a frame came from the client (its handshake is over)
   uint64_t last_overhead_ns_ = 0;
   std::set<int> measured_gpus_;  // GPUs this session made current (context overhead reported)
   std::unique_ptr<ComputeHook> compute_;  // null without a compute board

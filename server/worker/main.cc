@@ -204,6 +204,9 @@ int main(int argc, char** argv) {
   app.add_option("--extra-fds", extra_fds);
   app.add_option("--data-streams", data_streams, "tcp data connections handed over on the control socket");
   app.add_option("--log-level", log_level);
+  uint64_t client_deadline_ms = 0;
+  app.add_option("--client-deadline-ms", client_deadline_ms, "end the session when the client sends nothing for this "
+                                                             "long (0: never)");
   int compute_fd = -1;
   app.add_option("--compute-fd", compute_fd, "inherited descriptor of the compute board (server/sched/board.h)");
   app.add_option("--module-cache-budget", cache_budget, "bytes the tenant's module cache (fd 7) may hold");
@@ -298,6 +301,7 @@ int main(int argc, char** argv) {
   config.module_cache = cache ? &*cache : nullptr;
   config.limits = *limits;
   config.ledger_slot = slot;
+  config.client_deadline_ns = client_deadline_ms * 1'000'000;
 
   // The session's published counters (for the supervisor's /metrics); optional.
   auto stats = SessionStatsBlock::Attach(Fd(worker_args::kStatsFd));

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "watchdog.h"
 #include "remora/protocol/message.h"
 
 namespace remora::shim {
@@ -23,9 +25,11 @@ uint64_t ThreadId() {
 Client::Client(std::unique_ptr<Connection> conn, SessionInfo session)
     : conn_(std::move(conn)), session_(std::move(session)) {
   if (Census::Wanted()) census_ = std::make_unique<Census>();
+  last_heard_ns_.store(MonotonicNanos());
 }
 
 Client::~Client() {
+  watchdog_.reset();  // its threads use this client
   // Waiters of asynchronous calls nobody waits for are owned here (the others belong to
   // threads in Call, which cannot be running now).
   for (auto& [tag, w] : waiters_)
@@ -199,13 +203,52 @@ void Client::Pump(int timeout_ms) {
   cv_.notify_all();
 }
 
+void Client::Watch(uint64_t deadline_ns) {
+  if (deadline_ns == 0 || watchdog_) return;
+  watchdog_ = std::make_unique<Watchdog>(*this, deadline_ns);
+}
+
+Status Client::SendHeartbeat() {
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    st = conn_->Send(HeartbeatFrame());
+  }
+  if (!st.ok()) MarkBroken(st);
+  return st;
+}
+
+void Client::GiveUp(const Status& why) {
+  MarkBroken(why);
+  conn_->Abort();
+}
+
+void Client::PollIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!broken_.ok() || receiving_) return;
+  receiving_ = true;
+  lock.unlock();
+  for (int i = 0; i < 256; i++) {
+    uint64_t before = last_heard_ns_.load(std::memory_order_relaxed);
+    ReceiveOne(0);
+    if (last_heard_ns_.load(std::memory_order_relaxed) == before) break;
+  }
+  lock.lock();
+  receiving_ = false;
+  cv_.notify_all();
+}
+
 void Client::ReceiveOne(int timeout_ms) {
   auto frame = conn_->Receive(timeout_ms);
   if (!frame.ok()) {
     if (frame.status().code() != Err::kTimeout) MarkBroken(frame.status());
     return;
   }
+  last_heard_ns_.store(MonotonicNanos(), std::memory_order_relaxed);
   switch (frame->kind()) {
+    case FrameKind::kHeartbeat:
+      if (frame->header.bulk_bytes > 0) MarkBroken(Error(Err::kDevicesUnavailable, "protocol error: a heartbeat with data"));
+      return;
     case FrameKind::kReply:
       HandleReply(*frame);
       return;

@@ -22,6 +22,8 @@
 
 namespace remora::shim {
 
+class Watchdog;
+
 using BuildFn = FunctionRef<void(wire::Request::Builder&)>;
 using ReplyFn = FunctionRef<Status(wire::Reply::Reader&)>;
 
@@ -77,6 +79,22 @@ class Client {
   // Receives one frame if no other thread is receiving, waiting at most timeout_ms; used by
   // the callback thread so a notice arrives even when no application thread waits.
   void Pump(int timeout_ms);
+  // Receives, without waiting, the frames already there if no other thread is receiving
+  // (the watchdog's drain of an idle session's heartbeats and notices).
+  void PollIdle();
+
+  // ---- liveness (watchdog.h) ------------------------------------------------------------
+  // Starts heartbeats and the deadline on the server (no-op with deadline 0).
+  void Watch(uint64_t deadline_ns);
+  // Sends a heartbeat; may block like any send (only the watchdog's beat thread calls it).
+  Status SendHeartbeat();
+  // When a frame last arrived from the server (MonotonicNanos), and the transport's count of
+  // bulk bytes received (a long reply still streaming is the server answering).
+  uint64_t last_heard_ns() const { return last_heard_ns_.load(std::memory_order_relaxed); }
+  uint64_t receive_progress() const { return conn_->ReceiveProgress(); }
+  // The server stopped answering: pending and later calls fail with `why`
+  // (kDevicesUnavailable) and blocked sends and receives return.
+  void GiveUp(const Status& why);
 
   // A small pinned buffer shared with the worker, through which small device-to-pageable
   // copies go (api_memory.cc). Created by the first such copy; unmapped with the client.
@@ -125,6 +143,8 @@ class Client {
   SharedBounce bounce_;  // has its own lock
   Status sticky_;
   std::unique_ptr<Census> census_;  // REMORA_CALL_STATS=1 only
+  std::atomic<uint64_t> last_heard_ns_{0};
+  std::unique_ptr<Watchdog> watchdog_;  // stopped first in ~Client
 };
 
 // A small, stable id for the calling thread (per-thread default streams).

@@ -16,6 +16,7 @@
 #include "local_gpu_check.h"
 #include "remote_call.h"
 #include "registry.h"
+#include "watchdog.h"
 #include "remora/base/fd.h"
 #include "remora/base/log.h"
 #include "remora/protocol/secure.h"
@@ -162,6 +163,7 @@ void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo&
     LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
   client_ = std::make_unique<Client>(std::move(connection), s);
   client_->SetCallbackSink([](Client::CallbackEvent e, uint64_t id) { HostCallbacks::Get().Notify(e, id); });
+  client_->Watch(DeadlineFromEnvironment());  // heartbeats and the deadline (watchdog.h)
   connected_.store(client_.get(), std::memory_order_release);
 }
 

@@ -196,30 +196,6 @@ TEST_F(Robustness, SigtermDrainsSessionsAndExitsCleanly) {
   ASSERT_TRUE(server_.Start());  // for TearDown
 }
 
-// The parent of a process, or -1 once it is gone (a zombie counts as gone).
-pid_t ParentOf(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  std::getline(in, stat);
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 4 >= stat.size() || stat[close + 2] == 'Z') return -1;
-  return std::stoi(stat.substr(close + 4));
-}
-
-std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& comm) {
-  std::vector<pid_t> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream c(e.path() / "comm");
-    std::string got;
-    std::getline(c, got);
-    pid_t pid = std::stoi(name);
-    if (got == comm && ParentOf(pid) == parent) out.push_back(pid);
-  }
-  return out;
-}
-
 // A worker whose supervisor was SIGKILLed ends its session and exits. It used to notice, say
 // so to its client, and then spin forever at most of a CPU re-reading the closed control
 // socket (found by the chaos soak).

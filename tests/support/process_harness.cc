@@ -276,4 +276,34 @@ std::string BackgroundProcess::Output() {
   return output_;
 }
 
+pid_t ParentOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 4 >= stat.size() || stat[close + 2] == 'Z') return -1;
+  return std::stoi(stat.substr(close + 4));
+}
+
+std::vector<pid_t> ProcessesNamed(const std::string& comm) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream c(e.path() / "comm");
+    std::string got;
+    std::getline(c, got);
+    pid_t pid = std::stoi(name);
+    if (got == comm && ParentOf(pid) >= 0) out.push_back(pid);
+  }
+  return out;
+}
+
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& comm) {
+  std::vector<pid_t> out;
+  for (pid_t pid : ProcessesNamed(comm))
+    if (ParentOf(pid) == parent) out.push_back(pid);
+  return out;
+}
+
 }  // namespace remora::testing

@@ -106,4 +106,10 @@ class BackgroundProcess {
 
 std::map<std::string, std::string> ShimEnv(const std::string& url);
 
+// The parent of a process, or -1 once it is gone (a zombie counts as gone).
+pid_t ParentOf(pid_t pid);
+// Live processes whose name (comm) is `comm`: all of them, or the children of `parent`.
+std::vector<pid_t> ProcessesNamed(const std::string& comm);
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& comm);
+
 }  // namespace remora::testing

@@ -122,7 +122,7 @@ FrameHeader GoodHeader() {
 
 TEST(ValidateFrameHeader, AcceptsWellFormedHeaders) {
   EXPECT_TRUE(ValidateFrameHeader(GoodHeader()).ok());
-  for (FrameKind k : {FrameKind::kHandshake, FrameKind::kRequest, FrameKind::kReply, FrameKind::kNotice}) {
+  for (FrameKind k : {FrameKind::kHandshake, FrameKind::kRequest, FrameKind::kReply, FrameKind::kNotice, FrameKind::kHeartbeat}) {
     FrameHeader h = GoodHeader();
     h.kind = static_cast<uint16_t>(k);
     EXPECT_TRUE(ValidateFrameHeader(h).ok());
@@ -145,7 +145,7 @@ TEST(ValidateFrameHeader, RejectsWhatAWellBehavedPeerNeverSends) {
   h = GoodHeader();
   h.magic = 0;
   rejects(h, "zero magic");
-  for (uint16_t kind : {0, 5, 0xffff}) {
+  for (uint16_t kind : {0, 6, 0xffff}) {
     h = GoodHeader();
     h.kind = kind;
     rejects(h, "unknown kind");

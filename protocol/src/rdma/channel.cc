@@ -1,6 +1,7 @@
 #include "rdma/channel.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -435,6 +436,8 @@ void Channel::CheckCmEvents() {
     }
   }
 }
+
+void Channel::ShutdownLivenessSocket() const { ::shutdown(tcp_.get(), SHUT_RDWR); }
 
 void Channel::CheckLiveness() {
   CheckCmEvents();

@@ -95,6 +95,9 @@ class Channel {
   bool failed() const { return !failure_.ok(); }
   const Status& failure() const { return failure_; }
   void Fail(Status why);  // keeps the first failure
+  // Thread-safe: shuts the bootstrap socket down, so the next liveness check (within a few
+  // ms, in whichever thread waits) fails the channel, and the peer sees the session closed.
+  void ShutdownLivenessSocket() const;
   // Disconnects and destroys the QP (no DMA touches the owner's memory afterwards).
   void Shutdown();
   // Waits up to timeout_ms for every posted send to complete (graceful close).

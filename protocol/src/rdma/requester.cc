@@ -170,6 +170,8 @@ class RdmaRequester final : public Connection, private ChannelSink {
     return InFrame{hdr, cur_parsed_.body};
   }
 
+  void Abort() override { ch_->ShutdownLivenessSocket(); }
+
   Status ReceiveBulk(MutableBytes dst) override {
     // Runs on the Receive thread, which alone owns cur_ and target_: copies go unlocked.
     if (!cur_ || cur_parsed_.header.bulk_bytes == 0 || bulk_taken_) return Error(Err::kUnknown, "no frame bulk to receive");

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -111,6 +112,10 @@ class ShmConnection final : public Connection {
       rec = *r;
       return rec.has_value();
     };
+    if (timeout_ms == 0 && !ready()) {  // a look, no wait (a watchdog's idle poll)
+      if (PeerGone(sock_.get())) return Error(Err::kDevicesUnavailable, "the Remora worker closed the session");
+      return Error(Err::kTimeout, "no frame from the server yet");
+    }
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : MonotonicNanos() + uint64_t(timeout_ms) * 1000000;
     bool spun = false;
     while (!shm::WaitOn(my_bell_, spun ? 0 : RequesterSpinNs(), kLivenessCheckUs, ready)) {
@@ -148,9 +153,13 @@ class ShmConnection final : public Connection {
       in_slots_.Release();
       shm::Ring(peer_bell_);
       off += n;
+      progress_.fetch_add(n, std::memory_order_relaxed);
     }
     return Status::Ok();
   }
+  // A shut-down socket reads as a gone peer in every wait (PeerGone), and the worker sees EOF.
+  void Abort() override { ::shutdown(sock_.get(), SHUT_RDWR); }
+  uint64_t ReceiveProgress() const override { return progress_.load(std::memory_order_relaxed); }
 
   Status PassFd(int fd) override {
     char byte = 'F';
@@ -453,6 +462,7 @@ class ShmConnection final : public Connection {
   uint64_t bulk_given_ = 0;
   int chunks_out_ = 0;
   bool peer_gone_ = false;
+  std::atomic<uint64_t> progress_{0};  // requester: bulk bytes received through the slots
   bool ring_owed_ = false;  // executor: records were released since the client was last rung
   uint64_t last_liveness_ns_ = 0;
 

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -91,6 +92,7 @@ class SecureTcpConnection final : public Connection {
     left -= take;
     while (left > 0) {
       ASSIGN_OR_RETURN(size_t n, NextRecord(0));
+      progress_.fetch_add(n, std::memory_order_relaxed);
       if (n <= left) {
         RETURN_IF_ERROR(OpenInto(p));  // a whole record lands in place
         p += n;
@@ -104,6 +106,9 @@ class SecureTcpConnection final : public Connection {
     }
     return Status::Ok();
   }
+
+  void Abort() override { ::shutdown(sock_.get(), SHUT_RDWR); }
+  uint64_t ReceiveProgress() const override { return progress_.load(std::memory_order_relaxed); }
 
   // ---- executor ----
   void SetStaging(StagingAllocator* staging) override {
@@ -434,6 +439,7 @@ class SecureTcpConnection final : public Connection {
   }
 
   Fd sock_;
+  std::atomic<uint64_t> progress_{0};  // requester: bulk bytes received
   std::string peer_;
   RecordCipher send_, recv_;
   FrameCoalescer out_{[this](struct iovec* iov, int n) { return SealAndWrite(iov, n); }};

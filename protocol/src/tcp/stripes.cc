@@ -147,6 +147,10 @@ RequesterStripes::RequesterStripes(std::vector<Fd> socks) : socks_(std::move(soc
   }
 }
 
+void RequesterStripes::Abort() {
+  for (Fd& s : socks_) ::shutdown(s.get(), SHUT_RDWR);
+}
+
 RequesterStripes::~RequesterStripes() {
   for (Fd& s : socks_) ::shutdown(s.get(), SHUT_RDWR);  // unblocks a transfer in progress
   senders_.clear();

@@ -105,6 +105,9 @@ class RequesterStripes {
   Status Send(uint64_t tag, const StripeLayout& l, ConstBytes bulk);
   // Reads the bulk of frame `tag` into `dst` (dst.size() == l.total).
   Status Receive(uint64_t tag, const StripeLayout& l, MutableBytes dst);
+  // Shuts every data connection down so that blocked sends and receives return (a session
+  // the watchdog gave up on). Any thread.
+  void Abort();
 
  private:
   std::vector<Fd> socks_;

@@ -83,6 +83,14 @@ class Connection {
   // Receive does so itself before waiting. Blocks until written.
   virtual Status Flush() { return Status::Ok(); }
   virtual Status ReceiveBulk(MutableBytes dst) = 0;
+  // Thread-safe, any thread: makes every blocked and later requester call fail with
+  // kDevicesUnavailable (the peer is given up on: it stopped answering). The peer sees the
+  // session closed. Transports without a socket to shut down do nothing.
+  virtual void Abort() {}
+  // Thread-safe, any thread: grows whenever bulk data arrives on the requester side, so a
+  // watchdog can tell a long reply still streaming from a silent peer (frames it sees
+  // itself). 0 forever if the transport does not count.
+  virtual uint64_t ReceiveProgress() const { return 0; }
 
   // ---- executor side (non-blocking) ---------------------------------------------------
   // Gives the transport its source of pinned staging memory. Call once before Poll.

@@ -21,6 +21,8 @@ enum class FrameKind : uint16_t {
   kRequest = 2,    // wire::Request
   kReply = 3,      // wire::Reply
   kNotice = 4,     // wire::Notice (server-initiated, tag 0)
+  kHeartbeat = 5,  // liveness only, either direction, tag 0, no bulk; the body (one zero word)
+                   // is never read. See docs/ARCHITECTURE.md, "Failure model".
 };
 
 enum FrameFlags : uint16_t {
@@ -62,6 +64,15 @@ inline FrameHeader HeaderOf(const OutFrame& f, uint64_t bulk_bytes) {
   h.body_words = static_cast<uint32_t>(f.body.size());
   h.bulk_bytes = bulk_bytes;
   return h;
+}
+
+// A heartbeat frame (its body is static: one zero word).
+inline OutFrame HeartbeatFrame() {
+  static constexpr uint64_t kEmpty[1] = {0};
+  OutFrame f;
+  f.kind = FrameKind::kHeartbeat;
+  f.body = kEmpty;
+  return f;
 }
 
 // A received frame. `body` points into transport-owned memory; see Connection for how long
