@@ -96,6 +96,22 @@ class HtoDOp final : public PendingOp {
     }
   }
 
+  // The DMAs issued so far finish first (they read chunks and bounce buffers given back
+  // here); the rest of the bulk is drained and the call answers `error`.
+  std::unique_ptr<PendingOp> Recover(Executor& ex, const Status& error) override {
+    if (!inflight_.empty() && ex.SetDevice(stream_.gpu).ok()) (void)ex.driver().StreamSynchronize(stream_.stream);
+    for (Item& it : inflight_) {
+      if (it.event != nullptr) ex.ReleasePoolEvent(stream_.gpu, it.event);
+      if (it.bounce != nullptr) ex.ReleaseBounce(it.bounce);
+      else if (!it.spilled) ex.ReleaseBulk(it.chunk);
+    }
+    inflight_.clear();
+    holds_transport_chunks_ = 0;
+    if (spill_ != nullptr) ex.driver().HostFree(spill_);
+    spill_ = nullptr;
+    return std::make_unique<DrainOp>(tag_, total_ - received_, error_.ok() ? error : error_);
+  }
+
   Result<bool> Poll(Executor& ex) override {
     if (!started_) {
       started_ = true;
