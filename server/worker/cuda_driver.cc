@@ -48,6 +48,25 @@ struct Api {
 
 using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 
+// Relaxes the calling thread's stream-capture mode for the scope (so that the worker's own
+// allocations are allowed while the application's capture would forbid them), then restores it.
+class RelaxedCapture {
+ public:
+  explicit RelaxedCapture(const Api& api) : api_(api) {
+    ok_ = api_.cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
+  }
+  ~RelaxedCapture() {
+    if (ok_) (void)api_.cuThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  const Api& api_;
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool ok_ = false;
+};
+
 class CudaDriver final : public Driver {
  public:
   CudaDriver(void* lib, Api api) : lib_(lib), api_(api) {
@@ -185,12 +204,19 @@ class CudaDriver final : public Driver {
     return Check(api_.cuMemsetD8Async(dst, v, n, static_cast<CUstream>(s)), "cuMemsetD8Async");
   }
 
+  // Remora's own pinned buffers (bounce buffers, spills) are allocated and freed even while
+  // the application captures in global mode, which the driver would refuse the worker's thread:
+  // the thread is relaxed for the call and its mode restored after.
   Result<void*> HostAlloc(size_t bytes) override {
+    RelaxedCapture relaxed(api_);
     void* p = nullptr;
     RETURN_IF_ERROR(Check(api_.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc"));
     return p;
   }
-  void HostFree(void* p) override { api_.cuMemFreeHost(p); }
+  void HostFree(void* p) override {
+    RelaxedCapture relaxed(api_);
+    api_.cuMemFreeHost(p);
+  }
   Status HostRegister(void* p, size_t bytes) override {
     return Check(api_.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
                  "cuMemHostRegister");

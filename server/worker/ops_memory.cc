@@ -180,9 +180,19 @@ void Handlers::ReconcilePools(Executor& ex, int gpu) {
   });
   uint64_t kept = 0;
   for (DPool p : pools) {
+    // A pool gives back what exceeds its release threshold when the application synchronises;
+    // the worker synchronises by polling events, which the driver does not count as that, so
+    // the trim the synchronisation would have made is made here.
+    if (auto threshold = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); threshold.ok())
+      (void)ex.driver().MemPoolTrimTo(p, *threshold);
     auto reserved = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     auto used = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
-    if (!reserved.ok() || !used.ok()) return;  // unknown: keep charging
+    if (!reserved.ok() || !used.ok()) {
+      LOG_DEBUG("pool of GPU {}: usage unknown ({}), its kept memory stays charged", gpu,
+                (!reserved.ok() ? reserved.status() : used.status()).message());
+      return;
+    }
+    LOG_DEBUG("pool of GPU {}: {} reserved, {} used", gpu, *reserved, *used);
     kept += *reserved > *used ? *reserved - *used : 0;
   }
   if (kept < retained) {
@@ -370,7 +380,8 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
   st = ex.SetDevice(stream->gpu);
   auto p = st.ok() ? ex.driver().MemAllocAsync(size, pool, stream->stream) : Result<DevPtr>(st);
   if (!p.ok()) {
-    ex.ReleaseCharge(gpu, size);
+    ex.ReleaseCharge(gpu, size - reused);
+    retained += reused;
     return ex.PostReply(tag, p.status());
   }
   Allocation al;

@@ -30,5 +30,8 @@ cp "$root"/tests/gpu/*.sh "$root/tools/gpu/gpu-session.sh" "$root/tools/gpu/tcp-
   "$out/scripts/"
 mkdir -p "$out/scripts/torch"
 cp "$root"/tests/gpu/torch/*.py "$root"/tests/gpu/torch/*.sh "$out/scripts/torch/"
+# The suite's program list (tenancy-only programs such as pool_retention are not in it).
+mkdir -p "$out/tests/gpu"
+cp "$build/tests/gpu/gpu-programs.txt" "$out/tests/gpu/"
 git -C "$root" rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
 du -sh "$out"
