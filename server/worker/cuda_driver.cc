@@ -27,7 +27,7 @@ namespace {
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemHostAlloc) X(cuMemFreeHost)             \
   X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) X(cuStreamCreateWithPriority) \
   X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamIsCapturing) X(cuEventCreate) \
-  X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventElapsedTime)                \
+  X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventElapsedTime)                \
   X(cuLaunchHostFunc) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
   X(cuModuleGetGlobal) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)   \
   X(cuFuncSetCacheConfig) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel) \
@@ -257,6 +257,9 @@ class CudaDriver final : public Driver {
     return Check(api_.cuEventRecord(static_cast<CUevent>(e), static_cast<CUstream>(s)), "cuEventRecord");
   }
   Status EventQuery(DEvent e) override { return Check(api_.cuEventQuery(static_cast<CUevent>(e)), "cuEventQuery"); }
+  Status EventSynchronize(DEvent e) override {
+    return Check(api_.cuEventSynchronize(static_cast<CUevent>(e)), "cuEventSynchronize");
+  }
   Result<float> EventElapsedMs(DEvent a, DEvent b) override {
     float ms = 0;
     RETURN_IF_ERROR(Check(api_.cuEventElapsedTime(&ms, static_cast<CUevent>(a), static_cast<CUevent>(b)), "cuEventElapsedTime"));

@@ -151,6 +151,9 @@ class Driver {
   virtual Status EventDestroy(DEvent e) = 0;
   virtual Status EventRecord(DEvent e, DStream s) = 0;
   virtual Status EventQuery(DEvent e) = 0;  // like StreamQuery
+  // Waits for `e` (blocking). Called by the executor only on an event a query found complete:
+  // the synchronisation the driver needs to see before pools give memory back.
+  virtual Status EventSynchronize(DEvent e) = 0;
   virtual Result<float> EventElapsedMs(DEvent start, DEvent end) = 0;
 
   // ---- modules and kernels (current device) -------------------------------------------

@@ -45,6 +45,7 @@ class DriverWrapper : public Driver {
   Status EventDestroy(DEvent e) override { return t_.EventDestroy(e); }
   Status EventRecord(DEvent e, DStream s) override { return t_.EventRecord(e, s); }
   Status EventQuery(DEvent e) override { return t_.EventQuery(e); }
+  Status EventSynchronize(DEvent e) override { return t_.EventSynchronize(e); }
   Result<float> EventElapsedMs(DEvent start, DEvent end) override { return t_.EventElapsedMs(start, end); }
   Result<DModule> ModuleLoad(const void* image, size_t size) override { return t_.ModuleLoad(image, size); }
   Status ModuleUnload(DModule m) override { return t_.ModuleUnload(m); }

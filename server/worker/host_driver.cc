@@ -233,6 +233,11 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     if (ev->stream && ev->stream->completed.load() < ev->target) return Status(Err::kNotReady, "");
     return Status::Ok();
   }
+  Status EventSynchronize(DEvent e) override {
+    auto* ev = static_cast<EmuEvent*>(e);
+    while (ev->stream && ev->stream->completed.load() < ev->target) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    return Status::Ok();
+  }
   Result<float> EventElapsedMs(DEvent a, DEvent b) override {
     auto* x = static_cast<EmuEvent*>(a);
     auto* y = static_cast<EmuEvent*>(b);

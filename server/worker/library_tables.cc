@@ -2,6 +2,9 @@
 // remora::Domain (the library's wire number). Adding a library adds a line to each switch.
 #include "cublasLt_api.h"
 #include "cublas_api.h"  // the generated table (NVIDIA's cublas_api.h comes through cublas.h)
+#include "cudnn_api.h"
+#include "cufft_api.h"
+#include "cusparse_api.h"
 #include "curand_api.h"
 #include "worker/api_op.h"
 #include "worker/gen_tables.h"
@@ -18,12 +21,31 @@ const OpTable& Ops();
 namespace gen::curand {
 const OpTable& Ops();
 }
+namespace gen::cudnn {
+const OpTable& Ops();
+}
+namespace gen::cufft {
+const OpTable& Ops();
+}
+namespace gen::cusparse {
+const OpTable& Ops();
+}
+namespace gen::cusolver {
+const OpTable& Ops();
+// (library_table_cusolver.cc: cusolverDn.h includes cublas_v2.h, which cannot share a
+// translation unit with cublas.h)
+std::shared_ptr<void> LoadDlApi(const std::function<void*(const char*)>& resolve, std::vector<std::string>* missing);
+}
 
 const OpTable* MathLibraryOps(uint16_t library) {
   switch (static_cast<Domain>(library)) {
     case Domain::kCublas: return &gen::cublas::Ops();
     case Domain::kCublasLt: return &gen::cublasLt::Ops();
     case Domain::kCurand: return &gen::curand::Ops();
+    case Domain::kCudnn: return &gen::cudnn::Ops();
+    case Domain::kCufft: return &gen::cufft::Ops();
+    case Domain::kCusolver: return &gen::cusolver::Ops();
+    case Domain::kCusparse: return &gen::cusparse::Ops();
     default: return nullptr;
   }
 }
@@ -44,6 +66,10 @@ std::shared_ptr<void> LoadDlApi(Domain library, const std::function<void*(const 
     case Domain::kCublas: return Load<gen::cublas::Api, gen::cublas::DlApi>(resolve, missing);
     case Domain::kCublasLt: return Load<gen::cublasLt::Api, gen::cublasLt::DlApi>(resolve, missing);
     case Domain::kCurand: return Load<gen::curand::Api, gen::curand::DlApi>(resolve, missing);
+    case Domain::kCudnn: return Load<gen::cudnn::Api, gen::cudnn::DlApi>(resolve, missing);
+    case Domain::kCufft: return Load<gen::cufft::Api, gen::cufft::DlApi>(resolve, missing);
+    case Domain::kCusolver: return gen::cusolver::LoadDlApi(resolve, missing);
+    case Domain::kCusparse: return Load<gen::cusparse::Api, gen::cusparse::DlApi>(resolve, missing);
     default: return nullptr;
   }
 }

@@ -27,6 +27,10 @@ class SyncWaitOp final : public PendingOp {
         continue;
       }
       if (!st.ok() && result_.ok()) result_ = st;
+      // Done: a synchronisation the driver sees (the event is complete, so it returns at once).
+      // Stream-ordered pools give back memory beyond their release threshold only then; a
+      // query is not one, and their kept memory would stay charged to the tenant.
+      if (st.ok()) (void)ex.driver().EventSynchronize(it->event);
       if (it->pooled) ex.ReleasePoolEvent(it->gpu, it->event);
       it = items_.erase(it);
     }

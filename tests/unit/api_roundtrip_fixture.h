@@ -100,6 +100,18 @@ inline CUmemAllocationProp Sample<CUmemAllocationProp>(int seed) {
   return p;
 }
 
+// A device allocation of 1 MiB in the test binary's session, for the arguments of the calls
+// that make a library's fixture objects outside a test body (Fresh<Kind>, emit_tests.py).
+template <typename T>
+T SharedDevPtr() {
+  static void* p = [] {
+    void* made = nullptr;
+    EXPECT_EQ(cudaMalloc(&made, 1 << 20), cudaSuccess);
+    return made;
+  }();
+  return (T)(reinterpret_cast<uintptr_t>(p));
+}
+
 // One in-process worker for the whole test binary, serving the library table `Api` (a
 // recording implementation of `Base`, the table of library `kDomain`).
 template <typename Api, typename Base = worker::gen::cuda::Api, Domain kDomain = Domain::kCuda>

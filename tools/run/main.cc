@@ -6,6 +6,7 @@
 // The private server is this user's alone: over shm its socket lives in a directory only
 // this user can enter; over tcp (loopback) it requires a one-off tenant token that only this
 // run knows (a file of mode 0600 in that directory), so other local users cannot use it.
+#include <algorithm>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -55,7 +56,9 @@ bool HaveNvidiaDriver() {
 // named so, see shim/CMakeLists.txt). An application's own libraries (PyTorch's carry
 // DT_RPATH) would be found first on any search path, so only a preload by SONAME replaces
 // them: these go into LD_PRELOAD after the shim.
-std::vector<std::string> ClientLibraries(const std::string& shim) {
+// `only`: the libraries to preload by name (cublas, cublasLt, cudnn, cufft, curand, cusolver,
+// cusparse; cudnn stands for its sub-libraries too), or empty for all.
+std::vector<std::string> ClientLibraries(const std::string& shim, const std::vector<std::string>& only) {
   static const char* const kSonames[] = {
       "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9",
       "libcudnn_cnn.so.9", "libcudnn_adv.so.9", "libcudnn_heuristic.so.9", "libcudnn_engines_precompiled.so.9",
@@ -63,8 +66,12 @@ std::vector<std::string> ClientLibraries(const std::string& shim) {
       "libcusparse.so.12"};
   std::vector<std::string> out;
   fs::path dir = fs::path(shim).parent_path();
-  for (const char* name : kSonames)
+  for (const char* name : kSonames) {
+    std::string lib = std::string(name).substr(3, std::string(name).find(".so") - 3);  // libcudnn_ops.so.9 -> cudnn_ops
+    lib = lib.substr(0, lib.find('_'));
+    if (!only.empty() && std::find(only.begin(), only.end(), lib) == only.end()) continue;
     if (fs::exists(dir / name)) out.push_back((dir / name).string());
+  }
   return out;
 }
 
@@ -126,7 +133,8 @@ int main(int argc, char** argv) {
   CLI::App app{"remora-run: run a CUDA program on Remora GPUs (remote or a private local server)"};
   std::string server, backend = "auto", transport = "shm", shim, token_file, host_gpus = "1", host_mem = "16GiB";
   bool verbose = false, no_libraries = false;
-  std::vector<std::string> command;
+  std::vector<std::string> command, only_libraries;
+  std::string libraries_list;
   app.add_option("--server", server, "a running server: shm:///path.sock, tcp://HOST:PORT or rdma://HOST:PORT");
   app.add_option("--token-file", token_file, "tenant token file for --server (or set REMORA_TOKEN)");
   app.add_option("--backend", backend, "private server only: cuda, host or auto (cuda if a driver is present)")
@@ -137,6 +145,9 @@ int main(int argc, char** argv) {
   app.add_option("--shim", shim, "path of libremora.so (default: next to this tool's build)");
   app.add_flag("--no-libraries", no_libraries,
                "preload only the CUDA runtime, not Remora's cuBLAS, cuDNN, cuFFT, cuRAND, cuSOLVER and cuSPARSE");
+  app.add_option("--libraries", libraries_list,
+                 "preload only these of Remora's math libraries (comma-separated: cublas, cublasLt, cudnn, cufft, curand, "
+                 "cusolver, cusparse); the others are NVIDIA's, run on the client through the driver facade");
   app.add_flag("-v,--verbose", verbose, "show the private server's log and the shim's info lines");
   app.add_option("command", command, "the program and its arguments")->required();
   app.prefix_command(false);
@@ -147,6 +158,18 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  for (size_t start = 0; !libraries_list.empty() && start <= libraries_list.size();) {
+    size_t end = std::min(libraries_list.find(',', start), libraries_list.size());
+    std::string name = libraries_list.substr(start, end - start);
+    static const char* const kKnown[] = {"cublas", "cublasLt", "cudnn", "cufft", "curand", "cusolver", "cusparse"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
+      std::fprintf(stderr, "remora-run: --libraries: '%s' is not one of cublas, cublasLt, cudnn, cufft, curand, cusolver, cusparse\n",
+                   name.c_str());
+      return 2;
+    }
+    only_libraries.push_back(name);
+    start = end + 1;
+  }
   std::string dir = SelfDir();
   if (shim.empty()) {
     // A build tree (bin/ beside lib/), else where the remora-client package puts it.
@@ -166,7 +189,7 @@ int main(int argc, char** argv) {
   for (const char* facade : {"libcuda.so.1", "libnvidia-ml.so.1"})
     if (fs::exists(fs::path(lib_dir) / facade)) preload += ":" + (fs::path(lib_dir) / facade).string();
   if (!no_libraries)
-    for (const std::string& lib : ClientLibraries(shim)) preload += ":" + lib;
+    for (const std::string& lib : ClientLibraries(shim, only_libraries)) preload += ":" + lib;
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old) preload += std::string(":") + old;
   std::string library_path = lib_dir;
   if (const char* old = std::getenv("LD_LIBRARY_PATH"); old != nullptr && *old) library_path += std::string(":") + old;

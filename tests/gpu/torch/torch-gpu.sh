@@ -7,7 +7,12 @@
 #     NVIDIA driver library, so a fall-back to the local GPU cannot pass.
 #  2. matmul_train.py natively, remoted through the driver facade, and remoted with Remora's
 #     client libraries (cuBLAS, cuBLASLt, cuRAND) preloaded, over shm and tcp.
-#  3. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
+#  3. cuda_graph.py: torch.cuda.graph capture and replay, natively and remoted.
+#  TORCH_FACADE=0 leaves out the runs through the facade (NVIDIA's statically linked
+#  libraries need the runtime's private tables, issue 15).
+#  4. torch_libs.py (conv2d, fft2, linalg, CNN training) natively, through the facade, and with
+#     Remora's client libraries, cuDNN, cuFFT and cuSOLVER included, over shm and tcp.
+#  5. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
 # Without a GPU or PyTorch: SKIP, exit 77. Exit 0 when every check passed.
 set -u
 build=$(cd "${1:?usage: torch-gpu.sh BUILD_DIR}" && pwd)
@@ -20,6 +25,12 @@ fi
 python3 -c 'import torch' 2>/dev/null || { echo "SKIP: no PyTorch"; exit 77; }
 quota_mib=${QUOTA_MIB:-8192}
 
+# The worker loads NVIDIA's real libraries: the toolkit's, or for cuDNN where the toolkit has
+# none, PyTorch's wheel's (REMORA_LIBRARY_PATH, inherited by the server's workers).
+if [ -z "${REMORA_LIBRARY_PATH:-}" ] && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
+  cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
+  [ -n "$cudnn_dir" ] && [ -e "$cudnn_dir/libcudnn.so.9" ] && export REMORA_LIBRARY_PATH=$cudnn_dir
+fi
 . "$here/../gpu-server.sh"
 start_gpu_server torch-gpu --listen tcp://127.0.0.1:0
 shm_url=$(grep '^shm://' "$ready")
@@ -37,7 +48,7 @@ export TORCHINDUCTOR_CACHE_DIR=$work/inductor TRITON_CACHE_DIR=$work/triton
 failures=0
 report() {  # report NAME RC LOG
   if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1 (exit $2)"; failures=$((failures + 1)); fi
-  grep -E '^(ok|FAIL) ' "$3" | sed 's/^/    /'
+  grep -E '^(ok|PASS|FAIL) ' "$3" | sed 's/^/    /'
   [ "$2" -eq 0 ] || tail -25 "$3" | sed 's/^/    | /'
 }
 python3 "$here/torch_basics.py" >"$work/native.log" 2>&1
@@ -57,8 +68,12 @@ python3 "$here/matmul_train.py" >"$work/mm-native.log" 2>&1
 report "matmul_train native" $? "$work/mm-native.log"
 for url in "$shm_url" "$tcp_url"; do
   t=${url%%://*}
-  remoted "$url" python3 "$here/matmul_train.py" >"$work/mm-facade-$t.log" 2>&1
-  report "matmul_train remoted over $t (NVIDIA's libraries through the driver facade)" $? "$work/mm-facade-$t.log"
+  if [ "${TORCH_FACADE:-1}" = 1 ]; then
+    remoted "$url" python3 "$here/matmul_train.py" >"$work/mm-facade-$t.log" 2>&1
+    report "matmul_train remoted over $t (NVIDIA's libraries through the driver facade)" $? "$work/mm-facade-$t.log"
+  else
+    echo "SKIP matmul_train over $t through the facade (TORCH_FACADE=0)"
+  fi
   LD_PRELOAD_EXTRA=$libs remoted "$url" python3 "$here/matmul_train.py" >"$work/mm-libs-$t.log" 2>&1
   report "matmul_train remoted over $t (Remora's cuBLAS, cuBLASLt, cuRAND)" $? "$work/mm-libs-$t.log"
 done
@@ -70,6 +85,24 @@ for url in "$shm_url" "$tcp_url"; do
   t=${url%%://*}
   LD_PRELOAD_EXTRA=$libs remoted "$url" python3 "$here/cuda_graph.py" >"$work/graph-$t.log" 2>&1
   report "cuda_graph remoted over $t (capture, 100 replays checked against eager)" $? "$work/graph-$t.log"
+done
+
+# torch_libs.py (conv2d forward and backward, fft2, linalg.solve/cholesky, a CNN's training
+# steps): natively, through the driver facade, and with Remora's client libraries, cuDNN, cuFFT
+# and cuSOLVER included, preloaded.
+libs_dnn="$libs $lib/libcudnn.so.9 $lib/libcufft.so.12 $lib/libcusolver.so.12"
+python3 "$here/torch_libs.py" >"$work/libs-native.log" 2>&1
+report "torch_libs native" $? "$work/libs-native.log"
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  if [ "${TORCH_FACADE:-1}" = 1 ]; then
+    remoted "$url" python3 "$here/torch_libs.py" >"$work/libs-facade-$t.log" 2>&1
+    report "torch_libs remoted over $t (NVIDIA's libraries through the driver facade)" $? "$work/libs-facade-$t.log"
+  else
+    echo "SKIP torch_libs over $t through the facade (TORCH_FACADE=0)"
+  fi
+  LD_PRELOAD_EXTRA=$libs_dnn remoted "$url" python3 "$here/torch_libs.py" >"$work/libs-libs-$t.log" 2>&1
+  report "torch_libs remoted over $t (Remora's cuBLAS, cuBLASLt, cuRAND, cuDNN, cuFFT, cuSOLVER)" $? "$work/libs-libs-$t.log"
 done
 
 declare -A res

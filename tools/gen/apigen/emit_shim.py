@@ -149,7 +149,7 @@ def emit_core(lib, libs):
                         out.append("  (void)%s;\n" % p.name)
                     out.append('  (void)remora::shim::NotSupported(remora::Domain::k%s, %s, "%s");\n' % (_dom(lib), st["unsupported"], n))
                     if e.ret != "void":
-                        out.append("  return %s{};\n" % e.ret)
+                        out.append("  return {};\n")
                     out.append("}\n")
                     continue
                 if e.signed:

@@ -4,7 +4,10 @@ implementation of the library's table, which answers with known bytes; the test 
 every argument arrived intact and every result came back intact.
 
 Library objects (roles.LIB_KINDS) come from the entry that creates their kind, called once
-per test binary (a fresh one for an entry that destroys its object)."""
+per test binary (a fresh one for an entry that destroys its object). Entries whose worker
+hooks do more than a call (wcall), or whose device extents the worker asks the library for
+(wsize=F(x, ...)), are not covered here: the recording library cannot answer like the real
+one; their GPU tests cover them."""
 import re
 
 import emit_worker
@@ -44,6 +47,10 @@ def _covered(e, creators):
         return False  # hand-written ends have hand-written tests
     if any(p.role in ("array", "outarray") and "handle" in p.args for p in e.params):
         return False  # handle arrays need live objects of their kind
+    # An extent the worker asks the library for (cuDNN's tensor sizes): the recording library
+    # answers patterns, not sizes; such entries are covered by their GPU tests.
+    if any(p.role == "devptr" and "(x," in str(p.args.get("wsize", "")) for p in e.params):
+        return False
     for p in e.params:
         if p.role == "handle":
             k = _kind_of(p)
@@ -189,7 +196,7 @@ def _decls(e, fresh_destroyed=True):
             raise SystemExit("emit_tests: role %s has no sample" % r)
         if e.cls != "wait" and r == "inout":
             recorded.append("expected.Add(%s_sent.data(), %s_sent.size());" % (n, n))
-        elif e.cls != "wait" and r in RECORDED:
+        elif e.cls != "wait" and r in RECORDED and _record_stmt(e, p, i) is not None:
             recorded.append(_record_stmt(e, p, i).replace("rec.Add(", "expected.Add("))
     return decls, recorded, checks
 
@@ -230,6 +237,9 @@ def _memo_test(lib, e, entries, creators):
         for d in sdecls:
             if d.startswith("%s %s = " % (sp.ctype, sp.name)):
                 d = "%s %s = changed;" % (sp.ctype, sp.name)
+            # Other values than the setter's own round-trip test gave the shared object, so
+            # the changed content is one no earlier test asked about.
+            d = re.sub(r"Sample<(.+?)>\((\d+)\)", lambda m: "Sample<%s>(%d)" % (m.group(1), int(m.group(2)) + 1000), d)
             out.append("      %s\n" % d)
         sargs = "".join(", %s" % q.name for q in s.params)
         out.append('      ASSERT_TRUE(gen::%s::%s(shim::CallCtx{false, "%s"}%s).ok());\n' % (lib.name, s.name, s.name, sargs))
@@ -286,7 +296,7 @@ def emit_roundtrip(lib):
         out.append("// A %s, made by %s.\n" % (kind, e.name))
         out.append("template <typename T>\nT Fresh%s() {\n" % kind)
         for d in decls:
-            out.append("  %s\n" % d)
+            out.append("  %s\n" % d.replace("= DevPtr<", "= SharedDevPtr<"))
         out.append('  Status st = gen::%s::%s(shim::CallCtx{false, "fixture"}%s);\n' % (lib.name, e.name, args))
         out.append("  EXPECT_TRUE(st.ok()) << st.ToString();\n")
         out.append("  return static_cast<T>(%s_v);\n}\n" % target.name)

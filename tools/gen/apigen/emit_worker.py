@@ -130,6 +130,9 @@ def emit_api_cc(lib, include_dirs):
     out.append("\n%s Api::NotSupported(const char*) { return %s; }\n\n" % (st["type"], st["unsupported"]))
     for e in called(lib):
         params = ", ".join(p.ctype for p in e.params)
+        if e.ret == "void":  # (wapi) nothing to answer
+            out.append('void Api::%s(%s) {}\n' % (e.name, params))
+            continue
         if e.ret != st["type"]:  # a version query (wapi): the type's zero
             out.append('%s Api::%s(%s) { return %s{}; }\n' % (e.ret, e.name, params, e.ret))
             continue
@@ -152,6 +155,9 @@ def emit_api_cc(lib, include_dirs):
     for e in called(lib):
         params = ", ".join("%s %s" % (p.ctype, p.name) for p in e.params)
         args = ", ".join(p.name for p in e.params)
+        if e.ret == "void":
+            out.append('void DlApi::%s(%s) { if (p_%s) p_%s(%s); }\n' % (e.name, params, e.name, e.name, args))
+            continue
         fallback = '%s{}' % e.ret if e.ret != st["type"] else 'NotSupported("%s")' % e.name
         out.append('%s DlApi::%s(%s) { return p_%s ? p_%s(%s) : %s; }\n'
                    % (e.ret, e.name, params, e.name, e.name, args, fallback))

@@ -133,9 +133,10 @@ class Library:
 
 
 # Names the generated code uses for its own locals (the call `c`, its reader `r`, the worker's
-# context `x`, a result `st`...): a parameter so named (BLAS's x, c, s...) is renamed with a
-# trailing underscore, in its role expressions too. Parameter names are not part of the ABI.
-RESERVED = {"c", "r", "x", "st", "cc", "u", "b", "h", "v", "el", "a", "measure0", "rec", "expected", "api"}
+# context `x`, a result `st`, the forwarders' table `T()`...): a parameter so named (BLAS's x,
+# c, s..., cuSOLVER's T) is renamed with a trailing underscore, in its role expressions too.
+# Parameter names are not part of the ABI.
+RESERVED = {"c", "r", "x", "st", "cc", "u", "b", "h", "v", "el", "a", "measure0", "rec", "expected", "api", "T"}
 
 
 def _rename_reserved(e):

@@ -161,7 +161,9 @@ def client_decode(e, p):
             return ["{ auto v = r.Get<%s>(); if (%s) *%s = v; }" % (p.pointee, n, n)]
         return ["*%s = r.Get<%s>();" % (n, p.pointee)]
     if r == "inout" and "size" in p.args:
-        return ["if (%s) r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, n, p.args["size"])]
+        # (A NULL array still gets its bytes in the reply: skipped.)
+        return ["if (%s) r.GetArray(%s, static_cast<uint64_t>(%s), 1); else { std::vector<std::byte> skip; (void)r.GetArray(&skip); }"
+                % (n, n, p.args["size"])]
     if r == "inout":
         return ["{ auto v = r.Get<%s>(); if (%s) *%s = v; }" % (p.pointee, n, n)]
     if r == "outarray":

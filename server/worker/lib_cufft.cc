@@ -1,0 +1,155 @@
+#include "worker/lib_cufft.h"
+
+#include <vector>
+
+#include "blas_hooks.h"
+#include "cufft_api.h"
+#include "worker/api_op.h"
+
+namespace remora::worker::gen::cufft {
+namespace {
+
+struct FftShape final : LibExtra {
+  uint64_t in = 0, out = 0;
+};
+
+constexpr uint64_t kHuge = ~0ull >> 1;  // an extent no allocation has: the check refuses it
+
+// Bytes one side of a transform spans: `batch` arrays of the logical dimensions `m` laid out
+// in `embed` (contiguous when there is none: cuFFT then ignores stride and distance).
+uint64_t Extent(const std::vector<long long>& m, const long long* embed, long long stride, long long dist, long long batch,
+                size_t elem) {
+  if (m.empty() || batch <= 0 || elem == 0) return 0;
+  unsigned __int128 last = 0;  // the highest element index touched
+  if (embed == nullptr) {
+    unsigned __int128 per = 1;
+    for (long long d : m) {
+      if (d <= 0) return 0;
+      per *= static_cast<unsigned long long>(d);
+      if (per > kHuge) return kHuge;
+    }
+    last = per * static_cast<unsigned long long>(batch) - 1;
+  } else {
+    if (stride <= 0 || dist < 0) return kHuge;
+    unsigned __int128 inner = 0, scale = 1;
+    for (size_t d = m.size(); d-- > 0;) {
+      if (m[d] <= 0) return 0;
+      inner += static_cast<unsigned __int128>(m[d] - 1) * scale;
+      long long e = embed[d];
+      scale *= static_cast<unsigned long long>(e > 0 ? e : 1);
+      if (inner > kHuge || scale > kHuge) return kHuge;
+    }
+    last = static_cast<unsigned __int128>(batch - 1) * static_cast<unsigned long long>(dist) +
+           inner * static_cast<unsigned long long>(stride);
+  }
+  unsigned __int128 bytes = (last + 1) * elem;
+  return bytes > kHuge ? kHuge : static_cast<uint64_t>(bytes);
+}
+
+// in/out element bytes and which side is the halved complex one (-1 none, 0 input, 1 output).
+struct Types {
+  size_t in = 0, out = 0;
+  int halved = -1;
+};
+
+Types Of(cufftType t) {
+  switch (t) {
+    case CUFFT_C2C: return {8, 8, -1};
+    case CUFFT_Z2Z: return {16, 16, -1};
+    case CUFFT_R2C: return {4, 8, 1};
+    case CUFFT_D2Z: return {8, 16, 1};
+    case CUFFT_C2R: return {8, 4, 0};
+    case CUFFT_Z2D: return {16, 8, 0};
+    default: return {};
+  }
+}
+
+Types Of(cudaDataType in, cudaDataType out) {
+  Types t{api::blas::TypeBytes(in), api::blas::TypeBytes(out), -1};
+  bool ci = api::blas::IsComplex(in), co = api::blas::IsComplex(out);
+  if (!ci && co) t.halved = 1;
+  if (ci && !co) t.halved = 0;
+  return t;
+}
+
+Status Record(LibObject* plan, const std::vector<long long>& n, const long long* inembed, long long istride, long long idist,
+              const long long* onembed, long long ostride, long long odist, long long batch, Types t) {
+  auto side = [&](int which) {
+    std::vector<long long> m = n;
+    if (t.halved == which && !m.empty()) m.back() = m.back() / 2 + 1;
+    return which == 0 ? Extent(m, inembed, istride, idist, batch, t.in) : Extent(m, onembed, ostride, odist, batch, t.out);
+  };
+  auto& s = plan->Extra<FftShape>();
+  s.in = side(0);
+  s.out = side(1);
+  return Status::Ok();
+}
+
+template <typename I>
+std::vector<long long> Wide(const I* p, int rank) {
+  std::vector<long long> v;
+  for (int i = 0; p != nullptr && i < rank; i++) v.push_back(static_cast<long long>(p[i]));
+  return v;
+}
+
+template <typename I>
+Status RecordMany(LibObject* plan, int rank, const I* n, const I* inembed, long long istride, long long idist, const I* onembed,
+                  long long ostride, long long odist, long long batch, Types t) {
+  auto ie = Wide(inembed, rank), oe = Wide(onembed, rank);
+  return Record(plan, Wide(n, rank), inembed ? ie.data() : nullptr, istride, idist, onembed ? oe.data() : nullptr, ostride, odist,
+                batch, t);
+}
+
+const FftShape* ShapeOf(const LibObject* plan) {
+  return plan == nullptr ? nullptr : dynamic_cast<const FftShape*>(plan->extra.get());
+}
+
+}  // namespace
+
+uint64_t PlanInBytes(OpContext&, const LibObject* plan) {
+  const FftShape* s = ShapeOf(plan);
+  return s ? s->in : 0;
+}
+uint64_t PlanOutBytes(OpContext&, const LibObject* plan) {
+  const FftShape* s = ShapeOf(plan);
+  return s ? s->out : 0;
+}
+uint64_t PlanWorkBytes(OpContext& x, const LibObject* plan) {
+  size_t n = 0;
+  if (plan == nullptr || x.Library<Api>().cufftGetSize(plan->As<cufftHandle>(), &n) != CUFFT_SUCCESS) return 0;
+  return n;
+}
+
+Status Shape1d(OpContext&, LibObject* plan, int nx, cufftType type, int batch, size_t*) {
+  return Record(plan, {nx}, nullptr, 1, 0, nullptr, 1, 0, batch, Of(type));
+}
+Status Shape2d(OpContext&, LibObject* plan, int nx, int ny, cufftType type, size_t*) {
+  return Record(plan, {nx, ny}, nullptr, 1, 0, nullptr, 1, 0, 1, Of(type));
+}
+Status Shape3d(OpContext&, LibObject* plan, int nx, int ny, int nz, cufftType type, size_t*) {
+  return Record(plan, {nx, ny, nz}, nullptr, 1, 0, nullptr, 1, 0, 1, Of(type));
+}
+Status ShapeMany(OpContext&, LibObject* plan, int rank, int* n, int* inembed, int istride, int idist, int* onembed, int ostride,
+                 int odist, cufftType type, int batch, size_t*) {
+  return RecordMany(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, batch, Of(type));
+}
+Status ShapeMany64(OpContext&, LibObject* plan, int rank, long long* n, long long* inembed, long long istride, long long idist,
+                   long long* onembed, long long ostride, long long odist, cufftType type, long long batch, size_t*) {
+  return RecordMany(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, batch, Of(type));
+}
+Status ShapeXtMany(OpContext&, LibObject* plan, int rank, long long* n, long long* inembed, long long istride, long long idist,
+                   cudaDataType itype, long long* onembed, long long ostride, long long odist, cudaDataType otype, long long batch,
+                   size_t*, cudaDataType) {
+  return RecordMany(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, batch, Of(itype, otype));
+}
+Status Shape1dNew(OpContext& x, LibObject* plan, int nx, cufftType type, int batch) { return Shape1d(x, plan, nx, type, batch, nullptr); }
+Status Shape2dNew(OpContext& x, LibObject* plan, int nx, int ny, cufftType type) { return Shape2d(x, plan, nx, ny, type, nullptr); }
+Status Shape3dNew(OpContext& x, LibObject* plan, int nx, int ny, int nz, cufftType type) {
+  return Shape3d(x, plan, nx, ny, nz, type, nullptr);
+}
+Status ShapeManyNew(OpContext& x, LibObject* plan, int rank, int* n, int* inembed, int istride, int idist, int* onembed, int ostride,
+                    int odist, cufftType type, int batch) {
+  return ShapeMany(x, plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, nullptr);
+}
+
+}  // namespace remora::worker::gen::cufft
