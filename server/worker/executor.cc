@@ -388,7 +388,19 @@ Result<bool> Executor::DispatchFrames() {
 Result<bool> Executor::PollPending() {
   bool progressed = false;
   for (auto it = pending_.begin(); it != pending_.end();) {
-    ASSIGN_OR_RETURN(bool done, (*it)->Poll(*this));
+    Result<bool> polled = (*it)->Poll(*this);
+    if (!polled.ok()) {
+      // The connection's own failures end the session; any other fails the op's call alone.
+      Status error = polled.take_status();
+      if (error.code() == Err::kDevicesUnavailable) return error;
+      std::unique_ptr<PendingOp> rest = (*it)->Recover(*this, error);
+      if (rest == nullptr) return error;
+      LOG_WARN("session {}: a transfer failed, its call fails and the session goes on: {}", config_.session_id, error.ToString());
+      *it = std::move(rest);
+      progressed = true;
+      continue;  // polled again at once: it may finish now
+    }
+    bool done = *polled;
     if (done) {
       it = pending_.erase(it);
       progressed = true;

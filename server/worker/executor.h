@@ -83,8 +83,18 @@ struct OpTable;
 class PendingOp {
  public:
   virtual ~PendingOp() = default;
-  // Advances; true once finished (its reply, if any, posted). An error ends the session.
+  // Advances; true once finished (its reply, if any, posted). An error ends the session
+  // unless Recover gives the op that finishes the call in its place.
   virtual Result<bool> Poll(Executor& ex) = 0;
+  // Poll failed with `error` while the connection still works (a staging allocation refused
+  // mid-transfer, say): the op gives back what it owns and returns the op that finishes its
+  // call alone - it consumes the rest of the request's bulk, so the transport stays in step
+  // with the client, and answers `error` - or nullptr when it cannot (the session ends).
+  virtual std::unique_ptr<PendingOp> Recover(Executor& ex, const Status& error) {
+    (void)ex;
+    (void)error;
+    return nullptr;
+  }
   // Later requests must wait (stream order across a transfer that is only partly issued).
   // The executor keeps reading frames meanwhile and runs control requests at once.
   virtual bool HoldsQueue() const { return false; }

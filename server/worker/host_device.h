@@ -27,6 +27,11 @@ class EmulatedDevice {
   // Device memory for a library's own use (the caller charges it).
   virtual Result<DevPtr> Alloc(size_t bytes) = 0;
   virtual Status Free(DevPtr p) = 0;
+  // The emulated cuBLAS's live handles: a cublasHandle_t serves as a cublasLtHandle_t (the
+  // real cuBLAS holds a cuBLASLt context in it and documents the cast), so the emulated
+  // cuBLASLt accepts them. Thread-safe.
+  virtual void NoteBlasHandle(const void* handle, bool live) = 0;
+  virtual bool IsBlasHandle(const void* handle) = 0;
 };
 
 // The host backend's emulation of a math library (its gen::<lib>::Api, as a shared_ptr<void>

@@ -379,6 +379,15 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status Synchronize(DStream s) override { return StreamSynchronize(s); }
   Result<DevPtr> Alloc(size_t bytes) override { return MemAlloc(bytes); }
   Status Free(DevPtr p) override { return MemFree(p); }
+  void NoteBlasHandle(const void* handle, bool live) override {
+    std::lock_guard<std::mutex> lock(blas_handles_mu_);
+    if (live) blas_handles_.insert(handle);
+    else blas_handles_.erase(handle);
+  }
+  bool IsBlasHandle(const void* handle) override {
+    std::lock_guard<std::mutex> lock(blas_handles_mu_);
+    return blas_handles_.count(handle) != 0;
+  }
 
   // ---- HostMemory (the virtual memory API's emulation) ----
   int CurrentDevice() const override { return current_; }
@@ -521,6 +530,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   }
 
  private:
+  std::mutex blas_handles_mu_;
+  std::set<const void*> blas_handles_;  // NoteBlasHandle
+
   // The emulated stream behind a handle; nullptr is the current device's legacy stream.
   Result<std::shared_ptr<EmuStream>> Stream(DStream s) {
     if (s == nullptr) {

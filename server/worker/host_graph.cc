@@ -287,7 +287,10 @@ std::unique_ptr<EmuGraph> HostGraphs::CopyGraph(const EmuGraph& g, EmuNode* owne
     c->origin = n.get();
     (void)Fill(c.get(), n->params);
     if (n->child) c->child = CopyGraph(*n->child, c.get());
-    for (const auto& b : n->bodies) c->bodies.push_back(CopyGraph(*b, c.get()));
+    for (const auto& b : n->bodies) {
+      c->bodies.push_back(CopyGraph(*b, c.get()));
+      c->body_handles.push_back(reinterpret_cast<CUgraph>(c->bodies.back().get()));
+    }
     map[n.get()] = c.get();
     copy->nodes.push_back(std::move(c));
   }
@@ -356,12 +359,15 @@ CUresult HostGraphs::AddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* dep
     if (!Known(p->graph.graph)) return CUDA_ERROR_INVALID_VALUE;
     node->child = CopyGraph(*G(p->graph.graph), node.get());
   } else if (p->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
-    if (!cond_handles_.count(p->conditional.handle) || p->conditional.phGraph_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    // As the driver: phGraph_out comes back pointing at an array the node owns (whatever the
+    // caller put there is not written through).
+    if (!cond_handles_.count(p->conditional.handle) || p->conditional.size == 0) return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < p->conditional.size; i++) {
       node->bodies.push_back(std::make_unique<EmuGraph>());
       node->bodies.back()->owner = node.get();
-      p->conditional.phGraph_out[i] = reinterpret_cast<CUgraph>(node->bodies.back().get());
+      node->body_handles.push_back(reinterpret_cast<CUgraph>(node->bodies.back().get()));
     }
+    p->conditional.phGraph_out = node->body_handles.data();
   } else if (p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
     auto dptr = host_.Allocate(p->alloc.bytesize);
     if (!dptr.ok()) return R(dptr.status());

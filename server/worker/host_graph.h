@@ -52,6 +52,7 @@ struct EmuNode {
   std::vector<CUmemAccessDesc> access;
   std::unique_ptr<EmuGraph> child;          // a child graph node's own graph
   std::vector<std::unique_ptr<EmuGraph>> bodies;  // a conditional node's
+  std::vector<CUgraph> body_handles;              // the same, as the array cuGraphAddNode returns
   CUkernelNodeAttrValue attrs[32] = {};
   bool enabled = true;
   EmuNode* origin = nullptr;                // in a clone or an instantiation: the node copied

@@ -65,18 +65,23 @@ class HostCublas final : public gen::cublas::Api {
  public:
   explicit HostCublas(EmulatedDevice& d) : d_(d) {}
   ~HostCublas() override {
-    for (EmuBlas* b : handles_) delete b;
+    for (EmuBlas* b : handles_) {
+      d_.NoteBlasHandle(b, false);
+      delete b;
+    }
   }
 
   cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) override {
     auto* b = new EmuBlas;
     handles_.insert(b);
+    d_.NoteBlasHandle(b, true);
     *handle = reinterpret_cast<cublasHandle_t>(b);
     return CUBLAS_STATUS_SUCCESS;
   }
   cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) override {
     auto* b = reinterpret_cast<EmuBlas*>(handle);
     if (handles_.erase(b) == 0) return CUBLAS_STATUS_NOT_INITIALIZED;
+    d_.NoteBlasHandle(b, false);
     delete b;
     return CUBLAS_STATUS_SUCCESS;
   }

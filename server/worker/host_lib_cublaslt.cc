@@ -183,7 +183,7 @@ class HostCublasLt final : public gen::cublasLt::Api {
                                                 cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd,
                                                 cublasLtMatmulPreference_t p, int requested,
                                                 cublasLtMatmulHeuristicResult_t* results, int* returned) override {
-    if (!Of<EmuLt>(handles_, h) || !Of<EmuDesc>(descs_, d) || !Of<EmuLayout>(layouts_, a) || !Of<EmuLayout>(layouts_, b) ||
+    if (!Handle(h) || !Of<EmuDesc>(descs_, d) || !Of<EmuLayout>(layouts_, a) || !Of<EmuLayout>(layouts_, b) ||
         !Of<EmuLayout>(layouts_, c) || !Of<EmuLayout>(layouts_, dd) || !Of<EmuPref>(prefs_, p))
       return CUBLAS_STATUS_NOT_INITIALIZED;
     if (requested <= 0) return CUBLAS_STATUS_INVALID_VALUE;
@@ -201,7 +201,7 @@ class HostCublasLt final : public gen::cublasLt::Api {
     auto* desc = Of<EmuDesc>(descs_, dsc);
     auto *al = Of<EmuLayout>(layouts_, Al), *bl = Of<EmuLayout>(layouts_, Bl), *cl = Of<EmuLayout>(layouts_, Cl),
          *dl = Of<EmuLayout>(layouts_, Dl);
-    if (!Of<EmuLt>(handles_, h) || !desc || !al || !bl || !cl || !dl) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!Handle(h) || !desc || !al || !bl || !cl || !dl) return CUBLAS_STATUS_NOT_INITIALIZED;
     auto scale = static_cast<cudaDataType>(desc->a.Get<int32_t>(CUBLASLT_MATMUL_DESC_SCALE_TYPE, CUDA_R_32F));
     int32_t mode = desc->a.Get<int32_t>(CUBLASLT_MATMUL_DESC_POINTER_MODE, CUBLASLT_POINTER_MODE_HOST);
     bool ta = desc->a.Get<int32_t>(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N) != CUBLAS_OP_N;
@@ -284,6 +284,8 @@ class HostCublasLt final : public gen::cublasLt::Api {
     delete o;
     return CUBLAS_STATUS_SUCCESS;
   }
+  // Its own handles, and the emulated cuBLAS's (a cublasHandle_t serves as a cublasLtHandle_t).
+  bool Handle(cublasLtHandle_t h) { return Of<EmuLt>(handles_, h) != nullptr || d_.IsBlasHandle(h); }
   template <typename T, typename H>
   T* Of(std::set<T*>& set, H h) {
     auto* o = reinterpret_cast<T*>(h);

@@ -27,7 +27,7 @@ LibObject* LibObjects::Add(uint64_t id, HandleKind kind, Domain library, uint64_
 
 Result<LibObject*> LibObjects::Get(uint64_t id, HandleKind kind) {
   LibObject* o = Find(id);
-  if (o == nullptr || o->kind != kind) return Error(Err::kInvalidValue, "0x{:x} is not a {} of this session", id, HandleKindName(kind));
+  if (o == nullptr || !HandleKindServes(o->kind, kind)) return Error(Err::kInvalidValue, "0x{:x} is not a {} of this session", id, HandleKindName(kind));
   return o;
 }
 

@@ -207,6 +207,9 @@ Status DecodeNodeParams(OpContext& x, NodeParams* np) {
       p.conditional.type = static_cast<CUgraphConditionalNodeType>(x.in().Get<uint32_t>());
       p.conditional.size = x.in().Get<uint32_t>();
       if (p.conditional.size == 0 || p.conditional.size > 1024) return Error(Err::kInvalidValue, "a conditional node of {} bodies", p.conditional.size);
+      // The driver answers with an array of its own (phGraph_out is CUDA-owned and set by
+      // cuGraphAddNode; the bodies are read from where it points afterwards, Adopted). This
+      // array only serves a driver that fills the caller's.
       np->bodies.assign(p.conditional.size, nullptr);
       p.conditional.phGraph_out = np->bodies.data();
       RETURN_IF_ERROR(x.Ready());
@@ -226,8 +229,12 @@ Status Adopted(OpContext& x, uint64_t graph_id, NodeParams& np) {
   Executor& ex = x.executor();
   for (const HostBinding& b : np.bindings) g.Bind(graph_id, b);
   if (np.p.type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+    const CUgraph* bodies = np.p.conditional.phGraph_out;
+    if (bodies == nullptr) return Error(Err::kUnknown, "cuGraphAddNode made a conditional node but returned no body graphs");
+    for (size_t i = 0; i < np.bodies.size(); i++)
+      if (bodies[i] == nullptr) return Error(Err::kUnknown, "cuGraphAddNode returned no body graph {} of a conditional node", i);
     x.out().Put<uint64_t>(np.bodies.size());
-    for (CUgraph body : np.bodies) x.out().Put<uint64_t>(g.AdoptGraph(body, x.gpu(), graph_id, false));
+    for (size_t i = 0; i < np.bodies.size(); i++) x.out().Put<uint64_t>(g.AdoptGraph(bodies[i], x.gpu(), graph_id, false));
   }
   if (np.p.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
     // The graph's memory: usable by the session's calls while the graph lives, charged to

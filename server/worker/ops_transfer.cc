@@ -96,6 +96,18 @@ class HtoDOp final : public PendingOp {
     }
   }
 
+  // The rest of the call goes on as a drain: the DMAs issued so far finish as before (never
+  // waited for here: one may wait on a host function that waits on the client), the bytes
+  // still to come are read and dropped, and the call answers its first error.
+  std::unique_ptr<PendingOp> Recover(Executor& ex, const Status& error) override {
+    (void)ex;
+    if (draining_) return nullptr;
+    auto rest = std::make_unique<HtoDOp>(std::move(*this));
+    rest->draining_ = true;
+    if (rest->error_.ok()) rest->error_ = error;
+    return rest;
+  }
+
   Result<bool> Poll(Executor& ex) override {
     if (!started_) {
       started_ = true;
@@ -108,6 +120,10 @@ class HtoDOp final : public PendingOp {
       ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.PollBulk());
       if (!c) break;
       received_ += c->size;
+      if (draining_) {
+        ex.ReleaseBulk(*c);
+        continue;
+      }
       Item item{*c, nullptr, nullptr, false};
       const std::byte* src = c->data;
       if (spill_ != nullptr) {
@@ -179,6 +195,7 @@ class HtoDOp final : public PendingOp {
   uint64_t total_, received_ = 0;
   int holds_transport_chunks_ = 0;
   bool started_ = false;
+  bool draining_ = false;       // failed part-way: the rest of the bulk is dropped (Recover)
   std::byte* spill_ = nullptr;  // pinned, owned
   std::deque<Item> inflight_;
   Status error_;

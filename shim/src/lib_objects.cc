@@ -22,7 +22,7 @@ void LibObjects::Remove(uint64_t id) {
 Result<LibObjectView> LibObjects::Get(uint64_t id, HandleKind kind) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(id);
-  if (it == objects_.end() || it->second.kind != kind)
+  if (it == objects_.end() || !HandleKindServes(it->second.kind, kind))
     return Error(Err::kInvalidResourceHandle, "0x{:x} is not a live {} of this process", id, HandleKindName(kind));
   return it->second;
 }

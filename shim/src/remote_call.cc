@@ -66,7 +66,7 @@ Status RemoteCall::DevPtr(uint64_t ptr, uint64_t bytes) {
   return Status::Ok();
 }
 
-Status RemoteCall::Object(HandleKind kind, uint64_t id, bool nullable) {
+Status RemoteCall::Object(HandleKind kind, uint64_t id, bool nullable, bool ends) {
   if (id == 0) {
     if (!nullable) return Error(Err::kInvalidResourceHandle, "{}: the {} is NULL", cc_.name, HandleKindName(kind));
     args_.Put<uint64_t>(0);
@@ -74,6 +74,8 @@ Status RemoteCall::Object(HandleKind kind, uint64_t id, bool nullable) {
   }
   auto o = Process::Get().lib_objects().Get(id, kind);
   if (!o.ok()) return Error(Err::kInvalidResourceHandle, "{}: {}", cc_.name, o.status().message());
+  if (ends && o->kind != kind)
+    return Error(Err::kInvalidResourceHandle, "{}: 0x{:x} is a {}, not a {}", cc_.name, id, HandleKindName(o->kind), HandleKindName(kind));
   if (device_ < 0) device_ = o->device;
   objects_.push_back(ObjectArg{args_.bytes().size(), id, o->content});
   args_.Put<uint64_t>(id);

@@ -49,8 +49,9 @@ class RemoteCall {
 
   // ---- math-library objects (lib_objects.h) ----------------------------------------------
   // A live object of `kind` of this process (0 only if nullable); its device decides the
-  // call's device unless an earlier argument did.
-  Status Object(HandleKind kind, uint64_t id, bool nullable);
+  // call's device unless an earlier argument did. An object of another kind that serves as
+  // `kind` (HandleKindServes) is accepted unless `ends` (the call ends the object).
+  Status Object(HandleKind kind, uint64_t id, bool nullable, bool ends = false);
   // Mints the id of the object this call creates and sends it.
   uint64_t NewObject(HandleKind kind);
   // After the call went out: the object it created exists (on the call's device), it ended

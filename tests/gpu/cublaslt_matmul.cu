@@ -4,9 +4,11 @@
 // two with beta; descriptors, layouts and preferences made afresh for each matmul (as
 // PyTorch does), the algorithm from cublasLtMatmulAlgoGetHeuristic with a workspace; the
 // attributes read back. Under Remora, a bias pointer the application never allocated is
-// refused. No kernels of its own (runs on the host-emulated backend in CI too).
+// refused. torch.nn.functional.linear's call sequence (PyTorch's gemm_and_bias), whose
+// cuBLASLt handle is its cuBLAS handle. No kernels of its own (runs on the host-emulated backend in CI too).
 #define GPU_TEST_NAME "cublaslt_matmul"
 #include <cublasLt.h>
+#include <cublas_v2.h>
 
 #include <cmath>
 #include <vector>
@@ -148,6 +150,95 @@ void Case(const char* what, const Matmul& mm, double alpha, double beta, double 
   gpu_test::info("%s: %dx%dx%d x%d matches the CPU", what, mm.m, mm.n, mm.k, mm.batch);
 }
 
+// Alignment of an address in bytes, at most 256 (what PyTorch asks cuBLASLt to assume).
+uint32_t AlignmentOf(const void* p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+// torch.nn.functional.linear(inp, w, bias) in fp32 (inp 32x48, w 64x48, bias 64) the way
+// PyTorch 2.11's gemm_and_bias calls cuBLASLt: the cuBLAS handle cast to a cuBLASLt handle,
+// a descriptor, layouts and a preference made per call, the workspace size as a size_t, the
+// four minimum alignments as uint32_t, one algorithm asked for with C passed as D, beta 0 and
+// the bias epilogue, D written over C in place.
+void TorchLinear(cublasHandle_t blas) {
+  const int rows = 32, in = 48, out = 64;  // inp rows x in, w out x in, result rows x out
+  gpu_test::Rng rng(0x7041);
+  std::vector<float> inp(rows * in), w(out * in), bias(out);
+  for (auto* v : {&inp, &w, &bias})
+    for (auto& x : *v) x = static_cast<float>(rng.range(-8, 8) / 4.0);
+  float *dinp, *dw, *dbias, *dres;
+  CK(cudaMalloc(&dinp, inp.size() * 4));
+  CK(cudaMalloc(&dw, w.size() * 4));
+  CK(cudaMalloc(&dbias, bias.size() * 4));
+  CK(cudaMalloc(&dres, size_t(rows) * out * 4));
+  CK(cudaMemcpy(dinp, inp.data(), inp.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dw, w.data(), w.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dbias, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemset(dres, 0, size_t(rows) * out * 4));
+  const size_t ws_size = 1 << 20;
+  void* ws;
+  CK(cudaMalloc(&ws, ws_size));
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CB(cublasSetStream(blas, stream));
+
+  // addmm(bias, inp, w^T): m = out, n = rows, k = in; mat1 = w transposed, mat2 = inp.
+  const int64_t m = out, n = rows, k = in;
+  float alpha = 1.0f, beta = 0.0f;  // the bias comes in through the epilogue
+  cublasLtMatmulPreference_t preference;
+  CB(cublasLtMatmulPreferenceCreate(&preference));
+  cublasLtMatmulDesc_t computeDesc;
+  CB(cublasLtMatmulDescCreate(&computeDesc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
+  CB(cublasLtMatmulDescSetAttribute(computeDesc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
+  CB(cublasLtMatmulDescSetAttribute(computeDesc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  CB(cublasLtMatmulDescSetAttribute(computeDesc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  const float* bias_ptr = dbias;
+  CB(cublasLtMatmulDescSetAttribute(computeDesc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
+  cublasLtMatrixLayout_t Adesc, Bdesc, Cdesc;
+  CB(cublasLtMatrixLayoutCreate(&Adesc, CUDA_R_32F, k, m, k));  // transposed: rows and columns swap
+  CB(cublasLtMatrixLayoutCreate(&Bdesc, CUDA_R_32F, k, n, k));
+  CB(cublasLtMatrixLayoutCreate(&Cdesc, CUDA_R_32F, m, n, m));
+  size_t ws_pref = ws_size;
+  CB(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_pref, sizeof(ws_pref)));
+  uint32_t a_align = AlignmentOf(dw), b_align = AlignmentOf(dinp), c_align = AlignmentOf(dres), d_align = AlignmentOf(dbias);
+  CB(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_align, sizeof(a_align)));
+  CB(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_align, sizeof(b_align)));
+  CB(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c_align, sizeof(c_align)));
+  CB(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d_align, sizeof(d_align)));
+  cublasLtMatmulHeuristicResult_t heuristicResult = {};
+  int returnedResult = 0;
+  auto ltHandle = reinterpret_cast<cublasLtHandle_t>(blas);
+  CB(cublasLtMatmulAlgoGetHeuristic(ltHandle, computeDesc, Adesc, Bdesc, Cdesc, Cdesc, preference, 1, &heuristicResult,
+                                    &returnedResult));
+  if (returnedResult == 0) fail("torch linear: no algorithm");
+  CB(cublasLtMatmul(ltHandle, computeDesc, &alpha, dw, Adesc, dinp, Bdesc, &beta, dres, Cdesc, dres, Cdesc,
+                    &heuristicResult.algo, ws, ws_size, stream));
+  CK(cudaStreamSynchronize(stream));
+  std::vector<float> res(size_t(rows) * out);
+  CK(cudaMemcpy(res.data(), dres, res.size() * 4, cudaMemcpyDeviceToHost));
+  for (int r = 0; r < rows; r++)
+    for (int o = 0; o < out; o++) {
+      double want = bias[o];
+      for (int l = 0; l < in; l++) want += double(inp[r * in + l]) * w[o * in + l];
+      double got = res[size_t(r) * out + o];
+      if (std::fabs(got - want) > 1e-4 * (1 + std::fabs(want)))
+        fail("torch linear: out[%d][%d] = %g, expected %g", r, o, got, want);
+    }
+  CB(cublasLtMatmulPreferenceDestroy(preference));
+  for (auto l : {Adesc, Bdesc, Cdesc}) CB(cublasLtMatrixLayoutDestroy(l));
+  CB(cublasLtMatmulDescDestroy(computeDesc));
+  CB(cublasSetStream(blas, nullptr));
+  CK(cudaStreamDestroy(stream));
+  for (void* p : {static_cast<void*>(dinp), static_cast<void*>(dw), static_cast<void*>(dbias), static_cast<void*>(dres), ws})
+    CK(cudaFree(p));
+  gpu_test::info("torch linear (32x48 @ (64x48)^T + bias, cuBLAS handle as the cuBLASLt handle) matches the CPU");
+}
+
 }  // namespace
 
 int main() {
@@ -175,6 +266,18 @@ int main() {
     CB(cublasLtMatmulDescDestroy(desc));
   }
   CB(cublasLtDestroy(lt));
+
+  cublasHandle_t blas;
+  CB(cublasCreate(&blas));
+  TorchLinear(blas);
+  TorchLinear(blas);  // again: the heuristic answered from the memo
+  if (OnRemora()) {
+    // A cuBLAS handle serves as a cuBLASLt handle, but cublasLtDestroy does not end it.
+    if (cublasLtDestroy(reinterpret_cast<cublasLtHandle_t>(blas)) == CUBLAS_STATUS_SUCCESS)
+      fail("cublasLtDestroy ended a cuBLAS handle");
+    TorchLinear(blas);
+  }
+  CB(cublasDestroy(blas));
   gpu_test::pass("cublasLtMatmul with bias and relu+bias epilogues, host and device scalars, fp32 and bf16, strided batch match the CPU");
   return 0;
 }

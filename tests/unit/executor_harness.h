@@ -69,7 +69,7 @@ class ExecutorTest : public ::testing::Test {
     driver_ = MakeHostDriver(o);
     auto [r, x] = MakePipeConnectionPair();
     requester_ = std::move(r);
-    exec_conn_ = std::move(x);
+    exec_conn_ = wrap_connection_ ? wrap_connection_(std::move(x)) : std::move(x);
     SessionConfig config;
     config.session_id = 1;
     config.tenant = "t";
@@ -273,6 +273,9 @@ class ExecutorTest : public ::testing::Test {
   uint64_t tag_ = 0;
   bool auto_start_ = true;
   SessionLimits limits_;  // a derived fixture may lower them in its constructor
+  // A derived fixture may put the executor's end of the connection behind a wrapper of its
+  // own (a fault to inject), set in its constructor.
+  std::function<std::unique_ptr<Connection>(std::unique_ptr<Connection>)> wrap_connection_;
 };
 
 }  // namespace remora::worker::unit

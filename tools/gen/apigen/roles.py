@@ -355,7 +355,8 @@ def _client_lib_encode(e, p, err):
     if r == "handle" and is_lib_handle(p):
         kind = _kind(e, p)
         nul = "true" if "nullable" in p.flags else "false"
-        return ["RETURN_IF_ERROR(c.Object(HandleKind::k%s, shim::HandleBits(HandleKind::k%s, %s), %s));" % (kind, kind, n, nul)]
+        ends = ", true" if "destroys" in p.flags else ""
+        return ["RETURN_IF_ERROR(c.Object(HandleKind::k%s, shim::HandleBits(HandleKind::k%s, %s), %s%s));" % (kind, kind, n, nul, ends)]
     if r == "newhandle":
         return ['if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n),
                 "const uint64_t %s_id = c.NewObject(HandleKind::k%s);" % (n, _kind(e, p))]
@@ -398,8 +399,13 @@ def _worker_lib_decode(e, p):
     n, r = p.name, p.role
     if r == "handle" and is_lib_handle(p):
         nul = "true" if "nullable" in p.flags else "false"
-        return ["%s %s{};" % (p.ctype, n), "[[maybe_unused]] LibObject* %s_obj = nullptr;" % n,
-                "RETURN_IF_ERROR(x.Object(HandleKind::k%s, %s, &%s, &%s_obj));" % (_kind(e, p), nul, n, n)]
+        out = ["%s %s{};" % (p.ctype, n), "[[maybe_unused]] LibObject* %s_obj = nullptr;" % n,
+               "RETURN_IF_ERROR(x.Object(HandleKind::k%s, %s, &%s, &%s_obj));" % (_kind(e, p), nul, n, n)]
+        if "destroys" in p.flags:
+            # Only an object's own kind ends it (another kind may serve for it: HandleKindServes).
+            out.append("if (%s_obj != nullptr && %s_obj->kind != HandleKind::k%s) return Error(Err::kInvalidValue, \"%s is not a %s\");"
+                       % (n, n, _kind(e, p), n, _kind(e, p)))
+        return out
     if r == "newhandle":
         return ["const uint64_t %s_id = x.in().Get<uint64_t>();" % n, "%s %s_v{};" % (p.pointee, n)]
     if r == "scalar":

@@ -69,6 +69,14 @@ enum class HandleKind : uint8_t {
 
 const char* HandleKindName(HandleKind kind);
 
+// Whether an object of kind `have` may be passed where a handle of kind `want` is asked for:
+// its own kind, or a cuBLAS handle for a cuBLASLt handle (a cublasHandle_t holds a cuBLASLt
+// context and may be cast to cublasLtHandle_t; PyTorch passes its cuBLAS handle to every
+// cublasLt* call). The library receives the object's own handle, as it would natively.
+constexpr bool HandleKindServes(HandleKind have, HandleKind want) {
+  return have == want || (want == HandleKind::kCublasLtHandle && have == HandleKind::kCublasHandle);
+}
+
 template <typename T>
 class HandleTable {
  public:
