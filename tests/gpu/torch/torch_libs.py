@@ -119,10 +119,12 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     print("  [%s] cuDNN %s, enabled %s" % (NAME, torch.backends.cudnn.version(), torch.backends.cudnn.enabled), flush=True)
-    check("torch_conv2d", lambda: conv2d(dev))
-    check("torch_fft2", lambda: fft2(dev))
-    check("torch_linalg", lambda: linalg(dev))
-    check("torch_train_cnn", lambda: training(dev))
+    # Arguments name the checks to run (all by default), e.g. `torch_libs.py torch_fft2`.
+    only = set(sys.argv[1:])
+    for name, fn in (("torch_conv2d", lambda: conv2d(dev)), ("torch_fft2", lambda: fft2(dev)),
+                     ("torch_linalg", lambda: linalg(dev)), ("torch_train_cnn", lambda: training(dev))):
+        if not only or name in only:
+            check(name, fn)
     if failures:
         print("FAIL %s: %s" % (NAME, ", ".join(failures)))
         sys.exit(1)
