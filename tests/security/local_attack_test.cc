@@ -41,6 +41,10 @@ TEST(WorkerConfinement, WorkersRunConfined) {
   std::string token = s.CreateTenant("alice");
   auto session = RawSession::Open(s.server.Url("shm"), token);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
+  // A reply means the worker serves, which it does only after entering its sandbox (the
+  // handshake's answer can come before that: under load the worker was seen unconfined yet).
+  auto ping = (*session)->Call([](wire::Request::Builder& req) { req.setPing(); });
+  ASSERT_TRUE(ping.ok()) << ping.status().ToString();
   auto pids = WorkerPids(s);
   ASSERT_EQ(pids.size(), 1u);
   pid_t w = pids[0];
