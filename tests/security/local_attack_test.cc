@@ -126,6 +126,8 @@ TEST(WorkerConfinement, AServerWithOnlyTheNeededCapabilitiesSeparatesToo) {
   std::string token = s.CreateTenant("alice");
   auto session = RawSession::Open(s.server.Url("shm"), token);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto ping = (*session)->Call([](wire::Request::Builder& req) { req.setPing(); });  // serving: sandboxed
+  ASSERT_TRUE(ping.ok()) << ping.status().ToString();
   auto pids = WorkerPids(s);
   ASSERT_EQ(pids.size(), 1u);
   pid_t w = pids[0];
