@@ -212,6 +212,8 @@ TEST_F(RemoraFs, TenantLifecycleQuotaAndEvents) {
   EXPECT_NE(log.find("rmdir /tenants/alice: Device or resource busy"), std::string::npos) << log;
   EXPECT_NE(log.find("mkdir /tenants/Bad Name: Invalid argument"), std::string::npos) << log;
 
+  // app_quota has exited, but the server may still be ending its session.
+  EXPECT_TRUE(Eventually([&] { return ListDir(P("tenants/alice/sessions")).empty(); }));
   ASSERT_EQ(::rmdir(P("tenants/alice").c_str()), 0) << std::strerror(errno) << "\n" << Log();
   EXPECT_EQ(ListDir(P("tenants")), std::vector<std::string>{});
   r = s_.Ctl({"--json", "tenant", "list"});
