@@ -29,6 +29,8 @@ PKGS=(
   # Robustness stages (tools/robustness.sh): clang builds with ASan+UBSan and TSan, and the
   # libFuzzer targets; libclang-rt-dev has libFuzzer and the sanitizer runtimes.
   clang libclang-rt-dev
+  # integration.exit_calls runs an application under memcheck.
+  valgrind
 )
 
 missing=()

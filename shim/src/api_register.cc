@@ -9,6 +9,7 @@
 #include "registry.h"
 #include "remora/base/log.h"
 #include "runtime.h"
+#include "thread_slot.h"
 
 namespace remora::shim {
 
@@ -22,10 +23,7 @@ struct CallConfig {
   void* stream;
 };
 
-std::vector<CallConfig>& ConfigStack() {
-  thread_local std::vector<CallConfig> s;
-  return s;
-}
+std::vector<CallConfig>& ConfigStack() { return ThreadSlot<std::vector<CallConfig>>(); }
 
 }  // namespace
 }  // namespace remora::shim

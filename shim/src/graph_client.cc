@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "callbacks.h"
+#include "thread_slot.h"
 #include "cuda_client.h"
 #include "cuda_graph_wire.h"
 #include "graph_client.h"
@@ -295,8 +296,8 @@ Status cuStreamGetCaptureInfo_v3(const shim::CallCtx& cc, CUstream hStream, CUst
   RETURN_IF_ERROR(c.Stream(hStream));
   c.Put<uint8_t>(0x1f);
   // The arrays stay valid until this thread asks again (CUDA: until the next capture call).
-  thread_local std::vector<CUgraphNode> t_deps;
-  thread_local std::vector<CUgraphEdgeData> t_edges;
+  auto& t_deps = shim::ThreadSlot<std::vector<CUgraphNode>>();
+  auto& t_edges = shim::ThreadSlot<std::vector<CUgraphEdgeData>>();
   return c.Invoke([&](api::ArgReader& r) -> Status {
     *status = static_cast<CUstreamCaptureStatus>(r.Get<uint32_t>());
     uint64_t capture_id = r.Get<uint64_t>();
@@ -589,7 +590,7 @@ Status cuGraphMemAllocNodeGetParams(const shim::CallCtx& cc, CUgraphNode hNode, 
   RemoteCall c = Call(cc, k_cuGraphMemAllocNodeGetParams);
   if (p == nullptr) return c.Fail(CUDA_ERROR_INVALID_VALUE, "params_out is NULL");
   RETURN_IF_ERROR(c.Handle(HandleKind::kGraphNode, hNode, false));
-  thread_local std::vector<CUmemAccessDesc> t_access;  // valid until this thread asks again
+  auto& t_access = shim::ThreadSlot<std::vector<CUmemAccessDesc>>();  // valid until this thread asks again
   return c.Invoke([&](api::ArgReader& r) -> Status {
     p->poolProps = r.Get<CUmemPoolProps>();
     RETURN_IF_ERROR(r.GetArray(&t_access));

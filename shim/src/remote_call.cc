@@ -7,6 +7,7 @@
 #include "remora/base/log.h"
 #include "cuda_wire.h"
 #include "runtime.h"
+#include "thread_slot.h"
 
 namespace remora::shim {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 // The encoding buffer of the calling thread, reused call after call (a RemoteCall never
 // nests inside another on one thread).
 api::ArgWriter& ThreadArgs() {
-  thread_local api::ArgWriter w;
+  api::ArgWriter& w = ThreadSlot<api::ArgWriter>();
   w.Clear();
   return w;
 }

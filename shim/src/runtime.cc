@@ -16,6 +16,7 @@
 #include "local_gpu_check.h"
 #include "remote_call.h"
 #include "registry.h"
+#include "thread_slot.h"
 #include "watchdog.h"
 #include "remora/base/fd.h"
 #include "remora/base/log.h"
@@ -92,10 +93,7 @@ Result<std::optional<Token>> TokenFromEnvironment() {
 
 }  // namespace
 
-ThreadState& Thread() {
-  thread_local ThreadState t;
-  return t;
-}
+ThreadState& Thread() { return ThreadSlot<ThreadState>(); }
 
 Runtime::Runtime() {
   SetLogIdentity("remora-shim");
