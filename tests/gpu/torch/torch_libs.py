@@ -1,7 +1,8 @@
 """PyTorch through Remora's cuDNN, cuFFT and cuSOLVER (and cuBLAS), checked against the CPU:
 conv2d forward and backward (fp32, TF32 off, so cuDNN's results match the CPU's closely),
-torch.fft.fft2, torch.linalg.solve and cholesky, and a few training steps of torchvision's ResNet-18 when torchvision is
-importable (else of a small CNN) whose loss must stay finite and fall. Prints one `PASS name: ...` or
+torch.fft.fft2, torch.linalg.solve and cholesky, a few training steps of torchvision's ResNet-18 when torchvision is
+importable (else of a small CNN) whose loss must stay finite and fall, and a small transformer's training step
+(causal attention, layer norm, AdamW) against the CPU's, then trained until its loss halves. Prints one `PASS name: ...` or
 `FAIL name: ...` line per check and a final `PASS torch_libs: ...` / `FAIL torch_libs: ...`
 (exit 0 / 1; 77 without a CUDA device). Runs natively too (compare the two).
 
@@ -111,6 +112,64 @@ def training(dev):
         what, steps, losses[0], losses[-1], dt * 1e3)
 
 
+def transformer(dev):
+    """A small transformer's training step (attention, layer norm, AdamW) on the GPU against the
+    same step on the CPU from the same weights, then 40 steps on a fixed batch: the loss falls."""
+    import copy
+    torch.manual_seed(4)
+    vocab, d, seq, batch = 64, 128, 32, 8
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab, d)
+            self.blocks = torch.nn.TransformerEncoder(
+                torch.nn.TransformerEncoderLayer(d, nhead=4, dim_feedforward=4 * d, dropout=0.0, batch_first=True,
+                                                 norm_first=True),
+                num_layers=2, enable_nested_tensor=False)
+            self.norm = torch.nn.LayerNorm(d)
+            self.head = torch.nn.Linear(d, vocab)
+
+        def forward(self, tokens):
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(tokens.shape[1], device=tokens.device)
+            return self.head(self.norm(self.blocks(self.emb(tokens), mask=mask, is_causal=True)))
+
+    cpu_model = Tiny()
+    gpu_model = copy.deepcopy(cpu_model).to(dev)
+    tokens = torch.randint(0, vocab, (batch, seq + 1))
+    results = {}
+    for where, model, d_ in (("cpu", cpu_model, torch.device("cpu")), ("gpu", gpu_model, dev)):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        t = tokens.to(d_)
+        logits = model(t[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), t[:, 1:].reshape(-1))
+        loss.backward()
+        grads = [p.grad.detach().clone() for p in model.parameters()]
+        opt.step()
+        results[where] = (loss, grads, [p.detach().clone() for p in model.parameters()], opt)
+    close("transformer loss", results["gpu"][0], results["cpu"][0], 1e-4, 1e-4)
+    for i, (gg, gc) in enumerate(zip(results["gpu"][1], results["cpu"][1])):
+        close("transformer gradient %d" % i, gg, gc, 1e-3, 1e-5)
+    # AdamW's first step moves each parameter by about lr * sign(gradient): compared where the
+    # gradient is clearly non-zero (a key projection's bias has a zero gradient up to rounding).
+    for i, (pg, pc, gc) in enumerate(zip(results["gpu"][2], results["cpu"][2], results["cpu"][1])):
+        m = gc.abs() > 1e-5
+        close("transformer parameter %d after one AdamW step" % i, pg.cpu()[m], pc[m], 1e-4, 1e-5)
+    opt = results["gpu"][3]
+    t = tokens.to(dev)
+    losses = []
+    for _ in range(40):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(gpu_model(t[:, :-1]).reshape(-1, vocab), t[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    if not losses[-1] < 0.5 * losses[0]:
+        raise AssertionError("transformer: the loss did not halve on a fixed batch: %.4g -> %.4g" % (losses[0], losses[-1]))
+    return ("a 2-layer transformer (causal attention, layer norm, AdamW): one step matches the CPU; "
+            "loss %.4g -> %.4g in 40 steps" % (losses[0], losses[-1]))
+
+
 def main():
     if not torch.cuda.is_available():
         print("SKIP %s: no CUDA device" % NAME)
@@ -122,13 +181,15 @@ def main():
     # Arguments name the checks to run (all by default), e.g. `torch_libs.py torch_fft2`.
     only = set(sys.argv[1:])
     for name, fn in (("torch_conv2d", lambda: conv2d(dev)), ("torch_fft2", lambda: fft2(dev)),
-                     ("torch_linalg", lambda: linalg(dev)), ("torch_train_cnn", lambda: training(dev))):
+                     ("torch_linalg", lambda: linalg(dev)), ("torch_train_cnn", lambda: training(dev)),
+                     ("torch_transformer", lambda: transformer(dev))):
         if not only or name in only:
             check(name, fn)
     if failures:
         print("FAIL %s: %s" % (NAME, ", ".join(failures)))
         sys.exit(1)
-    print("PASS %s: conv2d forward and backward, fft2 and linalg.solve/cholesky match the CPU; a CNN trains" % NAME)
+    print("PASS %s: conv2d forward and backward, fft2 and linalg.solve/cholesky match the CPU; a CNN and a "
+          "transformer train" % NAME)
 
 
 if __name__ == "__main__":
