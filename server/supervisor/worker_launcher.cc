@@ -96,7 +96,8 @@ std::vector<std::string> WorkerEnvironment() {
   for (char** e = environ; *e != nullptr; e++) {
     std::string_view v(*e);
     if (v.starts_with("CUDA_") || v.starts_with("NVIDIA_") || v.starts_with("__GL_") ||
-        v.starts_with("LD_LIBRARY_PATH=") || v.starts_with("REMORA_RDMA_") || v.starts_with("TZ="))
+        v.starts_with("LD_LIBRARY_PATH=") || v.starts_with("REMORA_LIBRARY_PATH=") || v.starts_with("REMORA_RDMA_") ||
+        v.starts_with("TZ="))
       env.emplace_back(v);
   }
   return env;

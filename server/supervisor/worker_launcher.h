@@ -37,7 +37,8 @@ Result<WorkerUser> ResolveWorkerUser(const std::string& requested);
 
 // The environment of workers: a fixed PATH and HOME, and from this process only variables
 // the CUDA driver, the dynamic loader and the RDMA transport read (CUDA_*, NVIDIA_*,
-// __GL_*, LD_LIBRARY_PATH, REMORA_RDMA_*, TZ).
+// __GL_*, LD_LIBRARY_PATH, REMORA_RDMA_*, TZ) and where the worker finds NVIDIA's math
+// libraries (REMORA_LIBRARY_PATH, server/worker/cuda_libraries.h).
 std::vector<std::string> WorkerEnvironment();
 
 class WorkerLauncher {

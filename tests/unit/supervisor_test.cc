@@ -4,10 +4,12 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "supervisor/gpu_inventory.h"
 #include "supervisor/state_store.h"
+#include "supervisor/worker_launcher.h"
 #include "test_util.h"
 
 namespace remora::server {
@@ -276,3 +278,24 @@ TEST(StateStore, ForeignSqliteDatabaseIsRefused) {
 
 }  // namespace
 }  // namespace remora::server
+
+// Workers get a clean environment, but where the administrator put NVIDIA's math libraries
+// (REMORA_LIBRARY_PATH) must reach them: without it a worker loaded another cuDNN than the
+// one PyTorch was built for, and PyTorch refused it.
+TEST(WorkerEnvironment, KeepsOnlyTheDriversLoadersAndLibraryPath) {
+  ::setenv("REMORA_LIBRARY_PATH", "/opt/cudnn/lib", 1);
+  ::setenv("CUDA_VISIBLE_DEVICES", "0", 1);
+  ::setenv("REMORA_TOKEN", "secret", 1);
+  ::setenv("PYTHONPATH", "/x", 1);
+  auto env = remora::server::WorkerEnvironment();
+  auto has = [&](const std::string& v) { return std::find(env.begin(), env.end(), v) != env.end(); };
+  EXPECT_TRUE(has("REMORA_LIBRARY_PATH=/opt/cudnn/lib"));
+  EXPECT_TRUE(has("CUDA_VISIBLE_DEVICES=0"));
+  for (const auto& v : env) {
+    EXPECT_FALSE(v.starts_with("REMORA_TOKEN=")) << v;
+    EXPECT_FALSE(v.starts_with("PYTHONPATH=")) << v;
+  }
+  ::unsetenv("REMORA_LIBRARY_PATH");
+  ::unsetenv("REMORA_TOKEN");
+  ::unsetenv("PYTHONPATH");
+}

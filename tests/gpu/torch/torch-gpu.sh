@@ -25,9 +25,11 @@ fi
 python3 -c 'import torch' 2>/dev/null || { echo "SKIP: no PyTorch"; exit 77; }
 quota_mib=${QUOTA_MIB:-8192}
 
-# The worker loads NVIDIA's real libraries: the toolkit's, or for cuDNN where the toolkit has
-# none, PyTorch's wheel's (REMORA_LIBRARY_PATH, inherited by the server's workers).
-if [ -z "${REMORA_LIBRARY_PATH:-}" ] && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
+# The worker loads NVIDIA's real libraries: the toolkit's, except cuDNN, which is PyTorch's
+# wheel's when it has one (REMORA_LIBRARY_PATH, inherited by the server's workers): PyTorch
+# refuses a cuDNN other than the one it was built against (a toolkit's 9.14 under a PyTorch
+# built for 9.19 failed at torch.backends.cudnn.version()).
+if [ -z "${REMORA_LIBRARY_PATH:-}" ]; then
   cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
   [ -n "$cudnn_dir" ] && [ -e "$cudnn_dir/libcudnn.so.9" ] && export REMORA_LIBRARY_PATH=$cudnn_dir
 fi

@@ -14,7 +14,7 @@ if ! { [ -e /dev/nvidia0 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; th
   echo "SKIP: no NVIDIA GPU on this machine"; exit 77
 fi
 python3 -c 'import torch, torchvision' 2>/dev/null || { echo "SKIP: no PyTorch/torchvision"; exit 77; }
-if [ -z "${REMORA_LIBRARY_PATH:-}" ] && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
+if [ -z "${REMORA_LIBRARY_PATH:-}" ]; then  # PyTorch's own cuDNN (torch-gpu.sh says why)
   cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
   [ -n "$cudnn_dir" ] && [ -e "$cudnn_dir/libcudnn.so.9" ] && export REMORA_LIBRARY_PATH=$cudnn_dir
 fi
@@ -29,7 +29,7 @@ python3 "$here/train_bench.py" >"$work/native.log" 2>&1 && res[native]=$(tail -1
 failures=0
 for url in $(grep -E '^(shm|tcp)://' "$ready"); do
   t=${url%%://*}
-  LD_PRELOAD="$lib/libremora.so $lib/libcuda.so.1 $lib/libnvidia-ml.so.1 $libs" LD_LIBRARY_PATH="$lib" \
+  LD_PRELOAD="$lib/libremora.so $lib/libcuda.so.1 $lib/libnvidia-ml.so.1 $libs" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     TRITON_LIBCUDA_PATH=$lib REMORA_SERVER=$url REMORA_TOKEN=$token REMORA_ASSERT_NO_LOCAL_GPU=1 \
     python3 "$here/train_bench.py" >"$work/$t.log" 2>&1 && res[$t]=$(grep '^{' "$work/$t.log" | tail -1) ||
     { echo "FAIL train_bench over $t"; tail -15 "$work/$t.log"; failures=$((failures + 1)); }
