@@ -45,6 +45,9 @@ Result<Inventory> ParseProbe(const std::string& text) {
       g.pci_bus_id = f[4];
       g.name = f[5];
       inv.gpus.push_back(g);
+    } else if (f[0] == "mps" && f.size() == 3 && Number(f[1]) && (f[2] == "0" || f[2] == "1")) {
+      for (GpuInfo& g : inv.gpus)
+        if (static_cast<uint64_t>(g.index) == *Number(f[1])) g.mps = f[2] == "1";
     } else {
       return Error(Err::kInitializationError, "unexpected GPU probe output: '{}'", line);
     }

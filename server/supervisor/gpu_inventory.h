@@ -15,6 +15,7 @@ struct GpuInfo {
   uint64_t total_memory = 0;
   std::string pci_bus_id;
   std::string name;
+  bool mps = false;       // contexts on it are shared through MPS (the daemon runs)
 };
 
 struct Inventory {

@@ -28,6 +28,7 @@ struct MetricsSnapshot {
     uint64_t total_memory = 0;
     uint64_t used = 0;  // charged to tenants (the ledger)
     bool compute_enforced = false;  // compute shares schedule (and measure) its work
+    bool mps = false;               // contexts on it are shared through MPS
   };
   std::vector<Gpu> gpus;
 

@@ -97,6 +97,9 @@ std::string RenderMetrics(const MetricsSnapshot& s, const std::vector<GpuSample>
   e.Family("remora_gpu_compute_enforced", "gauge",
            "1 while compute shares schedule and measure the GPU's work (a tenant of it has a share, cap or priority).");
   for (const auto& g : s.gpus) e.Sample({{"gpu", Str(g.index)}}, uint64_t{g.compute_enforced ? 1u : 0u});
+  e.Family("remora_gpu_mps_active", "gauge",
+           "1 if the sessions' contexts on the GPU are shared through NVIDIA MPS (no time-slicing between them).");
+  for (const auto& g : s.gpus) e.Sample({{"gpu", Str(g.index)}}, uint64_t{g.mps ? 1u : 0u});
   auto sample_of = [&](const MetricsSnapshot::Gpu& g) -> const GpuSample* {
     for (const auto& x : samples)
       if (x.pci_bus_id == g.pci_bus_id) return &x;

@@ -142,6 +142,14 @@ Status Supervisor::Start() {
     LOG_INFO("GPU {}: {} ({}, {}){}", g.index, g.name, FormatSize(g.total_memory), g.pci_bus_id,
              inventory_.emulated ? " [host-emulated, not a GPU]" : "");
   if (inventory_.gpus.empty()) LOG_WARN("no GPU found: sessions will see no device");
+  for (const GpuInfo& g : inventory_.gpus) {
+    if (g.mps) {
+      LOG_INFO("GPU {}: MPS is active: the sessions' contexts share the GPU without time-slicing", g.index);
+    } else if (!inventory_.emulated) {
+      LOG_INFO("GPU {}: MPS is not running: the sessions' contexts time-slice on the GPU (compute shares hold; a "
+               "high-priority tenant's latency beside a busy one includes context switches, docs/OPERATIONS.md)", g.index);
+    }
+  }
 
   // The ledger lives in shared memory that every worker maps: read-only, but for its own
   // slot (memmgr/ledger.h). Sealed: no worker can change its size under the supervisor.

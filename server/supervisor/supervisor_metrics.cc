@@ -21,7 +21,7 @@ MetricsSnapshot Supervisor::CollectMetrics() {
   m.sessions_lost = counters_.sessions_lost.load();
   for (const GpuInfo& g : inventory_.gpus)
     m.gpus.push_back({g.index, g.name, g.uuid, g.pci_bus_id, g.total_memory, ledger_->GpuUsed(static_cast<uint32_t>(g.index)),
-                      ComputeEnforced(g.index)});
+                      ComputeEnforced(g.index), g.mps});
   for (const auto& [name, t] : tenants_) {
     MetricsSnapshot::Tenant mt;
     mt.name = name;

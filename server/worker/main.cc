@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cuda.h>
+
 #include <CLI/CLI.hpp>
 #include <cstring>
 
@@ -110,6 +112,9 @@ int Probe(Driver& d) {
     }
     std::printf("gpu\t%d\t%llu\t%s\t%s\t%s\n", i, static_cast<unsigned long long>(desc->total_memory),
                 ToHexString(desc->uuid, 16).c_str(), desc->pci_bus_id.c_str(), desc->name.c_str());
+    // Whether contexts made on the GPU are shared through an MPS server (the daemon runs).
+    const size_t mps = CU_DEVICE_ATTRIBUTE_MPS_ENABLED;
+    std::printf("mps\t%d\t%d\n", i, mps < desc->attributes.size() && desc->attributes[mps] != 0 ? 1 : 0);
   }
   return 0;
 }

@@ -21,6 +21,7 @@
 #   shm) runs the launch rows and the matmul app alternately without compute shares (nothing
 #   scheduled) and with --compute-control on (every launch admitted by the scheduler, its GPU
 #   time measured): OFF ON OFF ON, best of each pair per row; each row's cost must be <= 2%.
+# MPS=1 runs it with NVIDIA's MPS daemon (docs/OPERATIONS.md).
 # Without an NVIDIA GPU: SKIP line, exit 77. Exit 0 when every check passed, 1 otherwise.
 # KEEP=1 keeps the temporary directory (server and client logs, bench reports).
 set -u
@@ -37,8 +38,19 @@ if ! { [ -e /dev/nvidia0 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; th
 fi
 [ -x "$prog" ] || { echo "FAIL compute-shares: $prog missing (REMORA_BUILD_CUDA_PROGRAMS=ON)"; exit 1; }
 
+# MPS=1: run it all with NVIDIA's MPS daemon (started here, before the server, and stopped at
+# the end), as docs/OPERATIONS.md recommends for tenants with priorities.
+if [ "${MPS:-0}" = 1 ]; then
+  command -v nvidia-cuda-mps-control >/dev/null || { echo "FAIL compute-shares: MPS=1 but no nvidia-cuda-mps-control"; exit 1; }
+  export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d /tmp/remora-mps.XXXXXX) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d /tmp/remora-mps-log.XXXXXX)
+  chmod 0777 "$CUDA_MPS_PIPE_DIRECTORY"
+  nvidia-cuda-mps-control -d || { echo "FAIL compute-shares: the MPS daemon did not start"; exit 1; }
+  echo "== MPS daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
+fi
 . "$(dirname "$0")/gpu-server.sh"
+[ "${MPS:-0}" = 1 ] && on_exit 'echo quit | nvidia-cuda-mps-control; rm -rf "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"'
 start_gpu_server compute-shares
+grep -q "MPS is active" "$work/server.log" && echo "== the server reports MPS active on its GPU"
 url=$(grep '^shm://' "$ready")
 
 tok_a=$(token_of a)

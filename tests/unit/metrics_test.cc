@@ -30,7 +30,7 @@ MetricsSnapshot Sample() {
   s.handshakes_refused = 1;
   s.sessions_started = 3;
   s.sessions_lost = 1;
-  s.gpus = {{0, "GPU \"zero\"", "aa", "0000:80:00.0", 16ull << 30, 96ull << 20, true}};
+  s.gpus = {{0, "GPU \"zero\"", "aa", "0000:80:00.0", 16ull << 30, 96ull << 20, true, true}};
   MetricsSnapshot::Tenant a;
   a.name = "alice";
   a.memory_limit = 1ull << 30;
@@ -81,6 +81,7 @@ TEST(MetricsText, NamesTypesAndValues) {
   EXPECT_TRUE(Has(t, "remora_session_transferred_bytes_total{session=\"7\",tenant=\"alice\",direction=\"host_to_device\"} 4096"));
   EXPECT_TRUE(Has(t, "remora_session_transferred_bytes_total{session=\"7\",tenant=\"alice\",direction=\"device_to_host\"} 8192"));
   EXPECT_TRUE(Has(t, "remora_gpu_compute_enforced{gpu=\"0\"} 1"));
+  EXPECT_TRUE(Has(t, "remora_gpu_mps_active{gpu=\"0\"} 1"));
   EXPECT_TRUE(Has(t, "# TYPE remora_tenant_gpu_time_seconds_total counter"));
   EXPECT_TRUE(Has(t, "remora_tenant_gpu_time_seconds_total{tenant=\"alice\",gpu=\"0\"} 2.5"));
   EXPECT_TRUE(Has(t, "remora_tenant_gpu_time_seconds_total{tenant=\"bob\",gpu=\"0\"} 0"));

@@ -46,6 +46,14 @@ TEST(ParseProbe, ParsesBackendDriverAndGpus) {
   EXPECT_TRUE(cuda->gpus.empty()) << "a machine without GPUs is not an error here";
 }
 
+TEST(ParseProbe, MpsLinesMarkTheirGpus) {
+  auto inv = ParseProbe(std::string(kProbe) + "mps\t1\t1\nmps\t0\t0\n");
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_FALSE(inv->gpus[0].mps);
+  EXPECT_TRUE(inv->gpus[1].mps);
+  EXPECT_FALSE(ParseProbe(std::string(kProbe) + "mps\t1\tyes\n").ok()) << "only 0 or 1";
+}
+
 TEST(ParseProbe, UnknownLineIsAnError) {
   auto inv = ParseProbe(std::string(kProbe) + "warning: something odd\n");
   ASSERT_FALSE(inv.ok());
