@@ -34,11 +34,16 @@ Storage& Cls() {
   return *s;
 }
 
-// The context a slot means: `ctx`, or the calling thread's current one when NULL.
+// The context a slot means: `ctx`, or the calling thread's current one when NULL (the
+// runtime asks before it made any context current: an answer, not an error to log).
 Result<Context*> Resolve(CUcontext ctx) {
   if (ctx != nullptr) return Process::Get().contexts().Check(ctx);
   if (Context* c = Current()) return c;
   return Status(Domain::kCuda, CUDA_ERROR_INVALID_CONTEXT, "no current context");
+}
+CUresult Quiet(const Status& st, const char* call) {
+  return st.domain() == Domain::kCuda && st.raw() == CUDA_ERROR_INVALID_CONTEXT ? CUDA_ERROR_INVALID_CONTEXT
+                                                                                 : FromStatus(st, call);
 }
 
 // ---- CONTEXT_LOCAL_STORAGE (c693336e-1121-df11-a8c3-68f355d89593) ---------------------------
@@ -50,7 +55,7 @@ Result<Context*> Resolve(CUcontext ctx) {
 CUresult Put(CUcontext ctx, void* key, void* value, Destructor dtor) {
   auto c = Resolve(ctx);
   LOG_DEBUG("CONTEXT_LOCAL_STORAGE[0](ctx={}, key={}, value={})", fmt::ptr(ctx), key, value);
-  if (!c.ok()) return FromStatus(c.status(), "CONTEXT_LOCAL_STORAGE put");
+  if (!c.ok()) return Quiet(c.status(), "CONTEXT_LOCAL_STORAGE put");
   std::lock_guard<std::mutex> lock(Cls().mu);
   Cls().entries[{*c, key}] = Entry{value, dtor};
   return CUDA_SUCCESS;
@@ -60,7 +65,7 @@ CUresult Put(CUcontext ctx, void* key, void* value, Destructor dtor) {
 CUresult Remove(CUcontext ctx, void* key) {
   auto c = Resolve(ctx);
   LOG_DEBUG("CONTEXT_LOCAL_STORAGE[1](ctx={}, key={})", fmt::ptr(ctx), key);
-  if (!c.ok()) return FromStatus(c.status(), "CONTEXT_LOCAL_STORAGE remove");
+  if (!c.ok()) return Quiet(c.status(), "CONTEXT_LOCAL_STORAGE remove");
   std::lock_guard<std::mutex> lock(Cls().mu);
   Cls().entries.erase({*c, key});
   return CUDA_SUCCESS;
@@ -72,7 +77,7 @@ CUresult Remove(CUcontext ctx, void* key) {
 CUresult Get(void** value, CUcontext ctx, void* key) {
   auto c = Resolve(ctx);
   LOG_DEBUG("CONTEXT_LOCAL_STORAGE[2](value={}, ctx={}, key={})", fmt::ptr(value), fmt::ptr(ctx), key);
-  if (!c.ok()) return FromStatus(c.status(), "CONTEXT_LOCAL_STORAGE get");
+  if (!c.ok()) return Quiet(c.status(), "CONTEXT_LOCAL_STORAGE get");
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(Cls().mu);
   auto it = Cls().entries.find({*c, key});
