@@ -20,7 +20,12 @@ namespace {
 
 DriverObjects& Objects() { return Process::Get().driver_objects(); }
 
-Result<FunctionInfo> Fn(CUfunction f) { return Objects().Function(f); }
+// A CUfunction, or a CUkernel cast to one (as CUDA accepts; the static runtime passes those).
+Result<FunctionInfo> Fn(CUfunction f) {
+  auto info = Objects().Function(f);
+  if (!info.ok() && FunctionFromHost(f) != nullptr) return FunctionOfKernel(reinterpret_cast<CUkernel>(f));
+  return info;
+}
 
 Result<FunctionRecord*> Kernel(CUkernel k) {
   FunctionRecord* f = FunctionFromHost(k);
