@@ -91,6 +91,11 @@ void LogUnserved(const char* table, int slot, const uint64_t (&a)[6]) {
     LOG_DEBUG("{} called again: CUDA_ERROR_NOT_SUPPORTED", what);
 }
 
+void LogDeclined(const char* table, int slot) {
+  std::string what = fmt::format("export table {} slot {}", table, slot);
+  if (Process::Get().FirstTime(what)) LOG_INFO("{} declined: no profiling tool is attached in a Remora client", what);
+}
+
 }  // namespace remora::shim::driver::exports
 
 REMORA_API CUresult cuGetExportTable(const void** table, const CUuuid* id) {

@@ -53,6 +53,16 @@ uint64_t Unserved(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, ui
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+// A slot seen called whose contract is not known, where the runtime carries on correctly when
+// refused (the tools slots its host-function thread calls to tell a profiler; none is
+// attached): logs once at info and returns CUDA_ERROR_NOT_SUPPORTED.
+void LogDeclined(const char* table, int slot);
+template <const Table& T, int Slot>
+uint64_t Declined(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t) {
+  LogDeclined(T.name, Slot);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 // A table id from its 32 hex digits, as the logs print it (without the dashes).
 constexpr CUuuid MakeId(const char (&hex)[33]) {
   auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };

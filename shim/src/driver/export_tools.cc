@@ -32,22 +32,23 @@ void HooksBufferB(void** buffer, size_t* size) {
 constexpr size_t kHookSlots = 7;
 const void* const kHooks[kHookSlots] = {
     SizeSlot(kHookSlots),
-    Fn(&Unserved<kCallbackHooks, 1>),
+    Fn(&Declined<kCallbackHooks, 1>),  // seen on the host-function thread (callback_order passes)
     Fn(&HooksBufferA),
     Fn(&Unserved<kCallbackHooks, 3>),
-    Fn(&Unserved<kCallbackHooks, 4>),
+    Fn(&Declined<kCallbackHooks, 4>),  // likewise
     Fn(&Unserved<kCallbackHooks, 5>),
     Fn(&HooksBufferB),
 };
 
 // ---- TOOLS_TLS (42d85a81-23f6-cb47-8298-f6e78a3aecdc) ---------------------------------------
-// Asked for at initialisation. The runtime reads only the size (slot 0); its function slots
-// (thread-local tool state) were never seen called.
+// Asked for at initialisation. The runtime reads the size (slot 0); slot 2 (thread-local tool
+// state) is called on its host-function thread and declined: the callbacks still run in stream
+// order (app_static_callback_order). Slots 1 and 3 were never seen called.
 constexpr size_t kTlsSlots = 4;
 const void* const kTls[kTlsSlots] = {
     SizeSlot(kTlsSlots),
     Fn(&Unserved<kToolsTls, 1>),
-    Fn(&Unserved<kToolsTls, 2>),
+    Fn(&Declined<kToolsTls, 2>),
     Fn(&Unserved<kToolsTls, 3>),
 };
 
