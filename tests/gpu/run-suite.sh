@@ -1,17 +1,19 @@
 #!/bin/bash
-# run-suite.sh BUILD_DIR [--modes "native shm tcp"] [--timeout SECONDS] [PROGRAM...]
+# run-suite.sh BUILD_DIR [--static] [--modes "native shm tcp"] [--timeout SECONDS] [PROGRAM...]
 #
 # Runs every GPU test program (BUILD_DIR/bin/gpu_<name>) in each mode through
 # run-gpu-test.sh and prints a table program x mode: PASS/FAIL/SKIP with the wall time, and for
 # shim modes the ratio to the native time. A cell is PASS only if the program exited 0 and
 # printed its "PASS <name>:" line. Logs: BUILD_DIR/gpu-suite-logs/<name>.<mode>.log.
+# --static: the same programs linked with nvcc's default static CUDA runtime
+# (BUILD_DIR/bin/gpu_static_<name>, issue 15; logs <name>.static.<mode>.log).
 # Exit status: 1 if any cell FAILed, else 0.
 #
 # Environment: REMORA_RUN (default BUILD_DIR/bin/remora-run) for the shm/tcp modes.
 set -u
 
 usage() {
-  echo "usage: $0 BUILD_DIR [--modes \"native shm tcp\"] [--timeout SECONDS] [PROGRAM...]" >&2
+  echo "usage: $0 BUILD_DIR [--static] [--modes \"native shm tcp\"] [--timeout SECONDS] [PROGRAM...]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -20,8 +22,11 @@ shift
 modes="native shm tcp"
 timeout_s=120
 programs=()
+variant=gpu_
+logtag=
 while [ $# -gt 0 ]; do
   case "$1" in
+    --static) variant=gpu_static_; logtag=.static; shift ;;
     --modes) [ $# -ge 2 ] || usage; modes=$2; shift 2 ;;
     --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
     -h|--help) usage ;;
@@ -55,9 +60,9 @@ skips=0
 failures=()
 
 for prog in "${programs[@]}"; do
-  exe=$build/bin/gpu_$prog
+  exe=$build/bin/$variant$prog
   for mode in $modes; do
-    log=$logs/$prog.$mode.log
+    log=$logs/$prog$logtag.$mode.log
     if [ ! -x "$exe" ]; then
       echo "FAIL $prog: $exe not built" >"$log"
       status[$prog.$mode]=FAIL

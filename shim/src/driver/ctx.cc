@@ -3,6 +3,7 @@
 // current), and the calling thread's context stack (driver/contexts.h).
 #include "driver/contexts.h"
 #include "driver/driver.h"
+#include "driver/export_tables.h"
 #include "export.h"
 #include "process.h"
 #include "runtime.h"
@@ -57,6 +58,7 @@ REMORA_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int fla
 
 REMORA_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (CUresult r = CheckDevice(dev, "cuDevicePrimaryCtxReset"); r != CUDA_SUCCESS) return r;
+  exports::ContextStorageEnded(Ctxs().Primary(dev));  // the runtime's state of it ends with it
   return OnDevice(dev, [] { return cudaDeviceReset(); });
 }
 
@@ -77,6 +79,7 @@ REMORA_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (!c.ok()) return FromStatus(c.status(), "cuCtxDestroy");
   if ((*c)->primary) return FromStatus(Status(Domain::kCuda, CUDA_ERROR_INVALID_CONTEXT, "a primary context cannot be destroyed"),
                                        "cuCtxDestroy");
+  exports::ContextStorageEnded(*c);
   // What it made goes with it, newest kind first, on its device.
   Owned owned = Ctxs().TakeOwned(*c);
   (void)OnDevice((*c)->device, [&] {

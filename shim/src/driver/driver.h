@@ -57,6 +57,11 @@ CUresult InContext(const char* call, Fn&& fn) {
   return OnDevice(*d, fn);
 }
 
+// Loads a code image (a fat binary, nvcc's wrapper of one, an ELF cubin or PTX) as a module
+// of its own on the current context's device, as cuModuleLoadData: shipped through the
+// server's content cache. For the runtime's private interface (export_cudart_interface.cc).
+CUresult LoadModule(CUmodule* module, const void* image, const char* call);
+
 // An invalid argument, logged once per call site's message.
 CUresult Invalid(const char* call, const char* what);
 

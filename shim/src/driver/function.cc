@@ -20,7 +20,12 @@ namespace {
 
 DriverObjects& Objects() { return Process::Get().driver_objects(); }
 
-Result<FunctionInfo> Fn(CUfunction f) { return Objects().Function(f); }
+// A CUfunction, or a CUkernel cast to one (as CUDA accepts; the static runtime passes those).
+Result<FunctionInfo> Fn(CUfunction f) {
+  auto info = Objects().Function(f);
+  if (!info.ok() && FunctionFromHost(f) != nullptr) return FunctionOfKernel(reinterpret_cast<CUkernel>(f));
+  return info;
+}
 
 Result<FunctionRecord*> Kernel(CUkernel k) {
   FunctionRecord* f = FunctionFromHost(k);
@@ -127,15 +132,25 @@ REMORA_API CUresult cuFuncLoad(CUfunction func) {
 
 // ---- CUkernel -----------------------------------------------------------------------------------
 
+Result<FunctionInfo> remora::shim::driver::FunctionOfKernel(CUkernel kernel) {
+  auto k = Kernel(kernel);
+  if (!k.ok()) return k.status();
+  auto d = CurrentDevice();
+  if (!d.ok()) return d.status();
+  auto info = KernelOn(*k, *d);
+  if (!info.ok()) return info.status();
+  // Known to the launch path as a function of the kernel's module on this device (the static
+  // runtime launches what cuLibraryGetKernel gave it, cast to CUfunction).
+  FunctionInfo f{*d, (*k)->fatbin->module[static_cast<size_t>(*d)], (*k)->device_name, *info};
+  Process::Get().driver_objects().AddFunction((*info)->handle, f);
+  return f;
+}
+
 REMORA_API CUresult cuKernelGetFunction(CUfunction* pfunc, CUkernel kernel) {
   if (pfunc == nullptr) return Invalid("cuKernelGetFunction", "pFunc is NULL");
-  auto k = Kernel(kernel);
-  if (!k.ok()) return FromStatus(k.status(), "cuKernelGetFunction");
-  auto d = CurrentDevice();
-  if (!d.ok()) return FromStatus(d.status(), "cuKernelGetFunction");
-  auto info = KernelOn(*k, *d);
-  if (!info.ok()) return FromStatus(info.status(), "cuKernelGetFunction");
-  *pfunc = reinterpret_cast<CUfunction>((*info)->handle);
+  auto f = FunctionOfKernel(kernel);
+  if (!f.ok()) return FromStatus(f.status(), "cuKernelGetFunction");
+  *pfunc = reinterpret_cast<CUfunction>(f->kernel->handle);
   return CUDA_SUCCESS;
 }
 

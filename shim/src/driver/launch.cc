@@ -9,6 +9,7 @@
 #include "driver/objects.h"
 #include "export.h"
 #include "launch.h"
+#include "modules.h"
 #include "process.h"
 #include "runtime.h"
 
@@ -51,6 +52,8 @@ Result<Packed> DecodeExtra(void** extra) {
 
 CUresult DoLaunch(CUfunction func, Launch l, void** params, void** extra, const char* call) {
   auto f = Process::Get().driver_objects().Function(func);
+  // As CUDA: a CUkernel cast to CUfunction launches on the current context's device.
+  if (!f.ok() && FunctionFromHost(func) != nullptr) f = FunctionOfKernel(reinterpret_cast<CUkernel>(func));
   if (!f.ok()) return FromStatus(f.status(), call);
   if (params != nullptr && extra != nullptr) return Invalid(call, "both kernelParams and extra are given");
   Runtime& rt = Runtime::Get();

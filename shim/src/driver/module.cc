@@ -84,6 +84,10 @@ void EmptyLogs(unsigned n, CUjit_option* options, void** values) {
 
 }  // namespace
 
+CUresult remora::shim::driver::LoadModule(CUmodule* module, const void* image, const char* call) {
+  return Load(module, image, call);
+}
+
 // ---- modules ---------------------------------------------------------------------------------
 
 REMORA_API CUresult cuModuleLoadData(CUmodule* module, const void* image) { return Load(module, image, "cuModuleLoadData"); }

@@ -84,4 +84,8 @@ class DriverObjects {
 // is none of them.
 size_t ImageSize(const void* image);
 
+// The function of a kernel (a CUkernel: the Registry's FunctionRecord) on the current
+// context's device, loaded there if need be and known to the launch path from then on.
+Result<FunctionInfo> FunctionOfKernel(CUkernel kernel);
+
 }  // namespace remora::shim::driver

@@ -2,8 +2,8 @@
 // functions by name (PyTorch, Triton, NVRTC users and the static runtime resolve the driver
 // this way, never by dlsym alone). The table is generated from protocol/api/cuda.api and
 // cuda.h's name-to-version macros; a few functions whose newer version changed its
-// arguments resolve by the version the caller asks for. And cuGetExportTable: the runtime's
-// private tables are not served yet (issue 15), with a log line naming the table asked for.
+// arguments resolve by the version the caller asks for. (cuGetExportTable, the runtime's
+// private tables: export_tables.cc.)
 #include <cudaProfiler.h>
 
 #include <algorithm>
@@ -91,15 +91,6 @@ REMORA_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda
 
 REMORA_API CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
   return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr);
-}
-
-REMORA_API CUresult cuGetExportTable(const void** table, const CUuuid* id) {
-  if (table == nullptr || id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *table = nullptr;
-  std::string hex = ToHex(reinterpret_cast<const uint8_t*>(id->bytes), sizeof(id->bytes));
-  if (Process::Get().FirstTime("export table " + hex))
-    LOG_WARN("cuGetExportTable({}): the CUDA runtime's private tables are not served by Remora yet", hex);
-  return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 namespace {
