@@ -45,5 +45,13 @@ TEST_F(Arrays, StorageIsChargedToTheQuotaAndReleasedAtTheSessionsEnd) {
   }
 }
 
+// The runtime's library loading (cudaLibrary*) through the driver facade's libraries.
+TEST_F(Arrays, RuntimeLibraryLoading) {
+  std::string token = s_.CreateTenant("l");
+  RunResult r = RunApp("app_runtime_library", s_.server.Url("shm"), {}, {{"REMORA_TOKEN", token}});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("PASS runtime_library"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace remora::testing
