@@ -211,7 +211,7 @@ REMORA_API cudaError_t cudaArrayGetInfo(cudaChannelFormatDesc* desc, cudaExtent*
   auto a = ClientArrays::Get().FindArray(reinterpret_cast<uint64_t>(array));
   if (!a) return Done(Error(Err::kInvalidResourceHandle, "not an array of this process"), "cudaArrayGetInfo");
   if (desc != nullptr) *desc = FormatToChannel(a->desc.Format, a->desc.NumChannels);
-  if (extent != nullptr) *extent = make_cudaExtent(a->desc.Width, a->desc.Height, a->desc.Depth);
+  if (extent != nullptr) *extent = cudaExtent{a->desc.Width, a->desc.Height, a->desc.Depth};
   if (flags != nullptr) *flags = a->desc.Flags;
   return cudaSuccess;
 }

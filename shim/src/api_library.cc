@@ -14,7 +14,7 @@ using namespace remora::shim;
 
 namespace {
 
-cudaError_t Result(CUresult r, const char* call) {
+cudaError_t DriverResult(CUresult r, const char* call) {
   if (r == CUDA_SUCCESS) return cudaSuccess;
   return static_cast<cudaError_t>(FinishApi(Domain::kCudart, Status(Domain::kCuda, r, "the driver call failed"), call));
 }
@@ -25,7 +25,7 @@ REMORA_API cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void* c
                                            void** jitOptionsValues, unsigned int numJitOptions,
                                            cudaLibraryOption* libraryOptions, void** libraryOptionValues,
                                            unsigned int numLibraryOptions) {
-  return Result(cuLibraryLoadData(reinterpret_cast<CUlibrary*>(library), code, reinterpret_cast<CUjit_option*>(jitOptions),
+  return DriverResult(cuLibraryLoadData(reinterpret_cast<CUlibrary*>(library), code, reinterpret_cast<CUjit_option*>(jitOptions),
                                   jitOptionsValues, numJitOptions, reinterpret_cast<CUlibraryOption*>(libraryOptions),
                                   libraryOptionValues, numLibraryOptions),
                 "cudaLibraryLoadData");
@@ -35,7 +35,7 @@ REMORA_API cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t* library, const cha
                                                void** jitOptionsValues, unsigned int numJitOptions,
                                                cudaLibraryOption* libraryOptions, void** libraryOptionValues,
                                                unsigned int numLibraryOptions) {
-  return Result(cuLibraryLoadFromFile(reinterpret_cast<CUlibrary*>(library), fileName,
+  return DriverResult(cuLibraryLoadFromFile(reinterpret_cast<CUlibrary*>(library), fileName,
                                       reinterpret_cast<CUjit_option*>(jitOptions), jitOptionsValues, numJitOptions,
                                       reinterpret_cast<CUlibraryOption*>(libraryOptions), libraryOptionValues,
                                       numLibraryOptions),
@@ -43,17 +43,17 @@ REMORA_API cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t* library, const cha
 }
 
 REMORA_API cudaError_t cudaLibraryUnload(cudaLibrary_t library) {
-  return Result(cuLibraryUnload(reinterpret_cast<CUlibrary>(library)), "cudaLibraryUnload");
+  return DriverResult(cuLibraryUnload(reinterpret_cast<CUlibrary>(library)), "cudaLibraryUnload");
 }
 
 REMORA_API cudaError_t cudaLibraryGetKernel(cudaKernel_t* pKernel, cudaLibrary_t library, const char* name) {
-  return Result(cuLibraryGetKernel(reinterpret_cast<CUkernel*>(pKernel), reinterpret_cast<CUlibrary>(library), name),
+  return DriverResult(cuLibraryGetKernel(reinterpret_cast<CUkernel*>(pKernel), reinterpret_cast<CUlibrary>(library), name),
                 "cudaLibraryGetKernel");
 }
 
 REMORA_API cudaError_t cudaLibraryGetGlobal(void** dptr, size_t* bytes, cudaLibrary_t library, const char* name) {
   CUdeviceptr p = 0;
-  cudaError_t e = Result(cuLibraryGetGlobal(&p, bytes, reinterpret_cast<CUlibrary>(library), name), "cudaLibraryGetGlobal");
+  cudaError_t e = DriverResult(cuLibraryGetGlobal(&p, bytes, reinterpret_cast<CUlibrary>(library), name), "cudaLibraryGetGlobal");
   if (e == cudaSuccess && dptr != nullptr) *dptr = reinterpret_cast<void*>(p);
   return e;
 }
