@@ -8,6 +8,8 @@
 // simpleTexture sample). Texture descriptors are read back with cudaGetTextureObject*Desc.
 // Linear filtering uses the hardware's 9-bit fixed-point weights: reads at texel centres and
 // exact midpoints (weights 0 and 0.5) are exact; the rotation is checked within 1/128.
+// The deprecated 1D array copies are exercised on purpose.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #define GPU_TEST_NAME "textures_surfaces"
 #include "gpu_test.h"
 
