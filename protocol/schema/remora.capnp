@@ -269,6 +269,16 @@ struct Copy3D {
   kind @9 :Kind;
   stream @10 :StreamRef;
   async @11 :Bool;
+  # A CUDA array side (issue 14): the session handle of the array (0: the side is `dst`/`src`
+  # above) and the copy's origin in it - x in bytes, y in rows, z in slices.
+  dstArray @12 :UInt64;
+  dstX @13 :UInt64;
+  dstY @14 :UInt64;
+  dstZ @15 :UInt64;
+  srcArray @16 :UInt64;
+  srcX @17 :UInt64;
+  srcY @18 :UInt64;
+  srcZ @19 :UInt64;
   enum Kind {
     hostToDevice @0;
     deviceToHost @1;

@@ -431,16 +431,36 @@ class CudaDriver final : public Driver {
   }
   Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth, DStream s) override {
     CUDA_MEMCPY3D c = {};
-    c.srcMemoryType = src.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
-    if (src.host) c.srcHost = reinterpret_cast<const void*>(src.addr);
-    else c.srcDevice = src.addr;
-    c.srcPitch = src.pitch;
-    c.srcHeight = src.height;
-    c.dstMemoryType = dst.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
-    if (dst.host) c.dstHost = reinterpret_cast<void*>(dst.addr);
-    else c.dstDevice = dst.addr;
-    c.dstPitch = dst.pitch;
-    c.dstHeight = dst.height;
+    c.srcMemoryType = src.array ? CU_MEMORYTYPE_ARRAY : src.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    if (src.array) {
+      c.srcArray = static_cast<CUarray>(src.array);
+      c.srcXInBytes = src.x;
+      c.srcY = src.y;
+      c.srcZ = src.z;
+    } else if (src.host) {
+      c.srcHost = reinterpret_cast<const void*>(src.addr);
+    } else {
+      c.srcDevice = src.addr;
+    }
+    if (!src.array) {
+      c.srcPitch = src.pitch;
+      c.srcHeight = src.height;
+    }
+    c.dstMemoryType = dst.array ? CU_MEMORYTYPE_ARRAY : dst.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    if (dst.array) {
+      c.dstArray = static_cast<CUarray>(dst.array);
+      c.dstXInBytes = dst.x;
+      c.dstY = dst.y;
+      c.dstZ = dst.z;
+    } else if (dst.host) {
+      c.dstHost = reinterpret_cast<void*>(dst.addr);
+    } else {
+      c.dstDevice = dst.addr;
+    }
+    if (!dst.array) {
+      c.dstPitch = dst.pitch;
+      c.dstHeight = dst.height;
+    }
     c.WidthInBytes = width;
     c.Height = height;
     c.Depth = depth;

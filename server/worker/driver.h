@@ -42,6 +42,10 @@ struct CopySide {
   uint64_t addr = 0;
   uint64_t pitch = 0;
   uint64_t height = 0;
+  // A CUDA array (the driver's CUarray) instead of memory: the copy starts at byte x of row
+  // y of slice z of it (addr, pitch and height unused).
+  void* array = nullptr;
+  uint64_t x = 0, y = 0, z = 0;
 };
 
 struct LaunchAttr {

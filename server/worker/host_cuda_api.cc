@@ -15,6 +15,7 @@
 
 #include "cuda_api.h"
 #include "cuda_hooks.h"
+#include "worker/host_array.h"
 #include "worker/host_graph_api.h"
 #include "worker/host_emulation.h"
 
@@ -25,9 +26,9 @@ namespace {
 // backend produces.
 CUresult R(const Status& st) { return st.ok() ? CUDA_SUCCESS : static_cast<CUresult>(st.raw()); }
 
-class HostCudaApi final : public HostGraphApi {
+class HostCudaApi final : public HostArrayApi {
  public:
-  HostCudaApi(Driver& d, host::HostMemory& m, HostGraphs& g) : HostGraphApi(g), d_(d), mem_(m) {}
+  HostCudaApi(Driver& d, host::HostMemory& m, HostGraphs& g) : HostArrayApi(d, g), d_(d), mem_(m) {}
 
   // ---- context settings, kept here -------------------------------------------------------
   CUresult cuCtxGetCacheConfig(CUfunc_cache* c) override { return *c = cache_config_, CUDA_SUCCESS; }

@@ -24,6 +24,7 @@
 #include "cuda_api.h"
 #include "worker/driver.h"
 #include "worker/host_emulation.h"
+#include "worker/host_array.h"
 #include "worker/host_cuda_api.h"
 #include "worker/host_graph.h"
 #include "worker/host_device.h"
@@ -424,11 +425,13 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth,
                 DStream stream) override {
     if (width == 0 || height == 0 || depth == 0) return Status::Ok();
+    // An array side is the emulated memory holding it (host_array.h).
+    const CopySide dl = host::LinearSide(dst), sl = host::LinearSide(src);
     // Each side's whole strided extent is checked once (no per-row list: its length is the
     // caller's to choose); the rows are walked when the copy runs.
-    ASSIGN_OR_RETURN(std::byte * d, Span(dst, width, height, depth));
-    ASSIGN_OR_RETURN(std::byte * s, Span(src, width, height, depth));
-    uint64_t dp = dst.pitch, dh = dst.height, sp = src.pitch, sh = src.height;
+    ASSIGN_OR_RETURN(std::byte * d, Span(dl, width, height, depth));
+    ASSIGN_OR_RETURN(std::byte * s, Span(sl, width, height, depth));
+    uint64_t dp = dl.pitch, dh = dl.height, sp = sl.pitch, sh = sl.height;
     return InOrder(stream, [=] {
       for (uint64_t z = 0; z < depth; z++)
         for (uint64_t y = 0; y < height; y++) std::memmove(d + (z * dh + y) * dp, s + (z * sh + y) * sp, width);

@@ -20,12 +20,31 @@ constexpr uint64_t kBounceLimit = 64 << 10;
 struct DeviceLayout {
   DevPtr base = 0;
   uint64_t pitch = 0, rows_per_slice = 1, width = 0, height = 1, depth = 1;
+  // A CUDA array instead (the driver's CUarray): the copy's origin in it, x in bytes.
+  void* array = nullptr;
+  uint64_t x0 = 0, y0 = 0, z0 = 0;
 
   static DeviceLayout Linear(DevPtr p, uint64_t n) { return {p, n, 1, n, 1, 1}; }
   uint64_t total() const { return width * height * depth; }
   DevPtr Row(uint64_t r) const { return base + ((r / height) * rows_per_slice + r % height) * pitch; }
   // The device range the layout touches, for validation.
   uint64_t extent() const { return total() == 0 ? 0 : ((depth - 1) * rows_per_slice + (height - 1)) * pitch + width; }
+  // The device side of `rows` rows from packed row `r`, starting `col` bytes into it.
+  CopySide Device(uint64_t r, uint64_t col, uint64_t run_pitch, uint64_t rows) const {
+    if (array == nullptr) return CopySide{false, Row(r) + col, run_pitch, rows};
+    CopySide s;
+    s.array = array;
+    s.x = x0 + col;
+    s.y = y0 + r % height;
+    s.z = z0 + r / height;
+    return s;
+  }
+  // The whole layout as one side of a 3D copy.
+  CopySide Whole() const {
+    if (array == nullptr) return CopySide{false, base, pitch, rows_per_slice};
+    return Device(0, 0, 0, 0);
+  }
+  bool Linear() const { return array == nullptr && height == 1 && depth == 1; }
 
   // Calls copy(device side, host side, width, rows) for the packed bytes [off, off + n)
   // living at `host`: a partial first row, whole rows per slice, a partial last row.
@@ -36,13 +55,13 @@ struct DeviceLayout {
       uint64_t row = off / width, col = off % width;
       if (col != 0 || end - off < width) {
         uint64_t len = std::min(width - col, end - off);
-        RETURN_IF_ERROR(copy(CopySide{false, Row(row) + col, len, 1}, CopySide{true, reinterpret_cast<uint64_t>(host), len, 1}, len, 1));
+        RETURN_IF_ERROR(copy(Device(row, col, len, 1), CopySide{true, reinterpret_cast<uint64_t>(host), len, 1}, len, 1));
         off += len;
         host += len;
         continue;
       }
       uint64_t rows = std::min((end - off) / width, height - row % height);  // stay in the slice
-      RETURN_IF_ERROR(copy(CopySide{false, Row(row), pitch, rows}, CopySide{true, reinterpret_cast<uint64_t>(host), width, rows}, width, rows));
+      RETURN_IF_ERROR(copy(Device(row, 0, pitch, rows), CopySide{true, reinterpret_cast<uint64_t>(host), width, rows}, width, rows));
       off += rows * width;
       host += rows * width;
     }
@@ -178,7 +197,7 @@ class HtoDOp final : public PendingOp {
   static constexpr uint64_t kMaxSpill = 1ull << 30;  // larger copies keep the transport's memory
 
   Status Issue(Executor& ex, uint64_t off, uint64_t n, std::byte* src) {
-    if (dst_.height == 1 && dst_.depth == 1) return ex.driver().MemcpyHtoD(dst_.base + off, src, n, stream_.stream);
+    if (dst_.Linear()) return ex.driver().MemcpyHtoD(dst_.base + off, src, n, stream_.stream);
     return dst_.ForEachRun(off, n, src, [&](const CopySide& dev, const CopySide& host, uint64_t w, uint64_t rows) {
       return ex.driver().Copy3D(dev, host, w, rows, 1, stream_.stream);
     });
@@ -271,7 +290,7 @@ class DtoHOp final : public PendingOp {
 
  private:
   Status Issue(Executor& ex, uint64_t off, uint64_t n, std::byte* dst) {
-    if (src_.height == 1 && src_.depth == 1) return ex.driver().MemcpyDtoH(dst, src_.base + off, n, stream_.stream);
+    if (src_.Linear()) return ex.driver().MemcpyDtoH(dst, src_.base + off, n, stream_.stream);
     return src_.ForEachRun(off, n, dst, [&](const CopySide& dev, const CopySide& host, uint64_t w, uint64_t rows) {
       return ex.driver().Copy3D(host, dev, w, rows, 1, stream_.stream);
     });
@@ -311,7 +330,7 @@ Status StartDtoH(Executor& ex, uint64_t tag, const Executor::Stream& stream, con
   if (src.total() == 0) return ex.PostReply(tag, Status::Ok());
   Status idle = ex.driver().StreamQuery(stream.stream);
   if (!idle.ok() && idle.code() != Err::kNotReady) return ex.PostReply(tag, idle);  // a broken context
-  if (idle.ok() && src.total() <= kSmallCopy && src.height == 1 && src.depth == 1) {
+  if (idle.ok() && src.total() <= kSmallCopy && src.Linear()) {
     auto bounce = ex.AcquireBounce();
     if (bounce.ok()) {
       st = ex.driver().MemcpyDtoH(*bounce, src.base, src.total(), stream.stream);
@@ -366,6 +385,21 @@ Result<DeviceLayout> CheckLayout(Executor& ex, DevPtr base, uint64_t pitch, uint
   return l;
 }
 
+// An array side of a copy: the session's array, the copy inside its extent.
+Result<DeviceLayout> CheckArrayLayout(Executor& ex, uint64_t handle, uint64_t x, uint64_t y, uint64_t z, uint64_t width,
+                                      uint64_t height, uint64_t depth) {
+  ASSIGN_OR_RETURN(ArrayInfo * a, ex.session().array_objects().CheckCopy(handle, x, y, z, width, height, depth));
+  DeviceLayout l;
+  l.width = width;
+  l.height = height;
+  l.depth = depth;
+  l.array = a->array;
+  l.x0 = x;
+  l.y0 = y;
+  l.z0 = z;
+  return l;
+}
+
 }  // namespace
 
 Status Handlers::Copy3D(Executor& ex, const InFrame& frame, Req req) {
@@ -393,7 +427,8 @@ Status Handlers::Copy3D(Executor& ex, const InFrame& frame, Req req) {
   }
   switch (a.getKind()) {
     case wire::Copy3D::Kind::HOST_TO_DEVICE: {
-      auto dst = CheckLayout(ex, a.getDst(), a.getDstPitch(), a.getDstHeight(), w, h, d);
+      auto dst = a.getDstArray() != 0 ? CheckArrayLayout(ex, a.getDstArray(), a.getDstX(), a.getDstY(), a.getDstZ(), w, h, d)
+                                      : CheckLayout(ex, a.getDst(), a.getDstPitch(), a.getDstHeight(), w, h, d);
       Status st = !dst.ok() ? dst.status() : stream.status();
       if (!st.ok()) {
         if (frame.header.bulk_bytes == 0) return ReplyOrDefer(ex, tag, st);
@@ -406,21 +441,23 @@ Status Handlers::Copy3D(Executor& ex, const InFrame& frame, Req req) {
     }
     case wire::Copy3D::Kind::DEVICE_TO_HOST: {
       tag = frame.header.tag;  // the data is the reply
-      auto src = CheckLayout(ex, a.getSrc(), a.getSrcPitch(), a.getSrcHeight(), w, h, d);
+      auto src = a.getSrcArray() != 0 ? CheckArrayLayout(ex, a.getSrcArray(), a.getSrcX(), a.getSrcY(), a.getSrcZ(), w, h, d)
+                                      : CheckLayout(ex, a.getSrc(), a.getSrcPitch(), a.getSrcHeight(), w, h, d);
       if (!src.ok()) return ex.PostReply(tag, src.status());
       if (!stream.ok()) return ex.PostReply(tag, stream.status());
       return StartDtoH(ex, tag, *stream, *src);
     }
     case wire::Copy3D::Kind::DEVICE_TO_DEVICE: {
-      auto dst = CheckLayout(ex, a.getDst(), a.getDstPitch(), a.getDstHeight(), w, h, d);
+      auto dst = a.getDstArray() != 0 ? CheckArrayLayout(ex, a.getDstArray(), a.getDstX(), a.getDstY(), a.getDstZ(), w, h, d)
+                                      : CheckLayout(ex, a.getDst(), a.getDstPitch(), a.getDstHeight(), w, h, d);
       if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
-      auto src = CheckLayout(ex, a.getSrc(), a.getSrcPitch(), a.getSrcHeight(), w, h, d);
+      auto src = a.getSrcArray() != 0 ? CheckArrayLayout(ex, a.getSrcArray(), a.getSrcX(), a.getSrcY(), a.getSrcZ(), w, h, d)
+                                      : CheckLayout(ex, a.getSrc(), a.getSrcPitch(), a.getSrcHeight(), w, h, d);
       if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
       if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
       Status st = ex.SetDevice(stream->gpu);
       if (st.ok() && w * h * d > 0)
-        st = ex.driver().Copy3D(CopySide{false, dst->base, dst->pitch, dst->rows_per_slice},
-                                CopySide{false, src->base, src->pitch, src->rows_per_slice}, w, h, d, stream->stream);
+        st = ex.driver().Copy3D(dst->Whole(), src->Whole(), w, h, d, stream->stream);
       if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
       return ReplyWhenDone(ex, tag, {*stream});
     }

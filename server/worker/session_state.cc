@@ -52,6 +52,9 @@ void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
     }
     r.ReleaseCharge(o->gpu, o->workspace_bytes + o->charged);
   }
+  // Texture and surface objects, arrays and mipmapped arrays (issue 14).
+  array_objects_.ReleaseAll(driver.cuda(), [&](int gpu) { return r.SetDevice(gpu).ok(); },
+                            [&](int gpu, uint64_t bytes) { r.ReleaseCharge(gpu, bytes); });
   for (auto& [key, s] : per_thread_streams_)
     if (r.SetDevice(key.second).ok()) (void)driver.StreamDestroy(s);
   per_thread_streams_.clear();

@@ -17,6 +17,7 @@
 
 #include "remora/memmgr/allocation_table.h"
 #include "remora/memmgr/handle_table.h"
+#include "worker/array_state.h"
 #include "worker/driver.h"
 #include "worker/graph_state.h"
 #include "worker/lib_objects.h"
@@ -112,6 +113,8 @@ class SessionState {
   GraphTables& graphs() { return graphs_; }
   // Objects the math libraries created (released first: they use streams and memory).
   LibObjects& lib_objects() { return lib_objects_; }
+  // CUDA arrays, mipmapped arrays, texture and surface objects (array_state.h).
+  ArrayTables& array_objects() { return array_objects_; }
   HandleTable<PhysicalMemory>& physical() { return physical_; }
   std::map<uint64_t, Reservation>& reservations() { return reservations_; }
   std::map<uint64_t, Mapping>& mappings() { return mappings_; }
@@ -157,6 +160,7 @@ class SessionState {
   std::map<uint64_t, std::shared_ptr<HostCallback>> host_callbacks_;
   GraphTables graphs_;
   LibObjects lib_objects_;
+  ArrayTables array_objects_;
 };
 
 }  // namespace remora::worker

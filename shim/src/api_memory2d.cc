@@ -1,4 +1,4 @@
-// Pitched and 3D memory (linear memory only; CUDA arrays are not supported), strided copies
+// Pitched and 3D memory (copies with a CUDA array side: api_array_copy.cc), strided copies
 // and memsets, and copies between devices. A strided copy travels as one request: host
 // rows are packed back to back on the wire.
 #include <cuda_runtime_api.h>
@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "arrays.h"
 #include "callbacks.h"
 #include "export.h"
 #include "memops.h"
@@ -129,8 +130,7 @@ cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
 
 cudaError_t Copy3DParms(const cudaMemcpy3DParms* p, cudaStream_t stream, bool per_thread, bool async, const char* call) {
   if (p == nullptr) return Finish(Error(Err::kInvalidValue, "p is NULL"), call);
-  if (p->srcArray != nullptr || p->dstArray != nullptr)
-    return Finish(Error(Err::kNotSupported, "CUDA arrays are not supported by Remora"), call);
+  if (p->srcArray != nullptr || p->dstArray != nullptr) return ArrayCopy3DParms(p, stream, per_thread, async, call);
   auto region = [](const cudaPitchedPtr& pp, const cudaPos& pos) {
     char* base = static_cast<char*>(pp.ptr) + (pos.z * pp.ysize + pos.y) * pp.pitch + pos.x;
     return Region{base, pp.pitch, pp.ysize};

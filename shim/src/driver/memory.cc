@@ -4,9 +4,11 @@
 // the same data paths, the same quota. What a created context allocates goes with it.
 #include <cstring>
 
+#include "arrays.h"
 #include "driver/contexts.h"
 #include "driver/driver.h"
 #include "export.h"
+#include "memops.h"
 #include "process.h"
 #include "runtime.h"
 
@@ -32,18 +34,19 @@ void* P(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p
 
 void Own(uint64_t handle) { Process::Get().contexts().Own(handle, &Owned::allocations); }
 
-// The runtime's copy kind for a driver memory type pair (arrays are not supported here).
+// The runtime's copy kind for a driver memory type pair (an array is device memory).
 Result<cudaMemcpyKind> KindOf(CUmemorytype src, CUmemorytype dst) {
   auto side = [](CUmemorytype t) -> int {
     switch (t) {
       case CU_MEMORYTYPE_HOST: return 0;
-      case CU_MEMORYTYPE_DEVICE: return 1;
+      case CU_MEMORYTYPE_DEVICE:
+      case CU_MEMORYTYPE_ARRAY: return 1;
       case CU_MEMORYTYPE_UNIFIED: return 2;
       default: return -1;
     }
   };
   int s = side(src), d = side(dst);
-  if (s < 0 || d < 0) return Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED, "array copies are not supported by Remora yet");
+  if (s < 0 || d < 0) return Status(Domain::kCuda, CUDA_ERROR_INVALID_VALUE, "unknown memory type");
   if (s == 2 || d == 2) return cudaMemcpyDefault;
   static constexpr cudaMemcpyKind kKinds[2][2] = {{cudaMemcpyHostToHost, cudaMemcpyHostToDevice},
                                                   {cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice}};
@@ -60,10 +63,38 @@ void* Dst2D(const CUDA_MEMCPY2D* c) {
   return base + c->dstY * c->dstPitch + c->dstXInBytes;
 }
 
+// One side of a driver 2D/3D copy as an array copy's side (shim/src/arrays.h).
+ArraySide SideOf(CUmemorytype type, const void* host, CUdeviceptr dev, CUarray array, size_t x, size_t y, size_t z,
+                 size_t pitch, size_t height) {
+  ArraySide s;
+  if (type == CU_MEMORYTYPE_ARRAY) {
+    s.kind = ArraySide::kArray;
+    s.array = reinterpret_cast<uint64_t>(array);
+    s.x = x;
+    s.y = y;
+    s.z = z;
+    return s;
+  }
+  const char* base = type == CU_MEMORYTYPE_HOST ? static_cast<const char*>(host) : static_cast<const char*>(P(dev));
+  s.ptr = base == nullptr ? nullptr : const_cast<char*>(base) + (z * height + y) * pitch + x;
+  s.pitch = pitch;
+  s.rows = height;
+  return s;
+}
+
 CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async, bool per_thread, const char* call) {
   if (c == nullptr) return Invalid(call, "pCopy is NULL");
   auto kind = KindOf(c->srcMemoryType, c->dstMemoryType);
   if (!kind.ok()) return FromStatus(kind.status(), call);
+  if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    ArraySide dst = SideOf(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY, 0,
+                           c->dstPitch ? c->dstPitch : c->WidthInBytes, c->Height);
+    ArraySide src = SideOf(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY, 0,
+                           c->srcPitch ? c->srcPitch : c->WidthInBytes, c->Height);
+    return InContext(call, [&] {
+      return ArrayCopy(dst, src, c->WidthInBytes, c->Height, 1, *kind, stream, per_thread, async, call);
+    });
+  }
   return InContext(call, [&] {
     size_t dp = c->dstPitch ? c->dstPitch : c->WidthInBytes, sp = c->srcPitch ? c->srcPitch : c->WidthInBytes;
     if (async)
@@ -71,6 +102,24 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async, bool per_th
                         : cudaMemcpy2DAsync(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind, stream);
     return per_thread ? cudaMemcpy2D_ptds(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind)
                       : cudaMemcpy2D(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind);
+  });
+}
+
+CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream stream, bool async, bool per_thread, const char* call) {
+  if (c == nullptr) return Invalid(call, "pCopy is NULL");
+  auto kind = KindOf(c->srcMemoryType, c->dstMemoryType);
+  if (!kind.ok()) return FromStatus(kind.status(), call);
+  size_t sp = c->srcPitch ? c->srcPitch : c->WidthInBytes, sh = c->srcHeight ? c->srcHeight : c->Height;
+  size_t dp = c->dstPitch ? c->dstPitch : c->WidthInBytes, dh = c->dstHeight ? c->dstHeight : c->Height;
+  ArraySide dst = SideOf(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY, c->dstZ, dp, dh);
+  ArraySide src = SideOf(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY, c->srcZ, sp, sh);
+  if (dst.kind == ArraySide::kArray || src.kind == ArraySide::kArray)
+    return InContext(call, [&] {
+      return ArrayCopy(dst, src, c->WidthInBytes, c->Height, c->Depth, *kind, stream, per_thread, async, call);
+    });
+  return InContext(call, [&] {
+    return CopyStrided(dst.ptr, dp, dh, src.ptr, sp, sh, c->WidthInBytes, c->Height, c->Depth, *kind, stream, per_thread,
+                       async, call);
   });
 }
 
@@ -287,6 +336,13 @@ REMORA_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* c) {
 REMORA_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* c, CUstream s) { return Copy2D(c, s, true, false, "cuMemcpy2DAsync"); }
 REMORA_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* c, CUstream s) {
   return Copy2D(c, s, true, true, "cuMemcpy2DAsync");
+}
+
+REMORA_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D* c) { return Copy3D(c, nullptr, false, false, "cuMemcpy3D"); }
+REMORA_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* c) { return Copy3D(c, nullptr, false, true, "cuMemcpy3D"); }
+REMORA_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* c, CUstream s) { return Copy3D(c, s, true, false, "cuMemcpy3DAsync"); }
+REMORA_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* c, CUstream s) {
+  return Copy3D(c, s, true, true, "cuMemcpy3DAsync");
 }
 
 // ---- memsets: the synchronous forms are the asynchronous ones on the default stream --------
