@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "cuda_client.h"
 #include "export.h"
@@ -30,6 +31,12 @@ cudaError_t Done(const Status& st, const char* call) { return static_cast<cudaEr
 // goes with the last close.
 std::mutex g_mu;
 std::map<uint64_t, int> g_opens;
+std::set<uint64_t> g_ipc_events;  // exported or opened here: their records are fenced
+
+void NoteIpcEvent(CUevent e) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_ipc_events.insert(U(e));
+}
 
 }  // namespace
 }  // namespace remora::shim
@@ -85,7 +92,10 @@ REMORA_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaE
   if (handle == nullptr) return Finish(Error(Err::kInvalidValue, "handle is NULL"), kCall);
   CUipcEventHandle h{};
   Status st = gen::cuda::cuIpcGetEventHandle(CallCtx{false, kCall}, &h, reinterpret_cast<CUevent>(event));
-  if (st.ok()) std::memcpy(handle, &h, sizeof(h));
+  if (st.ok()) {
+    std::memcpy(handle, &h, sizeof(h));
+    NoteIpcEvent(reinterpret_cast<CUevent>(event));
+  }
   return Done(st, kCall);
 }
 
@@ -101,6 +111,22 @@ REMORA_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHa
   Status st = gen::cuda::cuIpcOpenEventHandle(CallCtx{false, kCall}, &e, h);
   if (!st.ok()) return Done(st, kCall);
   rt.AddEvent(U(e), *device);
+  NoteIpcEvent(e);
   *event = reinterpret_cast<cudaEvent_t>(e);
   return cudaSuccess;
 }
+
+namespace remora::gen::cuda {
+
+void IpcRecordFence(CUevent event, CUstream) {
+  {
+    std::lock_guard<std::mutex> lock(shim::g_mu);
+    if (!shim::g_ipc_events.count(shim::U(event))) return;
+  }
+  // Any answered call is answered after the posted record was applied (the worker takes a
+  // session's requests in order); a query of the event itself is the cheapest.
+  (void)cuEventQuery(shim::CallCtx{false, "cudaEventRecord"}, event);
+}
+void IpcRecordFenceFlags(CUevent event, CUstream stream, unsigned int) { IpcRecordFence(event, stream); }
+
+}  // namespace remora::gen::cuda
