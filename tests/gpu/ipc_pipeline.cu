@@ -15,6 +15,8 @@
 // Handles travel on the pipes as hex. The consumer copies its count back at the end; the
 // producer prints PASS only if every stage said OK and no element was ever wrong.
 #define GPU_TEST_NAME "ipc_pipeline"
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,7 +31,7 @@ namespace {
 constexpr int kN = 1 << 20;  // elements per buffer (4 MiB)
 constexpr int kRounds = 50;
 
-__device__ unsigned F(int r, int i) { return static_cast<unsigned>(i) * 2654435761u + static_cast<unsigned>(r) * 40503u; }
+__host__ __device__ unsigned F(int r, int i) { return static_cast<unsigned>(i) * 2654435761u + static_cast<unsigned>(r) * 40503u; }
 
 __global__ void Produce(unsigned* a, int r) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < kN; i += gridDim.x * blockDim.x) a[i] = F(r, i);
@@ -172,6 +174,13 @@ int Consumer(Line up) {
   if (q != cudaSuccess) gpu_test::fail("consumer: the transformer's last record is not complete (%s)", cudaGetErrorName(q));
   unsigned long long host = 0;
   CK(cudaMemcpy(&host, wrong, sizeof(host), cudaMemcpyDeviceToHost));
+  // The last round's B, read back through the IPC mapping, checked here too (so a device
+  // that never ran the kernels cannot pass).
+  std::vector<unsigned> last(kN);
+  CK(cudaMemcpy(last.data(), b, kN * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < kN; i++)
+    if (last[i] != 3u * F(kRounds - 1, i) + static_cast<unsigned>(kRounds - 1))
+      gpu_test::fail("consumer: B[%d] of the last round is %u, expected %u", i, last[i], 3u * F(kRounds - 1, i) + kRounds - 1);
   CK(cudaIpcCloseMemHandle(b));
   up.Write("CLOSED");
   if (host != 0) gpu_test::fail("consumer: %llu elements were wrong over %d rounds", host, kRounds);
@@ -183,6 +192,7 @@ pid_t Spawn(const char* self, const char* role, std::vector<int> fds) {
   pid_t pid = fork();
   if (pid < 0) gpu_test::fail("fork: %s", std::strerror(errno));
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a failing producer takes its pipeline down with it
     std::vector<std::string> args = {self, role};
     for (int fd : fds) args.push_back(std::to_string(fd));
     std::vector<char*> argv;
@@ -196,9 +206,17 @@ pid_t Spawn(const char* self, const char* role, std::vector<int> fds) {
 
 Line Open(int in, int out) { return Line{fdopen(in, "r"), fdopen(out, "w")}; }
 
+void Timeout(int) {
+  static const char msg[] = "FAIL ipc_pipeline: a stage waited more than 120 s\n";
+  (void)!write(1, msg, sizeof msg - 1);
+  _exit(1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  signal(SIGALRM, Timeout);
+  alarm(120);  // a stage waiting forever for a neighbour that failed fails instead
   if (argc == 6 && std::strcmp(argv[1], "transformer") == 0)
     return Transformer(Open(std::atoi(argv[2]), std::atoi(argv[3])), Open(std::atoi(argv[4]), std::atoi(argv[5])));
   if (argc == 4 && std::strcmp(argv[1], "consumer") == 0) return Consumer(Open(std::atoi(argv[2]), std::atoi(argv[3])));
@@ -236,6 +254,10 @@ int main(int argc, char** argv) {
   }
   (void)down.Expect("a");
   CK(cudaEventSynchronize(a_consumed));
+  std::vector<unsigned> last(kN);
+  CK(cudaMemcpy(last.data(), a, kN * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < kN; i++)
+    if (last[i] != F(kRounds - 1, i)) gpu_test::fail("producer: A[%d] of the last round is %u, expected %u", i, last[i], F(kRounds - 1, i));
   int status_t = 0, status_c = 0;
   waitpid(t, &status_t, 0);
   waitpid(c, &status_c, 0);
