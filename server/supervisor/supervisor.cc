@@ -323,6 +323,8 @@ int Supervisor::Run() {
         uint64_t v;
         (void)!::read(wake_fd_.get(), &v, sizeof(v));
         RunQueuedCalls();
+      } else if (tag > kControlTag && tag < Handshakes::kTagBase) {
+        OnControl(static_cast<pid_t>(tag - kControlTag));
       } else if (Handshakes::Owns(tag)) {
         handshakes_->OnEvent(tag);
       } else if (tag >= 100 && tag - 100 < listeners_.size()) {
@@ -435,7 +437,8 @@ void Supervisor::OnHandshaken(PendingConnection conn, AuthenticatedPeer peer) {
            s.client.user, s.client.hostname, s.client.pid, s.client.program, TransportName(s.transport), s.peer,
            fmt::join(t.gpus, ","), s.pid);
   counters_.sessions_started++;
-  sessions_.emplace(s.pid, std::move(s));
+  auto [at, added] = sessions_.emplace(s.pid, std::move(s));
+  if (added) WatchControl(at->second);
 }
 
 Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* s) {
@@ -536,9 +539,11 @@ void Supervisor::Reap() {
     if (Status st = registry_->Remove(pid); !st.ok()) LOG_WARN("worker registry: {}", st.ToString());
     SessionState& s = it->second;
     compute_.board().CloseSession(s.ledger_slot, MonotonicNanos());  // a turn it held goes on
-    std::vector<uint64_t> held = ledger_->CloseSession(s.ledger_slot);
     uint64_t total = 0;
-    for (uint64_t b : held) total += b;
+    if (!IpcSessionEnded(s)) {
+      std::vector<uint64_t> held = ledger_->CloseSession(s.ledger_slot);
+      for (uint64_t b : held) total += b;
+    }
     std::string how = WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
                                         : fmt::format("killed by signal {}", WTERMSIG(status));
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -696,6 +701,7 @@ Status Supervisor::DeleteTenant(const std::string& name, bool force) {
     ::waitpid(pid, &status, 0);
     (void)registry_->Remove(pid);
     compute_.board().CloseSession(s.ledger_slot, MonotonicNanos());
+    ApplyIpcActions(ipc_.SessionEnded(pid));  // its exports are its tenant's: nothing of them stays
     ledger_->CloseSession(s.ledger_slot);
     LOG_INFO("session {} of deleted tenant '{}' ended", s.id, name);
     sessions_.erase(pid);

@@ -33,6 +33,7 @@
 #include "remora/protocol/transport.h"
 #include "supervisor/gpu_inventory.h"
 #include "supervisor/handshakes.h"
+#include "supervisor/ipc_registry.h"
 #include "supervisor/module_store.h"
 #include "supervisor/metrics.h"
 #include "supervisor/state_store.h"
@@ -173,6 +174,17 @@ class Supervisor {
   void OnDataConnection(PendingConnection conn, DataHello hello);
   Status SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* out);
   void Reap();
+  // ---- IPC between sessions (supervisor_ipc.cc) ----
+  // Epoll tags of the workers' control sockets: kControlTag + pid (below Handshakes' tags).
+  static constexpr uint64_t kControlTag = 1ull << 31;
+  void WatchControl(SessionState& s);
+  // A worker's control socket is readable: its IPC requests, answered on the same socket.
+  void OnControl(pid_t pid);
+  // A worker ended: its IPC opens closed, its exports revoked. Returns true when some of its
+  // memory is still open in other sessions: the ledger slot then stays open, holding exactly
+  // those bytes, until they are closed.
+  bool IpcSessionEnded(SessionState& s);
+  void ApplyIpcActions(const std::vector<IpcAction>& actions);
   void BeginDrain();
   Status SendControl(SessionState& s, const std::function<void(void*)>& build, int fd = -1);
   void PushGpus(const std::string& tenant);
@@ -212,6 +224,8 @@ class Supervisor {
   std::map<std::string, TenantState> tenants_;
   std::unique_ptr<Keys> keys_;
   std::map<pid_t, SessionState> sessions_;
+  IpcRegistry ipc_;
+  std::map<uint32_t, std::string> ipc_held_slots_;  // ended exporters' ledger slots -> tenant
 
   Fd epoll_, signal_fd_, wake_fd_;
   Fd spare_fd_;  // kept open to accept (and drop) a connection when out of descriptors

@@ -38,7 +38,8 @@ namespace {
   X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemcpyPeerAsync) \
   X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) X(cuCtxGetLimit) \
   X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange) X(cuThreadExchangeStreamCaptureMode) X(cuLinkCreate) X(cuLinkAddData) \
-  X(cuLinkComplete) X(cuLinkDestroy)
+  X(cuLinkComplete) X(cuLinkDestroy) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)      \
+  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)
 
 struct Api {
 #define REMORA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -250,6 +251,38 @@ class CudaDriver final : public Driver {
   Result<DEvent> EventCreate(unsigned flags) override {
     CUevent e = nullptr;
     RETURN_IF_ERROR(Check(api_.cuEventCreate(&e, flags), "cuEventCreate"));
+    return static_cast<DEvent>(e);
+  }
+  // CUDA IPC: the real driver's handles, opened by a sibling worker process on the same GPU.
+  Result<IpcShare> IpcExportMemory(DevPtr base, uint64_t) override {
+    CUipcMemHandle h;
+    RETURN_IF_ERROR(Check(api_.cuIpcGetMemHandle(&h, base), "cuIpcGetMemHandle"));
+    IpcShare s;
+    s.handle.assign(reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof(h));
+    return s;
+  }
+  Result<DevPtr> IpcOpenMemory(const IpcShare& share, uint64_t) override {
+    CUipcMemHandle h;
+    if (share.handle.size() != sizeof(h)) return Error(Err::kInvalidResourceHandle, "no driver IPC handle to open");
+    std::memcpy(&h, share.handle.data(), sizeof(h));
+    CUdeviceptr p = 0;
+    RETURN_IF_ERROR(Check(api_.cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle"));
+    return static_cast<DevPtr>(p);
+  }
+  Status IpcCloseMemory(DevPtr p) override { return Check(api_.cuIpcCloseMemHandle(p), "cuIpcCloseMemHandle"); }
+  Result<IpcShare> IpcExportEvent(DEvent e) override {
+    CUipcEventHandle h;
+    RETURN_IF_ERROR(Check(api_.cuIpcGetEventHandle(&h, static_cast<CUevent>(e)), "cuIpcGetEventHandle"));
+    IpcShare s;
+    s.handle.assign(reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof(h));
+    return s;
+  }
+  Result<DEvent> IpcOpenEvent(const IpcShare& share) override {
+    CUipcEventHandle h;
+    if (share.handle.size() != sizeof(h)) return Error(Err::kInvalidResourceHandle, "no driver IPC handle to open");
+    std::memcpy(&h, share.handle.data(), sizeof(h));
+    CUevent e = nullptr;
+    RETURN_IF_ERROR(Check(api_.cuIpcOpenEventHandle(&e, h), "cuIpcOpenEventHandle"));
     return static_cast<DEvent>(e);
   }
   Status EventDestroy(DEvent e) override { return Check(api_.cuEventDestroy(static_cast<CUevent>(e)), "cuEventDestroy"); }

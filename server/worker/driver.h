@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "remora/base/fd.h"
 #include "remora/base/status.h"
 #include "remora/protocol/connection.h"
 
@@ -89,6 +90,14 @@ struct DeviceDescription {
   uint64_t total_memory = 0;
   std::string pci_bus_id;
   std::vector<int32_t> attributes;  // index = cudaDeviceAttr / CUdevice_attribute
+};
+
+// What another process needs to open exported memory or an event (CUDA IPC): the driver's
+// 64-byte handle (cuda backend) and/or a descriptor of the memory or the event's state (the
+// host-emulated backend's memfd).
+struct IpcShare {
+  std::vector<uint8_t> handle;
+  Fd fd;
 };
 
 struct MemoryInfo {
@@ -201,6 +210,17 @@ class Driver {
   virtual Result<uint64_t> GetLimit(int limit) = 0;
   virtual Status SetLimit(int limit, uint64_t value) = 0;
   virtual Result<std::pair<int, int>> StreamPriorityRange() = 0;  // {least, greatest}
+
+  // ---- CUDA IPC between sessions: sibling worker processes on one GPU (ops_ipc.cc) --------
+  // Shares the allocation at `base` (all `size` bytes of it) with other processes.
+  virtual Result<IpcShare> IpcExportMemory(DevPtr base, uint64_t size) = 0;
+  // Maps another worker's export on the current device; its address here.
+  virtual Result<DevPtr> IpcOpenMemory(const IpcShare& share, uint64_t size) = 0;
+  virtual Status IpcCloseMemory(DevPtr p) = 0;
+  // An event created with CU_EVENT_INTERPROCESS (and timing disabled), shared.
+  virtual Result<IpcShare> IpcExportEvent(DEvent e) = 0;
+  // Another worker's event, usable here like one of this process (destroyed with EventDestroy).
+  virtual Result<DEvent> IpcOpenEvent(const IpcShare& share) = 0;
 
   // The current device's context (CUcontext), for driver functions that name one; nullptr
   // where the backend has none.

@@ -83,6 +83,11 @@ class DriverWrapper : public Driver {
   Result<uint64_t> GetLimit(int limit) override { return t_.GetLimit(limit); }
   Status SetLimit(int limit, uint64_t value) override { return t_.SetLimit(limit, value); }
   Result<std::pair<int, int>> StreamPriorityRange() override { return t_.StreamPriorityRange(); }
+  Result<IpcShare> IpcExportMemory(DevPtr base, uint64_t size) override { return t_.IpcExportMemory(base, size); }
+  Result<DevPtr> IpcOpenMemory(const IpcShare& share, uint64_t size) override { return t_.IpcOpenMemory(share, size); }
+  Status IpcCloseMemory(DevPtr p) override { return t_.IpcCloseMemory(p); }
+  Result<IpcShare> IpcExportEvent(DEvent e) override { return t_.IpcExportEvent(e); }
+  Result<DEvent> IpcOpenEvent(const IpcShare& share) override { return t_.IpcOpenEvent(share); }
   gen::cuda::Api& cuda() override { return t_.cuda(); }
   Result<void*> Library(Domain library) override { return t_.Library(library); }
 

@@ -1,4 +1,5 @@
 #include "worker/executor.h"
+#include "worker/ipc_state.h"
 
 #include <fmt/ranges.h>
 #include <sys/mman.h>
@@ -25,7 +26,7 @@ constexpr uint64_t kOverheadPollNs = 2'000'000'000;  // re-measure context overh
 Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, SessionConfig config,
                    ControlSource* control)
     : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging), frames_(conn, config_.limits.spill_bytes),
-      replies_(conn) {
+      replies_(conn), ipc_(std::make_unique<IpcState>()) {
   BindLibrary(static_cast<uint16_t>(Domain::kCuda), &gen::cuda::Ops(), &driver_.cuda());
   if (config_.compute != nullptr) compute_ = std::make_unique<ComputeHook>(*config_.compute, config_.ledger_slot, *this);
 }
@@ -50,6 +51,7 @@ Result<const DeviceDescription*> Executor::Description(int gpu) {
 }
 
 Executor::~Executor() { ReleaseEverything(); }
+
 
 Status Executor::SetDevice(int gpu) {
   if (gpu == current_gpu_) return Status::Ok();
@@ -412,6 +414,10 @@ Result<bool> Executor::PollPending() {
 }
 
 Status Executor::ApplyControl(const ControlEvent& ev) {
+  if (ev.kind == ControlEvent::Kind::kIpcRelease) {
+    ipc_->Release(*this, ev.export_id);
+    return Status::Ok();
+  }
   if (ev.kind == ControlEvent::Kind::kEndSession) {
     end_reason_ = ev.reason;
     (void)PostNotice([&](wire::Notice::Builder& n) { n.setSessionEnding(ev.reason); });
@@ -579,7 +585,9 @@ void Executor::ReleaseEverything() {
   if (compute_) compute_->Close();
   for (auto& op : pending_) op->Abandon(*this);
   pending_.clear();
+  ipc_->Teardown(*this);  // opens closed; exported memory still open elsewhere set aside
   session_.ReleaseAll(driver_, releaser);
+  ipc_->Linger(*this);    // that memory lives (charged) until its importers close it
   event_pool_.ReleaseAll(driver_, [&](int gpu) { return SetDevice(gpu); });
   bounce_pool_.ReleaseAll(driver_);
   for (const SharedRegion& r : registered_) driver_.HostUnregister(r.base);

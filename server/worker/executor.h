@@ -26,6 +26,7 @@
 #include "remora/memmgr/ledger.h"
 #include "remora/protocol/connection.h"
 #include "common/session_stats.h"
+#include "worker/ipc_link.h"
 #include "worker/driver.h"
 #include "worker/frame_queue.h"
 #include "worker/limits.h"
@@ -65,18 +66,32 @@ struct SessionConfig {
 
 // Supervisor-to-worker events, polled by the executor (about every millisecond).
 struct ControlEvent {
-  enum class Kind { kSetDevices, kEndSession } kind = Kind::kEndSession;
+  enum class Kind { kSetDevices, kEndSession, kIpcRelease } kind = Kind::kEndSession;
   std::vector<int> gpus;
   std::string reason;
+  uint64_t export_id = 0;  // kIpcRelease: free this export now (its last importer closed it)
 };
 
 class ControlSource {
  public:
   virtual ~ControlSource() = default;
   virtual Result<std::optional<ControlEvent>> Poll() = 0;
+  // CUDA IPC: a question the supervisor answers (worker/ipc_link.h); `fd` rides along if >= 0.
+  // Without a supervisor (unit tests), IPC is not available.
+  virtual Result<IpcAnswer> Ask(const IpcQuestion& q, int fd) {
+    (void)q;
+    (void)fd;
+    return Error(Err::kNotSupported, "CUDA IPC needs the Remora server's supervisor");
+  }
+  // Tells the supervisor this session closed its open of an export (no answer).
+  virtual void Closed(uint64_t export_id) { (void)export_id; }
+  // Blocks until the supervisor says to release an export (an exporter whose session ended,
+  // holding memory other sessions still use); nullopt when the supervisor is gone.
+  virtual std::optional<uint64_t> WaitRelease() { return std::nullopt; }
 };
 
 class Executor;
+class IpcState;
 struct OpTable;
 
 // Work started by a request that finishes later (a GPU completion, a bulk transfer).
@@ -135,6 +150,9 @@ class Executor {
   Connection& conn() { return conn_; }
   Driver& driver() { return driver_; }
   SessionState& session() { return session_; }
+  // CUDA IPC: this session's exports and opens (ipc_state.h); the supervisor, if any.
+  IpcState& ipc() { return *ipc_; }
+  ControlSource* control() { return control_; }
   const SessionConfig& config() const { return config_; }
 
   // Posts a Reply for `tag`. `fill` sets the result member; bulk follows if bulk_bytes > 0.
@@ -280,6 +298,7 @@ class Executor {
   uint64_t last_overhead_ns_ = 0;
   std::set<int> measured_gpus_;  // GPUs this session made current (context overhead reported)
   std::unique_ptr<ComputeHook> compute_;  // null without a compute board
+  std::unique_ptr<IpcState> ipc_;
   bool gated_ = false;  // the request just dispatched is GPU work the scheduler holds back
 };
 

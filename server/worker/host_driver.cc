@@ -198,6 +198,16 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     if (joined || graphs_.Capturing(s)) return Status::Ok();  // a capture records the dependency
     auto* ev = static_cast<EmuEvent*>(e);
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+    if (IpcEventState* sh = ev->shared; sh != nullptr && ev->stream == nullptr) {
+      // Another process's event (opened by IPC): later work waits for its latest record.
+      uint64_t target = sh->recorded.load();
+      if (sh->completed.load() >= target) return Status::Ok();
+      const std::atomic<bool>* stopping = &stopping_;
+      st->Submit(st, DepsOf(s, st), [sh, target, stopping] {
+        while (sh->completed.load() < target && !stopping->load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }, /*inline_ok=*/false);
+      return Status::Ok();
+    }
     if (ev->stream == nullptr || ev->stream == st) return Status::Ok();
     std::vector<EmuDep> deps = DepsOf(s, st);
     deps.push_back(EmuDep{ev->stream, ev->target});
@@ -214,6 +224,8 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status EventDestroy(DEvent e) override {
     if (events_.erase(e) == 0) return Error(Err::kInvalidResourceHandle, "unknown emulated event");
     graphs_.ForgetEvent(e);
+    // An interprocess event's state stays mapped until the end (queued records still write it).
+    if (static_cast<EmuEvent*>(e)->shared_fd >= 0) ::close(static_cast<EmuEvent*>(e)->shared_fd);
     delete static_cast<EmuEvent*>(e);
     return Status::Ok();
   }
@@ -221,8 +233,19 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     if (graphs_.Capturing(s)) return graphs_.CaptureEventRecord(e, s);
     if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
-    st->Submit(st, DepsOf(s, st), [] {});  // on the legacy stream, after the blocking streams
     auto* ev = static_cast<EmuEvent*>(e);
+    std::function<void()> reached = [] {};
+    if (IpcEventState* sh = ev->shared) {
+      // An interprocess event: the record is numbered; reaching it completes that number
+      // (never going back when records of several processes complete out of order).
+      uint64_t seq = sh->recorded.fetch_add(1) + 1;
+      reached = [sh, seq] {
+        uint64_t c = sh->completed.load();
+        while (c < seq && !sh->completed.compare_exchange_weak(c, seq)) {
+        }
+      };
+    }
+    st->Submit(st, DepsOf(s, st), std::move(reached));  // on the legacy stream, after the blocking streams
     ev->recorded = true;
     ev->nanos = MonotonicNanos();
     ev->stream = st;
@@ -231,11 +254,17 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   }
   Status EventQuery(DEvent e) override {
     auto* ev = static_cast<EmuEvent*>(e);
+    if (ev->shared) return ev->shared->completed.load() >= ev->shared->recorded.load() ? Status::Ok() : Status(Err::kNotReady, "");
     if (ev->stream && ev->stream->completed.load() < ev->target) return Status(Err::kNotReady, "");
     return Status::Ok();
   }
   Status EventSynchronize(DEvent e) override {
     auto* ev = static_cast<EmuEvent*>(e);
+    if (IpcEventState* sh = ev->shared) {
+      uint64_t target = sh->recorded.load();
+      while (sh->completed.load() < target && !stopping_.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      return Status::Ok();
+    }
     while (ev->stream && ev->stream->completed.load() < ev->target) std::this_thread::sleep_for(std::chrono::microseconds(50));
     return Status::Ok();
   }
@@ -525,8 +554,62 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     return r == CUDA_SUCCESS ? Status::Ok() : Status(Domain::kCuda, r, "cuThreadExchangeStreamCaptureMode");
   }
 
+  // ---- CUDA IPC: memory files shared with sibling workers (their descriptors pass through the
+  // supervisor); see EmulatedHeap::Share and IpcEventState.
+  Result<IpcShare> IpcExportMemory(DevPtr base, uint64_t) override {
+    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(base));
+    WaitAllStreams();  // the memory is copied into its file: nothing may write it meanwhile
+    ASSIGN_OR_RETURN(int fd, h->Share(base));
+    IpcShare share;
+    share.fd = Fd(fd);
+    return share;
+  }
+  Result<DevPtr> IpcOpenMemory(const IpcShare& share, uint64_t size) override {
+    if (!share.fd) return Error(Err::kInvalidResourceHandle, "no emulated memory to open");
+    return heaps_[static_cast<size_t>(current_)].MapShared(share.fd.get(), size);
+  }
+  Status IpcCloseMemory(DevPtr p) override {
+    ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
+    WaitAllStreams();  // work queued on it runs first: its mapping goes
+    return h->Release(p);
+  }
+  Result<IpcShare> IpcExportEvent(DEvent e) override {
+    if (!events_.count(e)) return Error(Err::kInvalidResourceHandle, "unknown emulated event");
+    auto* ev = static_cast<EmuEvent*>(e);
+    if (ev->shared == nullptr) {
+      Fd fd(::memfd_create("remora-emulated-ipc-event", MFD_CLOEXEC));
+      if (!fd || ::ftruncate(fd.get(), sizeof(IpcEventState)) != 0)
+        return ErrnoStatus(Err::kMemoryAllocation, "emulated IPC event", errno);
+      ASSIGN_OR_RETURN(IpcEventState * sh, MapEventState(fd.get()));
+      new (sh) IpcEventState();
+      if (ev->stream && ev->stream->completed.load() < ev->target) {
+        // Recorded and not reached yet: the shared state takes that record over.
+        sh->recorded.store(1);
+        ev->stream->Submit(ev->stream, {}, [sh] { sh->completed.store(std::max<uint64_t>(sh->completed.load(), 1)); });
+      }
+      ev->shared = sh;
+      ev->shared_fd = fd.release();
+    }
+    IpcShare share;
+    share.fd = Fd(::fcntl(ev->shared_fd, F_DUPFD_CLOEXEC, 0));
+    if (!share.fd) return ErrnoStatus(Err::kMemoryAllocation, "dup", errno);
+    return share;
+  }
+  Result<DEvent> IpcOpenEvent(const IpcShare& share) override {
+    if (!share.fd) return Error(Err::kInvalidResourceHandle, "no emulated event to open");
+    ASSIGN_OR_RETURN(IpcEventState * sh, MapEventState(share.fd.get()));
+    auto* e = new EmuEvent;
+    e->flags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+    e->shared = sh;
+    e->shared_fd = ::fcntl(share.fd.get(), F_DUPFD_CLOEXEC, 0);
+    events_.insert(e);
+    return static_cast<DEvent>(e);
+  }
+
   ~HostDriver() override {
+    stopping_.store(true);  // waits for other processes' events give up
     scheduler_.reset();  // running work finishes first; queued work never runs
+    for (void* m : ipc_event_maps_) ::munmap(m, sizeof(IpcEventState));
     for (auto* e : events_) delete static_cast<EmuEvent*>(e);
     for (auto* m : modules_) delete m;
     for (auto* p : pools_) delete p;
@@ -535,6 +618,25 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
  private:
   std::mutex blas_handles_mu_;
   std::set<const void*> blas_handles_;  // NoteBlasHandle
+  std::atomic<bool> stopping_{false};
+  std::vector<void*> ipc_event_maps_;   // IpcEventState mappings (unmapped at the end)
+
+  Result<IpcEventState*> MapEventState(int fd) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof(IpcEventState))
+      return Error(Err::kInvalidResourceHandle, "not an emulated IPC event");
+    void* m = ::mmap(nullptr, sizeof(IpcEventState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return ErrnoStatus(Err::kMemoryAllocation, "map an emulated IPC event", errno);
+    ipc_event_maps_.push_back(m);
+    return static_cast<IpcEventState*>(m);
+  }
+  // Waits until every stream of this process has run what was issued to it.
+  void WaitAllStreams() {
+    for (auto& [h, st] : streams_)
+      while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    for (auto& [d, st] : legacy_streams_)
+      while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 
   // The emulated stream behind a handle; nullptr is the current device's legacy stream.
   Result<std::shared_ptr<EmuStream>> Stream(DStream s) {

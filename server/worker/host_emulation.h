@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cuda.h>  // enum values only; nothing is linked
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,11 +17,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "remora/base/fd.h"
 #include "remora/base/util.h"
 #include "worker/driver.h"
 #include "worker/emu_streams.h"  // EmuStream, EmuDep: a fixed pool of threads
@@ -131,9 +136,55 @@ class EmulatedHeap {
     ::munmap(it->second.host, it->second.size);
     uint64_t size = it->second.size;
     blocks_.erase(it);
-    used_ -= size;
+    shared_.erase(p);
+    if (imported_.erase(p) == 0) used_ -= size;  // another process's memory is not this GPU's use
     Free(p, size);
     return Status::Ok();
+  }
+
+  // CUDA IPC. The allocation at `p` becomes a memory file mapped at the same host address
+  // (its contents copied; the caller makes sure no stream touches it meanwhile), so another
+  // process can map the same memory; returns a descriptor of it (the caller's to close).
+  Result<int> Share(DevPtr p) {
+    auto it = blocks_.find(p);
+    if (it == blocks_.end()) return Error(Err::kInvalidValue, "0x{:x} is not the start of an emulated allocation", p);
+    auto sh = shared_.find(p);
+    if (sh == shared_.end()) {
+      Block& b = it->second;
+      Fd fd(::memfd_create("remora-emulated-ipc", MFD_CLOEXEC));
+      if (!fd || ::ftruncate(fd.get(), static_cast<off_t>(b.size)) != 0)
+        return ErrnoStatus(Err::kMemoryAllocation, "emulated IPC memory file", errno);
+      void* tmp = ::mmap(nullptr, b.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+      if (tmp == MAP_FAILED) return ErrnoStatus(Err::kMemoryAllocation, "emulated IPC memory file", errno);
+      std::memcpy(tmp, b.host, b.size);
+      ::munmap(tmp, b.size);
+      if (::mmap(b.host, b.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd.get(), 0) == MAP_FAILED)
+        return ErrnoStatus(Err::kMemoryAllocation, "emulated IPC memory remap", errno);
+      sh = shared_.emplace(p, std::move(fd)).first;
+    }
+    int dup = ::fcntl(sh->second.get(), F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) return ErrnoStatus(Err::kMemoryAllocation, "dup", errno);
+    return dup;
+  }
+  // Maps another process's shared memory (Share) of `bytes` as an allocation of this GPU.
+  Result<DevPtr> MapShared(int fd, uint64_t bytes) {
+    uint64_t need = AlignUp(std::max<uint64_t>(bytes, 1), kAlign);
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < bytes)
+      return Error(Err::kInvalidResourceHandle, "the exported memory is smaller than its export says");
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < need) continue;
+      DevPtr p = it->first;
+      void* host = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (host == MAP_FAILED) return ErrnoStatus(Err::kMemoryAllocation, "map emulated IPC memory", errno);
+      uint64_t left = it->second - need;
+      free_.erase(it);
+      if (left > 0) free_[p + need] = left;
+      blocks_[p] = Block{static_cast<std::byte*>(host), bytes};
+      imported_.insert(p);
+      return p;
+    }
+    return Error(Err::kMemoryAllocation, "emulated GPU has no free address range of {}", FormatSize(bytes));
   }
 
   // Host address of [p, p+n), which must lie inside one allocation, or inside the mapped part
@@ -186,6 +237,8 @@ class EmulatedHeap {
   std::map<DevPtr, uint64_t> free_;
   std::map<DevPtr, Block> blocks_;
   std::map<DevPtr, Reserved> reserved_;  // address ranges without memory of their own
+  std::map<DevPtr, Fd> shared_;          // allocations shared with other processes (CUDA IPC)
+  std::set<DevPtr> imported_;            // other processes' memory mapped here
 
   Reserved* ReservedAt(DevPtr p) {
     auto it = reserved_.upper_bound(p);
@@ -228,8 +281,17 @@ struct EmuPool {
 };
 
 
+// An interprocess event's state, in a memory file every process that opened it maps: records
+// are numbered; a record's task sets `completed` when its stream gets there.
+struct IpcEventState {
+  std::atomic<uint64_t> recorded{0};
+  std::atomic<uint64_t> completed{0};
+};
+
 struct EmuEvent {
   unsigned flags;
+  IpcEventState* shared = nullptr;  // CUDA IPC: exported or opened (a mapping of shared_fd)
+  int shared_fd = -1;
   bool recorded = false;
   uint64_t nanos = 0;
   std::shared_ptr<EmuStream> stream;  // complete once its host functions up to `target` ran

@@ -25,6 +25,7 @@
 #include "worker/executor.h"
 #include "worker/module_cache.h"
 #include "worker/sandbox.h"
+#include "worker/supervisor_link.h"
 
 namespace remora::worker {
 namespace {
@@ -40,49 +41,6 @@ std::string ToHexString(const uint8_t* p, size_t n) {
 void OnSignal(int) {
   if (g_executor != nullptr) g_executor->Stop();
 }
-
-// Control messages from the supervisor on the inherited socketpair.
-class SocketControl final : public ControlSource {
- public:
-  explicit SocketControl(int fd) : fd_(fd), fs_(fd) {}
-  Result<std::optional<ControlEvent>> Poll() override {
-    if (gone_) return std::optional<ControlEvent>();
-    struct pollfd p = {fd_, POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0) return std::optional<ControlEvent>();
-    auto frame = fs_.Read(1000);
-    if (!frame.ok()) {
-      // The supervisor is gone: nobody tracks this session's quota any more. Said once: the
-      // socket stays readable at its end, and the executor reads events until there are none.
-      gone_ = true;
-      ControlEvent ev;
-      ev.reason = "the Remora server supervisor exited";
-      return std::optional<ControlEvent>(ev);
-    }
-    ControlEvent ev;
-    Status st = GuardDecode("control message", [&]() -> Status {
-      BodyReader r(frame->body);
-      auto m = r.Root<control::ControlMessage>();
-      if (m.isSetGpus()) {
-        ev.kind = ControlEvent::Kind::kSetDevices;
-        for (int32_t g : m.getSetGpus()) ev.gpus.push_back(g);
-      } else if (m.isEndSession()) {
-        ev.kind = ControlEvent::Kind::kEndSession;
-        ev.reason = m.getEndSession();
-      } else {
-        return Error(Err::kNotSupported, "unexpected control message");
-      }
-      return Status::Ok();
-    });
-    if (st.code() == Err::kNotSupported) return std::optional<ControlEvent>();
-    RETURN_IF_ERROR(st);
-    return std::optional<ControlEvent>(ev);
-  }
-
- private:
-  int fd_;
-  FrameSocket fs_;
-  bool gone_ = false;
-};
 
 Result<std::unique_ptr<Driver>> MakeDriver(const std::string& backend, int host_gpus, const std::string& host_mem) {
   if (backend == "host") {
@@ -326,7 +284,7 @@ int main(int argc, char** argv) {
     config.compute = &compute.board();
   }
 
-  SocketControl control(worker_args::kControlFd);
+  SupervisorLink control(worker_args::kControlFd);
   int rc = 0;
   {
     Executor executor(**conn, **driver, staging, config, &control);

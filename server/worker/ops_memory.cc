@@ -13,6 +13,7 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "worker/handlers.h"
+#include "worker/ipc_state.h"
 
 namespace remora::worker {
 namespace {
@@ -248,6 +249,7 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
     return ex.PostReply(tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation cudaFree can free", ptr));
   auto a = ex.session().allocations().Erase(ptr);
   if (!a.ok()) return ex.PostReply(tag, a.status());
+  if (ex.ipc().DeferFree(ex, *a)) return ex.PostReply(tag, Status::Ok());  // still open in another session
   std::vector<std::pair<int, DEvent>> events;
   for (const Executor::Stream& s : StreamsOf(ex, a->device)) {
     if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there

@@ -101,8 +101,9 @@ void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
   uint64_t left = 0;
   size_t count = 0;
   for (const Allocation& a : allocs_.All()) {
-    if (a.kind == AllocKind::kModule || a.kind == AllocKind::kVirtual || a.kind == AllocKind::kMappedHost)
-      continue;  // released above, or with its module or host region
+    if (a.kind == AllocKind::kModule || a.kind == AllocKind::kVirtual || a.kind == AllocKind::kMappedHost ||
+        a.kind == AllocKind::kIpcImported)
+      continue;  // released above, or with its module, host region or IPC open
     // A graph's memory goes with the graph (the driver's); everything else is freed here.
     if (a.kind != AllocKind::kGraphMemory && r.SetDevice(a.device).ok()) (void)driver.MemFree(a.base);
     r.ReleaseCharge(a.device, a.reserved);

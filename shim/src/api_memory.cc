@@ -359,6 +359,8 @@ REMORA_API cudaError_t cudaFree(void* devPtr) {
   auto a = rt.FindDevice(U(devPtr));
   if (!a || a->base != U(devPtr) || a->kind == AllocKind::kModule)
     return Finish(Error(Err::kInvalidValue, "{} is not a device allocation of this process", devPtr), "cudaFree");
+  if (a->kind == AllocKind::kIpcImported)
+    return Finish(Error(Err::kInvalidValue, "{} was opened by IPC: close it with cudaIpcCloseMemHandle", devPtr), "cudaFree");
   Status st = (*c)->Call(a->device, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(U(devPtr)); },
                          [](wire::Reply::Reader&) { return Status::Ok(); });
   if (st.ok() || st.code() == Err::kInvalidValue) (void)rt.RemoveDeviceAllocation(U(devPtr));

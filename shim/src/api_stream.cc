@@ -92,8 +92,8 @@ REMORA_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int
   if (event == nullptr) return Finish(Error(Err::kInvalidValue, "event is NULL"), "cudaEventCreate");
   constexpr unsigned kKnown = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
   if (flags & ~kKnown) return Finish(Error(Err::kInvalidValue, "invalid event flags 0x{:x}", flags), "cudaEventCreate");
-  if (flags & cudaEventInterprocess)
-    return Finish(Error(Err::kNotSupported, "interprocess events are not supported by Remora"), "cudaEventCreate");
+  if ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming))
+    return Finish(Error(Err::kInvalidValue, "an interprocess event must disable timing"), "cudaEventCreate");
   Runtime& rt = Runtime::Get();
   auto dev = rt.CurrentDevice();
   if (!dev.ok()) return Finish(dev.status(), "cudaEventCreate");

@@ -86,11 +86,12 @@ class TenancyServer {
 // mem_shell driven line by line.
 class MemShell {
  public:
-  MemShell(const std::string& dir, const std::map<std::string, std::string>& env) {
+  MemShell(const std::string& dir, const std::map<std::string, std::string>& env,
+           const std::string& program = "app_mem_shell") {
     static int counter = 0;
     fifo_ = dir + "/shell" + std::to_string(counter++) + ".fifo";
     ::mkfifo(fifo_.c_str(), 0600);
-    proc_ = std::make_unique<BackgroundProcess>(std::vector<std::string>{BinDir() + "/app_mem_shell", fifo_}, env);
+    proc_ = std::make_unique<BackgroundProcess>(std::vector<std::string>{BinDir() + "/" + program, fifo_}, env);
     for (int i = 0; i < 1000 && fd_ < 0; i++) {
       fd_ = ::open(fifo_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // ENXIO until the reader opens
       if (fd_ < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -10,6 +10,7 @@
 #  3. cuda_graph.py: torch.cuda.graph capture and replay, natively and remoted.
 #  TORCH_FACADE=0 leaves out the runs through the facade (NVIDIA's statically linked
 #  libraries need the runtime's private tables, issue 15).
+#  3b. torch_ipc.py: torch.multiprocessing shares a CUDA tensor by IPC, natively and remoted.
 #  4. torch_libs.py (conv2d, fft2, linalg, CNN training) natively, through the facade, and with
 #     Remora's client libraries, cuDNN, cuFFT and cuSOLVER included, over shm and tcp.
 #  5. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
@@ -87,6 +88,16 @@ for url in "$shm_url" "$tcp_url"; do
   t=${url%%://*}
   LD_PRELOAD_EXTRA=$libs remoted "$url" python3 "$here/cuda_graph.py" >"$work/graph-$t.log" 2>&1
   report "cuda_graph remoted over $t (capture, 100 replays checked against eager)" $? "$work/graph-$t.log"
+done
+
+# torch.multiprocessing: a CUDA tensor shared with a spawned process by IPC handles (each
+# process its own session of one tenant; the consumer inherits the environment).
+python3 "$here/torch_ipc.py" >"$work/ipc-native.log" 2>&1
+report "torch_ipc native" $? "$work/ipc-native.log"
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  remoted "$url" python3 "$here/torch_ipc.py" >"$work/ipc-$t.log" 2>&1
+  report "torch_ipc remoted over $t (tensor shared by cudaIpc handles)" $? "$work/ipc-$t.log"
 done
 
 # torch_libs.py (conv2d forward and backward, fft2, linalg.solve/cholesky, a CNN's training

@@ -22,6 +22,7 @@ enum class AllocKind : uint8_t {
   kManaged = 7,     // cudaMallocManaged / cudaHostAlloc(Mapped) emulated as managed memory
   kMappedHost = 8,  // pinned host memory the device reads directly (cudaHostGetDevicePointer)
   kGraphMemory = 9, // allocated by a graph's memory node (lives as long as the graph's memory)
+  kIpcImported = 16,  // another session's memory opened by CUDA IPC (closed, never freed; not charged here)
 };
 
 struct Allocation {

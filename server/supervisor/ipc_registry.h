@@ -1,0 +1,128 @@
+// IpcRegistry: the server's record of CUDA IPC exports between its sessions (cudaIpc*,
+// cuIpc*). Workers are separate processes, so an export is registered here by the exporter's
+// worker and every open is checked here before the importer's worker touches the driver.
+//
+// A client sees only a Remora handle, 64 opaque bytes {magic, server id, export id, 128-bit
+// random nonce, kind}: an unforgeable capability. Opening one needs this server, a live
+// export, the nonce, the exporter's tenant, and another session (CUDA lets no process open
+// its own handles). Anything else gets the same answer (CUDA_ERROR_INVALID_HANDLE), so a
+// refusal says nothing about other tenants' exports; the reason is logged on the server.
+//
+// Lifetime (docs/ARCHITECTURE.md, "IPC between processes"): memory freed by its exporter
+// while open elsewhere is revoked (no new opens) but kept, and charged to the exporter, until
+// the last importer closes it; then the exporter's worker is told to free it (Action
+// release_to). An importer that ends, however it ends, closes its opens. An exporter that
+// ends while some of its memory is open leaves those bytes charged in its ledger slot (the
+// supervisor keeps the slot open) until the importers close them (Action uncharge).
+//
+// Pure bookkeeping: no sockets, no ledger. The supervisor's loop thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "remora/base/fd.h"
+#include "remora/base/status.h"
+
+namespace remora::server {
+
+inline constexpr size_t kIpcHandleBytes = 64;
+using IpcHandle = std::array<uint8_t, kIpcHandleBytes>;
+
+// CUresult values the registry answers (the supervisor never includes CUDA's headers).
+inline constexpr uint32_t kCuSuccess = 0;
+inline constexpr uint32_t kCuInvalidContext = 201;  // CUDA_ERROR_INVALID_CONTEXT
+inline constexpr uint32_t kCuInvalidHandle = 400;   // CUDA_ERROR_INVALID_HANDLE
+
+enum class IpcKind : uint8_t { kMemory = 0, kEvent = 1 };
+
+// Who a session is, as the registry needs it.
+struct IpcParty {
+  pid_t pid = -1;          // its worker
+  uint64_t session = 0;
+  std::string tenant;
+  uint32_t ledger_slot = 0;
+};
+
+struct IpcExportRequest {
+  IpcKind kind = IpcKind::kMemory;
+  int gpu = 0;
+  uint64_t size = 0;
+  std::vector<uint8_t> real;  // the driver's handle (cuda backend), or empty
+  Fd fd;                      // the memory or event state (host-emulated backend), or none
+  uint64_t local_id = 0;
+};
+
+// What an importer's worker needs to open an export (valid until the next registry call).
+struct IpcOpened {
+  uint64_t export_id = 0;
+  const std::vector<uint8_t>* real = nullptr;
+  int fd = -1;
+  uint64_t size = 0;
+  int gpu = 0;
+};
+
+// Something the supervisor must do after a close or a session's end.
+struct IpcAction {
+  enum class Kind { kRelease, kUncharge } kind = Kind::kRelease;
+  pid_t pid = -1;          // kRelease: the exporter's worker, to free export_id now
+  uint64_t export_id = 0;
+  uint32_t ledger_slot = 0;  // kUncharge: the gone exporter's slot, `bytes` on `gpu`
+  int gpu = 0;
+  uint64_t bytes = 0;
+  bool slot_empty = false;   // kUncharge: nothing of that slot is held any more (close it)
+};
+
+class IpcRegistry {
+ public:
+  IpcRegistry();
+
+  // Registers an export of `exporter`; returns the client's handle.
+  IpcHandle Export(const IpcParty& exporter, IpcExportRequest req, uint64_t* export_id);
+  // Checks `handle` for `importer` and counts the open. On refusal returns
+  // CUDA_ERROR_INVALID_HANDLE and says why in *why (for the log, never for the client).
+  Result<IpcOpened> Open(const IpcParty& importer, IpcKind kind, std::span<const uint8_t> handle, std::string* why);
+  // The importer's worker closed its open of `export_id`.
+  std::vector<IpcAction> Close(pid_t importer, uint64_t export_id);
+  // The exporter freed `export_id`: revoked, and erased once no open is left. Returns the
+  // opens left (the exporter defers its free until told to release), or -1 if `exporter`
+  // has no such export.
+  int Unexport(pid_t exporter, uint64_t export_id);
+  // The worker `pid` ended: its opens are closed, its exports revoked (those still open are
+  // kept, charged to its slot).
+  std::vector<IpcAction> SessionEnded(pid_t pid);
+  // Bytes of `pid`'s memory exports still open elsewhere, per server GPU.
+  std::map<int, uint64_t> OpenBytesOf(pid_t pid) const;
+
+  size_t size() const { return exports_.size(); }
+
+ private:
+  struct Entry {
+    IpcKind kind;
+    IpcParty exporter;
+    bool exporter_gone = false;
+    bool revoked = false;
+    bool kept_charged = false;  // still open when its exporter ended: its bytes stay in the slot
+    std::array<uint8_t, 16> nonce{};
+    int gpu = 0;
+    uint64_t size = 0;
+    std::vector<uint8_t> real;
+    Fd fd;
+    uint64_t local_id = 0;
+    std::map<pid_t, uint32_t> importers;  // worker -> opens
+  };
+  // Erases `it` if nothing holds it any more, adding the actions that follows.
+  void Settle(std::map<uint64_t, Entry>::iterator it, std::vector<IpcAction>* out);
+
+  std::array<uint8_t, 16> server_id_{};
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Entry> exports_;
+};
+
+}  // namespace remora::server

@@ -1,0 +1,229 @@
+// ipc_shell FIFO: a CUDA application driven line by line by a test, for the CUDA IPC
+// integration test (tests/integration/ipc_test.cc): several of these, in several sessions,
+// export, open, free and close each other's memory and events.
+//
+// Reads "SEQ VERB ARGS" lines from FIFO and answers each with one line "SEQ RESULT" on
+// stdout (flushed). Prints "ready" first. Errors are answers ("SEQ err NAME"), never exits.
+//   alloc MIB            cudaMalloc: "ok ID"
+//   free ID              cudaFree
+//   fill ID BYTE         cudaMemset of the whole block, synchronised
+//   expect ID BYTE       copies the whole block back: "ok" if every byte is BYTE, else "bad N"
+//                        (N: the first byte that differs)
+//   export ID            cudaIpcGetMemHandle: "ok HEX" (128 hex digits)
+//   open HEX MIB         cudaIpcOpenMemHandle: "ok ID" (a block of MIB MiB, as the exporter made it)
+//   close ID             cudaIpcCloseMemHandle
+//   event                cudaEventCreateWithFlags(Interprocess|DisableTiming): "ok EID"
+//   eexport EID          cudaIpcGetEventHandle: "ok HEX"
+//   eopen HEX            cudaIpcOpenEventHandle: "ok EID"
+//   stream               cudaStreamCreate: "ok SID"
+//   busy SID US          a kernel the host-emulated backend runs for US microseconds
+//   fillasync ID BYTE SID  cudaMemsetAsync on stream SID (not waited for)
+//   record EID SID       cudaEventRecord
+//   wait SID EID         cudaStreamWaitEvent
+//   expectasync ID BYTE SID  cudaMemcpyAsync back on SID, cudaStreamSynchronize, then as expect
+//   query EID            cudaEventQuery: "ok" or "err cudaErrorNotReady"
+//   evsync EID           cudaEventSynchronize
+//   quit                 exits 0
+#include <cinttypes>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "app_check.h"
+
+extern "C" __global__ void remora_emulated_busy_us() {}
+
+namespace {
+
+struct Block {
+  void* ptr;
+  size_t bytes;
+  bool opened;  // by IPC (closed, not freed)
+};
+
+std::string Hex(const void* p, size_t n) {
+  static const char* k = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = static_cast<const unsigned char*>(p)[i];
+    s += k[c >> 4];
+    s += k[c & 15];
+  }
+  return s;
+}
+
+bool Unhex(const std::string& s, void* out, size_t n) {
+  if (s.size() != 2 * n) return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned v = 0;
+    if (std::sscanf(s.c_str() + 2 * i, "%2x", &v) != 1) return false;
+    static_cast<unsigned char*>(out)[i] = static_cast<unsigned char>(v);
+  }
+  return true;
+}
+
+std::string Err(cudaError_t e) { return std::string("err ") + cudaGetErrorName(e); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  REQUIRE(argc == 2, "usage: ipc_shell FIFO");
+  std::printf("ready\n");
+  std::fflush(stdout);
+  std::ifstream in(argv[1]);
+  REQUIRE(in, "cannot open %s", argv[1]);
+  std::map<int, Block> blocks;
+  std::map<int, cudaEvent_t> events;
+  std::map<int, cudaStream_t> streams;
+  int next_id = 1;
+  auto block = [&](int id) -> Block* {
+    auto it = blocks.find(id);
+    return it == blocks.end() ? nullptr : &it->second;
+  };
+  auto check_bytes = [&](Block* b, int value, cudaStream_t s) -> std::string {
+    std::vector<unsigned char> back(b->bytes);
+    cudaError_t e = cudaMemcpyAsync(back.data(), b->ptr, b->bytes, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) return Err(e);
+    for (size_t i = 0; i < back.size(); i++)
+      if (back[i] != static_cast<unsigned char>(value)) return "bad " + std::to_string(i);
+    return "ok";
+  };
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ss(line);
+    std::string seq, verb;
+    ss >> seq >> verb;
+    std::string out;
+    if (verb == "alloc") {
+      size_t mib = 0;
+      ss >> mib;
+      void* p = nullptr;
+      cudaError_t e = cudaMalloc(&p, mib << 20);
+      if (e == cudaSuccess) {
+        blocks[next_id] = Block{p, mib << 20, false};
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = Err(e);
+      }
+    } else if (verb == "free" || verb == "close") {
+      int id = 0;
+      ss >> id;
+      Block* b = block(id);
+      if (b == nullptr) {
+        out = "err no-such-block";
+      } else {
+        cudaError_t e = verb == "free" ? cudaFree(b->ptr) : cudaIpcCloseMemHandle(b->ptr);
+        if (e == cudaSuccess) blocks.erase(id);
+        out = e == cudaSuccess ? "ok" : Err(e);
+      }
+    } else if (verb == "fill" || verb == "expect" || verb == "fillasync" || verb == "expectasync") {
+      int id = 0, value = 0, sid = 0;
+      ss >> id >> value >> sid;
+      Block* b = block(id);
+      cudaStream_t s = streams.count(sid) ? streams[sid] : nullptr;
+      if (b == nullptr) {
+        out = "err no-such-block";
+      } else if (verb == "fill") {
+        cudaError_t e = cudaMemset(b->ptr, value, b->bytes);
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+        out = e == cudaSuccess ? "ok" : Err(e);
+      } else if (verb == "fillasync") {
+        cudaError_t e = cudaMemsetAsync(b->ptr, value, b->bytes, s);
+        out = e == cudaSuccess ? "ok" : Err(e);
+      } else {
+        out = check_bytes(b, value, s);
+      }
+    } else if (verb == "export") {
+      int id = 0;
+      ss >> id;
+      Block* b = block(id);
+      cudaIpcMemHandle_t h;
+      cudaError_t e = b ? cudaIpcGetMemHandle(&h, b->ptr) : cudaErrorInvalidValue;
+      out = e == cudaSuccess ? "ok " + Hex(&h, sizeof(h)) : Err(e);
+    } else if (verb == "open") {
+      std::string hex;
+      ss >> hex;
+      cudaIpcMemHandle_t h;
+      void* p = nullptr;
+      cudaError_t e = Unhex(hex, &h, sizeof(h)) ? cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess)
+                                                 : cudaErrorInvalidValue;
+      size_t mib = 0;
+      ss >> mib;
+      size_t size = mib << 20;
+      if (e == cudaSuccess) {
+        cudaPointerAttributes attr;
+        e = cudaPointerGetAttributes(&attr, p);
+        if (e == cudaSuccess && attr.type != cudaMemoryTypeDevice) e = cudaErrorInvalidValue;
+      }
+      if (e == cudaSuccess) {
+        blocks[next_id] = Block{p, size, true};
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = Err(e);
+      }
+    } else if (verb == "event") {
+      cudaEvent_t ev;
+      cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventInterprocess | cudaEventDisableTiming);
+      if (e == cudaSuccess) {
+        events[next_id] = ev;
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = Err(e);
+      }
+    } else if (verb == "eexport") {
+      int id = 0;
+      ss >> id;
+      cudaIpcEventHandle_t h;
+      cudaError_t e = events.count(id) ? cudaIpcGetEventHandle(&h, events[id]) : cudaErrorInvalidValue;
+      out = e == cudaSuccess ? "ok " + Hex(&h, sizeof(h)) : Err(e);
+    } else if (verb == "eopen") {
+      std::string hex;
+      ss >> hex;
+      cudaIpcEventHandle_t h;
+      cudaEvent_t ev;
+      cudaError_t e = Unhex(hex, &h, sizeof(h)) ? cudaIpcOpenEventHandle(&ev, h) : cudaErrorInvalidValue;
+      if (e == cudaSuccess) {
+        events[next_id] = ev;
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = Err(e);
+      }
+    } else if (verb == "stream") {
+      cudaStream_t s;
+      cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      if (e == cudaSuccess) {
+        streams[next_id] = s;
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = Err(e);
+      }
+    } else if (verb == "busy") {
+      int sid = 0, us = 0;
+      ss >> sid >> us;
+      remora_emulated_busy_us<<<us, 1, 0, streams[sid]>>>();
+      cudaError_t e = cudaGetLastError();
+      out = e == cudaSuccess ? "ok" : Err(e);
+    } else if (verb == "record" || verb == "wait") {
+      int a = 0, b = 0;
+      ss >> a >> b;
+      cudaError_t e = verb == "record" ? cudaEventRecord(events[a], streams[b]) : cudaStreamWaitEvent(streams[a], events[b], 0);
+      out = e == cudaSuccess ? "ok" : Err(e);
+    } else if (verb == "query" || verb == "evsync") {
+      int id = 0;
+      ss >> id;
+      cudaError_t e = verb == "query" ? cudaEventQuery(events[id]) : cudaEventSynchronize(events[id]);
+      out = e == cudaSuccess ? "ok" : Err(e);
+    } else if (verb == "quit") {
+      std::printf("%s bye\n", seq.c_str());
+      std::fflush(stdout);
+      return 0;
+    } else {
+      out = "err unknown-verb";
+    }
+    (void)cudaGetLastError();
+    std::printf("%s %s\n", seq.c_str(), out.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}

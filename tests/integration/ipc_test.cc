@@ -1,0 +1,198 @@
+// CUDA IPC between sessions of one server, with real processes (host-emulated backend):
+// two applications of one tenant share memory and an event by IPC handle (data checked, the
+// consumer's stream ordered after the producer's work); another tenant, a forged handle, a
+// guessed one and a stale one are refused (and logged); an exporter's free while the memory
+// is open elsewhere, an importer killed with SIGKILL, an exporter killed with SIGKILL and one
+// that exits while its memory is open each leave the quota ledger exact (the exporter charged until the last importer closes).
+#include <signal.h>
+
+#include "tenancy_support.h"
+
+namespace remora::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+class Ipc : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(s_.Start());
+    dir_ = s_.server.state_dir();
+  }
+  void TearDown() override { EXPECT_EQ(s_.server.Stop(), 0) << s_.server.Log(); }
+
+  std::unique_ptr<MemShell> Shell(const std::string& token, const char* transport = "shm") {
+    auto env = s_.Env(transport, token);
+    if (getenv("IPC_TEST_CLIENT_LOG")) env["REMORA_LOG"] = getenv("IPC_TEST_CLIENT_LOG");
+    auto sh = std::make_unique<MemShell>(dir_, env, "app_ipc_shell");
+    EXPECT_TRUE(sh->ok());
+    return sh;
+  }
+  // The tenant's charged bytes, as the admin API reads the ledger.
+  uint64_t Used(const std::string& tenant) {
+    auto admin = s_.Admin();
+    if (!admin) return ~0ull;
+    auto tenants = admin->ListTenants();
+    if (!tenants.ok()) return ~0ull;
+    for (const auto& t : *tenants)
+      if (t.name == tenant) return t.memory_used;
+    return ~0ull;
+  }
+  static std::string Arg(const std::string& answer) {  // "ok X" -> "X"
+    return answer.rfind("ok ", 0) == 0 ? answer.substr(3) : "";
+  }
+
+  // Polls the server's log for `text`.
+  bool LogSays(const std::string& text) {
+    return Eventually([&] { return s_.server.Log().find(text) != std::string::npos; });
+  }
+
+  TenancyServer s_;
+  std::string dir_;
+};
+
+TEST_F(Ipc, TwoProcessesOfOneTenantShareMemoryAndAnEvent) {
+  std::string token = s_.CreateTenant("t");
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    auto a = Shell(token, transport), b = Shell(token, transport);
+    std::string block = Arg(a->Do("alloc 4"));
+    ASSERT_FALSE(block.empty());
+    ASSERT_EQ(a->Do("fill " + block + " 7"), "ok");
+    std::string handle = Arg(a->Do("export " + block));
+    ASSERT_EQ(handle.size(), 128u);
+    EXPECT_EQ(Arg(a->Do("export " + block)), handle) << "the same allocation, the same handle";
+    std::string opened = Arg(b->Do("open " + handle + " 4"));
+    ASSERT_FALSE(opened.empty());
+    EXPECT_EQ(b->Do("expect " + opened + " 7"), "ok") << "the importer reads the exporter's bytes";
+    ASSERT_EQ(b->Do("fill " + opened + " 9"), "ok");
+    EXPECT_EQ(a->Do("expect " + block + " 9"), "ok") << "and the exporter reads the importer's";
+    EXPECT_EQ(b->Do("free " + opened), "err cudaErrorInvalidValue") << "opened memory is closed, not freed";
+
+    // The event: the producer fills after 300 ms of GPU work and records; the consumer's
+    // stream waits for the record, then reads.
+    std::string pev = Arg(a->Do("event")), ps = Arg(a->Do("stream")), cs = Arg(b->Do("stream"));
+    std::string ehandle = Arg(a->Do("eexport " + pev));
+    ASSERT_EQ(ehandle.size(), 128u);
+    std::string cev = Arg(b->Do("eopen " + ehandle));
+    ASSERT_FALSE(cev.empty());
+    ASSERT_EQ(a->Do("busy " + ps + " 300000"), "ok");
+    ASSERT_EQ(a->Do("fillasync " + block + " 42 " + ps), "ok");
+    ASSERT_EQ(a->Do("record " + pev + " " + ps), "ok");
+    EXPECT_EQ(b->Do("query " + cev), "err cudaErrorNotReady") << "the producer's work is still running";
+    ASSERT_EQ(b->Do("wait " + cs + " " + cev), "ok");
+    EXPECT_EQ(b->Do("expectasync " + opened + " 42 " + cs), "ok") << "the consumer's stream ran after the record";
+    EXPECT_EQ(b->Do("evsync " + cev), "ok");
+    EXPECT_EQ(b->Do("query " + cev), "ok");
+
+    EXPECT_EQ(b->Do("close " + opened), "ok");
+    EXPECT_EQ(a->Do("free " + block), "ok");
+    a->Do("quit");
+    b->Do("quit");
+    // (The kernel's module stays charged while the sessions live.)
+    EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << Used("t");
+    if (HasFailure()) std::printf("%s\n%s\n", s_.server.Log().c_str(), b->process().Output().c_str());
+  }
+}
+
+TEST_F(Ipc, AnotherTenantAForgedHandleAndAStaleOneAreRefused) {
+  std::string ta = s_.CreateTenant("ta"), tb = s_.CreateTenant("tb");
+  auto a = Shell(ta), a2 = Shell(ta), b = Shell(tb);
+  std::string block = Arg(a->Do("alloc 1"));
+  std::string handle = Arg(a->Do("export " + block));
+  ASSERT_EQ(handle.size(), 128u);
+  EXPECT_EQ(b->Do("open " + handle + " 1"), "err cudaErrorInvalidResourceHandle");
+  EXPECT_TRUE(LogSays("to tenant 'tb'")) << s_.server.Log();
+  // The nonce altered (one bit): a guess of the right export with the wrong secret.
+  std::string forged = handle;
+  forged[70] = forged[70] == '0' ? '1' : '0';
+  EXPECT_EQ(a2->Do("open " + forged + " 1"), "err cudaErrorInvalidResourceHandle");
+  EXPECT_TRUE(LogSays("the nonce does not match")) << s_.server.Log();
+  // Made up from nothing; and the session's own handle (CUDA refuses that too).
+  EXPECT_EQ(a2->Do("open " + std::string(128, '5') + " 1"), "err cudaErrorInvalidResourceHandle");
+  EXPECT_NE(a->Do("open " + handle + " 1").rfind("err ", 0), std::string::npos);
+  std::string ev = Arg(a->Do("event"));
+  std::string eh = Arg(a->Do("eexport " + ev));
+  EXPECT_EQ(b->Do("eopen " + eh), "err cudaErrorInvalidResourceHandle");
+  EXPECT_EQ(a2->Do("open " + eh + " 1"), "err cudaErrorInvalidResourceHandle") << "an event handle is not memory";
+  // Freed with nobody holding it: the handle is dead.
+  EXPECT_EQ(a->Do("free " + block), "ok");
+  EXPECT_EQ(a2->Do("open " + handle + " 1"), "err cudaErrorInvalidResourceHandle");
+  EXPECT_TRUE(Eventually([&] { return Used("ta") == 0 && Used("tb") == 0; }));
+  for (auto* sh : {a.get(), a2.get(), b.get()}) sh->Do("quit");
+}
+
+TEST_F(Ipc, ExporterFreeWhileOpenIsDeferredAndChargedUntilTheLastClose) {
+  std::string token = s_.CreateTenant("t", {"--memory", "64MiB"});
+  auto a = Shell(token), b = Shell(token), c = Shell(token);
+  std::string block = Arg(a->Do("alloc 32"));
+  ASSERT_EQ(a->Do("fill " + block + " 5"), "ok");
+  std::string handle = Arg(a->Do("export " + block));
+  std::string ob = Arg(b->Do("open " + handle + " 32")), oc = Arg(c->Do("open " + handle + " 32"));
+  ASSERT_FALSE(ob.empty());
+  ASSERT_FALSE(oc.empty());
+  EXPECT_EQ(Used("t"), 32 * kMiB) << "charged once, to the exporter";
+  EXPECT_EQ(a->Do("free " + block), "ok");
+  EXPECT_EQ(Used("t"), 32 * kMiB) << "freed while open elsewhere: still charged";
+  EXPECT_EQ(b->Do("expect " + ob + " 5"), "ok") << "and still valid for its importers";
+  EXPECT_EQ(b->Do("alloc 48"), "err cudaErrorMemoryAllocation") << "the quota still counts it";
+  EXPECT_EQ(b->Do("close " + ob), "ok");
+  EXPECT_EQ(Used("t"), 32 * kMiB);
+  EXPECT_EQ(c->Do("expect " + oc + " 5"), "ok");
+  EXPECT_EQ(c->Do("close " + oc), "ok");
+  EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << "the last close frees it: " << Used("t");
+  EXPECT_TRUE(LogSays("freed IPC export")) << s_.server.Log();
+  for (auto* sh : {a.get(), b.get(), c.get()}) sh->Do("quit");
+}
+
+TEST_F(Ipc, AKilledImporterClosesItsOpensAndAKilledExporterStaysChargedUntilTheyClose) {
+  std::string token = s_.CreateTenant("t");
+  {
+    // Importer SIGKILLed after the exporter freed: its open is closed, the deferred free happens.
+    auto a = Shell(token), b = Shell(token);
+    std::string block = Arg(a->Do("alloc 16"));
+    std::string handle = Arg(a->Do("export " + block));
+    ASSERT_FALSE(Arg(b->Do("open " + handle + " 16")).empty());
+    ASSERT_EQ(a->Do("free " + block), "ok");
+    EXPECT_EQ(Used("t"), 16 * kMiB);
+    ::kill(b->process().pid(), SIGKILL);
+    EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << Used("t");
+    a->Do("quit");
+  }
+  {
+    // Exporter SIGKILLed while its memory is open: the bytes stay charged (the worker's slot
+    // is kept) and the memory readable until the importer closes it.
+    auto a = Shell(token), b = Shell(token);
+    std::string block = Arg(a->Do("alloc 8")), other = Arg(a->Do("alloc 4"));
+    ASSERT_EQ(a->Do("fill " + block + " 3"), "ok");
+    std::string handle = Arg(a->Do("export " + block));
+    std::string ob = Arg(b->Do("open " + handle + " 8"));
+    ASSERT_FALSE(ob.empty());
+    EXPECT_EQ(Used("t"), 12 * kMiB);
+    ::kill(a->process().pid(), SIGKILL);
+    EXPECT_TRUE(Eventually([&] { return Used("t") == 8 * kMiB; })) << "only the open bytes stay: " << Used("t");
+    EXPECT_EQ(b->Do("expect " + ob + " 3"), "ok");
+    EXPECT_EQ(b->Do("close " + ob), "ok");
+    EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << Used("t");
+    b->Do("quit");
+  }
+  {
+    // Exporter exits normally while its memory is open: its worker frees the rest and holds
+    // that memory (charged) until the importer closes it, then ends.
+    auto a = Shell(token), b = Shell(token);
+    std::string block = Arg(a->Do("alloc 8")), other = Arg(a->Do("alloc 4"));
+    ASSERT_EQ(a->Do("fill " + block + " 6"), "ok");
+    std::string ob = Arg(b->Do("open " + Arg(a->Do("export " + block)) + " 8"));
+    ASSERT_FALSE(ob.empty());
+    EXPECT_EQ(a->Do("quit"), "bye");
+    EXPECT_TRUE(Eventually([&] { return Used("t") == 8 * kMiB; })) << Used("t");
+    EXPECT_TRUE(LogSays("kept until they close them"));
+    EXPECT_EQ(b->Do("expect " + ob + " 6"), "ok");
+    EXPECT_EQ(b->Do("close " + ob), "ok");
+    EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << Used("t");
+    b->Do("quit");
+  }
+}
+
+}  // namespace
+}  // namespace remora::testing
