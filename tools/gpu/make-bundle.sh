@@ -30,6 +30,8 @@ cp "$root"/tests/gpu/*.sh "$root/tools/gpu/gpu-session.sh" "$root/tools/gpu/tcp-
   "$out/scripts/"
 mkdir -p "$out/scripts/torch"
 cp "$root"/tests/gpu/torch/*.py "$root"/tests/gpu/torch/*.sh "$out/scripts/torch/"
+mkdir -p "$out/scripts/cupy"
+cp "$root"/tests/gpu/cupy/*.py "$root"/tests/gpu/cupy/*.sh "$out/scripts/cupy/"
 # The suite's program list (tenancy-only programs such as pool_retention are not in it).
 mkdir -p "$out/tests/gpu"
 cp "$build/tests/gpu/gpu-programs.txt" "$out/tests/gpu/"
