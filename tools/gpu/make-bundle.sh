@@ -11,8 +11,12 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/deps" "$out/scripts"
 for f in "$build"/bin/*; do
   [ -x "$f" ] && [ -f "$f" ] || continue
-  case "$(basename "$f")" in *_test|protocol_test|base_test|memmgr_test|transport_test|worker_test|rdma_*) continue ;; esac
-  strip --strip-debug -o "$out/bin/$(basename "$f")" "$f"
+  # Not used on the GPU host (and the device tool carries 64 MiB at most): tests, the FUSE and
+  # Slurm tools, the soak client, and the static twins of tests/apps (the GPU suite's own static
+  # twins, gpu_static_*, stay).
+  case "$(basename "$f")" in *_test|protocol_test|base_test|memmgr_test|transport_test|worker_test|rdma_*) continue ;;
+    remorafs|remora-slurm|remora-chaos-client|app_static_*) continue ;; esac
+  strip --strip-all -o "$out/bin/$(basename "$f")" "$f"
 done
 for l in "$build"/lib/libremora*.so "$build"/lib/libcuda.so.1 "$build"/lib/libnvidia-ml.so.1; do
   strip --strip-debug -o "$out/lib/$(basename "$l")" "$l"
