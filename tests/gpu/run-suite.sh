@@ -7,7 +7,7 @@
 # printed its "PASS <name>:" line. Logs: BUILD_DIR/gpu-suite-logs/<name>.<mode>.log.
 # --static: the same programs linked with nvcc's default static CUDA runtime
 # (BUILD_DIR/bin/gpu_static_<name>, issue 15; logs <name>.static.<mode>.log).
-# Exit status: 1 if any cell FAILed, else 0.
+# Exit status: 1 if any cell FAILed, 77 if every cell was skipped (no GPU), else 0.
 #
 # Environment: REMORA_RUN (default BUILD_DIR/bin/remora-run) for the shm/tcp modes.
 set -u
@@ -136,4 +136,6 @@ if [ $fails -gt 0 ]; then
   for f in "${failures[@]}"; do echo "  $f"; done
   exit 1
 fi
+# Everything skipped (no GPU): 77, so CTest reports the run as skipped rather than passed.
+[ $passes -eq 0 ] && exit 77
 exit 0
