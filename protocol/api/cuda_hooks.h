@@ -40,4 +40,24 @@ inline size_t PoolAttributeSize(CUmemPool_attribute a) {
   }
 }
 
+// Bytes of one channel of an array element of `format`; 0 for the formats Remora does not
+// handle (the client refuses them before sending, the worker again before the driver).
+inline uint32_t ArrayFormatBytes(CUarray_format format) {
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
 }  // namespace remora::api::cuda

@@ -3,26 +3,11 @@
 #include <algorithm>
 
 #include "cuda_api.h"
+#include "cuda_hooks.h"
 
 namespace remora::worker {
 
-uint32_t FormatBytes(CUarray_format format) {
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      return 4;
-    default:
-      return 0;
-  }
-}
+uint32_t FormatBytes(CUarray_format format) { return api::cuda::ArrayFormatBytes(format); }
 
 Status CheckArrayDesc(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned levels, uint32_t* elem, uint64_t* bytes) {
   constexpr uint64_t kMaxDim = 1 << 17;

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "cuda_hooks.h"
+
 namespace remora::shim {
 namespace {
 
@@ -64,23 +66,7 @@ std::optional<ObjectEntry> ClientArrays::FindObject(bool surface, uint64_t value
   return it->second;
 }
 
-uint32_t ArrayFormatBytes(CUarray_format format) {
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      return 4;
-    default:
-      return 0;
-  }
-}
+uint32_t ArrayFormatBytes(CUarray_format format) { return api::cuda::ArrayFormatBytes(format); }
 
 CUDA_ARRAY3D_DESCRIPTOR LevelDesc(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned level) {
   CUDA_ARRAY3D_DESCRIPTOR d = desc;
