@@ -27,6 +27,7 @@
 #include "worker/host_array.h"
 #include "worker/host_cuda_api.h"
 #include "worker/host_graph.h"
+#include "worker/image_symbols.h"
 #include "worker/host_device.h"
 
 namespace remora::worker {
@@ -292,6 +293,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     if (!IsEmulatedImage(image, size, magic))
       return Error(Err::kInvalidKernelImage, "not a fat binary, an ELF cubin or PTX (magic 0x{:08x})", magic);
     auto* m = new EmuModule;
+    m->variables = ImageVariables(image, size);
     modules_.insert(m);
     return static_cast<DModule>(m);
   }
@@ -337,7 +339,13 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     auto* mod = static_cast<EmuModule*>(m);
     auto it = mod->globals.find(name);
     if (it != mod->globals.end()) return it->second;
-    if (size_hint == 0) return Error(Err::kInvalidSymbol, "emulated module has no global '{}' of known size", name);
+    // Only the name known (cuModuleGetGlobal): the size the image's symbol table gives.
+    if (size_hint == 0) {
+      auto v = mod->variables.find(name);
+      if (v == mod->variables.end() || v->second == 0)
+        return Error(Err::kInvalidSymbol, "emulated module has no global '{}' of known size", name);
+      size_hint = v->second;
+    }
     ASSIGN_OR_RETURN(DevPtr p, MemAlloc(size_hint));
     ASSIGN_OR_RETURN(std::byte * host, Translate(p, size_hint));
     std::memset(host, 0, size_hint);

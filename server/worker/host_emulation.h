@@ -268,6 +268,7 @@ inline bool IsEmulatedImage(const void* image, size_t size, uint32_t magic) {
 
 struct EmuModule {
   std::map<std::string, std::pair<DevPtr, size_t>> globals;
+  std::map<std::string, uint64_t> variables;  // what the image's symbol tables define (image_symbols.h)
 };
 
 struct EmuFunction {

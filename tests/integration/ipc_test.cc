@@ -21,10 +21,11 @@ class Ipc : public ::testing::Test {
   }
   void TearDown() override { EXPECT_EQ(s_.server.Stop(), 0) << s_.server.Log(); }
 
-  std::unique_ptr<MemShell> Shell(const std::string& token, const char* transport = "shm") {
+  std::unique_ptr<MemShell> Shell(const std::string& token, const char* transport = "shm",
+                                  const char* app = "app_ipc_shell") {
     auto env = s_.Env(transport, token);
     if (getenv("IPC_TEST_CLIENT_LOG")) env["REMORA_LOG"] = getenv("IPC_TEST_CLIENT_LOG");
-    auto sh = std::make_unique<MemShell>(dir_, env, "app_ipc_shell");
+    auto sh = std::make_unique<MemShell>(dir_, env, app);
     EXPECT_TRUE(sh->ok());
     return sh;
   }
@@ -47,15 +48,9 @@ class Ipc : public ::testing::Test {
     return Eventually([&] { return s_.server.Log().find(text) != std::string::npos; });
   }
 
-  TenancyServer s_;
-  std::string dir_;
-};
-
-TEST_F(Ipc, TwoProcessesOfOneTenantShareMemoryAndAnEvent) {
-  std::string token = s_.CreateTenant("t");
-  for (const char* transport : {"shm", "tcp"}) {
-    SCOPED_TRACE(transport);
-    auto a = Shell(token, transport), b = Shell(token, transport);
+  // The exporter (`producer` program) shares memory and an event with the importer's.
+  void ShareMemoryAndAnEvent(const std::string& token, const char* transport, const char* producer, const char* consumer) {
+    auto a = Shell(token, transport, producer), b = Shell(token, transport, consumer);
     std::string block = Arg(a->Do("alloc 4"));
     ASSERT_FALSE(block.empty());
     ASSERT_EQ(a->Do("fill " + block + " 7"), "ok");
@@ -93,6 +88,29 @@ TEST_F(Ipc, TwoProcessesOfOneTenantShareMemoryAndAnEvent) {
     EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << Used("t");
     if (HasFailure()) std::printf("%s\n%s\n", s_.server.Log().c_str(), b->process().Output().c_str());
   }
+
+  TenancyServer s_;
+  std::string dir_;
+};
+
+TEST_F(Ipc, TwoProcessesOfOneTenantShareMemoryAndAnEvent) {
+  std::string token = s_.CreateTenant("t");
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    ShareMemoryAndAnEvent(token, transport, "app_ipc_shell", "app_ipc_shell");
+  }
+}
+
+// Programs linked with nvcc's default static runtime (issue 15) reach IPC through the driver
+// facade (cuIpc*): with each other and with programs of the shared runtime.
+TEST_F(Ipc, StaticRuntimeProgramsShareWithEitherRuntime) {
+  std::string token = s_.CreateTenant("t");
+  SCOPED_TRACE("static to shared");
+  ShareMemoryAndAnEvent(token, "shm", "app_static_ipc_shell", "app_ipc_shell");
+  SCOPED_TRACE("shared to static");
+  ShareMemoryAndAnEvent(token, "shm", "app_ipc_shell", "app_static_ipc_shell");
+  SCOPED_TRACE("static to static");
+  ShareMemoryAndAnEvent(token, "tcp", "app_static_ipc_shell", "app_static_ipc_shell");
 }
 
 TEST_F(Ipc, AnotherTenantAForgedHandleAndAStaleOneAreRefused) {

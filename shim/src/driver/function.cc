@@ -20,12 +20,7 @@ namespace {
 
 DriverObjects& Objects() { return Process::Get().driver_objects(); }
 
-// A CUfunction, or a CUkernel cast to one (as CUDA accepts; the static runtime passes those).
-Result<FunctionInfo> Fn(CUfunction f) {
-  auto info = Objects().Function(f);
-  if (!info.ok() && FunctionFromHost(f) != nullptr) return FunctionOfKernel(reinterpret_cast<CUkernel>(f));
-  return info;
-}
+Result<FunctionInfo> Fn(CUfunction f) { return FunctionOrKernel(f); }
 
 Result<FunctionRecord*> Kernel(CUkernel k) {
   FunctionRecord* f = FunctionFromHost(k);
@@ -131,6 +126,12 @@ REMORA_API CUresult cuFuncLoad(CUfunction func) {
 }
 
 // ---- CUkernel -----------------------------------------------------------------------------------
+
+Result<FunctionInfo> remora::shim::driver::FunctionOrKernel(CUfunction f) {
+  auto info = Objects().Function(f);
+  if (!info.ok() && FunctionFromHost(f) != nullptr) return FunctionOfKernel(reinterpret_cast<CUkernel>(f));
+  return info;
+}
 
 Result<FunctionInfo> remora::shim::driver::FunctionOfKernel(CUkernel kernel) {
   auto k = Kernel(kernel);

@@ -13,6 +13,7 @@
 #include "driver/driver.h"
 #include "driver/objects.h"
 #include "export.h"
+#include "managed.h"
 #include "modules.h"
 #include "process.h"
 #include "registry.h"
@@ -277,26 +278,60 @@ REMORA_API CUresult cuLibraryGetModule(CUmodule* module, CUlibrary library) {
   return CUDA_SUCCESS;
 }
 
-REMORA_API CUresult cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUlibrary library, const char* name) {
-  if (name == nullptr) return Invalid("cuLibraryGetGlobal", "name is NULL");
+namespace {
+
+// A library's variable on `device` (resolved there on first use).
+CUresult LibraryGlobal(CUdeviceptr* dptr, size_t* bytes, CUlibrary library, const char* name, int device, const char* call) {
+  if (name == nullptr) return Invalid(call, "name is NULL");
   auto l = Objects().Library(library);
-  if (!l.ok()) return FromStatus(l.status(), "cuLibraryGetGlobal");
+  if (!l.ok()) return FromStatus(l.status(), call);
   LibraryRecord* lib = *l;
-  auto d = CurrentDevice();
-  if (!d.ok()) return FromStatus(d.status(), "cuLibraryGetGlobal");
   VariableRecord* v;
   {
     std::lock_guard<std::mutex> lock(lib->mu);
     auto it = lib->globals.find(name);
     v = it != lib->globals.end() ? it->second : (lib->globals[name] = Registry::Get().AddGlobal(lib->image, name));
   }
-  auto g = GlobalOn(v, *d);
+  auto g = GlobalOn(v, device);
   if (!g.ok()) {
     if (g.status().domain() == Domain::kCudart && g.status().raw() == cudaErrorInvalidSymbol)
-      return FromStatus(Cu(CUDA_ERROR_NOT_FOUND, std::string("no variable ") + name + " in the library"), "cuLibraryGetGlobal");
-    return FromStatus(g.status(), "cuLibraryGetGlobal");
+      return FromStatus(Cu(CUDA_ERROR_NOT_FOUND, std::string("no variable ") + name + " in the library"), call);
+    return FromStatus(g.status(), call);
   }
   if (dptr != nullptr) *dptr = g->first;
   if (bytes != nullptr) *bytes = g->second;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+REMORA_API CUresult cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUlibrary library, const char* name) {
+  auto d = CurrentDevice();
+  if (!d.ok()) return FromStatus(d.status(), "cuLibraryGetGlobal");
+  return LibraryGlobal(dptr, bytes, library, name, *d, "cuLibraryGetGlobal");
+}
+
+// A __managed__ variable: the library's global on the current device, whose address is also
+// mapped in this process with the coherence of managed memory (managed.h), as the runtime's
+// __managed__ variables are. The static runtime points the program's variable at it.
+REMORA_API CUresult cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary library, const char* name) {
+  // Managed memory needs no context (the static runtime asks before it makes one current): the
+  // current context's device, else the thread's runtime device.
+  Runtime& rt = Runtime::Get();
+  auto d = CurrentDevice();
+  if (!d.ok()) d = rt.CurrentDevice();
+  if (!d.ok()) return FromStatus(d.status(), "cuLibraryGetManaged");
+  CUdeviceptr p = 0;
+  size_t n = 0;
+  CUresult r = LibraryGlobal(&p, &n, library, name, *d, "cuLibraryGetManaged");
+  if (r != CUDA_SUCCESS) return r;
+  if (!rt.managed().Contains(p)) {
+    auto c = rt.Session();
+    if (!c.ok()) return FromStatus(c.status(), "cuLibraryGetManaged");
+    Status st = rt.managed().AddVariables(*c, {{p, n}}, *d);
+    if (!st.ok()) return FromStatus(st, "cuLibraryGetManaged");
+  }
+  if (dptr != nullptr) *dptr = p;
+  if (bytes != nullptr) *bytes = n;
   return CUDA_SUCCESS;
 }

@@ -87,5 +87,7 @@ size_t ImageSize(const void* image);
 // The function of a kernel (a CUkernel: the Registry's FunctionRecord) on the current
 // context's device, loaded there if need be and known to the launch path from then on.
 Result<FunctionInfo> FunctionOfKernel(CUkernel kernel);
+// A CUfunction, or a CUkernel cast to one (as CUDA accepts; the static runtime passes those).
+Result<FunctionInfo> FunctionOrKernel(CUfunction f);
 
 }  // namespace remora::shim::driver

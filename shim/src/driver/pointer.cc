@@ -42,6 +42,8 @@ CUresult Attribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr, const 
   }
   const Allocation& a = k->a;
   int device = k->device ? a.device : Thread().device;
+  // Managed memory is device memory whose address is also the host's (managed.h).
+  bool managed = k->device && a.kind == AllocKind::kManaged;
   switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: {
       Contexts& ctxs = Process::Get().contexts();
@@ -53,7 +55,7 @@ CUresult Attribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr, const 
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
       return put(ptr);  // unified addressing: the same address on both sides
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      if (k->device) return CUDA_ERROR_INVALID_VALUE;
+      if (k->device && !managed) return CUDA_ERROR_INVALID_VALUE;
       return put(reinterpret_cast<void*>(static_cast<uintptr_t>(ptr)));
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
       return put(1u);  // Remora's synchronous copies and memsets always complete before returning
@@ -61,7 +63,7 @@ CUresult Attribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr, const 
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
       return put(static_cast<unsigned long long>(a.base));  // unique while the allocation lives
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      return put(0u);
+      return put(managed ? 1u : 0u);
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       return put(device);
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
