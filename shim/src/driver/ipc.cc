@@ -40,6 +40,15 @@ REMORA_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
   return ViaRuntime([&] { return cudaIpcCloseMemHandle(reinterpret_cast<void*>(dptr)); });
 }
 
+// The exported event's records are fenced from now on (api_ipc.cc), as the runtime's.
+REMORA_API CUresult cuIpcGetEventHandle(CUipcEventHandle* pHandle, CUevent event) {
+  if (pHandle == nullptr) return Invalid("cuIpcGetEventHandle", "pHandle is NULL");
+  cudaIpcEventHandle_t h;
+  CUresult r = ViaRuntime([&] { return cudaIpcGetEventHandle(&h, reinterpret_cast<cudaEvent_t>(event)); });
+  if (r == CUDA_SUCCESS) std::memcpy(pHandle, &h, sizeof(h));
+  return r;
+}
+
 REMORA_API CUresult cuIpcOpenEventHandle(CUevent* phEvent, CUipcEventHandle handle) {
   if (phEvent == nullptr) return Invalid("cuIpcOpenEventHandle", "phEvent is NULL");
   cudaIpcEventHandle_t h;
