@@ -51,6 +51,13 @@ REMORA_API cudaError_t cudaLibraryGetKernel(cudaKernel_t* pKernel, cudaLibrary_t
                 "cudaLibraryGetKernel");
 }
 
+REMORA_API cudaError_t cudaLibraryGetManaged(void** dptr, size_t* bytes, cudaLibrary_t library, const char* name) {
+  CUdeviceptr p = 0;
+  cudaError_t e = DriverResult(cuLibraryGetManaged(&p, bytes, reinterpret_cast<CUlibrary>(library), name), "cudaLibraryGetManaged");
+  if (e == cudaSuccess && dptr != nullptr) *dptr = reinterpret_cast<void*>(p);
+  return e;
+}
+
 REMORA_API cudaError_t cudaLibraryGetGlobal(void** dptr, size_t* bytes, cudaLibrary_t library, const char* name) {
   CUdeviceptr p = 0;
   cudaError_t e = DriverResult(cuLibraryGetGlobal(&p, bytes, reinterpret_cast<CUlibrary>(library), name), "cudaLibraryGetGlobal");

@@ -3,6 +3,7 @@
 #include "callbacks.h"
 #include "driver/contexts.h"
 #include "driver/objects.h"
+#include "error_log.h"
 #include "lib_objects.h"
 #include "registry.h"
 #include "runtime.h"
@@ -18,6 +19,7 @@ Process::Process()
       contexts_(new driver::Contexts()),
       driver_objects_(new driver::DriverObjects()),
       lib_objects_(new LibObjects()),
+      error_log_(new ErrorLog()),
       runtime_(new Runtime()) {}
 
 Process& Process::Get() {

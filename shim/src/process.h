@@ -20,6 +20,7 @@ class Runtime;
 class Registry;
 class HostCallbacks;
 class LibObjects;
+class ErrorLog;
 namespace driver {
 class Contexts;
 class DriverObjects;
@@ -40,6 +41,8 @@ class Process {
   // libraries (shim/src/driver/).
   driver::Contexts& contexts() { return *contexts_; }
   driver::DriverObjects& driver_objects() { return *driver_objects_; }
+  // The errors this process's calls returned (cuLogs*, error_log.h).
+  ErrorLog& error_log() { return *error_log_; }
 
   // cudaSetDeviceFlags / cudaGetDeviceFlags.
   std::atomic<unsigned>& device_flags() { return device_flags_; }
@@ -55,6 +58,7 @@ class Process {
   driver::Contexts* contexts_;
   driver::DriverObjects* driver_objects_;
   LibObjects* lib_objects_;
+  ErrorLog* error_log_;
   Runtime* runtime_;  // created last: its constructor may use the others
   std::atomic<unsigned> device_flags_{0};
   std::atomic<uint64_t> next_region_{1};

@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "error_log.h"
 #include "lib_objects.h"
+#include "process.h"
 #include "remora.capnp.h"
 #include "remora/base/log.h"
 #include "cuda_wire.h"
@@ -191,6 +193,7 @@ uint32_t FinishApi(Domain caller, const Status& st, const char* call) {
   if (caller == Domain::kCudart) return static_cast<uint32_t>(Finish(st, call));
   if (st.ok()) return 0;
   LOG_INFO("{} -> {}", call, st.ToString());
+  if (st.code() != Err::kNotReady) Process::Get().error_log().Record(call, st.ToString());
   if (st.domain() == caller) return st.raw();
   // The runtime's and the driver's codes coincide for every error Remora reports.
   if (caller == Domain::kCuda && st.domain() == Domain::kCudart) return st.raw();
@@ -200,6 +203,7 @@ uint32_t FinishApi(Domain caller, const Status& st, const char* call) {
 uint32_t FinishLib(Domain caller, const LibCodes& codes, const Status& st, const char* call) {
   if (st.ok()) return codes.ok;
   LOG_INFO("{} -> {}", call, st.ToString());
+  if (st.code() != Err::kNotReady) Process::Get().error_log().Record(call, st.ToString());
   if (st.domain() == caller) return st.raw();
   if (st.domain() != Domain::kCudart && st.domain() != Domain::kCuda) return codes.internal;
   switch (st.code()) {
@@ -223,6 +227,7 @@ uint32_t FinishLib(Domain caller, const LibCodes& codes, const Status& st, const
 
 uint32_t NotSupported(Domain caller, uint32_t code, const char* call) {
   if (Process::Get().FirstTime(call)) LOG_WARN("{} is not supported by Remora yet", call);
+  Process::Get().error_log().Record(call, "not supported by Remora");
   if (caller == Domain::kCudart) Thread().last_error = static_cast<cudaError_t>(code);
   return code;
 }

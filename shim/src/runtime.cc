@@ -12,6 +12,7 @@
 
 #include "callbacks.h"
 #include "driver/contexts.h"
+#include "error_log.h"
 #include "lib_objects.h"
 #include "local_gpu_check.h"
 #include "remote_call.h"
@@ -406,6 +407,7 @@ cudaError_t Finish(const Status& st, const char* call) {
   if (e == cudaErrorNotReady) return e;
   Thread().last_error = e;
   LOG_INFO("{} -> {}", call, st.ToString());
+  Process::Get().error_log().Record(call, st.ToString());
   return e;
 }
 

@@ -1,5 +1,9 @@
 // Bad calls get CUDA's error codes, the process keeps working afterwards, and the error
 // state (cudaGetLastError / cudaPeekAtLastError) behaves as in CUDA.
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "app_check.h"
 
 int main() {
@@ -50,6 +54,45 @@ int main() {
   REQUIRE(std::strcmp(cudaGetErrorName(cudaErrorMemoryAllocation), "cudaErrorMemoryAllocation") == 0, "error name");
   REQUIRE(std::strcmp(cudaGetErrorString(cudaErrorInvalidValue), "invalid argument") == 0, "error string");
   REQUIRE(std::strcmp(cudaGetErrorString(static_cast<cudaError_t>(12345)), "unrecognized error code") == 0, "unknown code");
+
+  // The error log (cudaLogs*): an error is a line naming its call, given to a callback as it
+  // happens and kept for the dumps; an iterator reads each line once.
+  cudaLogIterator it = 0;
+  CHECK(cudaLogsCurrent(&it, 0));
+  std::vector<std::string> seen;
+  cudaLogsCallbackHandle cb = nullptr;
+  CHECK(cudaLogsRegisterCallback(
+      [](void* user, cudaLogLevel, char* message, size_t length) {
+        static_cast<std::vector<std::string>*>(user)->emplace_back(message, length);
+      },
+      &seen, &cb));
+  EXPECT_ERR(cudaFree(d + 1), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
+  auto names_free = [](const std::string& line) {
+    return line.find("[CUDA][E]") != std::string::npos &&
+           (line.find("cudaFree") != std::string::npos || line.find("cuMemFree") != std::string::npos);
+  };
+  REQUIRE(!seen.empty() && names_free(seen.back()), "the callback saw %zu lines, the last: %s", seen.size(),
+          seen.empty() ? "" : seen.back().c_str());
+  char text[8192];
+  size_t n = sizeof(text);
+  CHECK(cudaLogsDumpToMemory(&it, text, &n, 0));
+  REQUIRE(n > 0 && n == std::strlen(text) && names_free(text), "dumped %zu bytes: %s", n, text);
+  n = sizeof(text);
+  CHECK(cudaLogsDumpToMemory(&it, text, &n, 0));
+  REQUIRE(n == 0, "the iterator did not advance: %zu more bytes", n);
+  CHECK(cudaLogsUnregisterCallback(cb));
+  EXPECT_ERR(cudaLogsUnregisterCallback(cb), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaLogsDumpToMemory(&it, nullptr, &n, 0), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
+  // Asynchronous notifications: registrations are checked and kept.
+  cudaAsyncCallbackHandle_t nh = nullptr;
+  auto on_note = [](cudaAsyncNotificationInfo_t*, void*, cudaAsyncCallbackHandle_t) {};
+  CHECK(cudaDeviceRegisterAsyncNotification(0, on_note, nullptr, &nh));
+  EXPECT_ERR(cudaDeviceRegisterAsyncNotification(count + 5, on_note, nullptr, &nh), cudaErrorInvalidDevice);
+  CHECK(cudaDeviceUnregisterAsyncNotification(0, nh));
+  EXPECT_ERR(cudaDeviceUnregisterAsyncNotification(0, nh), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
 
   // Everything still works after the errors.
   CHECK(cudaMemcpy(d, host.data(), 4096, cudaMemcpyHostToDevice));

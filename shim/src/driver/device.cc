@@ -4,7 +4,9 @@
 #include <strings.h>
 
 #include "driver/driver.h"
+#include "driver/objects.h"
 #include "export.h"
+#include "process.h"
 #include "runtime.h"
 
 using namespace remora;
@@ -191,5 +193,25 @@ REMORA_API CUresult cuDeviceGetExecAffinitySupport(int* pi, CUexecAffinityType t
   if (!d.ok()) return FromStatus(d.status(), "cuDeviceGetExecAffinitySupport");
   if (type != CU_EXEC_AFFINITY_TYPE_SM_COUNT) return Invalid("cuDeviceGetExecAffinitySupport", "unknown type");
   *pi = 0;  // contexts with an SM-count affinity are not supported by Remora
+  return CUDA_SUCCESS;
+}
+
+// Registrations are kept and checked; Remora never sends the one notification CUDA defines
+// (CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET): a tenant's budget is its quota, and going over it
+// fails the allocation with CUDA_ERROR_OUT_OF_MEMORY instead.
+REMORA_API CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void* userData,
+                                                      CUasyncCallbackHandle* callback) {
+  if (callbackFunc == nullptr || callback == nullptr) return Invalid("cuDeviceRegisterAsyncNotification", "NULL argument");
+  auto d = DeviceOf(device);
+  if (!d.ok()) return FromStatus(d.status(), "cuDeviceRegisterAsyncNotification");
+  *callback = Process::Get().driver_objects().AddAsyncCallback(device, callbackFunc, userData);
+  return CUDA_SUCCESS;
+}
+
+REMORA_API CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback) {
+  auto d = DeviceOf(device);
+  if (!d.ok()) return FromStatus(d.status(), "cuDeviceUnregisterAsyncNotification");
+  if (!Process::Get().driver_objects().RemoveAsyncCallback(device, callback))
+    return Invalid("cuDeviceUnregisterAsyncNotification", "not a registration of this device");
   return CUDA_SUCCESS;
 }

@@ -1,5 +1,7 @@
 #include "driver/driver.h"
 
+#include "error_log.h"
+#include "process.h"
 #include "remora/base/log.h"
 #include "runtime.h"
 
@@ -30,6 +32,7 @@ CUresult FromRuntime(cudaError_t e) {
 CUresult FromStatus(const Status& st, const char* call) {
   if (st.ok()) return CUDA_SUCCESS;
   LOG_INFO("{} -> {}", call, st.ToString());
+  if (st.code() != Err::kNotReady) Process::Get().error_log().Record(call, st.ToString());
   if (st.domain() == Domain::kCuda) return static_cast<CUresult>(st.raw());
   if (st.domain() == Domain::kCudart) return FromRuntime(static_cast<cudaError_t>(st.raw()));
   return CUDA_ERROR_UNKNOWN;
@@ -40,6 +43,7 @@ RuntimeScope::~RuntimeScope() { Thread().last_error = saved_; }
 
 CUresult Invalid(const char* call, const char* what) {
   LOG_INFO("{} -> CUDA_ERROR_INVALID_VALUE: {}", call, what);
+  Process::Get().error_log().Record(call, std::string("CUDA_ERROR_INVALID_VALUE: ") + what);
   return CUDA_ERROR_INVALID_VALUE;
 }
 

@@ -143,4 +143,20 @@ size_t ImageSize(const void* image) {
   return std::strlen(reinterpret_cast<const char*>(b)) + 1;  // PTX text
 }
 
+CUasyncCallbackHandle DriverObjects::AddAsyncCallback(int device, CUasyncCallback fn, void* user) {
+  std::lock_guard<std::mutex> lock(mu_);
+  async_callbacks_.push_back(AsyncCallback{device, fn, user});
+  return reinterpret_cast<CUasyncCallbackHandle>(&async_callbacks_.back());
+}
+
+bool DriverObjects::RemoveAsyncCallback(int device, CUasyncCallbackHandle h) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = async_callbacks_.begin(); it != async_callbacks_.end(); ++it)
+    if (reinterpret_cast<CUasyncCallbackHandle>(&*it) == h && it->device == device) {
+      async_callbacks_.erase(it);
+      return true;
+    }
+  return false;
+}
+
 }  // namespace remora::shim::driver

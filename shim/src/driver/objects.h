@@ -9,6 +9,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,11 +73,22 @@ class DriverObjects {
   // The live library a kernel (a FunctionRecord) came from, or nullptr.
   LibraryRecord* LibraryOf(const FunctionRecord* kernel);
 
+  // Callbacks of cuDeviceRegisterAsyncNotification; a handle is its registration's address.
+  CUasyncCallbackHandle AddAsyncCallback(int device, CUasyncCallback fn, void* user);
+  // False if `h` is not a live registration of `device`.
+  bool RemoveAsyncCallback(int device, CUasyncCallbackHandle h);
+
  private:
   std::mutex mu_;
   std::map<uint64_t, ModuleRecord> modules_;
   std::map<uint64_t, FunctionInfo> functions_;
   std::vector<std::unique_ptr<LibraryRecord>> libraries_;
+  struct AsyncCallback {
+    int device;
+    CUasyncCallback fn;
+    void* user;
+  };
+  std::list<AsyncCallback> async_callbacks_;
   std::set<const void*> links_;  // never freed: a stale CUlibrary stays safe to look at
 };
 

@@ -167,10 +167,19 @@ def emit_core(lib, libs):
             if len(target.params) != len(e.params):
                 raise ApiError("%s: via=%s has %d parameters, %s has %d" % (e.name, target.name, len(target.params), e.name, len(e.params)))
             if not target.travels:
-                # Another exported entry of this process (same arguments): call it.
+                # Another exported entry of this process (same arguments): call it. Another
+                # library's status is converted here, as the caller's error (its last error).
                 for n in names:
                     args = ", ".join("remora::shim::ViaCast<%s>(%s)" % (tp.ctype, p.name) for tp, p in zip(target.params, e.params))
-                    out.append('extern "C" %s { return ::%s(%s); }\n' % (e.decl(n), target.name, args))
+                    if tlib is lib or tlib.status["type"] == st["type"]:
+                        out.append('extern "C" %s { return ::%s(%s); }\n' % (e.decl(n), target.name, args))
+                        continue
+                    out.append('extern "C" %s {\n' % e.decl(n))
+                    out.append("  auto r = ::%s(%s);\n" % (target.name, args))
+                    out.append("  if (r == %s) return %s;\n" % (tlib.status["ok"], st["ok"]))
+                    out.append('  return static_cast<%s>(remora::shim::FinishApi(remora::Domain::k%s, '
+                               'remora::Status(remora::Domain::k%s, static_cast<uint32_t>(r), "%s failed"), "%s"));\n}\n'
+                               % (st["type"], _dom(lib), _dom(tlib), target.name, n))
                 continue
             for n in names:
                 per_thread = "true" if n.endswith("_ptsz") or n.endswith("_ptds") else "false"
