@@ -29,7 +29,7 @@ namespace {
   X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamIsCapturing) X(cuEventCreate) \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventElapsedTime)                \
   X(cuLaunchHostFunc) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
-  X(cuModuleGetGlobal) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)   \
+  X(cuModuleGetGlobal) X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)   \
   X(cuFuncSetCacheConfig) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel) \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuOccupancyAvailableDynamicSMemPerBlock) \
   X(cuOccupancyMaxActiveClusters) X(cuOccupancyMaxPotentialClusterSize) X(cuMemAllocPitch) X(cuMemcpy3DAsync) X(cuMemsetD2D8Async) \
@@ -362,6 +362,20 @@ class CudaDriver final : public Driver {
     CUfunction f = nullptr;
     RETURN_IF_ERROR(Check(api_.cuModuleGetFunction(&f, static_cast<CUmodule>(m), name), "cuModuleGetFunction"));
     return static_cast<DFunction>(f);
+  }
+  Result<std::vector<std::string>> ModuleKernelNames(DModule m) override {
+    unsigned count = 0;
+    RETURN_IF_ERROR(Check(api_.cuModuleGetFunctionCount(&count, static_cast<CUmodule>(m)), "cuModuleGetFunctionCount"));
+    std::vector<CUfunction> fns(count);
+    if (count > 0)
+      RETURN_IF_ERROR(Check(api_.cuModuleEnumerateFunctions(fns.data(), count, static_cast<CUmodule>(m)), "cuModuleEnumerateFunctions"));
+    std::vector<std::string> names;
+    for (CUfunction f : fns) {
+      const char* name = nullptr;
+      RETURN_IF_ERROR(Check(api_.cuFuncGetName(&name, f), "cuFuncGetName"));
+      names.emplace_back(name != nullptr ? name : "");
+    }
+    return names;
   }
   Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t) override {
     CUdeviceptr p = 0;

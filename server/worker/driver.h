@@ -178,6 +178,8 @@ class Driver {
   virtual Result<DFunction> ModuleGetFunction(DModule m, const char* name) = 0;
   // `size_hint`: the size the application registered (used where the driver cannot tell).
   virtual Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) = 0;
+  // The names of the module's kernels (entry functions), in the driver's order.
+  virtual Result<std::vector<std::string>> ModuleKernelNames(DModule m) = 0;
   virtual Result<std::vector<ParamInfo>> FuncParams(DFunction f) = 0;
   virtual Result<int> FuncGetAttribute(DFunction f, int attribute) = 0;
   virtual Status FuncSetAttribute(DFunction f, int attribute, int value) = 0;

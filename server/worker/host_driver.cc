@@ -27,7 +27,6 @@
 #include "worker/host_array.h"
 #include "worker/host_cuda_api.h"
 #include "worker/host_graph.h"
-#include "worker/image_symbols.h"
 #include "worker/host_device.h"
 
 namespace remora::worker {
@@ -293,7 +292,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     if (!IsEmulatedImage(image, size, magic))
       return Error(Err::kInvalidKernelImage, "not a fat binary, an ELF cubin or PTX (magic 0x{:08x})", magic);
     auto* m = new EmuModule;
-    m->variables = ImageVariables(image, size);
+    m->symbols = ReadImageSymbols(image, size);
     modules_.insert(m);
     return static_cast<DModule>(m);
   }
@@ -335,14 +334,17 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     functions_.emplace_back(f);
     return static_cast<DFunction>(f);
   }
+  Result<std::vector<std::string>> ModuleKernelNames(DModule m) override {
+    return static_cast<EmuModule*>(m)->symbols.kernels;
+  }
   Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) override {
     auto* mod = static_cast<EmuModule*>(m);
     auto it = mod->globals.find(name);
     if (it != mod->globals.end()) return it->second;
     // Only the name known (cuModuleGetGlobal): the size the image's symbol table gives.
     if (size_hint == 0) {
-      auto v = mod->variables.find(name);
-      if (v == mod->variables.end() || v->second == 0)
+      auto v = mod->symbols.variables.find(name);
+      if (v == mod->symbols.variables.end() || v->second == 0)
         return Error(Err::kInvalidSymbol, "emulated module has no global '{}' of known size", name);
       size_hint = v->second;
     }

@@ -26,6 +26,7 @@
 #include "remora/base/fd.h"
 #include "remora/base/util.h"
 #include "worker/driver.h"
+#include "worker/image_symbols.h"
 #include "worker/emu_streams.h"  // EmuStream, EmuDep: a fixed pool of threads
 
 namespace remora::worker::host {
@@ -268,7 +269,7 @@ inline bool IsEmulatedImage(const void* image, size_t size, uint32_t magic) {
 
 struct EmuModule {
   std::map<std::string, std::pair<DevPtr, size_t>> globals;
-  std::map<std::string, uint64_t> variables;  // what the image's symbol tables define (image_symbols.h)
+  ImageSymbols symbols;  // what the image's symbol tables define
 };
 
 struct EmuFunction {

@@ -1,7 +1,8 @@
-// The sizes of the variables a code image defines, read from the symbol tables of its ELF
-// cubins (a fat binary's uncompressed ELF entries, or an ELF cubin itself). The host-emulated
-// backend has no driver to ask: this is how it learns a variable's size when only its name is
-// known (cuModuleGetGlobal, cuLibraryGetGlobal). Compressed entries and PTX are skipped.
+// What a code image defines, read from the symbol tables of its ELF cubins (a fat binary's
+// uncompressed ELF entries, or an ELF cubin itself): its variables with their sizes and its
+// kernels. The host-emulated backend has no driver to ask: this is how it learns a variable's
+// size when only its name is known (cuModuleGetGlobal, cuLibraryGetGlobal) and which kernels
+// a module has (cuModuleEnumerateFunctions). Compressed entries and PTX are skipped.
 // Pure function of the bytes; never reads outside [image, image + size).
 #pragma once
 
@@ -9,10 +10,15 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace remora::worker {
 
-// name -> size in bytes of every defined data object (STT_OBJECT) of the image's ELFs.
-std::map<std::string, uint64_t> ImageVariables(const void* image, size_t size);
+struct ImageSymbols {
+  std::map<std::string, uint64_t> variables;  // every defined data object (STT_OBJECT): bytes
+  std::vector<std::string> kernels;           // entry functions (STT_FUNC marked STO_CUDA_ENTRY)
+};
+
+ImageSymbols ReadImageSymbols(const void* image, size_t size);
 
 }  // namespace remora::worker

@@ -251,11 +251,22 @@ static void modules(void) {
   CHECK(cuOccupancyMaxPotentialBlockSize(&min_grid, &block, add, NULL, 0, 0));
   EXPECT(block > 0 && block % 32 == 0 && min_grid > 0);
   launch_vector_add(add);
-  if (!g_emulated) { /* the emulated backend cannot tell a variable's size from an image */
-    CUdeviceptr counter = 0;
-    size_t bytes = 0;
-    CHECK(cuModuleGetGlobal(&counter, &bytes, from_file, "counter"));
-    EXPECT(bytes == sizeof(int));
+  /* The module's kernels, enumerated: the handles cuModuleGetFunction gives. */
+  unsigned nfn = 0;
+  CHECK(cuModuleGetFunctionCount(&nfn, from_file));
+  EXPECT(nfn >= 2 && nfn <= 16);
+  CUfunction fns[16] = {0};
+  CHECK(cuModuleEnumerateFunctions(fns, nfn, from_file));
+  int found = 0;
+  for (unsigned i = 0; i < nfn; i++) found += fns[i] == add;
+  EXPECT(found == 1);
+  /* A variable's size (the emulated backend reads the image's symbol table). */
+  CUdeviceptr counter = 0;
+  size_t bytes = 0;
+  CHECK(cuModuleGetGlobal(&counter, &bytes, from_file, "counter"));
+  EXPECT(bytes == sizeof(int));
+  EXPECT_ERR(cuModuleGetGlobal(&counter, &bytes, from_file, "no_such_variable"), CUDA_ERROR_NOT_FOUND);
+  if (!g_emulated) { /* kernels run */
     CHECK(cuMemsetD32(counter, 0, 1));
     CUfunction bump = NULL;
     CHECK(cuModuleGetFunction(&bump, from_file, "bump"));

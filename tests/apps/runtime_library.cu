@@ -1,6 +1,7 @@
 // The runtime's library loading (cudaLibraryLoadData, cudaLibraryLoadFromFile,
-// cudaLibraryGetKernel, cudaLibraryUnload) through Remora's driver facade, on the host backend:
-// a PTX library loaded from memory and from a file, a kernel looked up and launched with
+// cudaLibraryGetKernel, cudaLibraryGetKernelCount/EnumerateKernels, cudaLibraryGetGlobal/
+// GetManaged, cudaLibraryUnload) through Remora's driver facade, on the host backend: a PTX
+// library loaded from memory and from a file, its kernels and variables found, a kernel looked up and launched with
 // cudaLaunchKernel (not executed on the host backend: its launch is accepted), the library
 // unloaded, and handles used after the unload refused.
 #include <unistd.h>
@@ -13,7 +14,13 @@ const char kPtx[] =
     ".version 8.0\n"
     ".target sm_90\n"
     ".address_size 64\n"
+    ".visible .global .align 4 .b8 remora_lib_table[64];\n"
+    ".visible .global .attribute(.managed) .align 4 .u32 remora_lib_managed;\n"
     ".visible .entry remora_lib_kernel(.param .u64 p)\n"
+    "{\n"
+    "  ret;\n"
+    "}\n"
+    ".visible .entry remora_lib_other()\n"
     "{\n"
     "  ret;\n"
     "}\n";
@@ -30,6 +37,29 @@ int main() {
   cudaKernel_t again = nullptr;
   CHECK(cudaLibraryGetKernel(&again, lib, "remora_lib_kernel"));
   REQUIRE(again == k, "the same kernel asked twice came back as two handles");
+  // Its kernels enumerated: the handles cudaLibraryGetKernel gives.
+  unsigned count = 0;
+  CHECK(cudaLibraryGetKernelCount(&count, lib));
+  REQUIRE(count == 2, "%u kernels", count);
+  cudaKernel_t all[2] = {};
+  CHECK(cudaLibraryEnumerateKernels(all, 2, lib));
+  cudaKernel_t other = nullptr;
+  CHECK(cudaLibraryGetKernel(&other, lib, "remora_lib_other"));
+  REQUIRE((all[0] == k && all[1] == other) || (all[0] == other && all[1] == k), "enumerated %p %p", static_cast<void*>(all[0]),
+          static_cast<void*>(all[1]));
+  // Its variables: a global of the declared size, and a managed one the host uses directly.
+  void* table = nullptr;
+  size_t bytes = 0;
+  CHECK(cudaLibraryGetGlobal(&table, &bytes, lib, "remora_lib_table"));
+  REQUIRE(table != nullptr && bytes == 64, "remora_lib_table: %zu bytes", bytes);
+  EXPECT_ERR(cudaLibraryGetGlobal(&table, &bytes, lib, "remora_lib_none"), cudaErrorSymbolNotFound);
+  unsigned* managed = nullptr;
+  CHECK(cudaLibraryGetManaged(reinterpret_cast<void**>(&managed), &bytes, lib, "remora_lib_managed"));
+  REQUIRE(managed != nullptr && bytes == 4, "remora_lib_managed: %zu bytes", bytes);
+  *managed = 0x5eed;
+  unsigned seen = 0;
+  CHECK(cudaMemcpy(&seen, managed, sizeof(seen), cudaMemcpyDeviceToHost));
+  REQUIRE(seen == 0x5eed, "the device has %x where the host wrote 5eed", seen);
   int* d = nullptr;
   CHECK(cudaMalloc(&d, 64));
   void* args[] = {&d};
