@@ -89,8 +89,16 @@ void OneD() {
   EXPECT_ERR(cudaMemcpyFromArray(back.data(), a, 0, 0, 6, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
   EXPECT_ERR(cudaMemcpyToArray(a, 0, 0, src.data(), 4, cudaMemcpyDeviceToHost), cudaErrorInvalidMemcpyDirection);
   Verify(a, m, 4, "1D: refused copies changed nothing");
+  // Queries of sparse, deferred-mapping and multi-planar arrays, asked of a plain one.
+  cudaArray_t plane = nullptr;
+  EXPECT_ERR(cudaArrayGetPlane(&plane, a, 0), cudaErrorInvalidValue);
+  cudaArraySparseProperties sparse;
+  EXPECT_ERR(cudaArrayGetSparseProperties(&sparse, a), cudaErrorInvalidValue);
+  cudaArrayMemoryRequirements req;
+  EXPECT_ERR(cudaArrayGetMemoryRequirements(&req, a, 0), cudaErrorInvalidValue);
   CHECK(cudaFreeArray(b));
   CHECK(cudaFreeArray(a));
+  EXPECT_ERR(cudaArrayGetPlane(&plane, b, 0), cudaErrorInvalidResourceHandle);
   CHECK(cudaFree(d));
   CHECK(cudaFreeHost(pinned));
   CHECK(cudaStreamDestroy(s));
