@@ -2,6 +2,7 @@
 // from pageable and pinned memory, device to device, device to host; every source access
 // order, the source rewritten right after a DuringApiCall batch), cudaMemcpy3DBatchAsync with
 // pitched operands, cudaMemcpy3DPeer[Async] on one device and between two; bad batches.
+#include <algorithm>
 #include <cstdint>
 
 #include "app_check.h"
@@ -156,6 +157,68 @@ void Peer3D() {
   std::printf("peer 3D copies between devices 0 and %d\n", other);
 }
 
+// Array operands: a batch fills a 3D array of 2-byte elements from a host box and reads it
+// back; a 3D peer copy takes the array's box to a linear volume on the other device and
+// another brings it into a second array there (staged between devices), then to the host.
+void Arrays(cudaStream_t s) {
+  int count = 0;
+  CHECK(cudaGetDeviceCount(&count));
+  const size_t w = 12, h = 5, d = 3, elem = 2;
+  std::vector<unsigned char> src = RandomBytes(w * h * d * elem, 5), back(w * h * d * elem, 0);
+  cudaChannelFormatDesc f = cudaCreateChannelDesc<unsigned short>();
+  cudaArray_t arr;
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaMalloc3DArray(&arr, &f, make_cudaExtent(w, h, d)));
+  cudaMemcpy3DBatchOp ops[2] = {};
+  ops[0].src.type = cudaMemcpyOperandTypePointer;
+  ops[0].src.op.ptr.ptr = src.data();
+  ops[0].dst.type = cudaMemcpyOperandTypeArray;
+  ops[0].dst.op.array.array = arr;
+  ops[0].extent = make_cudaExtent(w, h, d);  // elements of the array
+  ops[0].srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
+  ops[1].src = ops[0].dst;
+  ops[1].dst.type = cudaMemcpyOperandTypePointer;
+  ops[1].dst.op.ptr.ptr = back.data();
+  ops[1].extent = ops[0].extent;
+  ops[1].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  CHECK(cudaMemcpy3DBatchAsync(2, ops, 0, s));
+  CHECK(cudaStreamSynchronize(s));
+  REQUIRE(back == src, "a box through a 3D array by a batch came back different");
+  int other = count > 1 ? 1 : 0;
+  CHECK(cudaSetDevice(other));
+  cudaPitchedPtr lin;
+  CHECK(cudaMalloc3D(&lin, make_cudaExtent(w * elem, h, d)));
+  cudaArray_t arr2;
+  CHECK(cudaMalloc3DArray(&arr2, &f, make_cudaExtent(w, h, d)));
+  cudaMemcpy3DPeerParms p = {};
+  p.srcArray = arr;
+  p.srcDevice = 0;
+  p.dstPtr = lin;
+  p.dstDevice = other;
+  p.extent = make_cudaExtent(w, h, d);
+  CHECK(cudaMemcpy3DPeer(&p));
+  cudaMemcpy3DPeerParms q = {};
+  q.srcPtr = lin;
+  q.srcDevice = other;
+  q.dstArray = arr2;
+  q.dstDevice = other;
+  q.extent = p.extent;
+  CHECK(cudaMemcpy3DPeerAsync(&q, s));
+  CHECK(cudaStreamSynchronize(s));
+  std::fill(back.begin(), back.end(), 0);
+  cudaMemcpy3DParms down = {};
+  down.srcArray = arr2;
+  down.dstPtr = make_cudaPitchedPtr(back.data(), w * elem, w, h);
+  down.extent = p.extent;
+  down.kind = cudaMemcpyDeviceToHost;
+  CHECK(cudaMemcpy3D(&down));
+  REQUIRE(back == src, "a box from an array through peer copies came back different");
+  CHECK(cudaFreeArray(arr2));
+  CHECK(cudaFree(lin.ptr));
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaFreeArray(arr));
+}
+
 }  // namespace
 
 int main() {
@@ -164,7 +227,8 @@ int main() {
   FlatBatch(s);
   Batch3D(s);
   Peer3D();
+  Arrays(s);
   CHECK(cudaStreamDestroy(s));
-  std::printf("PASS copy_batch: flat and 3D batches (every source access order), 3D peer copies\n");
+  std::printf("PASS copy_batch: flat and 3D batches (every source access order), 3D peer copies, array operands\n");
   return 0;
 }
