@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "remora/base/log.h"
+#include "worker/host_array.h"
 
 namespace remora::worker {
 
@@ -472,9 +473,17 @@ Result<std::function<void()>> HostGraphs::PrepareNode(EmuNode* node, std::vector
   const CUgraphNodeParams& p = node->params;
   switch (node->type) {
     case CU_GRAPH_NODE_TYPE_MEMCPY: {
-      const CUDA_MEMCPY3D& m = p.memcpy.copyParams;
-      if (m.srcMemoryType == CU_MEMORYTYPE_ARRAY || m.dstMemoryType == CU_MEMORYTYPE_ARRAY)
-        return Error(Err::kNotSupported, "array copies in emulated graphs");
+      // An array side is the emulated memory holding its elements (host_array.h); the worker
+      // checked that the box fits the array.
+      CUDA_MEMCPY3D m = p.memcpy.copyParams;
+      if (m.srcMemoryType == CU_MEMORYTYPE_ARRAY) {
+        const auto* a = static_cast<const host::EmuArray*>(static_cast<const void*>(m.srcArray));
+        m.srcMemoryType = CU_MEMORYTYPE_DEVICE, m.srcDevice = a->base, m.srcPitch = a->row_bytes, m.srcHeight = a->rows;
+      }
+      if (m.dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+        const auto* a = static_cast<const host::EmuArray*>(static_cast<const void*>(m.dstArray));
+        m.dstMemoryType = CU_MEMORYTYPE_DEVICE, m.dstDevice = a->base, m.dstPitch = a->row_bytes, m.dstHeight = a->rows;
+      }
       std::vector<std::pair<std::byte*, const std::byte*>> rows;
       uint64_t sh = m.srcHeight ? m.srcHeight : m.Height, dh = m.dstHeight ? m.dstHeight : m.Height;
       uint64_t sp = m.srcPitch ? m.srcPitch : m.WidthInBytes, dp = m.dstPitch ? m.dstPitch : m.WidthInBytes;

@@ -10,6 +10,7 @@
 #include "cuda_graph_wire.h"
 #include "worker/api_fixups.h"
 #include "worker/api_op.h"
+#include "worker/array_state.h"
 
 namespace remora::worker::gen::cuda {
 namespace {
@@ -49,6 +50,7 @@ Status DecodeSide(OpContext& x, const WireCopySide& w, const WireCopy3D& c, bool
   CUmemorytype type = CU_MEMORYTYPE_DEVICE;
   const void* host = nullptr;
   CUdeviceptr dev = 0;
+  CUarray array = nullptr;
   uint64_t pitch = w.pitch, height = w.height, x0 = w.x_bytes, y0 = w.y, z0 = w.z;
   switch (w.kind) {
     case WireSideKind::kDevice: {
@@ -77,8 +79,18 @@ Status DecodeSide(OpContext& x, const WireCopySide& w, const WireCopy3D& c, bool
       x0 = y0 = z0 = 0;
       break;
     }
-    case WireSideKind::kArray:
-      return Error(Err::kNotSupported, "copy nodes with CUDA arrays are not supported by Remora yet");
+    case WireSideKind::kArray: {
+      // The session's array; the copy's box must lie inside it (bytes across, rows, slices).
+      ArrayInfo* a = ex.session().array_objects().arrays().Find(w.array);
+      if (a == nullptr) return Error(Err::kInvalidResourceHandle, "not an array of this session");
+      RETURN_IF_ERROR(x.ChooseGpu(a->gpu));
+      if (x0 + c.width_bytes > a->row_bytes() || y0 + c.height > a->rows() || z0 + c.depth > a->slices())
+        return Error(Err::kInvalidValue, "the copy's box does not fit the array");
+      type = CU_MEMORYTYPE_ARRAY;
+      array = static_cast<CUarray>(a->array);
+      pitch = height = 0;
+      break;
+    }
     default:
       return x.Malformed("an unknown kind of copy side");
   }
@@ -86,6 +98,7 @@ Status DecodeSide(OpContext& x, const WireCopySide& w, const WireCopy3D& c, bool
     m->srcMemoryType = type;
     m->srcHost = host;
     m->srcDevice = dev;
+    m->srcArray = array;
     m->srcXInBytes = x0;
     m->srcY = y0;
     m->srcZ = z0;
@@ -95,6 +108,7 @@ Status DecodeSide(OpContext& x, const WireCopySide& w, const WireCopy3D& c, bool
     m->dstMemoryType = type;
     m->dstHost = const_cast<void*>(host);
     m->dstDevice = dev;
+    m->dstArray = array;
     m->dstXInBytes = x0;
     m->dstY = y0;
     m->dstZ = z0;

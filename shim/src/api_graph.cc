@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "arrays.h"
 #include "cuda_client.h"
 #include "export.h"
 #include "graph_client.h"
@@ -94,6 +95,19 @@ Result<CUgraphNodeParams> Copy(const cudaMemcpy3DParms* m) {
   c.WidthInBytes = m->extent.width;
   c.Height = m->extent.height;
   c.Depth = m->extent.depth;
+  // With an array the runtime counts the width, and an array's x position, in its elements;
+  // the driver in bytes.
+  if (m->srcArray != nullptr || m->dstArray != nullptr) {
+    auto entry = ClientArrays::Get().FindArray(reinterpret_cast<uint64_t>(m->srcArray != nullptr ? m->srcArray : m->dstArray));
+    if (!entry) return Error(Err::kInvalidResourceHandle, "not an array of this process");
+    c.WidthInBytes *= entry->elem;
+    if (m->srcArray != nullptr) c.srcXInBytes *= entry->elem;
+    if (m->dstArray != nullptr) {
+      auto d = ClientArrays::Get().FindArray(reinterpret_cast<uint64_t>(m->dstArray));
+      if (!d) return Error(Err::kInvalidResourceHandle, "not an array of this process");
+      c.dstXInBytes *= d->elem;
+    }
+  }
   return p;
 }
 
@@ -463,6 +477,16 @@ REMORA_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, cudaMe
   r.srcPos = cudaPos{m.srcXInBytes, m.srcY, m.srcZ};
   r.dstPos = cudaPos{m.dstXInBytes, m.dstY, m.dstZ};
   r.extent = Extent3(m.WidthInBytes, m.Height, m.Depth);
+  // Back in the runtime's units: an array's elements.
+  auto elem = [](cudaArray_t a) -> size_t {
+    auto e = a != nullptr ? ClientArrays::Get().FindArray(reinterpret_cast<uint64_t>(a)) : std::nullopt;
+    return e && e->elem > 0 ? e->elem : 1;
+  };
+  if (r.srcArray != nullptr || r.dstArray != nullptr) {
+    r.extent.width /= elem(r.srcArray != nullptr ? r.srcArray : r.dstArray);
+    r.srcPos.x /= elem(r.srcArray);
+    r.dstPos.x /= elem(r.dstArray);
+  }
   bool src_host = m.srcMemoryType == CU_MEMORYTYPE_HOST, dst_host = m.dstMemoryType == CU_MEMORYTYPE_HOST;
   r.kind = src_host ? (dst_host ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
                     : (dst_host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);

@@ -309,6 +309,61 @@ void ExplicitGraphs() {
   CHECK(cudaStreamDestroy(s));
 }
 
+// Copy nodes with a CUDA array: device memory into a 2D array of floats at an offset, out of it
+// into other device memory, launched twice with the source changed in between; a box that
+// does not fit the array is refused when the node is added.
+void ArrayCopyNodes() {
+  const size_t w = 16, h = 8;
+  cudaChannelFormatDesc f = cudaCreateChannelDesc<float>();
+  cudaArray_t arr;
+  CHECK(cudaMallocArray(&arr, &f, w + 4, h + 2));
+  float *src, *dst;
+  CHECK(cudaMalloc(&src, w * h * sizeof(float)));
+  CHECK(cudaMalloc(&dst, w * h * sizeof(float)));
+  std::vector<float> host(w * h), back(w * h);
+  cudaGraph_t g;
+  CHECK(cudaGraphCreate(&g, 0));
+  cudaMemcpy3DParms in = {};
+  in.srcPtr = make_cudaPitchedPtr(src, w * sizeof(float), w, h);
+  in.dstArray = arr;
+  in.dstPos = make_cudaPos(3, 1, 0);  // elements of the array
+  in.extent = make_cudaExtent(w, h, 1);
+  in.kind = cudaMemcpyDeviceToDevice;
+  cudaGraphNode_t to_array, from_array;
+  CHECK(cudaGraphAddMemcpyNode(&to_array, g, nullptr, 0, &in));
+  cudaMemcpy3DParms out = {};
+  out.srcArray = arr;
+  out.srcPos = make_cudaPos(3, 1, 0);
+  out.dstPtr = make_cudaPitchedPtr(dst, w * sizeof(float), w, h);
+  out.extent = in.extent;
+  out.kind = cudaMemcpyDeviceToDevice;
+  CHECK(cudaGraphAddMemcpyNode(&from_array, g, &to_array, 1, &out));
+  cudaMemcpy3DParms asked = {};
+  CHECK(cudaGraphMemcpyNodeGetParams(to_array, &asked));
+  REQUIRE(asked.dstArray == arr && asked.dstPos.x == 3 && asked.dstPos.y == 1 && asked.extent.width == w &&
+              asked.extent.height == h,
+          "the node's parameters came back as array %p at (%zu, %zu), %zu x %zu", static_cast<void*>(asked.dstArray),
+          asked.dstPos.x, asked.dstPos.y, asked.extent.width, asked.extent.height);
+  cudaMemcpy3DParms too_big = in;
+  too_big.dstPos = make_cudaPos(8, 1, 0);
+  cudaGraphNode_t bad;
+  EXPECT_ERR(cudaGraphAddMemcpyNode(&bad, g, nullptr, 0, &too_big), cudaErrorInvalidValue);
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, g, 0));
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < host.size(); i++) host[i] = static_cast<float>(i * 3 + round);
+    CHECK(cudaMemcpy(src, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaGraphLaunch(exec, 0));
+    CHECK(cudaMemcpy(back.data(), dst, back.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    REQUIRE(back == host, "round %d: the box through the array's copy nodes came back different", round);
+  }
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(g));
+  CHECK(cudaFreeArray(arr));
+  CHECK(cudaFree(src));
+  CHECK(cudaFree(dst));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -317,7 +372,8 @@ int main(int argc, char** argv) {
   CaptureAndReplay(true, launches);
   CaptureErrors();
   ExplicitGraphs();
+  ArrayCopyNodes();
   std::printf("PASS graphs: captured copies, memsets and a host function replayed %d times (pageable and pinned), "
-              "capture errors, explicit graphs\n", launches);
+              "capture errors, explicit graphs, copy nodes with arrays\n", launches);
   return 0;
 }
