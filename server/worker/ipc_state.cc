@@ -25,6 +25,20 @@ bool IpcState::DeferFree(Executor& ex, const Allocation& a) {
   return true;
 }
 
+void IpcState::EventDestroyed(Executor& ex, DEvent e) {
+  auto it = event_exports_.find(e);
+  if (it == event_exports_.end()) return;
+  uint64_t id = it->second.export_id;
+  event_exports_.erase(it);
+  if (ex.control() == nullptr) return;
+  IpcQuestion q;
+  q.op = IpcQuestion::Op::kUnexport;
+  q.id = id;
+  auto answer = ex.control()->Ask(q, -1);
+  if (!answer.ok() || answer->status != 0)
+    LOG_WARN("session {}: the supervisor did not revoke IPC event export {}", ex.config().session_id, id);
+}
+
 void IpcState::FreeNow(Executor& ex, const Allocation& a) {
   if (ex.SetDevice(a.device).ok()) (void)ex.driver().MemFree(a.base);
   ex.ReleaseCharge(a.device, a.reserved);

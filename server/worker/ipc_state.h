@@ -40,6 +40,9 @@ class IpcState {
   // still open in another session - then it stays allocated and charged until the
   // supervisor says the last importer closed it (Release).
   bool DeferFree(Executor& ex, const Allocation& a);
+  // The destruction of event `e`: if this session exported it, the export is revoked (no
+  // new opens; the opens made keep their events).
+  void EventDestroyed(Executor& ex, DEvent e);
   // The supervisor's word that the deferred free of `export_id` may happen now.
   void Release(Executor& ex, uint64_t export_id);
   // The session's end, before its objects are released: opens are closed; exported memory

@@ -1,6 +1,7 @@
 // Streams, events and the synchronising calls.
 #include "remora/base/log.h"
 #include "worker/handlers.h"
+#include "worker/ipc_state.h"
 
 namespace remora::worker {
 namespace {
@@ -130,6 +131,7 @@ Status Handlers::EventDestroy(Executor& ex, uint64_t tag, Req req) {
   if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
   Executor::Event ev = **e;
   ex.session().events().Erase(h);
+  ex.ipc().EventDestroyed(ex, ev.event);  // an exported event's handle opens nothing more
   Status st = ex.SetDevice(ev.gpu);
   if (st.ok()) st = ex.driver().EventDestroy(ev.event);
   return ReplyOrDefer(ex, tag, st);

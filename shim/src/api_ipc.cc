@@ -15,6 +15,7 @@
 
 #include "cuda_client.h"
 #include "export.h"
+#include "ipc_client.h"
 #include "remote_call.h"
 #include "runtime.h"
 #include "wire_args.h"
@@ -39,6 +40,12 @@ void NoteIpcEvent(CUevent e) {
 }
 
 }  // namespace
+
+bool ForgetIpcEvent(CUevent e) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_ipc_events.erase(U(e)) > 0;
+}
+
 }  // namespace remora::shim
 
 using namespace remora;

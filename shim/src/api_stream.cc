@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "export.h"
+#include "ipc_client.h"
 #include "runtime.h"
 #include "wire_args.h"
 
@@ -117,6 +118,11 @@ REMORA_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (!c.ok()) return Finish(c.status(), "cudaEventDestroy");
   if (!rt.RemoveEvent(U(event)))
     return Finish(Error(Err::kInvalidValue, "{} is not a live event of this process", static_cast<void*>(event)), "cudaEventDestroy");
-  Status st = (*c)->Post(0, [&](wire::Request::Builder& r) { r.setEventDestroy(U(event)); });
+  auto build = [&](wire::Request::Builder& r) { r.setEventDestroy(U(event)); };
+  // A shared event's export is revoked by the time this returns (another process told to
+  // open it next is refused); any other destruction is posted.
+  Status st = ForgetIpcEvent(reinterpret_cast<CUevent>(event))
+                  ? (*c)->Call(0, build, [](wire::Reply::Reader&) { return Status::Ok(); })
+                  : (*c)->Post(0, build);
   return Finish(st, "cudaEventDestroy");
 }

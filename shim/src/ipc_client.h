@@ -15,3 +15,12 @@ void IpcRecordFence(CUevent event, CUstream stream);
 void IpcRecordFenceFlags(CUevent event, CUstream stream, unsigned int flags);
 
 }  // namespace remora::gen::cuda
+
+namespace remora::shim {
+
+// Forgets `event` as shared with other processes; true if it was (exported or opened here).
+// cudaEventDestroy of such an event waits for the worker, so its export is revoked when the
+// call returns.
+bool ForgetIpcEvent(CUevent event);
+
+}  // namespace remora::shim

@@ -23,6 +23,7 @@
 //   expectasync ID BYTE SID  cudaMemcpyAsync back on SID, cudaStreamSynchronize, then as expect
 //   query EID            cudaEventQuery: "ok" or "err cudaErrorNotReady"
 //   evsync EID           cudaEventSynchronize
+//   edestroy EID         cudaEventDestroy
 //   quit                 exits 0
 #include <cinttypes>
 #include <fstream>
@@ -213,6 +214,12 @@ int main(int argc, char** argv) {
       int id = 0;
       ss >> id;
       cudaError_t e = verb == "query" ? cudaEventQuery(events[id]) : cudaEventSynchronize(events[id]);
+      out = e == cudaSuccess ? "ok" : Err(e);
+    } else if (verb == "edestroy") {
+      int id = 0;
+      ss >> id;
+      cudaError_t e = events.count(id) ? cudaEventDestroy(events[id]) : cudaErrorInvalidValue;
+      events.erase(id);
       out = e == cudaSuccess ? "ok" : Err(e);
     } else if (verb == "quit") {
       std::printf("%s bye\n", seq.c_str());

@@ -133,6 +133,16 @@ TEST_F(Ipc, AnotherTenantAForgedHandleAndAStaleOneAreRefused) {
   std::string eh = Arg(a->Do("eexport " + ev));
   EXPECT_EQ(b->Do("eopen " + eh), "err cudaErrorInvalidResourceHandle");
   EXPECT_EQ(a2->Do("open " + eh + " 1"), "err cudaErrorInvalidResourceHandle") << "an event handle is not memory";
+  // An exported event destroyed by its exporter: its handle opens nothing more, while an
+  // event opened before stays usable.
+  std::string ev2 = Arg(a->Do("event"));
+  std::string eh2 = Arg(a->Do("eexport " + ev2));
+  ASSERT_EQ(eh2.size(), 128u);
+  std::string opened_ev = Arg(a2->Do("eopen " + eh2));
+  ASSERT_FALSE(opened_ev.empty());
+  EXPECT_EQ(a->Do("edestroy " + ev2), "ok");
+  EXPECT_EQ(a2->Do("eopen " + eh2), "err cudaErrorInvalidResourceHandle") << "a destroyed event's handle";
+  EXPECT_EQ(a2->Do("query " + opened_ev), "ok") << "the event opened before the destruction";
   // Freed with nobody holding it: the handle is dead.
   EXPECT_EQ(a->Do("free " + block), "ok");
   EXPECT_EQ(a2->Do("open " + handle + " 1"), "err cudaErrorInvalidResourceHandle");
