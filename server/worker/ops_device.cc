@@ -31,7 +31,8 @@ MemoryView ViewOf(Executor& ex, int gpu, uint64_t physical_total, uint64_t physi
 // is coherent at launches and synchronisations only (shim/src/managed.h), so the host must
 // not touch it while kernels run, as on devices without concurrent managed access; the GPU
 // cannot read the client's pageable memory; host memory is mapped for the device through
-// shared pinned memory (shm) or emulated as managed memory (tcp).
+// shared pinned memory (shm) or emulated as managed memory (tcp); the device's and the
+// host's function pointers are never the same (cuLibraryGetUnifiedFunction finds none).
 std::vector<int32_t> RemotedAttributes(std::vector<int32_t> a) {
   auto set = [&](CUdevice_attribute k, int32_t v) {
     if (static_cast<size_t>(k) < a.size()) a[static_cast<size_t>(k)] = v;
@@ -44,6 +45,7 @@ std::vector<int32_t> RemotedAttributes(std::vector<int32_t> a) {
   set(CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0);
   set(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 0);
   set(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1);
+  set(CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS, 0);
   return a;
 }
 

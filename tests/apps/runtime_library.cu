@@ -60,6 +60,9 @@ int main() {
   unsigned seen = 0;
   CHECK(cudaMemcpy(&seen, managed, sizeof(seen), cudaMemcpyDeviceToHost));
   REQUIRE(seen == 0x5eed, "the device has %x where the host wrote 5eed", seen);
+  // No device of Remora shares function pointers with the host: no unified function.
+  void* fn = nullptr;
+  EXPECT_ERR(cudaLibraryGetUnifiedFunction(&fn, lib, "remora_lib_kernel"), cudaErrorSymbolNotFound);
   int* d = nullptr;
   CHECK(cudaMalloc(&d, 64));
   void* args[] = {&d};

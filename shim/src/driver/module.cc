@@ -311,6 +311,18 @@ REMORA_API CUresult cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUlibra
   return LibraryGlobal(dptr, bytes, library, name, *d, "cuLibraryGetGlobal");
 }
 
+// As CUDA on a system without a device of CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS (every
+// Remora device: the client's host code and the server's GPU share no address space): no
+// symbol is a unified function.
+REMORA_API CUresult cuLibraryGetUnifiedFunction(void** fptr, CUlibrary library, const char* symbol) {
+  if (fptr == nullptr || symbol == nullptr) return Invalid("cuLibraryGetUnifiedFunction", "NULL argument");
+  auto l = Objects().Library(library);
+  if (!l.ok()) return FromStatus(l.status(), "cuLibraryGetUnifiedFunction");
+  return FromStatus(Cu(CUDA_ERROR_NOT_FOUND, std::string("no unified function ") + symbol +
+                                                 ": no Remora device shares function pointers with the host"),
+                    "cuLibraryGetUnifiedFunction");
+}
+
 // A __managed__ variable: the library's global on the current device, whose address is also
 // mapped in this process with the coherence of managed memory (managed.h), as the runtime's
 // __managed__ variables are. The static runtime points the program's variable at it.
