@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,9 +32,11 @@ inline std::string JsonField(const std::string& json, const std::string& key, si
 
 class TenancyServer {
  public:
-  // A host-backend server with token authentication; false if it did not start.
+  // A server with token authentication; false if it did not start. The host backend, unless
+  // REMORA_TEST_BACKEND names another (cuda: these tests run against a GPU on the GPU host).
   bool Start(int gpus = 1, const std::string& state_dir = "", std::vector<std::string> extra = {}) {
     ServerOptions o;
+    if (const char* b = std::getenv("REMORA_TEST_BACKEND"); b != nullptr && *b != '\0') o.backend = b;
     o.auth = true;
     o.host_gpus = gpus;
     o.state_dir = state_dir;
