@@ -175,8 +175,11 @@ std::map<std::string, std::string> ShimEnv(const std::string& url) {
   std::string dir = shim.substr(0, shim.rfind('/'));
   std::string libs = shim + ":" + dir + "/libcuda.so.1:" + dir + "/libnvidia-ml.so.1";
   std::string preload = SanitizerPreload();
+  // The caller's library path stays behind ours (on the GPU host: the bundle's libsodium).
+  const char* inherited = std::getenv("LD_LIBRARY_PATH");
+  std::string path = inherited != nullptr && *inherited != '\0' ? dir + ":" + inherited : dir;
   return {{"LD_PRELOAD", preload.empty() ? libs : preload + ":" + libs},
-          {"LD_LIBRARY_PATH", dir},
+          {"LD_LIBRARY_PATH", path},
           {"REMORA_SERVER", url}};
 }
 
