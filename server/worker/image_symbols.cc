@@ -42,7 +42,7 @@ void ElfSymbols(const unsigned char* elf, size_t size, ImageSymbols* out) {
       if ((type != STT_OBJECT && !kernel) || sym.st_shndx == SHN_UNDEF || sym.st_name >= strtab.sh_size) continue;
       const char* name = reinterpret_cast<const char*>(elf + strtab.sh_offset + sym.st_name);
       size_t n = strnlen(name, strtab.sh_size - sym.st_name);
-      if (n == strtab.sh_size - sym.st_name) continue;  // not terminated inside the table
+      if (n == 0 || n == strtab.sh_size - sym.st_name) continue;  // unnamed, or not terminated inside the table
       if (kernel) {
         std::string k(name, n);
         if (std::find(out->kernels.begin(), out->kernels.end(), k) == out->kernels.end()) out->kernels.push_back(std::move(k));
@@ -150,7 +150,7 @@ ImageSymbols ReadImageSymbols(const void* image, size_t size) {
     uint32_t entry_header = 0;
     uint64_t payload = 0, flags = 0;
     if (!Read(b, size, p, &kind) || !Read(b, size, p + 4, &entry_header) || !Read(b, size, p + 8, &payload)) break;
-    if (entry_header < 16 || payload > end || entry_header > end - p - payload) break;
+    if (entry_header < 16 || payload > end - p || entry_header > end - p - payload) break;
     if (entry_header >= 0x38) (void)Read(b, size, p + 0x30, &flags);
     if ((flags & kFatbinCompressed) == 0) {
       if (kind == kFatbinElf) ElfSymbols(b + p + entry_header, payload, &out);

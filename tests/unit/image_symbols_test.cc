@@ -88,6 +88,20 @@ TEST(ImageSymbols, CubinInAFatBinary) {
   }
 }
 
+// An entry whose size reaches past the fat binary's end but not past the bytes the header
+// declares (found by fuzz_image_symbols: the check of the entry's bounds wrapped around):
+// nothing is read from it.
+TEST(ImageSymbols, EntryLongerThanWhatIsLeft) {
+  std::vector<unsigned char> fb = Fatbin(Cubin());
+  uint64_t total = 0;
+  std::memcpy(&total, fb.data() + 8, 8);
+  uint64_t payload = total + 8;  // less than the bytes given, more than are left after the header
+  std::memcpy(fb.data() + 16 + 8, &payload, 8);
+  ImageSymbols s = ReadImageSymbols(fb.data(), fb.size());
+  EXPECT_TRUE(s.variables.empty());
+  EXPECT_TRUE(s.kernels.empty());
+}
+
 // Every prefix, and random corruptions, of both forms: never a read outside the bytes given
 // (checked under the sanitizer builds), never a crash.
 TEST(ImageSymbols, TruncatedAndCorruptImages) {
