@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cuda_hooks.h"
+#include "process.h"
 
 namespace remora::shim {
 namespace {
@@ -17,10 +18,7 @@ Status BadChannel(fmt::format_string<Args...> f, Args&&... args) {
 
 }  // namespace
 
-ClientArrays& ClientArrays::Get() {
-  static ClientArrays* t = new ClientArrays();  // never destroyed: used until the process ends
-  return *t;
-}
+ClientArrays& ClientArrays::Get() { return Process::Get().arrays(); }
 
 void ClientArrays::AddArray(uint64_t handle, const ArrayEntry& a) {
   std::lock_guard<std::mutex> l(mu_);

@@ -1,5 +1,6 @@
 #include "process.h"
 
+#include "arrays.h"
 #include "callbacks.h"
 #include "driver/contexts.h"
 #include "driver/objects.h"
@@ -20,6 +21,7 @@ Process::Process()
       driver_objects_(new driver::DriverObjects()),
       lib_objects_(new LibObjects()),
       error_log_(new ErrorLog()),
+      arrays_(new ClientArrays()),
       runtime_(new Runtime()) {}
 
 Process& Process::Get() {

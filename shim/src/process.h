@@ -1,6 +1,7 @@
 // Process: the one root of the shim's process-wide state. It owns the Runtime (the session,
 // the device list and the client's tables), the Registry (what the application's code
-// registered), the HostCallbacks thread and the math libraries' objects (LibObjects), plus the few process-wide values the runtime
+// registered), the HostCallbacks thread, the math libraries' objects (LibObjects), the error
+// log and the client's CUDA arrays, plus the few process-wide values the runtime
 // API keeps (cudaSetDeviceFlags, pinned-region ids). Every Remora library loaded into the
 // process reaches this one root through libremora-core.so, so they share one session.
 //
@@ -21,6 +22,7 @@ class Registry;
 class HostCallbacks;
 class LibObjects;
 class ErrorLog;
+class ClientArrays;
 namespace driver {
 class Contexts;
 class DriverObjects;
@@ -43,6 +45,8 @@ class Process {
   driver::DriverObjects& driver_objects() { return *driver_objects_; }
   // The errors this process's calls returned (cuLogs*, error_log.h).
   ErrorLog& error_log() { return *error_log_; }
+  // CUDA arrays, mipmapped arrays, texture and surface objects this process holds (arrays.h).
+  ClientArrays& arrays() { return *arrays_; }
 
   // cudaSetDeviceFlags / cudaGetDeviceFlags.
   std::atomic<unsigned>& device_flags() { return device_flags_; }
@@ -59,6 +63,7 @@ class Process {
   driver::DriverObjects* driver_objects_;
   LibObjects* lib_objects_;
   ErrorLog* error_log_;
+  ClientArrays* arrays_;
   Runtime* runtime_;  // created last: its constructor may use the others
   std::atomic<unsigned> device_flags_{0};
   std::atomic<uint64_t> next_region_{1};
