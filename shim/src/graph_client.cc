@@ -11,7 +11,9 @@
 #include "thread_slot.h"
 #include "cuda_client.h"
 #include "cuda_graph_wire.h"
+#include "driver/objects.h"
 #include "graph_client.h"
+#include "process.h"
 #include "registry.h"
 #include "runtime.h"
 #include "wire_args.h"
@@ -27,6 +29,14 @@ using api::cuda::WireSideKind;
 namespace {
 
 Status BadValue(RemoteCall& c, const char* what) { return c.Fail(CUDA_ERROR_INVALID_VALUE, what); }
+
+// The parameter layout of the worker's function `handle`: a kernel the runtime loaded, or a
+// function of a module the driver API loaded (cuModuleGetFunction); nullptr if neither.
+const KernelInfo* LayoutOf(uint64_t handle) {
+  if (const KernelInfo* k = Registry::Get().KernelByHandle(handle).second) return k;
+  auto f = Process::Get().driver_objects().Function(reinterpret_cast<CUfunction>(handle));
+  return f.ok() ? f->kernel : nullptr;
+}
 
 // Bytes of a strided host side: depth slices of height rows of width bytes.
 uint64_t Span(uint64_t pitch, uint64_t rows, uint64_t width, uint64_t height, uint64_t depth) {
@@ -100,7 +110,7 @@ Status EncodeSide(RemoteCall& c, bool src, const CUDA_MEMCPY3D& m, WireCopySide*
 // A kernel's packed parameters: from kernelParams (the layout the worker reported), or the
 // buffer of `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER).
 Status PackKernel(RemoteCall& c, const CUDA_KERNEL_NODE_PARAMS_v3& k, std::vector<std::byte>* out) {
-  auto [record, info] = Registry::Get().KernelByHandle(reinterpret_cast<uint64_t>(k.func));
+  const KernelInfo* info = LayoutOf(reinterpret_cast<uint64_t>(k.func));
   if (k.extra != nullptr) {
     const void* buffer = nullptr;
     size_t size = 0;
@@ -118,7 +128,6 @@ Status PackKernel(RemoteCall& c, const CUDA_KERNEL_NODE_PARAMS_v3& k, std::vecto
   if (!info->params.empty() && k.kernelParams == nullptr) return BadValue(c, "the kernel takes parameters but kernelParams is NULL");
   for (size_t i = 0; i < info->params.size(); i++)
     std::memcpy(out->data() + info->params[i].first, k.kernelParams[i], info->params[i].second);
-  (void)record;
   return Status::Ok();
 }
 
@@ -548,12 +557,11 @@ Status cuGraphKernelNodeGetParams_v2(const shim::CallCtx& cc, CUgraphNode hNode,
     auto& args = shim::Runtime::Get().graphs().ArgsFor(reinterpret_cast<uint64_t>(hNode));
     args.bytes = std::move(bytes);
     args.pointers.clear();
-    auto [record, info] = shim::Registry::Get().KernelByHandle(w.function);
+    const shim::KernelInfo* info = shim::LayoutOf(w.function);
     if (info != nullptr)
       for (const auto& [offset, size] : info->params)
         if (offset + size <= args.bytes.size()) args.pointers.push_back(args.bytes.data() + offset);
     p->kernelParams = args.pointers.empty() ? nullptr : args.pointers.data();
-    (void)record;
     return r.Finish();
   });
 }

@@ -251,6 +251,43 @@ static void modules(void) {
   CHECK(cuOccupancyMaxPotentialBlockSize(&min_grid, &block, add, NULL, 0, 0));
   EXPECT(block > 0 && block % 32 == 0 && min_grid > 0);
   launch_vector_add(add);
+  /* A kernel node of the graph API before CUDA 12.0 (parameters without kern/ctx), as
+     cuGetProcAddress hands it to a program built for CUDA 11.8, and read back the same way. */
+  {
+    typedef CUresult (*AddV1)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS_v1*);
+    typedef CUresult (*GetV1)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v1*);
+    AddV1 add_v1 = NULL;
+    GetV1 get_v1 = NULL;
+    CHECK(cuGetProcAddress("cuGraphAddKernelNode", (void**)&add_v1, 11080, 0, NULL));
+    CHECK(cuGetProcAddress("cuGraphKernelNodeGetParams", (void**)&get_v1, 11080, 0, NULL));
+    CUgraph g;
+    CHECK(cuGraphCreate(&g, 0));
+    CUdeviceptr buf;
+    CHECK(cuMemAlloc(&buf, 3 * 256 * sizeof(float)));
+    CUdeviceptr pa = buf, pb = buf + 256 * sizeof(float), pc = buf + 512 * sizeof(float);
+    int n = 256;
+    void* params[] = {&pa, &pb, &pc, &n};
+    CUDA_KERNEL_NODE_PARAMS_v1 kp;
+    memset(&kp, 0, sizeof(kp));
+    kp.func = add;
+    kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+    kp.blockDimX = 256;
+    kp.blockDimY = kp.blockDimZ = 1;
+    kp.kernelParams = params;
+    CUgraphNode node;
+    CHECK(add_v1(&node, g, NULL, 0, &kp));
+    CUDA_KERNEL_NODE_PARAMS_v1 back;
+    memset(&back, 0xee, sizeof(back));
+    CHECK(get_v1(node, &back));
+    EXPECT(back.func == add && back.blockDimX == 256 && back.gridDimX == 1 && back.extra == NULL);
+    CUgraphExec exec;
+    CHECK(cuGraphInstantiate(&exec, g, 0));
+    CHECK(cuGraphLaunch(exec, NULL));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(g));
+    CHECK(cuMemFree(buf));
+  }
   /* The module's kernels, enumerated: the handles cuModuleGetFunction gives. */
   unsigned nfn = 0;
   CHECK(cuModuleGetFunctionCount(&nfn, from_file));

@@ -330,3 +330,27 @@ REMORA_API CUresult cuGraphAddNode(CUgraphNode* phGraphNode, CUgraph hGraph, con
                                            numDependencies, nodeParams),
               "cuGraphAddNode");
 }
+
+// ---- stream capture's earlier forms --------------------------------------------------------
+
+REMORA_API CUresult cuStreamBeginCapture(CUstream hStream) {
+  return cuStreamBeginCapture_v2(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+REMORA_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+  return cuStreamBeginCapture_v2_ptsz(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+REMORA_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus* captureStatus_out, cuuint64_t* id_out) {
+  return cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, nullptr, nullptr, nullptr, nullptr);
+}
+REMORA_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                                                cuuint64_t* id_out) {
+  return cuStreamGetCaptureInfo_v3_ptsz(hStream, captureStatus_out, id_out, nullptr, nullptr, nullptr, nullptr);
+}
+REMORA_API CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode* dependencies, size_t numDependencies,
+                                                      unsigned int flags) {
+  return cuStreamUpdateCaptureDependencies_v2(hStream, dependencies, nullptr, numDependencies, flags);
+}
+REMORA_API CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode* dependencies,
+                                                           size_t numDependencies, unsigned int flags) {
+  return cuStreamUpdateCaptureDependencies_v2_ptsz(hStream, dependencies, nullptr, numDependencies, flags);
+}

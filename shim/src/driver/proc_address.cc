@@ -36,13 +36,36 @@ const Proc kProcs[] = {
 // get the older function.
 struct Versioned {
   const char* name;
-  int below;  // versions before this one get `symbol`
+  int below;  // versions before this one get `fn` (the first entry that applies, in order)
   void* fn;
+  void* per_thread = nullptr;  // its per-thread-default-stream twin, if it has one
 };
+template <typename F>
+void* Fn(F* f) {
+  return reinterpret_cast<void*>(f);
+}
 const Versioned kOlder[] = {
-    {"cuStreamGetCaptureInfo", 12030, reinterpret_cast<void*>(&::cuStreamGetCaptureInfo_v2)},
-    {"cuCtxCreate", 11040, reinterpret_cast<void*>(&::cuCtxCreate_v2)},
-    {"cuCtxCreate", 12050, reinterpret_cast<void*>(&::cuCtxCreate_v3)},
+    {"cuStreamBeginCapture", 10010, Fn(&::cuStreamBeginCapture), Fn(&::cuStreamBeginCapture_ptsz)},
+    {"cuStreamGetCaptureInfo", 11030, Fn(&::cuStreamGetCaptureInfo), Fn(&::cuStreamGetCaptureInfo_ptsz)},
+    {"cuStreamGetCaptureInfo", 12030, Fn(&::cuStreamGetCaptureInfo_v2), Fn(&::cuStreamGetCaptureInfo_v2_ptsz)},
+    {"cuStreamUpdateCaptureDependencies", 12030, Fn(&::cuStreamUpdateCaptureDependencies),
+     Fn(&::cuStreamUpdateCaptureDependencies_ptsz)},
+    {"cuCtxCreate", 11040, Fn(&::cuCtxCreate_v2)},
+    {"cuCtxCreate", 12050, Fn(&::cuCtxCreate_v3)},
+    // The graph API before CUDA 12.0 (kernel node parameters without `kern`/`ctx`,
+    // instantiation with an error node and a log) and 12.3 (edges without edge data).
+    {"cuGraphAddKernelNode", 12000, Fn(&::cuGraphAddKernelNode)},
+    {"cuGraphKernelNodeGetParams", 12000, Fn(&::cuGraphKernelNodeGetParams)},
+    {"cuGraphKernelNodeSetParams", 12000, Fn(&::cuGraphKernelNodeSetParams)},
+    {"cuGraphExecKernelNodeSetParams", 12000, Fn(&::cuGraphExecKernelNodeSetParams)},
+    {"cuGraphInstantiate", 12000, Fn(&::cuGraphInstantiate_v2)},
+    {"cuGraphExecUpdate", 12000, Fn(&::cuGraphExecUpdate)},
+    {"cuGraphGetEdges", 12030, Fn(&::cuGraphGetEdges)},
+    {"cuGraphNodeGetDependencies", 12030, Fn(&::cuGraphNodeGetDependencies)},
+    {"cuGraphNodeGetDependentNodes", 12030, Fn(&::cuGraphNodeGetDependentNodes)},
+    {"cuGraphAddDependencies", 12030, Fn(&::cuGraphAddDependencies)},
+    {"cuGraphRemoveDependencies", 12030, Fn(&::cuGraphRemoveDependencies)},
+    {"cuGraphAddNode", 12030, Fn(&::cuGraphAddNode)},
 };
 
 const Proc* Find(std::string_view name) {
@@ -66,7 +89,7 @@ int Resolve(const char* symbol, int version, cuuint64_t flags, void** fn) {
   *fn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && p->per_thread ? p->per_thread : p->fn;
   for (const Versioned& v : kOlder) {
     if (std::strcmp(v.name, symbol) == 0 && version < v.below) {
-      *fn = v.fn;
+      *fn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && v.per_thread ? v.per_thread : v.fn;
       break;
     }
   }
