@@ -224,21 +224,17 @@ Result<CUgraphNodeParams> FromRuntime(const cudaGraphNodeParams* r) {
 
 cudaError_t Add(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps, const cudaGraphEdgeData* edges,
                 size_t n, Result<CUgraphNodeParams> params, const char* call, CUgraphNodeParams* out = nullptr) {
-  if (!params.ok()) return Done(params.status(), call);
-  Status st = gen::cuda::cuGraphAddNode_v2(CallCtx{false, call}, node, graph, deps,
-                                           reinterpret_cast<const CUgraphEdgeData*>(edges), n, &*params);
-  if (st.ok() && out != nullptr) *out = *params;
-  return Done(st, call);
+  return Done(AddNode(CallCtx{false, call}, node, graph, deps, reinterpret_cast<const CUgraphEdgeData*>(edges), n,
+                      std::move(params), out),
+              call);
 }
 
 cudaError_t Set(cudaGraphNode_t node, Result<CUgraphNodeParams> params, const char* call) {
-  if (!params.ok()) return Done(params.status(), call);
-  return Done(gen::cuda::cuGraphNodeSetParams(CallCtx{false, call}, node, &*params), call);
+  return Done(SetNode(CallCtx{false, call}, node, std::move(params)), call);
 }
 
 cudaError_t ExecSet(cudaGraphExec_t exec, cudaGraphNode_t node, Result<CUgraphNodeParams> params, const char* call) {
-  if (!params.ok()) return Done(params.status(), call);
-  return Done(gen::cuda::cuGraphExecNodeSetParams(CallCtx{false, call}, exec, node, &*params), call);
+  return Done(ExecSetNode(CallCtx{false, call}, exec, node, std::move(params)), call);
 }
 
 }  // namespace

@@ -220,6 +220,24 @@ RemoteCall Call(const CallCtx& cc, uint32_t fn) {
 
 }  // namespace
 
+Status AddNode(const CallCtx& cc, CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges,
+               size_t n, Result<CUgraphNodeParams> params, CUgraphNodeParams* out) {
+  RETURN_IF_ERROR(params.status());
+  RETURN_IF_ERROR(gen::cuda::cuGraphAddNode_v2(cc, node, graph, deps, edges, n, &*params));
+  if (out != nullptr) *out = *params;
+  return Status::Ok();
+}
+
+Status SetNode(const CallCtx& cc, CUgraphNode node, Result<CUgraphNodeParams> params) {
+  RETURN_IF_ERROR(params.status());
+  return gen::cuda::cuGraphNodeSetParams(cc, node, &*params);
+}
+
+Status ExecSetNode(const CallCtx& cc, CUgraphExec exec, CUgraphNode node, Result<CUgraphNodeParams> params) {
+  RETURN_IF_ERROR(params.status());
+  return gen::cuda::cuGraphExecNodeSetParams(cc, exec, node, &*params);
+}
+
 Status GraphLaunchWithBindings(const CallCtx& cc, CUgraphExec exec, CUstream stream) {
   Runtime& rt = Runtime::Get();
   RETURN_IF_ERROR(rt.managed().BeforeDeviceWork());

@@ -193,7 +193,7 @@ uint32_t FinishApi(Domain caller, const Status& st, const char* call) {
   if (caller == Domain::kCudart) return static_cast<uint32_t>(Finish(st, call));
   if (st.ok()) return 0;
   LOG_INFO("{} -> {}", call, st.ToString());
-  if (st.code() != Err::kNotReady) Process::Get().error_log().Record(call, st.ToString());
+  if (caller == Domain::kCuda && st.code() != Err::kNotReady) Process::Get().error_log().Record(call, st.ToString());
   if (st.domain() == caller) return st.raw();
   // The runtime's and the driver's codes coincide for every error Remora reports.
   if (caller == Domain::kCuda && st.domain() == Domain::kCudart) return st.raw();
@@ -202,8 +202,7 @@ uint32_t FinishApi(Domain caller, const Status& st, const char* call) {
 
 uint32_t FinishLib(Domain caller, const LibCodes& codes, const Status& st, const char* call) {
   if (st.ok()) return codes.ok;
-  LOG_INFO("{} -> {}", call, st.ToString());
-  if (st.code() != Err::kNotReady) Process::Get().error_log().Record(call, st.ToString());
+  LOG_INFO("{} -> {}", call, st.ToString());  // a library's status: not an entry of CUDA's error log
   if (st.domain() == caller) return st.raw();
   if (st.domain() != Domain::kCudart && st.domain() != Domain::kCuda) return codes.internal;
   switch (st.code()) {
@@ -227,7 +226,7 @@ uint32_t FinishLib(Domain caller, const LibCodes& codes, const Status& st, const
 
 uint32_t NotSupported(Domain caller, uint32_t code, const char* call) {
   if (Process::Get().FirstTime(call)) LOG_WARN("{} is not supported by Remora yet", call);
-  Process::Get().error_log().Record(call, "not supported by Remora");
+  if (caller == Domain::kCuda || caller == Domain::kCudart) Process::Get().error_log().Record(call, "not supported by Remora");
   if (caller == Domain::kCudart) Thread().last_error = static_cast<cudaError_t>(code);
   return code;
 }

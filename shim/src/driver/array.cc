@@ -136,41 +136,40 @@ REMORA_API CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC* pResDesc, CU
 // Sparse, deferred-mapping and multi-planar (NV12) arrays cannot be created through Remora
 // (creation answers CUDA_ERROR_NOT_SUPPORTED, server/worker/array_state.cc): for every array
 // that can, these answer as CUDA does for an array of another kind.
+namespace {
+
+// `out` checked, then the (mipmapped) array `handle`, then CUDA's answer for its kind.
+CUresult OtherKind(const void* out, uint64_t handle, bool mipmap, const char* call, const char* why) {
+  if (out == nullptr) return Invalid(call, "the output is NULL");
+  ClientArrays& arrays = ClientArrays::Get();
+  if (mipmap ? !arrays.FindMipmap(handle) : !arrays.FindArray(handle))
+    return Done(Error(Err::kInvalidResourceHandle, "not an array of this process"), call);
+  return Invalid(call, why);
+}
+
+uint64_t H(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+}  // namespace
+
 REMORA_API CUresult cuArrayGetPlane(CUarray* pPlaneArray, CUarray hArray, unsigned int) {
-  if (pPlaneArray == nullptr) return Invalid("cuArrayGetPlane", "pPlaneArray is NULL");
-  auto a = FindArray(hArray);
-  if (!a.ok()) return Done(a.status(), "cuArrayGetPlane");
-  return Invalid("cuArrayGetPlane", "the array does not have a multi-planar format");
+  return OtherKind(pPlaneArray, H(hArray), false, "cuArrayGetPlane", "the array does not have a multi-planar format");
 }
-
 REMORA_API CUresult cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES* sparseProperties, CUarray array) {
-  if (sparseProperties == nullptr) return Invalid("cuArrayGetSparseProperties", "sparseProperties is NULL");
-  auto a = FindArray(array);
-  if (!a.ok()) return Done(a.status(), "cuArrayGetSparseProperties");
-  return Invalid("cuArrayGetSparseProperties", "the array was not created with CUDA_ARRAY3D_SPARSE");
+  return OtherKind(sparseProperties, H(array), false, "cuArrayGetSparseProperties",
+                   "the array was not created with CUDA_ARRAY3D_SPARSE");
 }
-
 REMORA_API CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* memoryRequirements, CUarray array,
                                                  CUdevice) {
-  if (memoryRequirements == nullptr) return Invalid("cuArrayGetMemoryRequirements", "memoryRequirements is NULL");
-  auto a = FindArray(array);
-  if (!a.ok()) return Done(a.status(), "cuArrayGetMemoryRequirements");
-  return Invalid("cuArrayGetMemoryRequirements", "the array was not created with CUDA_ARRAY3D_DEFERRED_MAPPING");
+  return OtherKind(memoryRequirements, H(array), false, "cuArrayGetMemoryRequirements",
+                   "the array was not created with CUDA_ARRAY3D_DEFERRED_MAPPING");
 }
-
 REMORA_API CUresult cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES* sparseProperties,
                                                         CUmipmappedArray mipmap) {
-  if (sparseProperties == nullptr) return Invalid("cuMipmappedArrayGetSparseProperties", "sparseProperties is NULL");
-  if (!ClientArrays::Get().FindMipmap(reinterpret_cast<uint64_t>(mipmap)))
-    return Done(Error(Err::kInvalidResourceHandle, "not a mipmapped array of this process"), "cuMipmappedArrayGetSparseProperties");
-  return Invalid("cuMipmappedArrayGetSparseProperties", "the array was not created with CUDA_ARRAY3D_SPARSE");
+  return OtherKind(sparseProperties, H(mipmap), true, "cuMipmappedArrayGetSparseProperties",
+                   "the array was not created with CUDA_ARRAY3D_SPARSE");
 }
-
 REMORA_API CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* memoryRequirements,
                                                           CUmipmappedArray mipmap, CUdevice) {
-  if (memoryRequirements == nullptr) return Invalid("cuMipmappedArrayGetMemoryRequirements", "memoryRequirements is NULL");
-  if (!ClientArrays::Get().FindMipmap(reinterpret_cast<uint64_t>(mipmap)))
-    return Done(Error(Err::kInvalidResourceHandle, "not a mipmapped array of this process"),
-                "cuMipmappedArrayGetMemoryRequirements");
-  return Invalid("cuMipmappedArrayGetMemoryRequirements", "the array was not created with CUDA_ARRAY3D_DEFERRED_MAPPING");
+  return OtherKind(memoryRequirements, H(mipmap), true, "cuMipmappedArrayGetMemoryRequirements",
+                   "the array was not created with CUDA_ARRAY3D_DEFERRED_MAPPING");
 }

@@ -96,20 +96,15 @@ CUgraphNodeParams Child(CUgraph g) {
 
 CUresult Add(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t n, Result<CUgraphNodeParams> params,
              const char* call, CUgraphNodeParams* out = nullptr) {
-  if (!params.ok()) return Done(params.status(), call);
-  Status st = gen::cuda::cuGraphAddNode_v2(CallCtx{false, call}, node, graph, deps, nullptr, n, &*params);
-  if (st.ok() && out != nullptr) *out = *params;
-  return Done(st, call);
+  return Done(AddNode(CallCtx{false, call}, node, graph, deps, nullptr, n, std::move(params), out), call);
 }
 
 CUresult Set(CUgraphNode node, Result<CUgraphNodeParams> params, const char* call) {
-  if (!params.ok()) return Done(params.status(), call);
-  return Done(gen::cuda::cuGraphNodeSetParams(CallCtx{false, call}, node, &*params), call);
+  return Done(SetNode(CallCtx{false, call}, node, std::move(params)), call);
 }
 
 CUresult ExecSet(CUgraphExec exec, CUgraphNode node, Result<CUgraphNodeParams> params, const char* call) {
-  if (!params.ok()) return Done(params.status(), call);
-  return Done(gen::cuda::cuGraphExecNodeSetParams(CallCtx{false, call}, exec, node, &*params), call);
+  return Done(ExecSetNode(CallCtx{false, call}, exec, node, std::move(params)), call);
 }
 
 }  // namespace

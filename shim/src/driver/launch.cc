@@ -78,10 +78,7 @@ CUresult DoLaunch(CUfunction func, Launch l, void** params, void** extra, const 
     return Invalid(call, "the kernel takes parameters but kernelParams is NULL");
   }
   // Managed memory the host wrote reaches the device before the kernel (managed.h).
-  {
-    RuntimeScope scope;
-    if (Status st = rt.managed().BeforeDeviceWork(); !st.ok()) return FromStatus(st, call);
-  }
+  if (Status st = rt.managed().BeforeDeviceWork(); !st.ok()) return FromStatus(st, call);
   return FromStatus(PostLaunch(device, k, l, params, packed.data, packed.size), call);
 }
 
