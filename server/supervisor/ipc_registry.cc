@@ -57,6 +57,17 @@ IpcHandle IpcRegistry::Export(const IpcParty& exporter, IpcExportRequest req, ui
   return h;
 }
 
+std::optional<IpcKind> IpcKindOf(uint32_t wire) {
+  switch (wire) {
+    case 0: return IpcKind::kMemory;
+    case 1: return IpcKind::kEvent;
+    case 2: return IpcKind::kPhysical;
+    case 3: return IpcKind::kPool;
+    case 4: return IpcKind::kPoolPointer;
+    default: return std::nullopt;
+  }
+}
+
 Result<IpcOpened> IpcRegistry::Open(const IpcParty& importer, IpcKind kind, std::span<const uint8_t> handle,
                                     std::string* why) {
   if (handle.size() != kIpcHandleBytes || std::memcmp(handle.data(), kMagic, sizeof(kMagic)) != 0) {
@@ -92,7 +103,8 @@ Result<IpcOpened> IpcRegistry::Open(const IpcParty& importer, IpcKind kind, std:
     *why = fmt::format("export {} was freed by its exporter (session {})", id, e.exporter.session);
     return Refused();
   }
-  if (e.exporter.pid == importer.pid) {
+  // (A process may import its own shareable handle, as the driver allows.)
+  if (e.exporter.pid == importer.pid && kind != IpcKind::kPhysical) {
     *why = fmt::format("export {} is the session's own (CUDA lets no process open its own handles)", id);
     return Status(Domain::kCuda, kCuInvalidContext, "a process cannot open its own IPC handle");
   }
@@ -161,7 +173,7 @@ std::vector<IpcAction> IpcRegistry::SessionEnded(pid_t pid) {
     e.importers.erase(pid);
     if (e.exporter.pid == pid) {
       e.exporter_gone = true;
-      e.kept_charged = e.kind == IpcKind::kMemory && e.size > 0 && !e.importers.empty();
+      e.kept_charged = HoldsMemory(e.kind) && e.size > 0 && !e.importers.empty();
     }
     ids.push_back(id);
   }
@@ -175,7 +187,7 @@ std::vector<IpcAction> IpcRegistry::SessionEnded(pid_t pid) {
 std::map<int, uint64_t> IpcRegistry::OpenBytesOf(pid_t pid) const {
   std::map<int, uint64_t> bytes;
   for (const auto& [id, e] : exports_)
-    if (e.exporter.pid == pid && e.kind == IpcKind::kMemory && !e.importers.empty()) bytes[e.gpu] += e.size;
+    if (e.exporter.pid == pid && HoldsMemory(e.kind) && !e.importers.empty()) bytes[e.gpu] += e.size;
   return bytes;
 }
 

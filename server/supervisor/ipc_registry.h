@@ -23,6 +23,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,7 +41,20 @@ inline constexpr uint32_t kCuSuccess = 0;
 inline constexpr uint32_t kCuInvalidContext = 201;  // CUDA_ERROR_INVALID_CONTEXT
 inline constexpr uint32_t kCuInvalidHandle = 400;   // CUDA_ERROR_INVALID_HANDLE
 
-enum class IpcKind : uint8_t { kMemory = 0, kEvent = 1 };
+// What an export shares (the worker's kIpcKind* values, worker/ipc_link.h).
+enum class IpcKind : uint8_t {
+  kMemory = 0,    // cudaMalloc'd memory (cudaIpcGetMemHandle)
+  kEvent = 1,     // an interprocess event (cudaIpcGetEventHandle)
+  kPhysical = 2,  // physical memory of cuMemCreate (cuMemExportToShareableHandle)
+  kPool = 3,      // a memory pool (cudaMemPoolExportToShareableHandle)
+  kPoolPointer = 4,  // an allocation of a shared pool (cudaMemPoolExportPointer)
+};
+// The kind a worker's message names, if it is one.
+std::optional<IpcKind> IpcKindOf(uint32_t wire);
+// Whether an export of `kind` holds memory charged to its exporter.
+inline bool HoldsMemory(IpcKind kind) {
+  return kind == IpcKind::kMemory || kind == IpcKind::kPhysical || kind == IpcKind::kPoolPointer;
+}
 
 // Who a session is, as the registry needs it.
 struct IpcParty {

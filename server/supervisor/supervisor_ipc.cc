@@ -64,7 +64,9 @@ void Supervisor::OnControl(pid_t pid) {
         request = x.getRequestId();
         answer = true;
         IpcExportRequest req;
-        req.kind = x.getKind() == 1 ? IpcKind::kEvent : IpcKind::kMemory;
+        std::optional<IpcKind> kind = IpcKindOf(x.getKind());
+        if (!kind) return Error(Err::kInvalidValue, "an export of unknown kind {}", x.getKind());
+        req.kind = *kind;
         req.gpu = x.getGpu();
         req.size = x.getSize();
         req.real.assign(x.getReal().begin(), x.getReal().end());
@@ -74,8 +76,8 @@ void Supervisor::OnControl(pid_t pid) {
         handle = ipc_.Export(PartyOf(s), std::move(req), &export_id);
         has_handle = true;
         LOG_DEBUG("session {} (tenant '{}') exported {} {} as IPC export {}", s.id, s.tenant,
-                  x.getKind() == 1 ? "an event" : "memory of", x.getKind() == 1 ? std::string() : FormatSize(x.getSize()),
-                  export_id);
+                  x.getKind() == 1 ? "an event" : x.getKind() == 3 ? "a memory pool" : "memory of",
+                  x.getKind() == 1 || x.getKind() == 3 ? std::string() : FormatSize(x.getSize()), export_id);
         return Status::Ok();
       }
       case control::ControlMessage::IPC_OPEN: {
@@ -84,8 +86,9 @@ void Supervisor::OnControl(pid_t pid) {
         answer = true;
         std::string why;
         auto data = x.getHandle();
-        auto o = ipc_.Open(PartyOf(s), x.getKind() == 1 ? IpcKind::kEvent : IpcKind::kMemory,
-                           std::span<const uint8_t>(data.begin(), data.size()), &why);
+        std::optional<IpcKind> kind = IpcKindOf(x.getKind());
+        if (!kind) return Error(Err::kInvalidValue, "an open of unknown kind {}", x.getKind());
+        auto o = ipc_.Open(PartyOf(s), *kind, std::span<const uint8_t>(data.begin(), data.size()), &why);
         if (!o.ok()) {
           result = o.status().raw();
           LOG_WARN("session {} (tenant '{}', {}@{} pid {}) was refused an IPC open: {}", s.id, s.tenant, s.client.user,

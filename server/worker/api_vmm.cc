@@ -1,8 +1,12 @@
 #include "worker/api_vmm.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "cuda_api.h"
 #include "remora/base/log.h"
 #include "worker/api_op.h"
+#include "worker/ipc_state.h"
 
 namespace remora::worker {
 namespace {
@@ -21,11 +25,18 @@ Reservation* ReservationOf(OpContext& x, uint64_t ptr, uint64_t size, uint64_t* 
   return &it->second;
 }
 
-// Frees physical memory the driver no longer holds: released and unmapped.
+// Forgets physical memory the session no longer holds (released and unmapped): its charge
+// is released, unless it was exported and is still imported elsewhere (then it is released
+// when the last importer lets go); an import is closed with the supervisor.
 void Collect(OpContext& x, uint64_t id) {
   PhysicalMemory* p = State(x).physical().Find(id);
   if (p == nullptr || p->refs > 0 || p->maps > 0) return;
-  x.executor().ReleaseCharge(p->gpu, p->size);
+  Executor& ex = x.executor();
+  if (p->import_id != 0) {
+    if (ex.control() != nullptr) ex.control()->Closed(p->import_id);
+  } else if (!ex.ipc().DeferPhysicalCharge(ex, id, p->gpu, p->charged)) {
+    ex.ReleaseCharge(p->gpu, p->charged);
+  }
   State(x).physical().Erase(id);
 }
 
@@ -86,7 +97,79 @@ CUresult VmmCreate(OpContext& x, CUmemGenericAllocationHandle* handle, size_t si
     x.executor().ReleaseCharge(gpu, size);
     return r;
   }
-  *handle = State(x).physical().Insert(PhysicalMemory{real, gpu, size, 1, 0});
+  *handle = State(x).physical().Insert(PhysicalMemory{real, gpu, size, 1, 0, size, 0});
+  return CUDA_SUCCESS;
+}
+
+CUresult VmmExport(OpContext& x, CUipcMemHandle* capability, CUmemGenericAllocationHandle handle) {
+  Executor& ex = x.executor();
+  PhysicalMemory* p = State(x).physical().Find(handle);
+  if (p == nullptr || p->refs == 0) return CUDA_ERROR_INVALID_VALUE;
+  // Memory this session imported is another session's to share.
+  if (p->import_id != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto& exports = ex.ipc().physical_exports();
+  if (auto it = exports.find(handle); it != exports.end()) {
+    std::memcpy(capability, it->second.handle.data(), kIpcHandleBytes);
+    return CUDA_SUCCESS;
+  }
+  ControlSource* link = ex.control();
+  if (link == nullptr) {
+    LOG_INFO("shareable handle refused: this worker has no supervisor to register exports with");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (Status st = ex.SetDevice(p->gpu); !st.ok()) return CUDA_ERROR_INVALID_DEVICE;
+  // The driver's descriptor (it fails unless cuMemCreate asked for POSIX descriptors); it
+  // goes to the supervisor, never to the client, whose handle is the capability.
+  int fd = -1;
+  CUresult r = Api(x).cuMemExportToShareableHandle(&fd, p->real, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  if (r != CUDA_SUCCESS) return r;
+  Fd owned(fd);
+  IpcQuestion q;
+  q.op = IpcQuestion::Op::kExport;
+  q.kind = kIpcKindPhysical;
+  q.gpu = p->gpu;
+  q.size = p->size;
+  q.id = handle;
+  auto answer = link->Ask(q, owned.get());
+  if (!answer.ok()) {
+    LOG_WARN("cannot register a shareable handle with the supervisor: {}", answer.status().message());
+    return CUDA_ERROR_UNKNOWN;
+  }
+  if (answer->status != CUDA_SUCCESS) return static_cast<CUresult>(answer->status);
+  exports[handle] = IpcState::Export{answer->export_id, answer->handle};
+  std::memcpy(capability, answer->handle.data(), kIpcHandleBytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult VmmImport(OpContext& x, CUmemGenericAllocationHandle* handle, CUipcMemHandle capability) {
+  Executor& ex = x.executor();
+  ControlSource* link = ex.control();
+  if (link == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (Status room = x.HandleRoom(HandleKind::kPhysical); !room.ok()) return CUDA_ERROR_OUT_OF_MEMORY;
+  IpcQuestion q;
+  q.op = IpcQuestion::Op::kOpen;
+  q.kind = kIpcKindPhysical;
+  q.bytes.assign(reinterpret_cast<const uint8_t*>(&capability), reinterpret_cast<const uint8_t*>(&capability) + kIpcHandleBytes);
+  auto a = link->Ask(q, -1);
+  if (!a.ok()) return CUDA_ERROR_UNKNOWN;
+  if (a->status != CUDA_SUCCESS) return static_cast<CUresult>(a->status);
+  const auto& gpus = ex.config().gpus;
+  if (std::find(gpus.begin(), gpus.end(), a->gpu) == gpus.end() || !a->fd) {
+    link->Closed(a->export_id);
+    LOG_INFO("shareable handle refused: the memory is on server GPU {}, not attached to this session", a->gpu);
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  CUmemGenericAllocationHandle real = 0;
+  CUresult r = ex.SetDevice(a->gpu).ok()
+                   ? Api(x).cuMemImportFromShareableHandle(&real, reinterpret_cast<void*>(static_cast<intptr_t>(a->fd.get())),
+                                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+                   : CUDA_ERROR_INVALID_DEVICE;
+  if (r != CUDA_SUCCESS) {
+    link->Closed(a->export_id);
+    return r;
+  }
+  // Charged to its exporter only.
+  *handle = State(x).physical().Insert(PhysicalMemory{real, a->gpu, a->size, 1, 0, 0, a->export_id});
   return CUDA_SUCCESS;
 }
 

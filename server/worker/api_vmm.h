@@ -16,6 +16,12 @@ CUresult VmmReserve(OpContext& x, CUdeviceptr* ptr, size_t size, size_t alignmen
 CUresult VmmFree(OpContext& x, CUdeviceptr ptr, size_t size);
 CUresult VmmCreate(OpContext& x, CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                    unsigned long long flags);
+// cuMemExportToShareableHandle / cuMemImportFromShareableHandle (POSIX descriptors): the
+// driver's descriptor is registered with the supervisor (IPC kind "physical"); the client
+// gets and gives the capability. An import is charged to its exporter, whose charge stays
+// until the last importer lets go.
+CUresult VmmExport(OpContext& x, CUipcMemHandle* capability, CUmemGenericAllocationHandle handle);
+CUresult VmmImport(OpContext& x, CUmemGenericAllocationHandle* handle, CUipcMemHandle capability);
 CUresult VmmRelease(OpContext& x, CUmemGenericAllocationHandle handle);
 CUresult VmmMap(OpContext& x, CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                 unsigned long long flags);

@@ -39,7 +39,8 @@ namespace {
   X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) X(cuCtxGetLimit) \
   X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange) X(cuThreadExchangeStreamCaptureMode) X(cuLinkCreate) X(cuLinkAddData) \
   X(cuLinkComplete) X(cuLinkDestroy) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)      \
-  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)
+  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) X(cuMemPoolExportToShareableHandle)                   \
+  X(cuMemPoolImportFromShareableHandle) X(cuMemPoolExportPointer) X(cuMemPoolImportPointer)
 
 struct Api {
 #define REMORA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -284,6 +285,40 @@ class CudaDriver final : public Driver {
     CUevent e = nullptr;
     RETURN_IF_ERROR(Check(api_.cuIpcOpenEventHandle(&e, h), "cuIpcOpenEventHandle"));
     return static_cast<DEvent>(e);
+  }
+  // Pools shared by POSIX descriptor; their allocations by the driver's export data.
+  Result<IpcShare> MemPoolExport(DPool pool) override {
+    int fd = -1;
+    RETURN_IF_ERROR(Check(api_.cuMemPoolExportToShareableHandle(&fd, static_cast<CUmemoryPool>(pool),
+                                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                          "cuMemPoolExportToShareableHandle"));
+    IpcShare s;
+    s.fd = Fd(fd);
+    return s;
+  }
+  Result<DPool> MemPoolImport(const IpcShare& share) override {
+    if (!share.fd) return Error(Err::kInvalidResourceHandle, "no pool descriptor to import");
+    CUmemoryPool pool = nullptr;
+    RETURN_IF_ERROR(Check(api_.cuMemPoolImportFromShareableHandle(
+                              &pool, reinterpret_cast<void*>(static_cast<intptr_t>(share.fd.get())),
+                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                          "cuMemPoolImportFromShareableHandle"));
+    return static_cast<DPool>(pool);
+  }
+  Result<IpcShare> MemPoolExportPointer(DevPtr p, uint64_t) override {
+    CUmemPoolPtrExportData data;
+    RETURN_IF_ERROR(Check(api_.cuMemPoolExportPointer(&data, p), "cuMemPoolExportPointer"));
+    IpcShare s;
+    s.handle.assign(reinterpret_cast<const uint8_t*>(&data), reinterpret_cast<const uint8_t*>(&data) + sizeof(data));
+    return s;
+  }
+  Result<DevPtr> MemPoolImportPointer(DPool pool, const IpcShare& share, uint64_t) override {
+    CUmemPoolPtrExportData data;
+    if (share.handle.size() != sizeof(data)) return Error(Err::kInvalidResourceHandle, "no pool pointer export data");
+    std::memcpy(&data, share.handle.data(), sizeof(data));
+    CUdeviceptr p = 0;
+    RETURN_IF_ERROR(Check(api_.cuMemPoolImportPointer(&p, static_cast<CUmemoryPool>(pool), &data), "cuMemPoolImportPointer"));
+    return static_cast<DevPtr>(p);
   }
   Status EventDestroy(DEvent e) override { return Check(api_.cuEventDestroy(static_cast<CUevent>(e)), "cuEventDestroy"); }
   Status EventRecord(DEvent e, DStream s) override {

@@ -223,6 +223,14 @@ class Driver {
   virtual Result<IpcShare> IpcExportEvent(DEvent e) = 0;
   // Another worker's event, usable here like one of this process (destroyed with EventDestroy).
   virtual Result<DEvent> IpcOpenEvent(const IpcShare& share) = 0;
+  // Memory pools created shareable by POSIX descriptor: the pool's descriptor; another
+  // worker's pool imported on the current device (no allocation from it; destroyed with
+  // MemPoolDestroy); an allocation of an exported pool shared; one opened from an imported
+  // pool (freed with MemFree, which gives it back to its exporter).
+  virtual Result<IpcShare> MemPoolExport(DPool pool) = 0;
+  virtual Result<DPool> MemPoolImport(const IpcShare& share) = 0;
+  virtual Result<IpcShare> MemPoolExportPointer(DevPtr p, uint64_t size) = 0;
+  virtual Result<DevPtr> MemPoolImportPointer(DPool pool, const IpcShare& share, uint64_t size) = 0;
 
   // The current device's context (CUcontext), for driver functions that name one; nullptr
   // where the backend has none.

@@ -89,6 +89,12 @@ class DriverWrapper : public Driver {
   Status IpcCloseMemory(DevPtr p) override { return t_.IpcCloseMemory(p); }
   Result<IpcShare> IpcExportEvent(DEvent e) override { return t_.IpcExportEvent(e); }
   Result<DEvent> IpcOpenEvent(const IpcShare& share) override { return t_.IpcOpenEvent(share); }
+  Result<IpcShare> MemPoolExport(DPool pool) override { return t_.MemPoolExport(pool); }
+  Result<DPool> MemPoolImport(const IpcShare& share) override { return t_.MemPoolImport(share); }
+  Result<IpcShare> MemPoolExportPointer(DevPtr p, uint64_t size) override { return t_.MemPoolExportPointer(p, size); }
+  Result<DevPtr> MemPoolImportPointer(DPool pool, const IpcShare& share, uint64_t size) override {
+    return t_.MemPoolImportPointer(pool, share, size);
+  }
   gen::cuda::Api& cuda() override { return t_.cuda(); }
   Result<void*> Library(Domain library) override { return t_.Library(library); }
 

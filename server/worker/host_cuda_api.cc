@@ -1,6 +1,8 @@
 #include "worker/host_cuda_api.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -228,6 +230,40 @@ class HostCudaApi final : public HostArrayApi {
     phys->fd = fd;
     phys->size = size;
     phys->prop = *prop;
+    *h = reinterpret_cast<CUmemGenericAllocationHandle>(phys.get());
+    physical_.emplace(*h, std::move(phys));
+    return CUDA_SUCCESS;
+  }
+  // Shareable handles: the memory file itself, as POSIX descriptors of the driver's are.
+  CUresult cuMemExportToShareableHandle(void* out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+                                        unsigned long long flags) override {
+    auto it = physical_.find(h);
+    if (it == physical_.end() || it->second->released || out == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    // As the driver: only memory created to be shared that way.
+    if ((it->second->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0)
+      return CUDA_ERROR_INVALID_VALUE;
+    int fd = ::fcntl(it->second->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    *static_cast<int*>(out) = fd;
+    return CUDA_SUCCESS;
+  }
+  CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* h, void* os_handle,
+                                          CUmemAllocationHandleType type) override {
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    int from = static_cast<int>(reinterpret_cast<intptr_t>(os_handle));
+    struct stat st;
+    if (::fstat(from, &st) != 0 || st.st_size <= 0 || static_cast<size_t>(st.st_size) % kGranularity != 0)
+      return CUDA_ERROR_INVALID_VALUE;
+    int fd = ::fcntl(from, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    auto phys = std::make_unique<Physical>();
+    phys->fd = fd;
+    phys->size = static_cast<size_t>(st.st_size);
+    phys->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    phys->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    phys->prop.location.id = mem_.CurrentDevice();
+    phys->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     *h = reinterpret_cast<CUmemGenericAllocationHandle>(phys.get());
     physical_.emplace(*h, std::move(phys));
     return CUDA_SUCCESS;

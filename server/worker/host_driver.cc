@@ -504,8 +504,8 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     current_pools_[device] = pool;
     return Status::Ok();
   }
-  Result<DPool> MemPoolCreate(int device, uint64_t, unsigned) override {
-    auto* p = new EmuPool{device, {}};
+  Result<DPool> MemPoolCreate(int device, uint64_t, unsigned handle_types) override {
+    auto* p = new EmuPool{device, {}, handle_types, false};
     pools_.insert(p);
     return static_cast<DPool>(p);
   }
@@ -524,6 +524,26 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     return it == attrs.end() ? uint64_t{0} : it->second;
   }
   Status MemPoolTrimTo(DPool, size_t) override { return Status::Ok(); }
+  // A pool's descriptor has nothing to carry here (every emulated allocation is shared on its
+  // own, below); as the driver, only a pool created shareable may be exported.
+  Result<IpcShare> MemPoolExport(DPool pool) override {
+    auto* p = static_cast<EmuPool*>(pool);
+    if (pools_.count(p) == 0 || p->imported) return Error(Err::kInvalidValue, "not an exportable emulated pool");
+    if ((p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0)
+      return Error(Err::kInvalidValue, "the pool was not created shareable by POSIX descriptor");
+    return IpcShare{};
+  }
+  Result<DPool> MemPoolImport(const IpcShare&) override {
+    auto* p = new EmuPool{current_, {}, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, true};
+    pools_.insert(p);
+    return static_cast<DPool>(p);
+  }
+  Result<IpcShare> MemPoolExportPointer(DevPtr p, uint64_t size) override { return IpcExportMemory(p, size); }
+  Result<DevPtr> MemPoolImportPointer(DPool pool, const IpcShare& share, uint64_t size) override {
+    auto* p = static_cast<EmuPool*>(pool);
+    if (pools_.count(p) == 0 || !p->imported) return Error(Err::kInvalidValue, "not an imported emulated pool");
+    return IpcOpenMemory(share, size);
+  }
   Status MemcpyPeer(DevPtr dst, int, DevPtr src, int, size_t n, DStream s) override { return MemcpyDtoD(dst, src, n, s); }
   Result<bool> CanAccessPeer(int device, int peer) override {
     if (device < 0 || device >= options_.gpus || peer < 0 || peer >= options_.gpus)

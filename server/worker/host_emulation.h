@@ -280,6 +280,8 @@ struct EmuFunction {
 struct EmuPool {
   int device;
   std::map<int, uint64_t> attrs;
+  unsigned handle_types = 0;  // CUmemAllocationHandleType bits it was created with
+  bool imported = false;      // another process's pool: allocations are opened, not made
 };
 
 

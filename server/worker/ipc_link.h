@@ -12,9 +12,16 @@ namespace remora::worker {
 
 inline constexpr size_t kIpcHandleBytes = 64;  // CUipcMemHandle, CUipcEventHandle
 
+// What is shared (IpcQuestion::kind; the supervisor's IpcKind has the same values).
+inline constexpr uint8_t kIpcKindMemory = 0;    // cudaIpcGetMemHandle
+inline constexpr uint8_t kIpcKindEvent = 1;     // cudaIpcGetEventHandle
+inline constexpr uint8_t kIpcKindPhysical = 2;  // cuMemExportToShareableHandle
+inline constexpr uint8_t kIpcKindPool = 3;      // cudaMemPoolExportToShareableHandle
+inline constexpr uint8_t kIpcKindPoolPointer = 4;  // cudaMemPoolExportPointer
+
 struct IpcQuestion {
   enum class Op { kExport, kOpen, kUnexport } op = Op::kExport;
-  uint8_t kind = 0;            // 0 memory, 1 event
+  uint8_t kind = 0;            // kIpcKind*
   int gpu = 0;                 // kExport
   uint64_t size = 0;           // kExport
   std::vector<uint8_t> bytes;  // kExport: the driver's handle; kOpen: the client's handle

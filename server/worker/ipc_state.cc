@@ -5,23 +5,48 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "worker/executor.h"
+#include "worker/handlers.h"
 
 namespace remora::worker {
+
+uint32_t IpcState::Unexport(Executor& ex, uint64_t export_id) {
+  if (ex.control() == nullptr) return 0;
+  IpcQuestion q;
+  q.op = IpcQuestion::Op::kUnexport;
+  q.id = export_id;
+  auto answer = ex.control()->Ask(q, -1);
+  if (!answer.ok() || answer->status != 0) return 0;
+  return answer->importers;
+}
 
 bool IpcState::DeferFree(Executor& ex, const Allocation& a) {
   auto it = memory_exports_.find(a.base);
   if (it == memory_exports_.end()) return false;
   uint64_t id = it->second.export_id;
   memory_exports_.erase(it);
-  if (ex.control() == nullptr) return false;
-  IpcQuestion q;
-  q.op = IpcQuestion::Op::kUnexport;
-  q.id = id;
-  auto answer = ex.control()->Ask(q, -1);
-  if (!answer.ok() || answer->status != 0 || answer->importers == 0) return false;
+  uint32_t importers = Unexport(ex, id);
+  if (importers == 0) return false;
   LOG_INFO("session {}: 0x{:x} ({}) freed while open in {} other session(s): kept, and charged, until they close it",
-           ex.config().session_id, a.base, FormatSize(a.size), answer->importers);
-  deferred_[id] = a;
+           ex.config().session_id, a.base, FormatSize(a.size), importers);
+  deferred_[id] = Deferred{a, false};
+  return true;
+}
+
+bool IpcState::DeferPhysicalCharge(Executor& ex, uint64_t id, int gpu, uint64_t bytes) {
+  auto it = physical_exports_.find(id);
+  if (it == physical_exports_.end()) return false;
+  uint64_t export_id = it->second.export_id;
+  physical_exports_.erase(it);
+  uint32_t importers = Unexport(ex, export_id);
+  if (importers == 0) return false;
+  LOG_INFO("session {}: physical memory of {} released while imported by {} other session(s): charged until they "
+           "release it", ex.config().session_id, FormatSize(bytes), importers);
+  Deferred d;
+  d.alloc.device = gpu;
+  d.alloc.size = bytes;
+  d.alloc.reserved = bytes;
+  d.charge_only = true;
+  deferred_[export_id] = d;
   return true;
 }
 
@@ -39,22 +64,41 @@ void IpcState::EventDestroyed(Executor& ex, DEvent e) {
     LOG_WARN("session {}: the supervisor did not revoke IPC event export {}", ex.config().session_id, id);
 }
 
-void IpcState::FreeNow(Executor& ex, const Allocation& a) {
-  if (ex.SetDevice(a.device).ok()) (void)ex.driver().MemFree(a.base);
-  ex.ReleaseCharge(a.device, a.reserved);
+void IpcState::FreeNow(Executor& ex, const Deferred& d, bool live) {
+  const Allocation& a = d.alloc;
+  if (!d.charge_only && ex.SetDevice(a.device).ok()) (void)ex.driver().MemFree(a.base);
+  if (live && !d.charge_only && a.kind == AllocKind::kDeviceAsync) {
+    // Back in its pool, which may keep it: charged as the pool's until it gives it back.
+    ex.resources().pool_retained(a.device) += a.reserved;
+    Handlers::ReconcilePools(ex, a.device);
+  } else {
+    ex.ReleaseCharge(a.device, a.reserved);
+  }
+}
+
+void IpcState::PoolDestroyed(Executor& ex, uint64_t handle, uint64_t import_id) {
+  if (import_id != 0 && ex.control() != nullptr) ex.control()->Closed(import_id);
+  auto it = pool_exports_.find(handle);
+  if (it == pool_exports_.end()) return;
+  (void)Unexport(ex, it->second.export_id);
+  pool_exports_.erase(it);
 }
 
 void IpcState::Release(Executor& ex, uint64_t export_id) {
   auto it = deferred_.find(export_id);
   if (it == deferred_.end()) return;
-  LOG_INFO("session {}: the last importer closed 0x{:x}: freed", ex.config().session_id, it->second.base);
-  FreeNow(ex, it->second);
+  if (it->second.charge_only)
+    LOG_INFO("session {}: the last importer released physical memory of {}: uncharged", ex.config().session_id,
+             FormatSize(it->second.alloc.size));
+  else
+    LOG_INFO("session {}: the last importer closed 0x{:x}: freed", ex.config().session_id, it->second.alloc.base);
+  FreeNow(ex, it->second, true);
   deferred_.erase(it);
 }
 
 void IpcState::Teardown(Executor& ex) {
   for (auto& [ptr, imp] : imports_) {
-    if (ex.SetDevice(imp.gpu).ok()) (void)ex.driver().IpcCloseMemory(ptr);
+    if (ex.SetDevice(imp.gpu).ok()) (void)(imp.pool_pointer ? ex.driver().MemFree(ptr) : ex.driver().IpcCloseMemory(ptr));
     (void)ex.session().allocations().Erase(ptr);
     if (ex.control() != nullptr) ex.control()->Closed(imp.export_id);
   }
@@ -71,6 +115,24 @@ void IpcState::Teardown(Executor& ex) {
   }
   memory_exports_.clear();
   event_exports_.clear();
+  // Physical memory: imports are let go (the driver's handles go with the session's objects,
+  // uncharged); exports still imported elsewhere keep their charge here, not in the table.
+  ex.session().physical().ForEach([&](uint64_t id, PhysicalMemory& p) {
+    if (p.import_id != 0) {
+      if (ex.control() != nullptr) ex.control()->Closed(p.import_id);
+      p.import_id = 0;
+    } else if (p.charged > 0 && DeferPhysicalCharge(ex, id, p.gpu, p.charged)) {
+      p.charged = 0;
+    }
+  });
+  physical_exports_.clear();
+  // Pools: imports closed (the driver's pools go with the session's objects), exports revoked.
+  ex.session().pools().ForEach([&](uint64_t, Executor::Pool& p) {
+    if (p.import_id != 0 && ex.control() != nullptr) ex.control()->Closed(p.import_id);
+    p.import_id = 0;
+  });
+  for (auto& [handle, e] : pool_exports_) (void)Unexport(ex, e.export_id);
+  pool_exports_.clear();
 }
 
 void IpcState::Linger(Executor& ex) {
@@ -82,7 +144,7 @@ void IpcState::Linger(Executor& ex) {
     if (!id) break;  // the supervisor is gone: nobody will ever close them
     Release(ex, *id);
   }
-  for (auto& [id, a] : deferred_) FreeNow(ex, a);
+  for (auto& [id, d] : deferred_) FreeNow(ex, d, false);
   deferred_.clear();
 }
 

@@ -13,6 +13,7 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "worker/handlers.h"
+#include "worker/api_pool_ipc.h"
 #include "worker/ipc_state.h"
 
 namespace remora::worker {
@@ -244,6 +245,7 @@ Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {
 Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   uint64_t ptr = req.getMemFree().getPtr();
   if (ptr == 0) return ex.PostReply(tag, Status::Ok());
+  if (ClosePoolPointer(ex, ptr)) return ex.PostReply(tag, Status::Ok());  // opened from an imported pool
   auto found = ex.session().allocations().Find(ptr);
   if (found && found->base == ptr && !Freeable(found->kind))
     return ex.PostReply(tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation cudaFree can free", ptr));
@@ -368,6 +370,9 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
   if (a.getPool() != 0) {
     auto p = ex.session().pools().Get(a.getPool());
     if (!p.ok()) return ex.PostReply(tag, p.status());
+    // As the driver: an imported pool's allocations are the exporter's, opened one by one.
+    if ((*p)->import_id != 0)
+      return ex.PostReply(tag, Status(Domain::kCuda, CUDA_ERROR_INVALID_VALUE, "cannot allocate from an imported pool"));
     pool = (*p)->pool;
     gpu = (*p)->gpu;
   }
@@ -395,6 +400,7 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
   al.device = gpu;
   al.kind = AllocKind::kDeviceAsync;
   al.reserved = size;
+  al.cookie = a.getPool();  // the pool's session handle (0: the device's current pool), for IPC
   (void)ex.session().allocations().Insert(al);
   DevPtr ptr = *p;
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setPointer(ptr); });
@@ -402,12 +408,15 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
 
 Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFreeAsync();
+  if (ClosePoolPointer(ex, a.getPtr())) return ReplyOrDefer(ex, tag, Status::Ok());  // opened from an imported pool
   auto found = ex.session().allocations().Find(a.getPtr());
   if (!found || found->base != a.getPtr() || !Freeable(found->kind))
     return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", a.getPtr()));
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
   (void)ex.session().allocations().Erase(a.getPtr());
+  // Exported (a shared pool's) and still open elsewhere: kept, and charged, for its importers.
+  if (ex.ipc().DeferFree(ex, *found)) return ReplyOrDefer(ex, tag, Status::Ok());
   Status st = ex.SetDevice(stream->gpu);
   if (st.ok()) st = ex.driver().MemFreeAsync(a.getPtr(), stream->stream);
   // The memory goes back to its pool, which may keep it (a release threshold): it stays
@@ -448,6 +457,7 @@ Status Handlers::MemPool(Executor& ex, uint64_t tag, Req req) {
       if (!p.ok()) return ex.PostReply(tag, p.status());
       if (!(*p)->created) return ex.PostReply(tag, Error(Err::kInvalidValue, "a device's default pool cannot be destroyed"));
       Status st = ex.driver().MemPoolDestroy((*p)->pool);
+      ex.ipc().PoolDestroyed(ex, req.getPoolDestroy(), (*p)->import_id);
       ex.session().pools().Erase(req.getPoolDestroy());
       return ex.PostReply(tag, st);
     }

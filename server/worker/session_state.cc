@@ -92,7 +92,7 @@ void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
   physical_.ForEach([&](uint64_t, PhysicalMemory& p) {
     if (r.SetDevice(p.gpu).ok())
       for (int i = 0; i < p.refs; i++) (void)api.cuMemRelease(p.real);
-    r.ReleaseCharge(p.gpu, p.size);
+    r.ReleaseCharge(p.gpu, p.charged);
   });
   physical_.Clear();
   for (auto& [base, res] : reservations_)

@@ -52,6 +52,7 @@ struct Pool {
   DPool pool = nullptr;
   int gpu = 0;
   bool created = false;    // by this session (destroyed with it)
+  uint64_t import_id = 0;  // imported from another session's export (allocations are opened, not made)
 };
 // Pinned host memory of the client mapped here (shm): DMA goes straight to and from it.
 struct HostRegion {
@@ -79,6 +80,8 @@ struct PhysicalMemory {
   uint64_t size = 0;
   int refs = 1;        // cuMemCreate and cuMemRetainAllocationHandle, less cuMemRelease
   int maps = 0;
+  uint64_t charged = 0;    // this session's charge for it: `size` if created here, 0 if imported
+  uint64_t import_id = 0;  // imported (cuMemImportFromShareableHandle): the IPC export it opened
 };
 struct Reservation {
   uint64_t size = 0;

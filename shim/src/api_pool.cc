@@ -1,9 +1,20 @@
 // Stream-ordered allocation (cudaMallocAsync/cudaFreeAsync) and memory pools. Pool handles
-// are worker handles, like streams; every allocation is charged to the tenant.
+// are worker handles, like streams; every allocation is charged to the tenant. Pools shared
+// between processes travel as the driver API's internal entries (protocol/api/cuda.api
+// @163-@166; the worker's end is server/worker/api_pool_ipc.h): a pool's shareable handle is
+// a descriptor holding the server's capability (shareable_handle.h), a pointer's export data
+// the capability itself.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+#include <cstring>
+
+#include "cuda_client.h"
 #include "export.h"
+#include "remote_call.h"
 #include "runtime.h"
+#include "shareable_handle.h"
 #include "wire_args.h"
 
 namespace remora::shim {
@@ -109,3 +120,73 @@ REMORA_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
                 "cudaMemPoolDestroy");
 }
 
+
+namespace {
+
+static_assert(sizeof(cudaMemPoolPtrExportData) == sizeof(CUipcMemHandle));
+
+cudaError_t Done(const Status& st, const char* call) { return static_cast<cudaError_t>(FinishApi(Domain::kCudart, st, call)); }
+
+cudaError_t UnsupportedHandleType(const char* call, int type) {
+  return Finish(Error(Err::kNotSupported,
+                      "handle type {} is not supported: Remora shares memory pools by POSIX file descriptor "
+                      "(cudaMemHandleTypePosixFileDescriptor) between applications of one server", type),
+                call);
+}
+
+}  // namespace
+
+REMORA_API cudaError_t cudaMemPoolExportToShareableHandle(void* shareableHandle, cudaMemPool_t memPool,
+                                                          cudaMemAllocationHandleType handleType, unsigned int flags) {
+  constexpr const char* kCall = "cudaMemPoolExportToShareableHandle";
+  if (shareableHandle == nullptr || memPool == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), kCall);
+  if (flags != 0) return Finish(Error(Err::kInvalidValue, "flags must be 0"), kCall);
+  if (handleType != cudaMemHandleTypePosixFileDescriptor) return UnsupportedHandleType(kCall, handleType);
+  CUipcMemHandle capability;
+  Status st = gen::cuda::remoraPoolExportShareable(CallCtx{false, kCall}, &capability, U(memPool));
+  if (!st.ok()) return Done(st, kCall);
+  auto fd = WriteShareableHandle(ShareableKind::kPool, capability);
+  if (!fd.ok()) return Finish(fd.status(), kCall);
+  *static_cast<int*>(shareableHandle) = *fd;
+  return cudaSuccess;
+}
+
+REMORA_API cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t* memPool, void* shareableHandle,
+                                                            cudaMemAllocationHandleType handleType, unsigned int flags) {
+  constexpr const char* kCall = "cudaMemPoolImportFromShareableHandle";
+  if (memPool == nullptr) return Finish(Error(Err::kInvalidValue, "memPool is NULL"), kCall);
+  if (flags != 0) return Finish(Error(Err::kInvalidValue, "flags must be 0"), kCall);
+  if (handleType != cudaMemHandleTypePosixFileDescriptor) return UnsupportedHandleType(kCall, handleType);
+  // The descriptor is the pointer's value, as the runtime takes it; it stays the caller's.
+  auto capability = ReadShareableHandle(ShareableKind::kPool, static_cast<int>(reinterpret_cast<intptr_t>(shareableHandle)));
+  if (!capability.ok()) return Finish(capability.status(), kCall);
+  unsigned long long pool = 0;
+  Status st = gen::cuda::remoraPoolImportShareable(CallCtx{false, kCall}, &pool, *capability);
+  if (st.ok()) *memPool = reinterpret_cast<cudaMemPool_t>(pool);
+  return Done(st, kCall);
+}
+
+REMORA_API cudaError_t cudaMemPoolExportPointer(cudaMemPoolPtrExportData* exportData, void* ptr) {
+  constexpr const char* kCall = "cudaMemPoolExportPointer";
+  if (exportData == nullptr) return Finish(Error(Err::kInvalidValue, "exportData is NULL"), kCall);
+  CUipcMemHandle capability;
+  Status st = gen::cuda::remoraPoolExportPointer(CallCtx{false, kCall}, &capability, U(ptr));
+  if (st.ok()) std::memcpy(exportData, &capability, sizeof(capability));
+  return Done(st, kCall);
+}
+
+REMORA_API cudaError_t cudaMemPoolImportPointer(void** ptr, cudaMemPool_t memPool, cudaMemPoolPtrExportData* exportData) {
+  constexpr const char* kCall = "cudaMemPoolImportPointer";
+  if (ptr == nullptr || exportData == nullptr || memPool == nullptr)
+    return Finish(Error(Err::kInvalidValue, "NULL argument"), kCall);
+  CUipcMemHandle capability;
+  std::memcpy(&capability, exportData, sizeof(capability));
+  CUdeviceptr p = 0;
+  size_t size = 0;
+  Status st = gen::cuda::remoraPoolImportPointer(CallCtx{false, kCall}, &p, &size, U(memPool), capability);
+  if (!st.ok()) return Done(st, kCall);
+  // A device allocation of this process from now on; cudaFree/cudaFreeAsync give it back.
+  Runtime::Get().AddDeviceAllocation(p, size, Thread().device, AllocKind::kDeviceAsync);
+  *ptr = reinterpret_cast<void*>(p);
+  return cudaSuccess;
+}

@@ -24,7 +24,25 @@
 //   query EID            cudaEventQuery: "ok" or "err cudaErrorNotReady"
 //   evsync EID           cudaEventSynchronize
 //   edestroy EID         cudaEventDestroy
+//   vcreate MIB          physical memory of the virtual memory API, shareable by POSIX file
+//                        descriptor (cuMemCreate), mapped into a reserved range with
+//                        read-write access: "ok ID" (a block fill/expect reach)
+//   vexport ID           cuMemExportToShareableHandle: "ok /proc/PID/fd/N" (the descriptor,
+//                        which another process opens by that path)
+//   vimport PATH MIB     opens PATH, cuMemImportFromShareableHandle, maps it: "ok ID"
+//   vrelease ID          unmaps, releases the handle and the range
+//   pcreate              cudaMemPoolCreate, shareable by POSIX descriptor: "ok PID"
+//   pexport PID          cudaMemPoolExportToShareableHandle: "ok /proc/PID/fd/N"
+//   pimport PATH         opens PATH, cudaMemPoolImportFromShareableHandle: "ok PID"
+//   palloc PID MIB       cudaMallocFromPoolAsync on the default stream, synchronised: "ok ID"
+//   pexportptr ID        cudaMemPoolExportPointer: "ok HEX"
+//   pimportptr PID HEX MIB  cudaMemPoolImportPointer: "ok ID"
+//   pfree ID             cudaFreeAsync on the default stream, synchronised
 //   quit                 exits 0
+#include <cuda.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cinttypes>
 #include <fstream>
 #include <map>
@@ -41,6 +59,70 @@ struct Block {
   void* ptr;
   size_t bytes;
   bool opened;  // by IPC (closed, not freed)
+  CUmemGenericAllocationHandle vmm = 0;  // physical memory mapped at ptr (vcreate, vimport)
+};
+
+// The driver's virtual memory calls, through the runtime's entry points (as PyTorch reaches them).
+struct Vmm {
+  decltype(&cuMemCreate) create = nullptr;
+  decltype(&cuMemRelease) release = nullptr;
+  decltype(&cuMemAddressReserve) reserve = nullptr;
+  decltype(&cuMemAddressFree) address_free = nullptr;
+  decltype(&cuMemMap) map = nullptr;
+  decltype(&cuMemUnmap) unmap = nullptr;
+  decltype(&cuMemSetAccess) set_access = nullptr;
+  decltype(&cuMemExportToShareableHandle) export_handle = nullptr;
+  decltype(&cuMemImportFromShareableHandle) import_handle = nullptr;
+  decltype(&cuGetErrorName) error_name = nullptr;
+
+  template <typename F>
+  static void Get(const char* name, F* f) {
+    cudaDriverEntryPointQueryResult q;
+    void* p = nullptr;
+    REQUIRE(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+                q == cudaDriverEntryPointSuccess,
+            "no driver entry point %s", name);
+    *f = reinterpret_cast<F>(p);
+  }
+  void Load() {
+    if (create != nullptr) return;
+    Get("cuMemCreate", &create);
+    Get("cuMemRelease", &release);
+    Get("cuMemAddressReserve", &reserve);
+    Get("cuMemAddressFree", &address_free);
+    Get("cuMemMap", &map);
+    Get("cuMemUnmap", &unmap);
+    Get("cuMemSetAccess", &set_access);
+    Get("cuMemExportToShareableHandle", &export_handle);
+    Get("cuMemImportFromShareableHandle", &import_handle);
+    Get("cuGetErrorName", &error_name);
+  }
+  std::string Err(CUresult r) {
+    const char* name = nullptr;
+    error_name(r, &name);
+    return std::string("err ") + (name ? name : "?");
+  }
+  // Maps `h` (of `bytes`) into a new range with read-write access for device 0.
+  CUresult MapNew(CUmemGenericAllocationHandle h, size_t bytes, void** out) {
+    CUdeviceptr va = 0;
+    CUresult r = reserve(&va, bytes, 0, 0, 0);
+    if (r != CUDA_SUCCESS) return r;
+    r = map(va, bytes, 0, h, 0);
+    if (r == CUDA_SUCCESS) {
+      CUmemAccessDesc access = {};
+      access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      access.location.id = 0;
+      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      r = set_access(va, bytes, &access, 1);
+      if (r != CUDA_SUCCESS) unmap(va, bytes);
+    }
+    if (r != CUDA_SUCCESS) {
+      address_free(va, bytes);
+      return r;
+    }
+    *out = reinterpret_cast<void*>(va);
+    return CUDA_SUCCESS;
+  }
 };
 
 std::string Hex(const void* p, size_t n) {
@@ -77,6 +159,8 @@ int main(int argc, char** argv) {
   std::map<int, Block> blocks;
   std::map<int, cudaEvent_t> events;
   std::map<int, cudaStream_t> streams;
+  Vmm vmm;
+  std::map<int, cudaMemPool_t> pools;
   int next_id = 1;
   auto block = [&](int id) -> Block* {
     auto it = blocks.find(id);
@@ -102,7 +186,7 @@ int main(int argc, char** argv) {
       void* p = nullptr;
       cudaError_t e = cudaMalloc(&p, mib << 20);
       if (e == cudaSuccess) {
-        blocks[next_id] = Block{p, mib << 20, false};
+        blocks[next_id] = Block{p, mib << 20, false, 0};
         out = "ok " + std::to_string(next_id++);
       } else {
         out = Err(e);
@@ -158,7 +242,7 @@ int main(int argc, char** argv) {
         if (e == cudaSuccess && attr.type != cudaMemoryTypeDevice) e = cudaErrorInvalidValue;
       }
       if (e == cudaSuccess) {
-        blocks[next_id] = Block{p, size, true};
+        blocks[next_id] = Block{p, size, true, 0};
         out = "ok " + std::to_string(next_id++);
       } else {
         out = Err(e);
@@ -220,6 +304,143 @@ int main(int argc, char** argv) {
       ss >> id;
       cudaError_t e = events.count(id) ? cudaEventDestroy(events[id]) : cudaErrorInvalidValue;
       events.erase(id);
+      out = e == cudaSuccess ? "ok" : Err(e);
+    } else if (verb == "vcreate" || verb == "vimport") {
+      vmm.Load();
+      std::string path;
+      if (verb == "vimport") ss >> path;
+      size_t mib = 0;
+      ss >> mib;
+      size_t bytes = mib << 20;
+      CUmemGenericAllocationHandle h = 0;
+      CUresult r;
+      if (verb == "vcreate") {
+        CUmemAllocationProp prop = {};
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = 0;
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        r = vmm.create(&h, bytes, &prop, 0);
+      } else {
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        r = fd < 0 ? CUDA_ERROR_INVALID_VALUE
+                   : vmm.import_handle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        if (fd >= 0) ::close(fd);
+      }
+      void* p = nullptr;
+      if (r == CUDA_SUCCESS) {
+        r = vmm.MapNew(h, bytes, &p);
+        if (r != CUDA_SUCCESS) vmm.release(h);
+      }
+      if (r == CUDA_SUCCESS) {
+        blocks[next_id] = Block{p, bytes, false, h};
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = vmm.Err(r);
+      }
+    } else if (verb == "vexport") {
+      vmm.Load();
+      int id = 0;
+      ss >> id;
+      Block* b = block(id);
+      int fd = -1;
+      CUresult r = b && b->vmm ? vmm.export_handle(&fd, b->vmm, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
+                               : CUDA_ERROR_INVALID_VALUE;
+      out = r == CUDA_SUCCESS ? "ok /proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd) : vmm.Err(r);
+    } else if (verb == "vrelease") {
+      vmm.Load();
+      int id = 0;
+      ss >> id;
+      Block* b = block(id);
+      if (b == nullptr || !b->vmm) {
+        out = "err no-such-block";
+      } else {
+        auto va = reinterpret_cast<CUdeviceptr>(b->ptr);
+        CUresult r = vmm.unmap(va, b->bytes);
+        if (r == CUDA_SUCCESS) r = vmm.release(b->vmm);
+        if (r == CUDA_SUCCESS) r = vmm.address_free(va, b->bytes);
+        if (r == CUDA_SUCCESS) blocks.erase(id);
+        out = r == CUDA_SUCCESS ? "ok" : vmm.Err(r);
+      }
+    } else if (verb == "pcreate") {
+      cudaMemPoolProps props = {};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = 0;
+      cudaMemPool_t pool;
+      cudaError_t e = cudaMemPoolCreate(&pool, &props);
+      if (e == cudaSuccess) {
+        pools[next_id] = pool;
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = Err(e);
+      }
+    } else if (verb == "pexport") {
+      int id = 0;
+      ss >> id;
+      int fd = -1;
+      cudaError_t e = pools.count(id) ? cudaMemPoolExportToShareableHandle(&fd, pools[id], cudaMemHandleTypePosixFileDescriptor, 0)
+                                      : cudaErrorInvalidValue;
+      out = e == cudaSuccess ? "ok /proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd) : Err(e);
+    } else if (verb == "pimport") {
+      std::string path;
+      ss >> path;
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      cudaMemPool_t pool;
+      cudaError_t e = fd < 0 ? cudaErrorInvalidValue
+                             : cudaMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                                    cudaMemHandleTypePosixFileDescriptor, 0);
+      if (fd >= 0) ::close(fd);
+      if (e == cudaSuccess) {
+        pools[next_id] = pool;
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = Err(e);
+      }
+    } else if (verb == "palloc") {
+      int id = 0;
+      size_t mib = 0;
+      ss >> id >> mib;
+      void* p = nullptr;
+      cudaError_t e = pools.count(id) ? cudaMallocFromPoolAsync(&p, mib << 20, pools[id], 0) : cudaErrorInvalidValue;
+      if (e == cudaSuccess) e = cudaStreamSynchronize(0);
+      if (e == cudaSuccess) {
+        blocks[next_id] = Block{p, mib << 20, false, 0};
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = Err(e);
+      }
+    } else if (verb == "pexportptr") {
+      int id = 0;
+      ss >> id;
+      Block* b = block(id);
+      cudaMemPoolPtrExportData data;
+      cudaError_t e = b ? cudaMemPoolExportPointer(&data, b->ptr) : cudaErrorInvalidValue;
+      out = e == cudaSuccess ? "ok " + Hex(&data, sizeof(data)) : Err(e);
+    } else if (verb == "pimportptr") {
+      int id = 0;
+      std::string hex;
+      size_t mib = 0;
+      ss >> id >> hex >> mib;
+      cudaMemPoolPtrExportData data;
+      void* p = nullptr;
+      cudaError_t e = pools.count(id) && Unhex(hex, &data, sizeof(data)) ? cudaMemPoolImportPointer(&p, pools[id], &data)
+                                                                         : cudaErrorInvalidValue;
+      if (e == cudaSuccess) {
+        blocks[next_id] = Block{p, mib << 20, false, 0};
+        out = "ok " + std::to_string(next_id++);
+      } else {
+        out = Err(e);
+      }
+    } else if (verb == "pfree") {
+      int id = 0;
+      ss >> id;
+      Block* b = block(id);
+      cudaError_t e = b ? cudaFreeAsync(b->ptr, 0) : cudaErrorInvalidValue;
+      if (e == cudaSuccess) e = cudaStreamSynchronize(0);
+      if (e == cudaSuccess) blocks.erase(id);
       out = e == cudaSuccess ? "ok" : Err(e);
     } else if (verb == "quit") {
       std::printf("%s bye\n", seq.c_str());

@@ -222,5 +222,111 @@ TEST_F(Ipc, AKilledImporterClosesItsOpensAndAKilledExporterStaysChargedUntilThey
   }
 }
 
+// Physical memory of the virtual memory API shared by POSIX descriptor
+// (cuMemExportToShareableHandle / cuMemImportFromShareableHandle), as PyTorch's expandable
+// segments share it: data both ways, other tenants and made-up descriptors refused, the
+// exporter charged until the last importer lets go, a killed importer letting go; programs
+// of the shared and of the static runtime alike.
+TEST_F(Ipc, PhysicalMemorySharedByShareableHandle) {
+  std::string token = s_.CreateTenant("t", {"--memory", "64MiB"}), other = s_.CreateTenant("u");
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    // Over tcp the exporter is the static-runtime program (its calls reach the facade).
+    bool tcp = std::string(transport) == "tcp";
+    auto a = Shell(token, transport, tcp ? "app_static_ipc_shell" : "app_ipc_shell"), b = Shell(token, transport),
+         c = Shell(other, transport);
+    std::string block = Arg(a->Do("vcreate 32"));
+    ASSERT_FALSE(block.empty());
+    ASSERT_EQ(a->Do("fill " + block + " 7"), "ok");
+    std::string path = Arg(a->Do("vexport " + block));
+    ASSERT_EQ(path.rfind("/proc/", 0), 0u) << path;
+    std::string opened = Arg(b->Do("vimport " + path + " 32"));
+    ASSERT_FALSE(opened.empty());
+    EXPECT_EQ(b->Do("expect " + opened + " 7"), "ok") << "the importer reads the exporter's bytes";
+    ASSERT_EQ(b->Do("fill " + opened + " 9"), "ok");
+    EXPECT_EQ(a->Do("expect " + block + " 9"), "ok") << "and the exporter reads the importer's";
+    EXPECT_EQ(Used("t"), 32 * kMiB) << "charged once, to the exporter";
+    EXPECT_EQ(c->Do("vimport " + path + " 32"), "err CUDA_ERROR_INVALID_HANDLE") << "another tenant";
+    EXPECT_TRUE(LogSays("not to tenant 'u'")) << s_.server.Log();
+    EXPECT_EQ(c->Do("vimport /proc/self/exe 32"), "err CUDA_ERROR_INVALID_VALUE") << "not a shareable handle";
+    // Released and unmapped by its exporter: still the importer's, still charged.
+    EXPECT_EQ(a->Do("vrelease " + block), "ok");
+    EXPECT_EQ(Used("t"), 32 * kMiB);
+    EXPECT_EQ(b->Do("expect " + opened + " 9"), "ok");
+    EXPECT_EQ(b->Do("alloc 48"), "err cudaErrorMemoryAllocation") << "the quota still counts it";
+    EXPECT_EQ(b->Do("vrelease " + opened), "ok");
+    EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << "the last importer let go: " << Used("t");
+
+    // An importer killed while it holds the memory lets go of it.
+    block = Arg(a->Do("vcreate 16"));
+    path = Arg(a->Do("vexport " + block));
+    ASSERT_FALSE(Arg(b->Do("vimport " + path + " 16")).empty());
+    EXPECT_EQ(a->Do("vrelease " + block), "ok");
+    EXPECT_EQ(Used("t"), 16 * kMiB);
+    ::kill(b->process().pid(), SIGKILL);
+    EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << Used("t");
+    EXPECT_EQ(a->Do("vimport " + path + " 16"), "err CUDA_ERROR_INVALID_HANDLE") << "a released export is dead";
+    for (auto* sh : {a.get(), c.get()}) sh->Do("quit");
+  }
+}
+
+// Memory pools shared between processes (cudaMemPoolExportToShareableHandle and
+// ImportFromShareableHandle, cudaMemPoolExportPointer and ImportPointer): data both ways; an
+// imported pool allocates nothing of its own; a pointer opens only into an import of its own
+// pool; other tenants refused; the exporter's stream-ordered free while imported deferred and
+// charged until the importer frees it.
+TEST_F(Ipc, MemoryPoolsSharedBetweenProcesses) {
+  std::string token = s_.CreateTenant("t", {"--memory", "64MiB"}), other = s_.CreateTenant("u");
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    // Over tcp the importer is the static-runtime program (its calls reach the facade).
+    bool tcp = std::string(transport) == "tcp";
+    auto a = Shell(token, transport), b = Shell(token, transport, tcp ? "app_static_ipc_shell" : "app_ipc_shell"),
+         c = Shell(other, transport);
+    std::string pool = Arg(a->Do("pcreate"));
+    ASSERT_FALSE(pool.empty());
+    std::string block = Arg(a->Do("palloc " + pool + " 8"));
+    ASSERT_FALSE(block.empty());
+    ASSERT_EQ(a->Do("fill " + block + " 5"), "ok");
+    std::string path = Arg(a->Do("pexport " + pool));
+    ASSERT_EQ(path.rfind("/proc/", 0), 0u) << path;
+    std::string data = Arg(a->Do("pexportptr " + block));
+    ASSERT_EQ(data.size(), 128u);
+    std::string bpool = Arg(b->Do("pimport " + path));
+    ASSERT_FALSE(bpool.empty());
+    std::string opened = Arg(b->Do("pimportptr " + bpool + " " + data + " 8"));
+    ASSERT_FALSE(opened.empty());
+    EXPECT_EQ(b->Do("expect " + opened + " 5"), "ok") << "the importer reads the exporter's bytes";
+    ASSERT_EQ(b->Do("fill " + opened + " 6"), "ok");
+    EXPECT_EQ(a->Do("expect " + block + " 6"), "ok") << "and the exporter reads the importer's";
+    EXPECT_EQ(Used("t"), 8 * kMiB) << "charged once, to the exporter";
+    EXPECT_EQ(b->Do("palloc " + bpool + " 1"), "err cudaErrorInvalidValue") << "an imported pool allocates nothing";
+    EXPECT_EQ(c->Do("pimport " + path), "err cudaErrorInvalidResourceHandle") << "another tenant";
+    EXPECT_EQ(c->Do("pimport /proc/self/exe"), "err cudaErrorInvalidValue") << "not a shareable handle";
+    // An allocation of another pool does not open into this pool's import.
+    std::string pool2 = Arg(a->Do("pcreate"));
+    std::string block2 = Arg(a->Do("palloc " + pool2 + " 2"));
+    std::string data2 = Arg(a->Do("pexportptr " + block2));
+    ASSERT_EQ(data2.size(), 128u);
+    EXPECT_EQ(b->Do("pimportptr " + bpool + " " + data2 + " 2"), "err cudaErrorInvalidValue");
+    EXPECT_EQ(a->Do("pfree " + block2), "ok");
+    // (A pool's freed memory stays charged until the next allocation asks the pools what they
+    // keep; the emulated pools keep nothing.)
+    std::string probe = Arg(a->Do("alloc 1"));
+    EXPECT_EQ(a->Do("free " + probe), "ok");
+    EXPECT_EQ(Used("t"), 8 * kMiB);
+    // Freed by its exporter (stream-ordered) while imported: kept and charged until the
+    // importer frees its pointer.
+    EXPECT_EQ(a->Do("pfree " + block), "ok");
+    EXPECT_EQ(Used("t"), 8 * kMiB);
+    EXPECT_EQ(b->Do("expect " + opened + " 6"), "ok");
+    EXPECT_EQ(b->Do("pfree " + opened), "ok");
+    EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << "the importer's free let it go: " << Used("t");
+    EXPECT_EQ(b->Do("pimportptr " + bpool + " " + data + " 8"), "err cudaErrorInvalidResourceHandle")
+        << "a freed allocation's export is dead";
+    for (auto* sh : {a.get(), b.get(), c.get()}) sh->Do("quit");
+  }
+}
+
 }  // namespace
 }  // namespace remora::testing

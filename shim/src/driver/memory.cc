@@ -250,6 +250,38 @@ REMORA_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   return ViaRuntime([&] { return cudaMemPoolDestroy(reinterpret_cast<cudaMemPool_t>(pool)); });
 }
 
+// Pools shared between processes: the runtime's calls (CUmemPoolPtrExportData and
+// cudaMemPoolPtrExportData have the same layout, the handle types the same values).
+REMORA_API CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
+                                                     CUmemAllocationHandleType handleType, unsigned long long flags) {
+  if (flags > UINT32_MAX) return Invalid("cuMemPoolExportToShareableHandle", "flags must be 0");
+  return ViaRuntime([&] {
+    return cudaMemPoolExportToShareableHandle(handle_out, reinterpret_cast<cudaMemPool_t>(pool),
+                                              static_cast<cudaMemAllocationHandleType>(handleType),
+                                              static_cast<unsigned>(flags));
+  });
+}
+REMORA_API CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle,
+                                                       CUmemAllocationHandleType handleType, unsigned long long flags) {
+  if (flags > UINT32_MAX) return Invalid("cuMemPoolImportFromShareableHandle", "flags must be 0");
+  return ViaRuntime([&] {
+    return cudaMemPoolImportFromShareableHandle(reinterpret_cast<cudaMemPool_t*>(pool_out), handle,
+                                                static_cast<cudaMemAllocationHandleType>(handleType),
+                                                static_cast<unsigned>(flags));
+  });
+}
+REMORA_API CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr) {
+  return ViaRuntime([&] {
+    return cudaMemPoolExportPointer(reinterpret_cast<cudaMemPoolPtrExportData*>(shareData_out), P(ptr));
+  });
+}
+REMORA_API CUresult cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData* shareData) {
+  return ViaRuntime([&] {
+    return cudaMemPoolImportPointer(reinterpret_cast<void**>(ptr_out), reinterpret_cast<cudaMemPool_t>(pool),
+                                    reinterpret_cast<cudaMemPoolPtrExportData*>(shareData));
+  });
+}
+
 // ---- copies ----------------------------------------------------------------------------------
 
 REMORA_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {

@@ -3,11 +3,14 @@
 // reservations and mappings and charges cuMemCreate to the tenant's quota); these wrappers
 // keep the client's device table in step (the reserved ranges and what is mapped into them),
 // so pointers into them are checked and described without a round trip.
+#include <cstdint>
+
 #include "cuda_client.h"
 #include "driver/driver.h"
 #include "export.h"
 #include "remote_call.h"
 #include "runtime.h"
+#include "shareable_handle.h"
 
 using namespace remora;
 using namespace remora::shim;
@@ -42,4 +45,44 @@ REMORA_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   Status st = gen::cuda::cuMemUnmap(CallCtx{false, "cuMemUnmap"}, ptr, size);
   if (st.ok()) Runtime::Get().RemoveDeviceMapping(ptr, size);
   return Done(st, "cuMemUnmap");
+}
+
+// Shareable handles (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): a descriptor holding the
+// server's capability (shareable_handle.h); the worker registers the driver's own.
+namespace {
+
+CUresult UnsupportedHandleType(const char* call, CUmemAllocationHandleType type) {
+  return Done(Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED,
+                     fmt::format("handle type {} is not supported: Remora shares physical memory by POSIX file "
+                                 "descriptor (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) between applications of "
+                                 "one server", static_cast<int>(type))),
+              call);
+}
+
+}  // namespace
+
+REMORA_API CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
+                                                 CUmemAllocationHandleType handleType, unsigned long long flags) {
+  constexpr const char* kCall = "cuMemExportToShareableHandle";
+  if (shareableHandle == nullptr) return Invalid(kCall, "shareableHandle is NULL");
+  if (flags != 0) return Invalid(kCall, "flags must be 0");
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return UnsupportedHandleType(kCall, handleType);
+  CUipcMemHandle capability;
+  Status st = gen::cuda::remoraMemExportShareable(CallCtx{false, kCall}, &capability, handle);
+  if (!st.ok()) return Done(st, kCall);
+  auto fd = WriteShareableHandle(ShareableKind::kPhysical, capability);
+  if (!fd.ok()) return Done(fd.status(), kCall);
+  *static_cast<int*>(shareableHandle) = *fd;
+  return CUDA_SUCCESS;
+}
+
+REMORA_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                                   CUmemAllocationHandleType shHandleType) {
+  constexpr const char* kCall = "cuMemImportFromShareableHandle";
+  if (handle == nullptr) return Invalid(kCall, "handle is NULL");
+  if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return UnsupportedHandleType(kCall, shHandleType);
+  // The descriptor is the pointer's value, as the driver takes it; it stays the caller's.
+  auto capability = ReadShareableHandle(ShareableKind::kPhysical, static_cast<int>(reinterpret_cast<intptr_t>(osHandle)));
+  if (!capability.ok()) return Done(capability.status(), kCall);
+  return Done(gen::cuda::remoraMemImportShareable(CallCtx{false, kCall}, handle, *capability), kCall);
 }

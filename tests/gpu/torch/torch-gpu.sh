@@ -12,7 +12,8 @@
 #  left out unless TORCH_FACADE=1: those libraries ask the driver for private tables Remora
 #  does not serve by design (it replaces the libraries whole, docs/COMPATIBILITY.md), so they
 #  fail there with an error-level line naming the table.
-#  3b. torch_ipc.py: torch.multiprocessing shares a CUDA tensor by IPC, natively and remoted.
+#  3b. torch_ipc.py: torch.multiprocessing shares a CUDA tensor by IPC, natively and remoted;
+#      again with expandable segments (shareable handles of cuMemCreate's memory).
 #  4. torch_libs.py (conv2d, fft2, linalg, CNN training) natively, through the facade, and with
 #     Remora's client libraries, cuDNN, cuFFT and cuSOLVER included, over shm and tcp.
 #  5. torch_bench.py natively and remoted over shm and tcp; a table of us per op and ratios.
@@ -100,6 +101,16 @@ for url in "$shm_url" "$tcp_url"; do
   t=${url%%://*}
   remoted "$url" python3 "$here/torch_ipc.py" >"$work/ipc-$t.log" 2>&1
   report "torch_ipc remoted over $t (tensor shared by cudaIpc handles)" $? "$work/ipc-$t.log"
+done
+# The same with expandable segments: the storage is physical memory of cuMemCreate, shared by
+# POSIX descriptor (cuMemExportToShareableHandle; the consumer fetches the descriptor from the
+# producer with pidfd_getfd and imports it).
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 "$here/torch_ipc.py" >"$work/ipc-es-native.log" 2>&1
+report "torch_ipc native, expandable segments" $? "$work/ipc-es-native.log"
+for url in "$shm_url" "$tcp_url"; do
+  t=${url%%://*}
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True remoted "$url" python3 "$here/torch_ipc.py" >"$work/ipc-es-$t.log" 2>&1
+  report "torch_ipc remoted over $t, expandable segments (tensor shared by shareable handle)" $? "$work/ipc-es-$t.log"
 done
 
 # torch_libs.py (conv2d forward and backward, fft2, linalg.solve/cholesky, a CNN's training

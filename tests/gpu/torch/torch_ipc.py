@@ -3,6 +3,9 @@ a CUDA IPC handle (cudaIpcGetMemHandle) with an interprocess event (cudaIpcGetEv
 the consumer opens both (cudaIpcOpenMemHandle, cudaIpcOpenEventHandle, cudaStreamWaitEvent)
 and closes the memory when its tensor goes (cudaIpcCloseMemHandle). Under Remora each process
 is its own session and every open is checked by the server (same tenant, live export).
+With PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True the storage is physical memory of
+cuMemCreate instead, shared by POSIX descriptor (cuMemExportToShareableHandle, fetched by the
+consumer with pidfd_getfd, cuMemImportFromShareableHandle).
 
 The producer fills a tensor, sends it (and a view at an offset) to a consumer process, which
 checks them, adds 1 in place and sends back its sum; the producer sees the consumer's write in
