@@ -43,6 +43,11 @@ class Ipc : public ::testing::Test {
     return answer.rfind("ok ", 0) == 0 ? answer.substr(3) : "";
   }
 
+  // Whether the server runs the host-emulated backend (REMORA_TEST_BACKEND names another).
+  static bool backend_is_host() {
+    const char* b = std::getenv("REMORA_TEST_BACKEND");
+    return b == nullptr || *b == '\0' || std::string(b) == "host";
+  }
   // Polls the server's log for `text`.
   bool LogSays(const std::string& text) {
     return Eventually([&] { return s_.server.Log().find(text) != std::string::npos; });
@@ -74,7 +79,10 @@ class Ipc : public ::testing::Test {
     ASSERT_EQ(a->Do("busy " + ps + " 300000"), "ok");
     ASSERT_EQ(a->Do("fillasync " + block + " 42 " + ps), "ok");
     ASSERT_EQ(a->Do("record " + pev + " " + ps), "ok");
-    EXPECT_EQ(b->Do("query " + cev), "err cudaErrorNotReady") << "the producer's work is still running";
+    // (On the host-emulated backend "busy" runs for 300 ms; on a GPU it is an empty kernel.)
+    if (backend_is_host()) {
+      EXPECT_EQ(b->Do("query " + cev), "err cudaErrorNotReady") << "the producer's work is still running";
+    }
     ASSERT_EQ(b->Do("wait " + cs + " " + cev), "ok");
     EXPECT_EQ(b->Do("expectasync " + opened + " 42 " + cs), "ok") << "the consumer's stream ran after the record";
     EXPECT_EQ(b->Do("evsync " + cev), "ok");
@@ -310,15 +318,19 @@ TEST_F(Ipc, MemoryPoolsSharedBetweenProcesses) {
     ASSERT_EQ(data2.size(), 128u);
     EXPECT_EQ(b->Do("pimportptr " + bpool + " " + data2 + " 2"), "err cudaErrorInvalidValue");
     EXPECT_EQ(a->Do("pfree " + block2), "ok");
-    // (A pool's freed memory stays charged until the next allocation asks the pools what they
-    // keep; the emulated pools keep nothing.)
+    // (A pool's freed memory stays charged while the pool keeps it, as the next allocation
+    // finds out: the emulated pools keep nothing, a GPU's may keep some.)
     std::string probe = Arg(a->Do("alloc 1"));
     EXPECT_EQ(a->Do("free " + probe), "ok");
-    EXPECT_EQ(Used("t"), 8 * kMiB);
+    uint64_t charged = Used("t");
+    EXPECT_GE(charged, 8 * kMiB);
+    if (backend_is_host()) {
+      EXPECT_EQ(charged, 8 * kMiB);
+    }
     // Freed by its exporter (stream-ordered) while imported: kept and charged until the
     // importer frees its pointer.
     EXPECT_EQ(a->Do("pfree " + block), "ok");
-    EXPECT_EQ(Used("t"), 8 * kMiB);
+    EXPECT_EQ(Used("t"), charged);
     EXPECT_EQ(b->Do("expect " + opened + " 6"), "ok");
     EXPECT_EQ(b->Do("pfree " + opened), "ok");
     EXPECT_TRUE(Eventually([&] { return Used("t") == 0; })) << "the importer's free let it go: " << Used("t");
