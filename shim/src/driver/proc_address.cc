@@ -132,6 +132,11 @@ cudaError_t EntryPoint(const char* symbol, void** fn, unsigned version, unsigned
 
 }  // namespace
 
+// An undocumented export of NVIDIA's runtime with no public declaration: in CUDA 13.0's
+// libcudart.so.13 it takes nothing it looks at and returns cudaSuccess (its whole body is
+// `xor eax, eax; ret`), and so does this one. Whatever the caller passes is ignored, as there.
+REMORA_API cudaError_t __cudaGetProcAddress(void) { return cudaSuccess; }
+
 REMORA_API cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int cudaVersion,
                                                         unsigned long long flags, cudaDriverEntryPointQueryResult* driverStatus) {
   return EntryPoint(symbol, funcPtr, cudaVersion, flags, driverStatus, false, "cudaGetDriverEntryPointByVersion");
