@@ -31,7 +31,10 @@ class SyncWaitOp final : public PendingOp {
       // Done: a synchronisation the driver sees (the event is complete, so it returns at once).
       // Stream-ordered pools give back memory beyond their release threshold only then; a
       // query is not one, and their kept memory would stay charged to the tenant.
-      if (st.ok()) (void)ex.driver().EventSynchronize(it->event);
+      if (st.ok()) {
+        (void)ex.driver().EventSynchronize(it->event);
+        Handlers::ReconcilePools(ex, it->gpu);  // what the pools gave back is uncharged now
+      }
       if (it->pooled) ex.ReleasePoolEvent(it->gpu, it->event);
       it = items_.erase(it);
     }

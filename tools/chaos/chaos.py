@@ -538,17 +538,28 @@ class Soak:
         for n in left:
             self.leaks += 1
             self.fail("leak", f"temporary file {n} was left in TMPDIR")
-        expected = {"state.db", "state.db-wal", "state.db-shm", "modules"}
+        # The store, the module caches, and the list of running workers (server/supervisor/
+        # worker_registry.h), which must be empty once every session ended.
+        expected = {"state.db", "state.db-wal", "state.db-shm", "modules", "workers"}
         for n in os.listdir(self.state):
             if n not in expected:
                 self.leaks += 1
                 self.fail("leak", f"{n} was left in the state directory")
+        workers = os.path.join(self.state, "workers")
+        if os.path.isfile(workers) and os.path.getsize(workers) > 0:
+            self.leaks += 1
+            with open(workers) as f:
+                self.fail("leak", f"the worker list still names workers: {f.read().strip()!r}")
+        # Module caches: one directory per tenant, holding complete cache files only.
         mods = os.path.join(self.state, "modules")
         if os.path.isdir(mods):
-            for n in os.listdir(mods):
-                if not n.endswith(".fatbin"):
-                    self.leaks += 1
-                    self.fail("leak", f"modules/{n} was left in the module cache")
+            for tenant in os.listdir(mods):
+                d = os.path.join(mods, tenant)
+                names = os.listdir(d) if os.path.isdir(d) else [None]
+                for n in names:
+                    if n is None or not n.endswith(".fatbin"):
+                        self.leaks += 1
+                        self.fail("leak", f"modules/{tenant}/{n or ''} was left in the module cache")
 
     # ---- the run ------------------------------------------------------------------------
     def calibrate(self):
