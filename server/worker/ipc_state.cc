@@ -84,7 +84,9 @@ void IpcState::PoolDestroyed(Executor& ex, uint64_t handle, uint64_t import_id) 
   pool_exports_.erase(it);
 }
 
-void IpcState::Release(Executor& ex, uint64_t export_id) {
+void IpcState::Release(Executor& ex, uint64_t export_id) { ReleaseDeferred(ex, export_id, true); }
+
+void IpcState::ReleaseDeferred(Executor& ex, uint64_t export_id, bool live) {
   auto it = deferred_.find(export_id);
   if (it == deferred_.end()) return;
   if (it->second.charge_only)
@@ -92,7 +94,7 @@ void IpcState::Release(Executor& ex, uint64_t export_id) {
              FormatSize(it->second.alloc.size));
   else
     LOG_INFO("session {}: the last importer closed 0x{:x}: freed", ex.config().session_id, it->second.alloc.base);
-  FreeNow(ex, it->second, true);
+  FreeNow(ex, it->second, live);
   deferred_.erase(it);
 }
 
@@ -142,7 +144,7 @@ void IpcState::Linger(Executor& ex) {
   while (!deferred_.empty()) {
     std::optional<uint64_t> id = ex.control() ? ex.control()->WaitRelease() : std::nullopt;
     if (!id) break;  // the supervisor is gone: nobody will ever close them
-    Release(ex, *id);
+    ReleaseDeferred(ex, *id, false);
   }
   for (auto& [id, d] : deferred_) FreeNow(ex, d, false);
   deferred_.clear();

@@ -73,6 +73,7 @@ class IpcState {
   // `live`: the session still runs (a stream-ordered allocation's charge then goes to its
   // pool's kept memory, as its own free would have done).
   void FreeNow(Executor& ex, const Deferred& d, bool live);
+  void ReleaseDeferred(Executor& ex, uint64_t export_id, bool live);
   // Asks the supervisor to revoke `export_id`: the opens left elsewhere (0 if it cannot say).
   uint32_t Unexport(Executor& ex, uint64_t export_id);
 

@@ -400,7 +400,17 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
   al.device = gpu;
   al.kind = AllocKind::kDeviceAsync;
   al.reserved = size;
-  al.cookie = a.getPool();  // the pool's session handle (0: the device's current pool), for IPC
+  al.cookie = a.getPool();  // the pool's session handle, for IPC (0: the device's own pool)
+  if (al.cookie == 0) {
+    // From the device's current pool, which may be one this session created (and can share).
+    bool created = false;
+    ex.session().pools().ForEach([&](uint64_t, Executor::Pool& p) { created |= p.created && p.import_id == 0; });
+    auto current = created ? ex.driver().GetMemPool(gpu) : Result<DPool>(Error(Err::kInvalidValue, "none created"));
+    if (current.ok())
+      ex.session().pools().ForEach([&](uint64_t h, Executor::Pool& p) {
+        if (p.created && p.pool == *current) al.cookie = h;
+      });
+  }
   (void)ex.session().allocations().Insert(al);
   DevPtr ptr = *p;
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setPointer(ptr); });

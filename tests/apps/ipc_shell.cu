@@ -35,6 +35,8 @@
 //   pexport PID          cudaMemPoolExportToShareableHandle: "ok /proc/PID/fd/N"
 //   pimport PATH         opens PATH, cudaMemPoolImportFromShareableHandle: "ok PID"
 //   palloc PID MIB       cudaMallocFromPoolAsync on the default stream, synchronised: "ok ID"
+//                        (PID 0: cudaMallocAsync, from the device's current pool)
+//   pcurrent PID         cudaDeviceSetMemPool(0, the pool)
 //   pexportptr ID        cudaMemPoolExportPointer: "ok HEX"
 //   pimportptr PID HEX MIB  cudaMemPoolImportPointer: "ok ID"
 //   pfree ID             cudaFreeAsync on the default stream, synchronised
@@ -404,7 +406,9 @@ int main(int argc, char** argv) {
       size_t mib = 0;
       ss >> id >> mib;
       void* p = nullptr;
-      cudaError_t e = pools.count(id) ? cudaMallocFromPoolAsync(&p, mib << 20, pools[id], 0) : cudaErrorInvalidValue;
+      cudaError_t e = id == 0           ? cudaMallocAsync(&p, mib << 20, 0)
+                      : pools.count(id) ? cudaMallocFromPoolAsync(&p, mib << 20, pools[id], 0)
+                                        : cudaErrorInvalidValue;
       if (e == cudaSuccess) e = cudaStreamSynchronize(0);
       if (e == cudaSuccess) {
         blocks[next_id] = Block{p, mib << 20, false, 0};
@@ -412,6 +416,11 @@ int main(int argc, char** argv) {
       } else {
         out = Err(e);
       }
+    } else if (verb == "pcurrent") {
+      int id = 0;
+      ss >> id;
+      cudaError_t e = pools.count(id) ? cudaDeviceSetMemPool(0, pools[id]) : cudaErrorInvalidValue;
+      out = e == cudaSuccess ? "ok" : Err(e);
     } else if (verb == "pexportptr") {
       int id = 0;
       ss >> id;

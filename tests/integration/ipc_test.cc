@@ -318,6 +318,17 @@ TEST_F(Ipc, MemoryPoolsSharedBetweenProcesses) {
     ASSERT_EQ(data2.size(), 128u);
     EXPECT_EQ(b->Do("pimportptr " + bpool + " " + data2 + " 2"), "err cudaErrorInvalidValue");
     EXPECT_EQ(a->Do("pfree " + block2), "ok");
+    // cudaMallocAsync from the device's current pool, set to the shared one: shareable too.
+    ASSERT_EQ(a->Do("pcurrent " + pool), "ok");
+    std::string block3 = Arg(a->Do("palloc 0 1"));
+    ASSERT_EQ(a->Do("fill " + block3 + " 3"), "ok");
+    std::string data3 = Arg(a->Do("pexportptr " + block3));
+    ASSERT_EQ(data3.size(), 128u);
+    std::string opened3 = Arg(b->Do("pimportptr " + bpool + " " + data3 + " 1"));
+    ASSERT_FALSE(opened3.empty());
+    EXPECT_EQ(b->Do("expect " + opened3 + " 3"), "ok");
+    EXPECT_EQ(b->Do("pfree " + opened3), "ok");
+    EXPECT_EQ(a->Do("pfree " + block3), "ok");
     // (A pool's freed memory stays charged while the pool keeps it, as the next allocation
     // finds out: the emulated pools keep nothing, a GPU's may keep some.)
     std::string probe = Arg(a->Do("alloc 1"));

@@ -379,6 +379,10 @@ void Client::OpLaunch() {
   if (!Use(a->ordinal)) return;
   cudaStream_t s = StreamOf(a->ordinal, rng_() % 2);
   if (s == nullptr) return;
+  // cudaGetLastError reports the last error of any earlier call too (a refused cudaMalloc
+  // before this one, say): clear it first, or a launch that ran - its module loaded and
+  // charged on this GPU - would count as refused.
+  (void)cudaGetLastError();
   Touch<<<1, 32, 0, s>>>(a->dev, -1);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
