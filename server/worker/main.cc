@@ -1,6 +1,5 @@
 // remora-worker: one process per client session, spawned by remora-server. Owns the
 // session's CUDA contexts (or the host-emulated backend) and executes its calls.
-#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -97,35 +96,6 @@ Result<SessionKeys> ReadSessionKeys(int control_fd) {
   });
   RETURN_IF_ERROR(st);
   return keys;
-}
-
-// The session's tcp data connections, in index order: the supervisor hands each one over
-// (dataConnection, with its socket) once the client's DataHello proved it belongs here.
-// The client opens them right after its Welcome; one that does not come within the deadline
-// ends the session.
-Result<std::vector<Fd>> ReadDataConnections(int control_fd, uint32_t n, int timeout_ms) {
-  FrameSocket fs(control_fd);
-  std::vector<Fd> data(n);
-  uint64_t deadline = MonotonicNanos() + uint64_t(timeout_ms) * 1'000'000;
-  for (uint32_t got = 0; got < n; got++) {
-    uint64_t now = MonotonicNanos();
-    if (now >= deadline) return Error(Err::kTimeout, "the client opened {} of its {} data connections", got, n);
-    std::vector<Fd> fds;
-    ASSIGN_OR_RETURN(InFrame frame, fs.Read(static_cast<int>((deadline - now) / 1'000'000) + 1, &fds));
-    uint32_t index = n;
-    Status st = GuardDecode("control message", [&]() -> Status {
-      BodyReader r(frame.body);
-      auto m = r.Root<control::ControlMessage>();
-      if (!m.isDataConnection()) return Error(Err::kInvalidValue, "expected a data connection");
-      index = m.getDataConnection();
-      return Status::Ok();
-    });
-    RETURN_IF_ERROR(st);
-    if (index >= n || data[index] || fds.size() != 1)
-      return Error(Err::kInvalidValue, "a malformed data connection hand-over (index {}, {} descriptors)", index, fds.size());
-    data[index] = std::move(fds[0]);
-  }
-  return data;
 }
 
 // Maps the ledger read-only and this session's slot writable, then closes both
@@ -236,8 +206,9 @@ int main(int argc, char** argv) {
   TransportKind kind = *parsed_kind;
   std::vector<Fd> fds;
   for (int i = 0; i < extra_fds; i++) fds.emplace_back(worker_args::kFirstExtraFd + i);
+  SupervisorLink control(worker_args::kControlFd);
   if (data_streams > 0) {
-    auto data = ReadDataConnections(worker_args::kControlFd, data_streams, 15000);
+    auto data = control.AwaitDataConnections(worker_args::kClientFd, data_streams, 15000);
     if (!data.ok()) {
       LOG_WARN("session not started: {}", data.status().message());
       return 3;
@@ -284,7 +255,6 @@ int main(int argc, char** argv) {
     config.compute = &compute.board();
   }
 
-  SupervisorLink control(worker_args::kControlFd);
   int rc = 0;
   {
     Executor executor(**conn, **driver, staging, config, &control);

@@ -2,6 +2,8 @@
 
 #include <poll.h>
 
+#include <cerrno>
+
 #include "control.capnp.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -46,6 +48,11 @@ Result<std::optional<IpcAnswer>> SupervisorLink::ReadOne(int timeout_ms) {
         ev.reason = m.getEndSession();
         queued_.push_back(std::move(ev));
         return Status::Ok();
+      case control::ControlMessage::DATA_CONNECTION:
+        // Only while the session starts (AwaitDataConnections); once per index, with its socket.
+        if (fds.size() != 1 || data_connections_.count(m.getDataConnection()) > 0) data_malformed_ = true;
+        else data_connections_[m.getDataConnection()] = std::move(fds[0]);
+        return Status::Ok();
       case control::ControlMessage::IPC_RELEASE:
         ev.kind = ControlEvent::Kind::kIpcRelease;
         ev.export_id = m.getIpcRelease();
@@ -72,6 +79,34 @@ Result<std::optional<IpcAnswer>> SupervisorLink::ReadOne(int timeout_ms) {
   });
   RETURN_IF_ERROR(st);
   return answer;
+}
+
+Result<std::vector<Fd>> SupervisorLink::AwaitDataConnections(int client_fd, uint32_t n, int timeout_ms) {
+  uint64_t deadline = MonotonicNanos() + uint64_t(timeout_ms) * 1'000'000;
+  while (data_connections_.size() < n) {
+    if (data_malformed_ || (!data_connections_.empty() && data_connections_.rbegin()->first >= n))
+      return Error(Err::kInvalidValue, "a malformed data connection hand-over");
+    if (gone_) return Error(Err::kDevicesUnavailable, "the Remora server supervisor exited");
+    for (const ControlEvent& ev : queued_)
+      if (ev.kind == ControlEvent::Kind::kEndSession) return Error(Err::kDevicesUnavailable, "session ended: {}", ev.reason);
+    uint64_t now = MonotonicNanos();
+    if (now >= deadline)
+      return Error(Err::kTimeout, "the client opened {} of its {} data connections", data_connections_.size(), n);
+    struct pollfd p[2] = {{fd_, POLLIN, 0}, {client_fd, POLLRDHUP, 0}};
+    int ready = ::poll(p, 2, static_cast<int>((deadline - now) / 1'000'000) + 1);
+    if (ready < 0 && errno != EINTR) return ErrnoStatus(Err::kUnknown, "poll", errno);
+    if (ready > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+      return Error(Err::kDevicesUnavailable, "the client closed its connection after opening {} of its {} data connections",
+                   data_connections_.size(), n);
+    if (ready > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      auto r = ReadOne(kAnswerTimeoutMs);
+      if (!r.ok()) return r.status();
+    }
+  }
+  std::vector<Fd> out;
+  for (auto& [index, fd] : data_connections_) out.push_back(std::move(fd));
+  data_connections_.clear();
+  return out;
 }
 
 Result<std::optional<ControlEvent>> SupervisorLink::Poll() {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <optional>
+#include <vector>
 
 #include "remora/protocol/frame_socket.h"
 #include "worker/executor.h"
@@ -15,6 +17,12 @@ namespace remora::worker {
 class SupervisorLink final : public ControlSource {
  public:
   explicit SupervisorLink(int fd) : fd_(fd), fs_(fd) {}
+  // A tcp session's `n` data connections, in index order, as the supervisor hands them over
+  // once the client's DataHello proved each belongs here. Fails when they do not all come
+  // within timeout_ms, or when the client's own connection (`client_fd`) closes first (a
+  // client killed right after its handshake: its worker must not wait out the deadline).
+  // Notices arriving meanwhile (a GPU detached, the session ended) are kept for Poll.
+  Result<std::vector<Fd>> AwaitDataConnections(int client_fd, uint32_t n, int timeout_ms);
   Result<std::optional<ControlEvent>> Poll() override;
   Result<IpcAnswer> Ask(const IpcQuestion& q, int fd) override;
   void Closed(uint64_t export_id) override;
@@ -29,6 +37,8 @@ class SupervisorLink final : public ControlSource {
   bool gone_ = false;
   uint64_t next_request_ = 1;
   std::deque<ControlEvent> queued_;
+  std::map<uint32_t, Fd> data_connections_;  // handed over, by index, until taken
+  bool data_malformed_ = false;
 };
 
 }  // namespace remora::worker

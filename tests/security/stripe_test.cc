@@ -10,6 +10,8 @@
 #include <atomic>
 #include <random>
 
+#include "remora/base/util.h"
+#include "remora/protocol/auth.h"
 #include "remora/protocol/frame_socket.h"
 #include "remora/protocol/handshake.h"
 #include "security_support.h"
@@ -200,6 +202,33 @@ TEST_F(Stripes, AForgedDataConnectionIsRefused) {
   auto down = Down(*s, dev, data.size());
   ASSERT_TRUE(down.ok() && down->error == Err::kSuccess);
   EXPECT_TRUE(down->bulk == data);
+}
+
+// A client that completes its handshake and goes (killed) before opening its data
+// connections: its worker ends at once, not at the data connections' 15 s deadline.
+TEST_F(Stripes, AClientGoneBeforeItsDataConnectionsEndsItsSessionAtOnce) {
+  auto token = ParseToken(token_);
+  ASSERT_TRUE(token.ok());
+  Fd sock = TcpConnectForTest(port_);
+  FrameSocket fs(sock.get());
+  ClientHandshakeOptions o;
+  o.token = *token;
+  o.encrypt = EncryptMode::kOff;
+  o.data_streams = kStreams;
+  auto info = RunClientHandshake(fs, o, {}, 5000);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_EQ(info->data_streams, kStreams);
+  uint64_t start = MonotonicNanos();
+  sock.reset();  // gone, with none of its data connections opened
+  EXPECT_TRUE(Eventually([&] {
+    return s_.server.Log().find("the client closed its connection after opening 0 of its 3 data connections") !=
+           std::string::npos;
+  }, 5000)) << s_.server.Log();
+  EXPECT_LT(MonotonicNanos() - start, uint64_t{5'000'000'000});
+  // The server goes on: a session opens and works, striped.
+  auto s = Open();
+  ASSERT_TRUE(s);
+  EXPECT_NE(Alloc(*s, 1 << 20), 0u);
 }
 
 // A frame that announces a stripe layout the session cannot carry (more streams than were
