@@ -4,9 +4,9 @@
 # reason printed, on machines without an NVIDIA GPU; extra arguments go to ctest (e.g. -L unit).
 # With REMORA_ROBUSTNESS=1 it then runs the robustness stages (tools/robustness.sh,
 # docs/ROBUSTNESS.md): the unit and integration tests under ASan+UBSan and under TSan, every
-# fuzz target for a few seconds, and a short chaos soak. They are not yet on by default: they
-# add 14-29 minutes to CI and the 30-minute soak still finds data mismatches after a detach
-# (docs/ROBUSTNESS.md), which a short soak could hit at random.
+# fuzz target for a few seconds, and a short chaos soak. They are not on by default: they
+# add 14-29 minutes to a CI run that already takes about 43 of its 45 (docs/ROBUSTNESS.md,
+# "CI cost").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
