@@ -41,6 +41,24 @@ namespace {
 // A domain number from the wire; unknown ones (a newer server) read as cudart.
 Domain DomainOf(uint16_t d) { return d < kNumDomains ? static_cast<Domain>(d) : Domain::kCudart; }
 
+// Requests whose work is complete when the server answers them (when the caller waits for
+// that answer): synchronous copies between host and device, allocations, frees (cudaFree
+// waits for the device) and device synchronisations. Everything else may leave work queued.
+bool CompleteWhenAnswered(wire::Request::Reader r) {
+  switch (r.which()) {
+    case wire::Request::DEVICE_SYNCHRONIZE:
+    case wire::Request::MEM_ALLOC:
+    case wire::Request::MEM_FREE:
+      return true;
+    case wire::Request::MEMCPY_DTO_H:
+      return !r.getMemcpyDtoH().getAsync();
+    case wire::Request::MEMCPY_HTO_D:
+      return !r.getMemcpyHtoD().getAsync();
+    default:
+      return false;
+  }
+}
+
 // Errors after which CUDA's context is unusable: every later call returns them.
 bool IsSticky(Err e) {
   switch (static_cast<int>(e)) {
@@ -63,13 +81,14 @@ Status Client::broken() const {
 }
 
 Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
-                    int fd) {
+                    int fd, bool waited) {
   ScratchMessage msg;
   auto req = msg.InitRoot<wire::Request>();
   req.setDevice(device);
   req.setThread(ThreadId());
   if (int mode = ThreadCaptureMode(); mode != 0) req.setCaptureMode(static_cast<uint8_t>(mode));
   build(req);
+  if (!(waited && CompleteWhenAnswered(req.asReader()))) work_seq_.fetch_add(1, std::memory_order_acq_rel);
   if (census_) census_->Count(req.asReader(), (flags & kFlagExpectsReply) != 0);
   OutFrame f;
   f.kind = FrameKind::kRequest;
@@ -106,7 +125,7 @@ Status Client::Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk
     if (!broken_.ok()) return broken_;
     waiters_.emplace(tag, &w);
   }
-  Status st = Send(device, build, kFlagExpectsReply, tag, bulk, reply_bulk);
+  Status st = Send(device, build, kFlagExpectsReply, tag, bulk, reply_bulk, -1, true);
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     waiters_.erase(tag);
@@ -336,6 +355,7 @@ void Client::HandleReply(const InFrame& f) {
 }
 
 void Client::HandleNotice(const InFrame& f) {
+  work_seq_.fetch_add(1, std::memory_order_acq_rel);  // something happened: synchronise for real
   Status st = GuardDecode("notice", [&]() -> Status {
     BodyReader reader(f.body);
     auto n = reader.Root<wire::Notice>();

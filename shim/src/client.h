@@ -7,6 +7,7 @@
 // streams complete independently.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -63,6 +64,23 @@ class Client {
   // A sticky error (the context is broken: illegal address, launch failure...) seen in any
   // reply, or OK. Calls that do not wait for the server check it themselves.
   Status sticky() const;
+  // ---- device synchronisation answered here (api_device.cc) -------------------------------
+  // The work sequence advances with every request that may leave work queued on a device -
+  // anything but a waited-for synchronous copy, allocation, free or device synchronisation,
+  // each complete once answered - and with every notice from the server (a device detached,
+  // a host function reached...). A cudaDeviceSynchronize of `device` that finds the sequence
+  // where that device's last completed synchronisation left it has nothing to wait for.
+  // Thread-safe.
+  uint64_t work_sequence() const { return work_seq_.load(std::memory_order_acquire); }
+  // Whether `device`'s last completed synchronisation began at sequence `seq`.
+  bool SyncedAt(int device, uint64_t seq) const {
+    return device >= 0 && device < kSyncDevices && synced_[static_cast<size_t>(device)].load(std::memory_order_acquire) == seq;
+  }
+  // A synchronisation of `device` that began at sequence `seq` completed.
+  void NoteSynced(int device, uint64_t seq) {
+    if (device >= 0 && device < kSyncDevices) synced_[static_cast<size_t>(device)].store(seq, std::memory_order_release);
+  }
+
   // Device-list generation last seen from the server.
   uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
   // Stream captures in progress in the session, as the last reply reported (capture
@@ -116,8 +134,10 @@ class Client {
     Status status;
   };
 
+  // `waited`: the caller blocks for the reply (Call), so a request complete when answered
+  // leaves no work behind (see work_sequence()).
   Status Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
-              int fd = -1);
+              int fd = -1, bool waited = false);
   void WaitFor(Waiter& w);
   void ReceiveOne(int timeout_ms);
   void HandleReply(const InFrame& f);
@@ -129,6 +149,9 @@ class Client {
   std::unique_ptr<Connection> conn_;
   SessionInfo session_;
   std::atomic<uint64_t> next_tag_{1};
+  static constexpr int kSyncDevices = 64;
+  std::atomic<uint64_t> work_seq_{1};                       // see work_sequence()
+  std::array<std::atomic<uint64_t>, kSyncDevices> synced_{};  // per device ordinal; 0: never
   std::atomic<uint64_t> generation_{0};
 
   std::mutex send_mu_;

@@ -1,6 +1,11 @@
 // Streams and events without kernels: creation flags and priorities, records, waits,
-// queries, synchronisation, elapsed time, per-thread and legacy default streams.
+// queries, synchronisation, elapsed time, per-thread and legacy default streams; and that a
+// device synchronisation waits for work queued since the last one even where Remora answers
+// it without a round trip (nothing queued since).
 #include "app_check.h"
+
+// The host-emulated backend runs it for (grid.x) microseconds; on a GPU it does nothing.
+extern "C" __global__ void remora_emulated_busy_us() {}
 
 int main() {
   int lo = 0;
@@ -53,6 +58,19 @@ int main() {
   char x = 0;
   CHECK(cudaMemcpy(&x, d + 50, 1, cudaMemcpyDeviceToHost));
   REQUIRE(x == 2, "memset on the legacy stream gave %d", x);
+
+  // Synchronous copies queue nothing that outlives them: the second synchronisation has
+  // nothing to wait for. Then a 200 ms kernel (host-emulated) on a non-blocking stream, which
+  // a synchronous copy on the legacy stream does not wait for: the device synchronisation must.
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(&x, d + 50, 1, cudaMemcpyDeviceToHost));
+  CHECK(cudaDeviceSynchronize());
+  (void)cudaGetLastError();  // the refused cudaEventElapsedTime above is still the last error
+  remora_emulated_busy_us<<<200000, 1, 0, b>>>();
+  CHECK(cudaGetLastError());
+  CHECK(cudaMemcpy(&x, d + 50, 1, cudaMemcpyDeviceToHost));
+  CHECK(cudaDeviceSynchronize());
+  REQUIRE(cudaStreamQuery(b) == cudaSuccess, "cudaDeviceSynchronize returned before a kernel queued after the last one");
 
   for (cudaStream_t s : {a, b, c}) CHECK(cudaStreamDestroy(s));
   for (cudaEvent_t e : {start, stop, nt}) CHECK(cudaEventDestroy(e));
