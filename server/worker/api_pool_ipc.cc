@@ -6,63 +6,15 @@
 #include "remora/base/log.h"
 #include "worker/api_op.h"
 #include "worker/ipc_state.h"
+#include "worker/ops_ipc.h"
 
 namespace remora::worker {
 namespace {
-
-CUresult ToCu(const Status& st) {
-  if (st.ok()) return CUDA_SUCCESS;
-  if (st.domain() == Domain::kCuda || st.domain() == Domain::kCudart) return static_cast<CUresult>(st.raw());
-  if (st.code() == Err::kInvalidValue) return CUDA_ERROR_INVALID_VALUE;
-  if (st.code() == Err::kInvalidResourceHandle) return CUDA_ERROR_INVALID_HANDLE;
-  return CUDA_ERROR_UNKNOWN;
-}
 
 IpcHandleBytes BytesOf(const CUipcMemHandle& h) {
   IpcHandleBytes b;
   std::memcpy(b.data(), &h, sizeof(h));
   return b;
-}
-
-// Registers an export of `kind` with the supervisor: its capability and id.
-Result<IpcState::Export> Register(Executor& ex, uint8_t kind, int gpu, uint64_t size, uint64_t id,
-                                  std::vector<uint8_t> real, int fd) {
-  ControlSource* link = ex.control();
-  if (link == nullptr) return Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED, "no supervisor to register exports with");
-  IpcQuestion q;
-  q.op = IpcQuestion::Op::kExport;
-  q.kind = kind;
-  q.gpu = gpu;
-  q.size = size;
-  q.bytes = std::move(real);
-  q.id = id;
-  auto answer = link->Ask(q, fd);
-  if (!answer.ok()) {
-    LOG_WARN("cannot register an IPC export with the supervisor: {}", answer.status().message());
-    return Status(Domain::kCuda, CUDA_ERROR_UNKNOWN, "the supervisor did not answer");
-  }
-  if (answer->status != CUDA_SUCCESS) return Status(Domain::kCuda, answer->status, "export refused");
-  return IpcState::Export{answer->export_id, answer->handle};
-}
-
-// Asks the supervisor to open `capability` of `kind` for this session, on one of its GPUs.
-Result<IpcAnswer> Open(Executor& ex, uint8_t kind, const CUipcMemHandle& capability) {
-  ControlSource* link = ex.control();
-  if (link == nullptr) return Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED, "no supervisor");
-  IpcQuestion q;
-  q.op = IpcQuestion::Op::kOpen;
-  q.kind = kind;
-  IpcHandleBytes b = BytesOf(capability);
-  q.bytes.assign(b.begin(), b.end());
-  ASSIGN_OR_RETURN(IpcAnswer a, link->Ask(q, -1));
-  if (a.status != CUDA_SUCCESS) return Status(Domain::kCuda, a.status, "the handle was refused");
-  const auto& gpus = ex.config().gpus;
-  if (std::find(gpus.begin(), gpus.end(), a.gpu) == gpus.end()) {
-    link->Closed(a.export_id);
-    LOG_INFO("IPC open refused: the export is on server GPU {}, not attached to this session", a.gpu);
-    return Status(Domain::kCuda, CUDA_ERROR_INVALID_DEVICE, "the exporter's GPU is not this session's");
-  }
-  return a;
 }
 
 // The export of session pool `handle`, registering it first if needed.
@@ -74,7 +26,7 @@ Result<IpcState::Export> ExportOf(Executor& ex, uint64_t handle) {
     return Status(Domain::kCuda, CUDA_ERROR_INVALID_VALUE, "only a pool created by this process can be exported");
   RETURN_IF_ERROR(ex.SetDevice(p->gpu));
   ASSIGN_OR_RETURN(IpcShare share, ex.driver().MemPoolExport(p->pool));
-  ASSIGN_OR_RETURN(IpcState::Export e, Register(ex, kIpcKindPool, p->gpu, 0, handle, {}, share.fd.get()));
+  ASSIGN_OR_RETURN(IpcState::Export e, RegisterExport(ex, kIpcKindPool, p->gpu, 0, handle, {}, share.fd.get()));
   exports[handle] = e;
   return e;
 }
@@ -83,7 +35,7 @@ Result<IpcState::Export> ExportOf(Executor& ex, uint64_t handle) {
 
 CUresult PoolExport(OpContext& x, CUipcMemHandle* capability, unsigned long long pool) {
   auto e = ExportOf(x.executor(), pool);
-  if (!e.ok()) return ToCu(e.status());
+  if (!e.ok()) return IpcResult(e.status());
   std::memcpy(capability, e->handle.data(), kIpcHandleBytes);
   return CUDA_SUCCESS;
 }
@@ -93,15 +45,15 @@ CUresult PoolImport(OpContext& x, unsigned long long* pool, CUipcMemHandle capab
   uint64_t created = 0;
   ex.session().pools().ForEach([&](uint64_t, Executor::Pool& p) { created += p.created; });
   if (!ex.resources().Room(Resource::kPools, created).ok()) return CUDA_ERROR_OUT_OF_MEMORY;
-  auto a = Open(ex, kIpcKindPool, capability);
-  if (!a.ok()) return ToCu(a.status());
+  auto a = OpenExport(ex, kIpcKindPool, BytesOf(capability));
+  if (!a.ok()) return IpcResult(a.status());
   IpcShare share;
   share.fd = std::move(a->fd);
   Status st = ex.SetDevice(a->gpu);
   auto p = st.ok() ? ex.driver().MemPoolImport(share) : Result<DPool>(st);
   if (!p.ok()) {
     ex.control()->Closed(a->export_id);
-    return ToCu(p.status());
+    return IpcResult(p.status());
   }
   *pool = ex.session().pools().Insert({*p, a->gpu, true, a->export_id});
   return CUDA_SUCCESS;
@@ -119,17 +71,17 @@ CUresult PoolExportPointer(OpContext& x, CUipcMemHandle* capability, CUdeviceptr
     return CUDA_SUCCESS;
   }
   auto pool = ExportOf(ex, a->cookie);
-  if (!pool.ok()) return ToCu(pool.status());
-  if (Status st = ex.SetDevice(a->device); !st.ok()) return ToCu(st);
+  if (!pool.ok()) return IpcResult(pool.status());
+  if (Status st = ex.SetDevice(a->device); !st.ok()) return IpcResult(st);
   auto share = ex.driver().MemPoolExportPointer(a->base, a->size);
-  if (!share.ok()) return ToCu(share.status());
+  if (!share.ok()) return IpcResult(share.status());
   // What the importer's worker needs: the pool's export id (it opens the pointer only into
   // an import of that pool), then the driver's export data.
   std::vector<uint8_t> real(8);
   for (int i = 0; i < 8; i++) real[static_cast<size_t>(i)] = static_cast<uint8_t>(pool->export_id >> (8 * i));
   real.insert(real.end(), share->handle.begin(), share->handle.end());
-  auto e = Register(ex, kIpcKindPoolPointer, a->device, a->size, a->base, std::move(real), share->fd.get());
-  if (!e.ok()) return ToCu(e.status());
+  auto e = RegisterExport(ex, kIpcKindPoolPointer, a->device, a->size, a->base, std::move(real), share->fd.get());
+  if (!e.ok()) return IpcResult(e.status());
   exports[a->base] = *e;
   std::memcpy(capability, e->handle.data(), kIpcHandleBytes);
   return CUDA_SUCCESS;
@@ -148,8 +100,8 @@ CUresult PoolImportPointer(OpContext& x, CUdeviceptr* ptr, size_t* size, unsigne
     *size = imp.size;
     return CUDA_SUCCESS;
   }
-  auto a = Open(ex, kIpcKindPoolPointer, capability);
-  if (!a.ok()) return ToCu(a.status());
+  auto a = OpenExport(ex, kIpcKindPoolPointer, BytesOf(capability));
+  if (!a.ok()) return IpcResult(a.status());
   auto closed = [&] { ex.control()->Closed(a->export_id); };
   uint64_t parent = 0;
   for (size_t i = 0; i < 8 && i < a->real.size(); i++) parent |= uint64_t{a->real[i]} << (8 * i);
@@ -165,7 +117,7 @@ CUresult PoolImportPointer(OpContext& x, CUdeviceptr* ptr, size_t* size, unsigne
   auto opened = st.ok() ? ex.driver().MemPoolImportPointer((*p)->pool, share, a->size) : Result<DevPtr>(st);
   if (!opened.ok()) {
     closed();
-    return ToCu(opened.status());
+    return IpcResult(opened.status());
   }
   Allocation alloc;
   alloc.base = *opened;

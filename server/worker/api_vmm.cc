@@ -7,6 +7,7 @@
 #include "remora/base/log.h"
 #include "worker/api_op.h"
 #include "worker/ipc_state.h"
+#include "worker/ops_ipc.h"
 
 namespace remora::worker {
 namespace {
@@ -112,11 +113,6 @@ CUresult VmmExport(OpContext& x, CUipcMemHandle* capability, CUmemGenericAllocat
     std::memcpy(capability, it->second.handle.data(), kIpcHandleBytes);
     return CUDA_SUCCESS;
   }
-  ControlSource* link = ex.control();
-  if (link == nullptr) {
-    LOG_INFO("shareable handle refused: this worker has no supervisor to register exports with");
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
   if (Status st = ex.SetDevice(p->gpu); !st.ok()) return CUDA_ERROR_INVALID_DEVICE;
   // The driver's descriptor (it fails unless cuMemCreate asked for POSIX descriptors); it
   // goes to the supervisor, never to the client, whose handle is the capability.
@@ -124,40 +120,23 @@ CUresult VmmExport(OpContext& x, CUipcMemHandle* capability, CUmemGenericAllocat
   CUresult r = Api(x).cuMemExportToShareableHandle(&fd, p->real, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   if (r != CUDA_SUCCESS) return r;
   Fd owned(fd);
-  IpcQuestion q;
-  q.op = IpcQuestion::Op::kExport;
-  q.kind = kIpcKindPhysical;
-  q.gpu = p->gpu;
-  q.size = p->size;
-  q.id = handle;
-  auto answer = link->Ask(q, owned.get());
-  if (!answer.ok()) {
-    LOG_WARN("cannot register a shareable handle with the supervisor: {}", answer.status().message());
-    return CUDA_ERROR_UNKNOWN;
-  }
-  if (answer->status != CUDA_SUCCESS) return static_cast<CUresult>(answer->status);
-  exports[handle] = IpcState::Export{answer->export_id, answer->handle};
-  std::memcpy(capability, answer->handle.data(), kIpcHandleBytes);
+  auto e = RegisterExport(ex, kIpcKindPhysical, p->gpu, p->size, handle, {}, owned.get());
+  if (!e.ok()) return IpcResult(e.status());
+  exports[handle] = *e;
+  std::memcpy(capability, e->handle.data(), kIpcHandleBytes);
   return CUDA_SUCCESS;
 }
 
 CUresult VmmImport(OpContext& x, CUmemGenericAllocationHandle* handle, CUipcMemHandle capability) {
   Executor& ex = x.executor();
-  ControlSource* link = ex.control();
-  if (link == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   if (Status room = x.HandleRoom(HandleKind::kPhysical); !room.ok()) return CUDA_ERROR_OUT_OF_MEMORY;
-  IpcQuestion q;
-  q.op = IpcQuestion::Op::kOpen;
-  q.kind = kIpcKindPhysical;
-  q.bytes.assign(reinterpret_cast<const uint8_t*>(&capability), reinterpret_cast<const uint8_t*>(&capability) + kIpcHandleBytes);
-  auto a = link->Ask(q, -1);
-  if (!a.ok()) return CUDA_ERROR_UNKNOWN;
-  if (a->status != CUDA_SUCCESS) return static_cast<CUresult>(a->status);
-  const auto& gpus = ex.config().gpus;
-  if (std::find(gpus.begin(), gpus.end(), a->gpu) == gpus.end() || !a->fd) {
-    link->Closed(a->export_id);
-    LOG_INFO("shareable handle refused: the memory is on server GPU {}, not attached to this session", a->gpu);
-    return CUDA_ERROR_INVALID_DEVICE;
+  IpcHandleBytes bytes;
+  std::memcpy(bytes.data(), &capability, sizeof(capability));
+  auto a = OpenExport(ex, kIpcKindPhysical, bytes);
+  if (!a.ok()) return IpcResult(a.status());
+  if (!a->fd) {
+    ex.control()->Closed(a->export_id);
+    return CUDA_ERROR_INVALID_HANDLE;
   }
   CUmemGenericAllocationHandle real = 0;
   CUresult r = ex.SetDevice(a->gpu).ok()
@@ -165,7 +144,7 @@ CUresult VmmImport(OpContext& x, CUmemGenericAllocationHandle* handle, CUipcMemH
                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
                    : CUDA_ERROR_INVALID_DEVICE;
   if (r != CUDA_SUCCESS) {
-    link->Closed(a->export_id);
+    ex.control()->Closed(a->export_id);
     return r;
   }
   // Charged to its exporter only.

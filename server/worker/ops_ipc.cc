@@ -13,13 +13,6 @@ namespace {
 
 constexpr uint8_t kMemory = 0, kEvent = 1;
 
-// A worker-side failure as the driver API's result.
-CUresult ToCu(const Status& st) {
-  if (st.ok()) return CUDA_SUCCESS;
-  if (st.domain() == Domain::kCuda || st.domain() == Domain::kCudart) return static_cast<CUresult>(st.raw());
-  return CUDA_ERROR_UNKNOWN;
-}
-
 ControlSource* Link(OpContext& x) {
   ControlSource* link = x.executor().control();
   if (link == nullptr) LOG_INFO("CUDA IPC refused: this worker has no supervisor to register exports with");
@@ -34,9 +27,18 @@ IpcHandleBytes BytesOf(const H& h) {
   return b;
 }
 
-// Asks the supervisor to open `handle` for this session: its answer, or the CUresult refusing it.
-Result<IpcAnswer> Open(OpContext& x, uint8_t kind, const IpcHandleBytes& handle) {
-  ControlSource* link = Link(x);
+}  // namespace
+
+CUresult IpcResult(const Status& st) {
+  if (st.ok()) return CUDA_SUCCESS;
+  if (st.domain() == Domain::kCuda || st.domain() == Domain::kCudart) return static_cast<CUresult>(st.raw());
+  if (st.code() == Err::kInvalidValue) return CUDA_ERROR_INVALID_VALUE;
+  if (st.code() == Err::kInvalidResourceHandle) return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_ERROR_UNKNOWN;
+}
+
+Result<IpcAnswer> OpenExport(Executor& ex, uint8_t kind, const IpcHandleBytes& handle) {
+  ControlSource* link = ex.control();
   if (link == nullptr) return Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED, "no supervisor");
   IpcQuestion q;
   q.op = IpcQuestion::Op::kOpen;
@@ -45,7 +47,7 @@ Result<IpcAnswer> Open(OpContext& x, uint8_t kind, const IpcHandleBytes& handle)
   ASSIGN_OR_RETURN(IpcAnswer a, link->Ask(q, -1));
   if (a.status != CUDA_SUCCESS) return Status(Domain::kCuda, a.status, "the IPC handle was refused");
   // The exporter's GPU must be one of this session's (a handle works on its own GPU only).
-  const auto& gpus = x.executor().config().gpus;
+  const auto& gpus = ex.config().gpus;
   if (std::find(gpus.begin(), gpus.end(), a.gpu) == gpus.end()) {
     link->Closed(a.export_id);
     LOG_INFO("IPC open refused: the export is on server GPU {}, not attached to this session", a.gpu);
@@ -54,7 +56,25 @@ Result<IpcAnswer> Open(OpContext& x, uint8_t kind, const IpcHandleBytes& handle)
   return a;
 }
 
-}  // namespace
+Result<IpcState::Export> RegisterExport(Executor& ex, uint8_t kind, int gpu, uint64_t size, uint64_t local_id,
+                                        std::vector<uint8_t> real, int fd) {
+  ControlSource* link = ex.control();
+  if (link == nullptr) return Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED, "no supervisor to register exports with");
+  IpcQuestion q;
+  q.op = IpcQuestion::Op::kExport;
+  q.kind = kind;
+  q.gpu = gpu;
+  q.size = size;
+  q.bytes = std::move(real);
+  q.id = local_id;
+  auto answer = link->Ask(q, fd);
+  if (!answer.ok()) {
+    LOG_WARN("cannot register an IPC export with the supervisor: {}", answer.status().message());
+    return Status(Domain::kCuda, CUDA_ERROR_UNKNOWN, "the supervisor did not answer");
+  }
+  if (answer->status != CUDA_SUCCESS) return Status(Domain::kCuda, answer->status, "export refused");
+  return IpcState::Export{answer->export_id, answer->handle};
+}
 
 CUresult IpcGetMem(OpContext& x, CUipcMemHandle* handle, CUdeviceptr dptr) {
   Executor& ex = x.executor();
@@ -68,9 +88,9 @@ CUresult IpcGetMem(OpContext& x, CUipcMemHandle* handle, CUdeviceptr dptr) {
   }
   ControlSource* link = Link(x);
   if (link == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  if (Status st = ex.SetDevice(a->device); !st.ok()) return ToCu(st);
+  if (Status st = ex.SetDevice(a->device); !st.ok()) return IpcResult(st);
   auto share = ex.driver().IpcExportMemory(a->base, a->size);
-  if (!share.ok()) return ToCu(share.status());
+  if (!share.ok()) return IpcResult(share.status());
   IpcQuestion q;
   q.op = IpcQuestion::Op::kExport;
   q.kind = kMemory;
@@ -101,12 +121,12 @@ CUresult IpcOpenMem(OpContext& x, CUdeviceptr* dptr, size_t* size, CUipcMemHandl
     *size = imp.size;
     return CUDA_SUCCESS;
   }
-  auto a = Open(x, kMemory, bytes);
-  if (!a.ok()) return ToCu(a.status());
+  auto a = OpenExport(x.executor(), kMemory, bytes);
+  if (!a.ok()) return IpcResult(a.status());
   auto closed = [&] { x.executor().control()->Closed(a->export_id); };
   if (Status st = ex.SetDevice(a->gpu); !st.ok()) {
     closed();
-    return ToCu(st);
+    return IpcResult(st);
   }
   IpcShare share;
   share.handle = a->real;
@@ -114,7 +134,7 @@ CUresult IpcOpenMem(OpContext& x, CUdeviceptr* dptr, size_t* size, CUipcMemHandl
   auto p = ex.driver().IpcOpenMemory(share, a->size);
   if (!p.ok()) {
     closed();
-    return ToCu(p.status());
+    return IpcResult(p.status());
   }
   Allocation alloc;
   alloc.base = *p;
@@ -150,7 +170,7 @@ CUresult IpcCloseMem(OpContext& x, CUdeviceptr dptr) {
   if (st.ok()) st = ex.driver().IpcCloseMemory(dptr);
   (void)ex.session().allocations().Erase(dptr);
   if (ex.control() != nullptr) ex.control()->Closed(imp.export_id);
-  return ToCu(st);
+  return IpcResult(st);
 }
 
 CUresult IpcGetEvent(OpContext& x, CUipcEventHandle* handle, CUevent event) {
@@ -170,9 +190,9 @@ CUresult IpcGetEvent(OpContext& x, CUipcEventHandle* handle, CUevent event) {
   ControlSource* link = Link(x);
   if (link == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   int gpu = found->gpu;
-  if (Status st = ex.SetDevice(gpu); !st.ok()) return ToCu(st);
+  if (Status st = ex.SetDevice(gpu); !st.ok()) return IpcResult(st);
   auto share = ex.driver().IpcExportEvent(event);
-  if (!share.ok()) return ToCu(share.status());
+  if (!share.ok()) return IpcResult(share.status());
   IpcQuestion q;
   q.op = IpcQuestion::Op::kExport;
   q.kind = kEvent;
@@ -193,14 +213,14 @@ CUresult IpcGetEvent(OpContext& x, CUipcEventHandle* handle, CUevent event) {
 CUresult IpcOpenEvent(OpContext& x, CUevent* event, CUipcEventHandle handle) {
   Executor& ex = x.executor();
   if (Status room = x.HandleRoom(HandleKind::kEvent); !room.ok()) return CUDA_ERROR_OUT_OF_MEMORY;
-  auto a = Open(x, kEvent, BytesOf(handle));
-  if (!a.ok()) return ToCu(a.status());
-  if (Status st = ex.SetDevice(a->gpu); !st.ok()) return ToCu(st);
+  auto a = OpenExport(x.executor(), kEvent, BytesOf(handle));
+  if (!a.ok()) return IpcResult(a.status());
+  if (Status st = ex.SetDevice(a->gpu); !st.ok()) return IpcResult(st);
   IpcShare share;
   share.handle = a->real;
   share.fd = std::move(a->fd);
   auto e = ex.driver().IpcOpenEvent(share);
-  if (!e.ok()) return ToCu(e.status());
+  if (!e.ok()) return IpcResult(e.status());
   // Registered here with its flags; the generated code finds it and answers its handle.
   ex.session().events().Insert(Event{*e, a->gpu, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING});
   *event = static_cast<CUevent>(*e);

@@ -7,9 +7,28 @@
 
 #include <cuda.h>
 
+#include <cstdint>
+#include <vector>
+
+#include "remora/base/status.h"
+#include "worker/ipc_link.h"
+#include "worker/ipc_state.h"
+
 namespace remora::worker {
 
+class Executor;
 class OpContext;
+
+// Shared by every IPC entry (here, api_vmm.cc, api_pool_ipc.cc):
+// A worker-side failure as the driver API's result.
+CUresult IpcResult(const Status& st);
+// Asks the supervisor to open `handle` (of kIpcKind* `kind`) for this session, on one of its
+// GPUs: its answer, or the CUresult refusing it.
+Result<IpcAnswer> OpenExport(Executor& ex, uint8_t kind, const IpcHandleBytes& handle);
+// Registers an export with the supervisor (`real`: the driver's handle bytes; `fd` rides
+// along if >= 0): the client's capability and the export id.
+Result<IpcState::Export> RegisterExport(Executor& ex, uint8_t kind, int gpu, uint64_t size, uint64_t local_id,
+                                        std::vector<uint8_t> real, int fd);
 
 CUresult IpcGetMem(OpContext& x, CUipcMemHandle* handle, CUdeviceptr dptr);
 CUresult IpcOpenMem(OpContext& x, CUdeviceptr* dptr, size_t* size, CUipcMemHandle handle, unsigned int flags);
