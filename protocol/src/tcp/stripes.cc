@@ -239,9 +239,12 @@ ExecutorStripes::~ExecutorStripes() {
 void ExecutorStripes::Wake() {
   uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof(one));
+  woken_.store(true, std::memory_order_release);  // after the write: DrainWake reads only then
 }
 
 void ExecutorStripes::DrainWake() {
+  // The executor calls this on every pass of its loop: no syscall unless a thread woke it.
+  if (!woken_.exchange(false, std::memory_order_acquire)) return;
   uint64_t v;
   (void)!::read(wake_.get(), &v, sizeof(v));
 }

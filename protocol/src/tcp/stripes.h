@@ -175,6 +175,7 @@ class ExecutorStripes {
   std::vector<std::unique_ptr<Stream>> streams_;
   StagingAllocator* staging_ = nullptr;
   Fd wake_;
+  std::atomic<bool> woken_{false};  // set after each write to wake_
   std::atomic<bool> stop_{false};
   mutable std::mutex err_mu_;
   Status error_;

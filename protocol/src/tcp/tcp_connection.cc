@@ -16,6 +16,7 @@
 
 #include "chunk_pool.h"
 #include "tcp/coalescer.h"
+#include "tcp/frame_reader.h"
 #include "tcp/stripes.h"
 #include "remora/base/util.h"
 #include "remora/protocol/frame_socket.h"
@@ -36,7 +37,7 @@ class TcpConnection final : public Connection {
   // `data`: the session's data connections (docs/PROTOCOL.md), striped over by the
   // requester (`requester`) or the executor.
   TcpConnection(Fd sock, std::string peer, std::vector<Fd> data, bool requester)
-      : sock_(std::move(sock)), peer_(std::move(peer)), fs_(sock_.get()),
+      : sock_(std::move(sock)), peer_(std::move(peer)),
         in_pool_(kChunkCount, kChunkBytes), out_pool_(kChunkCount, kChunkBytes) {
     data_streams_ = static_cast<uint32_t>(data.size());
     if (data.empty()) return;
@@ -68,14 +69,8 @@ class TcpConnection final : public Connection {
   Status Flush() override { return out_.Flush(); }
   Result<InFrame> Receive(int timeout_ms) override {
     RETURN_IF_ERROR(out_.Flush());  // the server may need what is buffered to answer
-    // A short spin before sleeping in recv: a reply that comes within microseconds is
-    // picked up without a wake-up (which costs more than the spin on these machines).
-    struct pollfd p = {sock_.get(), POLLIN, 0};
-    uint64_t until = MonotonicNanos() + (timeout_ms == 0 ? 0 : kRequesterSpinNs);
-    while (::poll(&p, 1, 0) == 0 && MonotonicNanos() < until) {
-    }
-    // A striped frame's header word is read here, before FrameSocket validates the rest.
-    ASSIGN_OR_RETURN(InFrame f, fs_.Read(timeout_ms, nullptr, kMaxBodyWords, &recv_stripe_word_));
+    // A striped frame's header word is read here, before the rest of the header is validated.
+    ASSIGN_OR_RETURN(InFrame f, reader_.Read(timeout_ms, kMaxBodyWords, &recv_stripe_word_));
     recv_layout_ = StripeLayout{};
     if (recv_stripe_word_ != 0) {
       ASSIGN_OR_RETURN(recv_layout_, DecodeStripes(recv_stripe_word_, f.header.bulk_bytes, data_streams_));
@@ -94,7 +89,7 @@ class TcpConnection final : public Connection {
     // In pieces, so a watchdog sees a long reply progressing (ReceiveProgress).
     for (size_t off = 0; off < dst.size();) {
       size_t n = std::min<size_t>(dst.size() - off, kChunkBytes);
-      RETURN_IF_ERROR(fs_.ReadBulk(dst.subspan(off, n), -1));
+      RETURN_IF_ERROR(reader_.ReadBulk(dst.subspan(off, n)));
       off += n;
       progress_.fetch_add(n, std::memory_order_relaxed);
     }
@@ -376,7 +371,7 @@ class TcpConnection final : public Connection {
 
   Fd sock_;
   std::string peer_;
-  FrameSocket fs_;
+  FrameReader reader_{sock_.get(), kRequesterSpinNs};  // requester reads
   std::atomic<uint64_t> progress_{0};  // requester: bulk bytes received
   FrameCoalescer out_{[this](struct iovec* iov, int n) { return WriteAllV(sock_.get(), iov, n); }};  // requester writes
 
