@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "remora/base/log.h"
+#include "remora/base/util.h"
 #include "worker/handlers.h"
 
 namespace remora::worker {
@@ -92,6 +93,20 @@ class DrainOp final : public PendingOp {
   Status error_;
 };
 
+// Waits for a small copy just issued on a stream that was idle by polling the stream: a few
+// microseconds of DMA, where recording an event and polling it from the executor's loop
+// costs more (and the driver's blocking wait measured slower than this loop). Gives up with
+// kNotReady after kSmallCopySpinNs: the stream was idle as far as StreamQuery tells, but a
+// legacy-stream copy may still wait for other blocking streams' work.
+constexpr uint64_t kSmallCopySpinNs = 200'000;
+Status SpinSmallCopy(Executor& ex, DStream s) {
+  uint64_t until = MonotonicNanos() + kSmallCopySpinNs;
+  for (;;) {
+    Status st = ex.driver().StreamQuery(s);
+    if (st.code() != Err::kNotReady || MonotonicNanos() > until) return st;
+  }
+}
+
 // Host-to-device copy: each chunk is DMA'd as it arrives; chunk memory is returned to the
 // transport when its DMA completes. Small asynchronous copies are bounced through a pinned
 // buffer so the transport (and the request queue) is free at once. While a host function
@@ -161,8 +176,18 @@ class HtoDOp final : public PendingOp {
       }
       if (item.bounce == nullptr && !item.spilled) holds_transport_chunks_++;
       Status st = ex.SetDevice(stream_.gpu);
+      // A small synchronous copy, whole in this chunk, onto an idle stream: waited for here
+      // (SpinSmallCopy) instead of through an event.
+      bool small = st.ok() && error_.ok() && tag_ != 0 && item.bounce != nullptr && c->size == total_ &&
+                   dst_.Linear() && ex.driver().StreamQuery(stream_.stream).ok();
       if (st.ok() && error_.ok()) st = Issue(ex, c->offset, c->size, const_cast<std::byte*>(src));
-      if (st.ok() && error_.ok()) {
+      bool waited = false;  // else still running: an event, as for any copy
+      if (small && st.ok()) {
+        Status done = SpinSmallCopy(ex, stream_.stream);
+        waited = done.code() != Err::kNotReady;
+        if (waited && !done.ok()) st = done;
+      }
+      if (st.ok() && error_.ok() && !waited) {
         auto e = ex.RecordPoolEvent(stream_);
         if (e.ok()) item.event = *e;
         else st = e.status();
@@ -227,9 +252,15 @@ class HtoDOp final : public PendingOp {
 // surfaces as the session's pending error at the next synchronising call.
 class DtoHOp final : public PendingOp {
  public:
-  DtoHOp(uint64_t tag, Executor::Stream stream, DeviceLayout src, DEvent gate)
-      : tag_(tag), stream_(stream), src_(src), total_(src.total()), gate_(gate) {}
+  // `shipped`: bytes of the reply's bulk already committed (the reply then went out).
+  DtoHOp(uint64_t tag, Executor::Stream stream, DeviceLayout src, DEvent gate, uint64_t shipped = 0)
+      : tag_(tag), stream_(stream), src_(src), total_(src.total()), acquired_(shipped), committed_(shipped), gate_(gate) {}
   bool HoldsQueue() const override { return true; }
+  // Takes over a chunk whose DMA is in flight (the first of the copy), `done` its event.
+  void Adopt(const BulkChunk& c, DEvent done) {
+    inflight_.push_back({c, done});
+    acquired_ += c.size;
+  }
   void Abandon(Executor& ex) override {
     if (gate_ != nullptr) ex.ReleasePoolEvent(stream_.gpu, gate_);
     for (auto& it : inflight_)
@@ -307,7 +338,7 @@ class DtoHOp final : public PendingOp {
   uint64_t tag_;
   Executor::Stream stream_;
   DeviceLayout src_;
-  uint64_t total_, acquired_ = 0, committed_ = 0;
+  uint64_t total_, acquired_, committed_;
   DEvent gate_;
   std::deque<Item> inflight_;
   Status error_;
@@ -331,38 +362,43 @@ Status StartDtoH(Executor& ex, uint64_t tag, const Executor::Stream& stream, con
   Status idle = ex.driver().StreamQuery(stream.stream);
   if (!idle.ok() && idle.code() != Err::kNotReady) return ex.PostReply(tag, idle);  // a broken context
   if (idle.ok() && src.total() <= kSmallCopy && src.Linear()) {
-    auto bounce = ex.AcquireBounce();
-    if (bounce.ok()) {
-      st = ex.driver().MemcpyDtoH(*bounce, src.base, src.total(), stream.stream);
-      // Poll rather than cuStreamSynchronize: a few microseconds of DMA, and the driver's
-      // blocking wait measured slower than the query loop the event path uses.
-      while (st.ok()) {
-        st = ex.driver().StreamQuery(stream.stream);
-        if (st.code() != Err::kNotReady) break;
-        st = Status::Ok();
-      }
-      if (!st.ok()) {
-        ex.ReleaseBounce(*bounce);
-        return ex.PostReply(tag, st);
-      }
-      st = ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, src.total());
-      if (st.ok()) {
-        auto c = ex.conn().AcquireBulkChunk(src.total());
-        if (c.ok() && *c && (*c)->size == src.total()) {
-          std::memcpy((*c)->data, *bounce, src.total());
-          st = ex.conn().CommitBulkChunk(**c, src.total());
-          ex.ReleaseBounce(*bounce);
-          return st;
-        }
-        // No chunk free right now: ship it through the op below instead (rare).
-        ex.ReleaseBounce(*bounce);
+    // The reply and its chunk are made ready before the DMA, which lands in the chunk itself:
+    // once the copy is done, only the send is left. A DMA that fails now (the stream was
+    // idle and its context sound a moment ago) ships zeros and surfaces as the session's
+    // pending error at the next synchronising call, as for any copy whose reply went out.
+    RETURN_IF_ERROR(ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, src.total()));
+    ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().AcquireBulkChunk(src.total()));
+    if (!c) {
+      // No chunk free right now (rare): the op below ships it, as any copy.
+      ex.BeginBulkReply();
+      ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr));
+      return Status::Ok();
+    }
+    st = ex.driver().MemcpyDtoH(c->data, src.base, c->size, stream.stream);
+    if (st.ok()) st = SpinSmallCopy(ex, stream.stream);
+    if (st.code() == Err::kNotReady) {
+      // Still running after the spin: the op waits for it through an event, the loop goes on.
+      auto done = ex.RecordPoolEvent(stream);
+      if (done.ok()) {
+        auto op = std::make_unique<DtoHOp>(tag, stream, src, nullptr);
+        op->Adopt(*c, *done);
         ex.BeginBulkReply();
-        ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr));
+        ex.AddPending(std::move(op));
         return Status::Ok();
       }
-      ex.ReleaseBounce(*bounce);
-      return st;
+      st = ex.driver().StreamSynchronize(stream.stream);
     }
+    if (!st.ok()) {
+      std::memset(c->data, 0, c->size);
+      ex.DeferError(st);
+    }
+    RETURN_IF_ERROR(ex.conn().CommitBulkChunk(*c, c->size));
+    if (c->size < src.total()) {
+      // A transport whose chunk is smaller than this copy: the op ships the rest.
+      ex.BeginBulkReply();
+      ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr, c->size));
+    }
+    return Status::Ok();
   }
   auto gate = ex.RecordPoolEvent(stream);
   if (!gate.ok()) return ex.PostReply(tag, gate.status());

@@ -72,6 +72,25 @@ int main() {
   CHECK(cudaDeviceSynchronize());
   REQUIRE(cudaStreamQuery(b) == cudaSuccess, "cudaDeviceSynchronize returned before a kernel queued after the last one");
 
+  // A small synchronous copy on the legacy stream behind a 200 ms kernel on a blocking
+  // stream: it waits for that stream (the worker's short wait for small copies runs out and
+  // the copy is finished through an event), returns its data, and returns only once done.
+  remora_emulated_busy_us<<<200000, 1, 0, a>>>();
+  CHECK(cudaMemsetAsync(d, 7, 100, a));
+  CHECK(cudaMemcpy(&x, d + 50, 1, cudaMemcpyDeviceToHost));
+  REQUIRE(x == 7, "a copy on the legacy stream read %d before the blocking stream's memset", x);
+  REQUIRE(cudaStreamQuery(a) == cudaSuccess, "a synchronous copy returned before the blocking stream it waits for");
+  // From pinned memory (from pageable memory CUDA may return once the bytes are staged).
+  char* y = nullptr;
+  CHECK(cudaMallocHost(&y, 1));
+  *y = 9;
+  remora_emulated_busy_us<<<200000, 1, 0, a>>>();
+  CHECK(cudaMemcpy(d + 60, y, 1, cudaMemcpyHostToDevice));
+  REQUIRE(cudaStreamQuery(a) == cudaSuccess, "a synchronous host-to-device copy returned before the stream it waits for");
+  CHECK(cudaMemcpy(&x, d + 60, 1, cudaMemcpyDeviceToHost));
+  REQUIRE(x == 9, "the host-to-device copy wrote %d", x);
+  CHECK(cudaFreeHost(y));
+
   for (cudaStream_t s : {a, b, c}) CHECK(cudaStreamDestroy(s));
   for (cudaEvent_t e : {start, stop, nt}) CHECK(cudaEventDestroy(e));
   CHECK(cudaFree(d));
