@@ -7,6 +7,11 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 out=$2
+if grep -q '^REMORA_GPU_SUITE:BOOL=OFF' "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "make-bundle.sh: $build was configured with REMORA_GPU_SUITE=OFF (tools/test.sh does that without a GPU):" >&2
+  echo "  cmake -B $build -DREMORA_GPU_SUITE=ON && cmake --build $build -j2, then bundle" >&2
+  exit 1
+fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/deps" "$out/scripts"
 for f in "$build"/bin/*; do
