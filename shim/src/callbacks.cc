@@ -134,7 +134,8 @@ void HostCallbacks::Loop() {
       }
       lock.unlock();
       fn();
-      if (answer) (void)client->Post(Thread().device, [&](wire::Request::Builder& r) { r.setCallbackDone(id); });
+      uint64_t done = id;  // a structured binding: clang 14 cannot capture it
+      if (answer) (void)client->Post(Thread().device, [&](wire::Request::Builder& r) { r.setCallbackDone(done); });
       lock.lock();
       running_ = 0;
       cv_.notify_all();
