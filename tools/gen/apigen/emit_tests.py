@@ -150,10 +150,11 @@ def _decls(e, fresh_destroyed=True):
         elif r == "devptrs":
             decls.append("%s %s = DevPtrs<%s>();" % (p.ctype, n, p.ctype))
         elif r == "scalar":
-            decls.append("std::vector<std::byte> %s_buf(32); FillPattern(%s_buf.data(), %s_buf.size(), %d);" % (n, n, n, e.number * 16 + i + 100))
+            # Large enough for the largest scalar of any description (cublasDrotm's 5 doubles).
+            decls.append("std::vector<std::byte> %s_buf(128); FillPattern(%s_buf.data(), %s_buf.size(), %d);" % (n, n, n, e.number * 16 + i + 100))
             decls.append("%s %s = (%s)(%s_buf.data());" % (p.ctype, n, p.ctype, n))
         elif r == "scalarout":
-            decls.append("std::vector<std::byte> %s_buf(32);" % n)
+            decls.append("std::vector<std::byte> %s_buf(128);" % n)
             decls.append("%s %s = (%s)(%s_buf.data());" % (p.ctype, n, p.ctype, n))
             checks.append("EXPECT_TRUE(IsPattern(%s, %s, %d)) << \"%s\";" % (n, _size_expr(p), i, n))
         elif r in ("in", "inout", "inbytes"):
