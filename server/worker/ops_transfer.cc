@@ -256,13 +256,15 @@ class DtoHOp final : public PendingOp {
   DtoHOp(uint64_t tag, Executor::Stream stream, DeviceLayout src, DEvent gate, uint64_t shipped = 0)
       : tag_(tag), stream_(stream), src_(src), total_(src.total()), acquired_(shipped), committed_(shipped), gate_(gate) {}
   bool HoldsQueue() const override { return true; }
-  // Takes over a chunk whose DMA is in flight (the first of the copy), `done` its event.
-  void Adopt(const BulkChunk& c, DEvent done) {
-    inflight_.push_back({c, done});
-    acquired_ += c.size;
-  }
+  // A bounce buffer a DMA behind the gate still writes: returned once the gate completes.
+  void ReleaseAtGate(std::byte* bounce) { gate_bounce_ = bounce; }
   void Abandon(Executor& ex) override {
     if (gate_ != nullptr) ex.ReleasePoolEvent(stream_.gpu, gate_);
+    if (gate_bounce_ != nullptr) {
+      // The DMA into it may still run: the stream drains before the buffer goes back.
+      if (ex.SetDevice(stream_.gpu).ok()) (void)ex.driver().StreamSynchronize(stream_.stream);
+      ex.ReleaseBounce(gate_bounce_);
+    }
     for (auto& it : inflight_)
       if (it.event != nullptr) ex.ReleasePoolEvent(stream_.gpu, it.event);
   }
@@ -273,6 +275,8 @@ class DtoHOp final : public PendingOp {
       if (st.code() == Err::kNotReady) return false;
       ex.ReleasePoolEvent(stream_.gpu, gate_);
       gate_ = nullptr;
+      if (gate_bounce_ != nullptr) ex.ReleaseBounce(gate_bounce_);
+      gate_bounce_ = nullptr;
       // A context broken by an earlier fault answers with its error, before any data.
       if (!st.ok()) {
         RETURN_IF_ERROR(ex.PostReply(tag_, st));
@@ -340,6 +344,7 @@ class DtoHOp final : public PendingOp {
   DeviceLayout src_;
   uint64_t total_, acquired_, committed_;
   DEvent gate_;
+  std::byte* gate_bounce_ = nullptr;
   std::deque<Item> inflight_;
   Status error_;
 };
@@ -362,43 +367,47 @@ Status StartDtoH(Executor& ex, uint64_t tag, const Executor::Stream& stream, con
   Status idle = ex.driver().StreamQuery(stream.stream);
   if (!idle.ok() && idle.code() != Err::kNotReady) return ex.PostReply(tag, idle);  // a broken context
   if (idle.ok() && src.total() <= kSmallCopy && src.Linear()) {
-    // The reply and its chunk are made ready before the DMA, which lands in the chunk itself:
-    // once the copy is done, only the send is left. A DMA that fails now (the stream was
-    // idle and its context sound a moment ago) ships zeros and surfaces as the session's
-    // pending error at the next synchronising call, as for any copy whose reply went out.
-    RETURN_IF_ERROR(ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, src.total()));
-    ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().AcquireBulkChunk(src.total()));
-    if (!c) {
+    auto bounce = ex.AcquireBounce();
+    if (bounce.ok()) {
+      st = ex.driver().MemcpyDtoH(*bounce, src.base, src.total(), stream.stream);
+      if (st.ok()) st = SpinSmallCopy(ex, stream.stream);
+      if (st.code() == Err::kNotReady) {
+        // Still running after the spin (a legacy-stream copy behind another stream's work):
+        // the op below waits for the stream through an event and copies again, the loop goes
+        // on; the bounce is returned once that DMA is done.
+        auto gate = ex.RecordPoolEvent(stream);
+        if (!gate.ok()) st = ex.driver().StreamSynchronize(stream.stream);
+        else {
+          auto op = std::make_unique<DtoHOp>(tag, stream, src, *gate);
+          op->ReleaseAtGate(*bounce);
+          ex.AddPending(std::move(op));
+          return Status::Ok();
+        }
+      }
+      if (!st.ok()) {
+        ex.ReleaseBounce(*bounce);
+        return ex.PostReply(tag, st);
+      }
+      // Done, and its outcome known before the reply goes out.
+      st = ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, src.total());
+      auto c = st.ok() ? ex.conn().AcquireBulkChunk(src.total()) : Result<std::optional<BulkChunk>>(st);
+      if (c.ok() && *c) {
+        std::memcpy((*c)->data, *bounce, (*c)->size);
+        ex.ReleaseBounce(*bounce);
+        RETURN_IF_ERROR(ex.conn().CommitBulkChunk(**c, (*c)->size));
+        if ((*c)->size == src.total()) return Status::Ok();
+        // A transport whose chunk is smaller than this copy: the op ships the rest.
+        ex.BeginBulkReply();
+        ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr, (*c)->size));
+        return Status::Ok();
+      }
+      ex.ReleaseBounce(*bounce);
+      RETURN_IF_ERROR(c.status());
       // No chunk free right now (rare): the op below ships it, as any copy.
       ex.BeginBulkReply();
       ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr));
       return Status::Ok();
     }
-    st = ex.driver().MemcpyDtoH(c->data, src.base, c->size, stream.stream);
-    if (st.ok()) st = SpinSmallCopy(ex, stream.stream);
-    if (st.code() == Err::kNotReady) {
-      // Still running after the spin: the op waits for it through an event, the loop goes on.
-      auto done = ex.RecordPoolEvent(stream);
-      if (done.ok()) {
-        auto op = std::make_unique<DtoHOp>(tag, stream, src, nullptr);
-        op->Adopt(*c, *done);
-        ex.BeginBulkReply();
-        ex.AddPending(std::move(op));
-        return Status::Ok();
-      }
-      st = ex.driver().StreamSynchronize(stream.stream);
-    }
-    if (!st.ok()) {
-      std::memset(c->data, 0, c->size);
-      ex.DeferError(st);
-    }
-    RETURN_IF_ERROR(ex.conn().CommitBulkChunk(*c, c->size));
-    if (c->size < src.total()) {
-      // A transport whose chunk is smaller than this copy: the op ships the rest.
-      ex.BeginBulkReply();
-      ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr, c->size));
-    }
-    return Status::Ok();
   }
   auto gate = ex.RecordPoolEvent(stream);
   if (!gate.ok()) return ex.PostReply(tag, gate.status());
