@@ -12,6 +12,7 @@
 //
 // Staging chunks come from the StagingAllocator (pinned memory, DMA-able by the GPU) and are
 // registered with the HCA once, the first time each is used.
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <unordered_map>

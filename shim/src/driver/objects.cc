@@ -1,5 +1,6 @@
 #include "driver/objects.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace remora::shim::driver {
