@@ -1,418 +1,17 @@
-// Copies: host to device (the bytes arrive as the request's bulk and are DMA'd chunk by
-// chunk as they arrive), device to host (DMA into transport chunks, shipped in order),
-// device to device, strided 2D/3D copies and copies between devices. Every device range is
-// checked against the session's own allocations first.
-#include <cstring>
-#include <deque>
-
+// Copies: host to device, device to host, device to device, strided 2D/3D copies and
+// copies between devices. Every device range is checked against the session's own
+// allocations first; the bytes then move through the pending ops of transfer_ops.h.
 #include "remora/base/log.h"
-#include "remora/base/util.h"
 #include "worker/handlers.h"
+#include "worker/transfer_ops.h"
 
 namespace remora::worker {
 namespace {
-
-constexpr size_t kMaxChunksInFlight = 6;
-constexpr uint64_t kBounceLimit = 64 << 10;
-
-// Where the packed bytes of a copy go on the device: `height` rows of `width` bytes per
-// slice, `depth` slices; rows `pitch` apart, slices `rows_per_slice * pitch` apart. A plain
-// copy is one row of `width` = size bytes.
-struct DeviceLayout {
-  DevPtr base = 0;
-  uint64_t pitch = 0, rows_per_slice = 1, width = 0, height = 1, depth = 1;
-  // A CUDA array instead (the driver's CUarray): the copy's origin in it, x in bytes.
-  void* array = nullptr;
-  uint64_t x0 = 0, y0 = 0, z0 = 0;
-
-  static DeviceLayout Linear(DevPtr p, uint64_t n) { return {p, n, 1, n, 1, 1}; }
-  uint64_t total() const { return width * height * depth; }
-  DevPtr Row(uint64_t r) const { return base + ((r / height) * rows_per_slice + r % height) * pitch; }
-  // The device range the layout touches, for validation.
-  uint64_t extent() const { return total() == 0 ? 0 : ((depth - 1) * rows_per_slice + (height - 1)) * pitch + width; }
-  // The device side of `rows` rows from packed row `r`, starting `col` bytes into it.
-  CopySide Device(uint64_t r, uint64_t col, uint64_t run_pitch, uint64_t rows) const {
-    if (array == nullptr) return CopySide{false, Row(r) + col, run_pitch, rows};
-    CopySide s;
-    s.array = array;
-    s.x = x0 + col;
-    s.y = y0 + r % height;
-    s.z = z0 + r / height;
-    return s;
-  }
-  // The whole layout as one side of a 3D copy.
-  CopySide Whole() const {
-    if (array == nullptr) return CopySide{false, base, pitch, rows_per_slice};
-    return Device(0, 0, 0, 0);
-  }
-  bool Linear() const { return array == nullptr && height == 1 && depth == 1; }
-
-  // Calls copy(device side, host side, width, rows) for the packed bytes [off, off + n)
-  // living at `host`: a partial first row, whole rows per slice, a partial last row.
-  template <typename Copy>
-  Status ForEachRun(uint64_t off, uint64_t n, std::byte* host, Copy&& copy) const {
-    uint64_t end = off + n;
-    while (off < end) {
-      uint64_t row = off / width, col = off % width;
-      if (col != 0 || end - off < width) {
-        uint64_t len = std::min(width - col, end - off);
-        RETURN_IF_ERROR(copy(Device(row, col, len, 1), CopySide{true, reinterpret_cast<uint64_t>(host), len, 1}, len, 1));
-        off += len;
-        host += len;
-        continue;
-      }
-      uint64_t rows = std::min((end - off) / width, height - row % height);  // stay in the slice
-      RETURN_IF_ERROR(copy(Device(row, 0, pitch, rows), CopySide{true, reinterpret_cast<uint64_t>(host), width, rows}, width, rows));
-      off += rows * width;
-      host += rows * width;
-    }
-    return Status::Ok();
-  }
-};
-
-// Consumes and discards the bulk of a request that was refused, then answers it: the
-// transport must stay in step with the client.
-class DrainOp final : public PendingOp {
- public:
-  DrainOp(uint64_t tag, uint64_t total, Status error) : tag_(tag), total_(total), error_(std::move(error)) {}
-  bool HoldsQueue() const override { return true; }
-  bool HoldsTransport() const override { return true; }
-  Result<bool> Poll(Executor& ex) override {
-    while (seen_ < total_) {
-      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.PollBulk());
-      if (!c) return false;
-      seen_ += c->size;
-      ex.ReleaseBulk(*c);
-    }
-    RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
-    return true;
-  }
-
- private:
-  uint64_t tag_, total_, seen_ = 0;
-  Status error_;
-};
-
-// Waits for a small copy just issued on a stream that was idle by polling the stream: a few
-// microseconds of DMA, where recording an event and polling it from the executor's loop
-// costs more (and the driver's blocking wait measured slower than this loop). Gives up with
-// kNotReady after kSmallCopySpinNs: the stream was idle as far as StreamQuery tells, but a
-// legacy-stream copy may still wait for other blocking streams' work.
-constexpr uint64_t kSmallCopySpinNs = 200'000;
-Status SpinSmallCopy(Executor& ex, DStream s) {
-  uint64_t until = MonotonicNanos() + kSmallCopySpinNs;
-  for (;;) {
-    Status st = ex.driver().StreamQuery(s);
-    if (st.code() != Err::kNotReady || MonotonicNanos() > until) return st;
-  }
-}
-
-// Host-to-device copy: each chunk is DMA'd as it arrives; chunk memory is returned to the
-// transport when its DMA completes. Small asynchronous copies are bounced through a pinned
-// buffer so the transport (and the request queue) is free at once. While a host function
-// waits on the client, the DMA may wait on it too: the copy is then spilled into pinned
-// memory of its own, so the transport keeps moving (the client's callbackDone is behind it).
-class HtoDOp final : public PendingOp {
- public:
-  HtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst)
-      : tag_(tag), stream_(stream), dst_(dst), total_(dst.total()) {}
-
-  bool HoldsQueue() const override { return HoldsTransport(); }
-  bool HoldsTransport() const override { return received_ < total_ || holds_transport_chunks_ > 0; }
-  void Abandon(Executor& ex) override {
-    for (auto& it : inflight_)
-      if (it.event != nullptr) ex.ReleasePoolEvent(stream_.gpu, it.event);
-    if (spill_ != nullptr) {
-      // The session's host functions were released: the stream drains, then the DMA source goes.
-      if (ex.SetDevice(stream_.gpu).ok()) (void)ex.driver().StreamSynchronize(stream_.stream);
-      ex.driver().HostFree(spill_);
-      spill_ = nullptr;
-    }
-  }
-
-  // The rest of the call goes on as a drain: the DMAs issued so far finish as before (never
-  // waited for here: one may wait on a host function that waits on the client), the bytes
-  // still to come are read and dropped, and the call answers its first error.
-  std::unique_ptr<PendingOp> Recover(Executor& ex, const Status& error) override {
-    (void)ex;
-    if (draining_) return nullptr;
-    auto rest = std::make_unique<HtoDOp>(std::move(*this));
-    rest->draining_ = true;
-    if (rest->error_.ok()) rest->error_ = error;
-    return rest;
-  }
-
-  Result<bool> Poll(Executor& ex) override {
-    if (!started_) {
-      started_ = true;
-      if (total_ > kBounceLimit && total_ <= kMaxSpill && ex.HostCallbacksOutstanding()) {
-        auto p = ex.driver().HostAlloc(total_);
-        if (p.ok()) spill_ = static_cast<std::byte*>(*p);
-      }
-    }
-    while (received_ < total_ && (spill_ != nullptr || inflight_.size() < kMaxChunksInFlight)) {
-      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.PollBulk());
-      if (!c) break;
-      received_ += c->size;
-      if (draining_) {
-        ex.ReleaseBulk(*c);
-        continue;
-      }
-      Item item{*c, nullptr, nullptr, false};
-      const std::byte* src = c->data;
-      if (spill_ != nullptr) {
-        std::memcpy(spill_ + c->offset, c->data, c->size);
-        ex.ReleaseBulk(*c);
-        item.spilled = true;
-        src = spill_ + c->offset;
-      } else if (total_ <= kBounceLimit) {
-        auto b = ex.AcquireBounce();
-        if (b.ok()) {
-          std::memcpy(*b, c->data, c->size);
-          ex.ReleaseBulk(*c);
-          item.bounce = *b;
-          src = *b;
-        }
-      }
-      if (item.bounce == nullptr && !item.spilled) holds_transport_chunks_++;
-      Status st = ex.SetDevice(stream_.gpu);
-      // A small synchronous copy, whole in this chunk, onto an idle stream: waited for here
-      // (SpinSmallCopy) instead of through an event.
-      bool small = st.ok() && error_.ok() && tag_ != 0 && item.bounce != nullptr && c->size == total_ &&
-                   dst_.Linear() && ex.driver().StreamQuery(stream_.stream).ok();
-      if (st.ok() && error_.ok()) st = Issue(ex, c->offset, c->size, const_cast<std::byte*>(src));
-      bool waited = false;  // else still running: an event, as for any copy
-      if (small && st.ok()) {
-        Status done = SpinSmallCopy(ex, stream_.stream);
-        waited = done.code() != Err::kNotReady;
-        if (waited && !done.ok()) st = done;
-      }
-      if (st.ok() && error_.ok() && !waited) {
-        auto e = ex.RecordPoolEvent(stream_);
-        if (e.ok()) item.event = *e;
-        else st = e.status();
-      }
-      if (!st.ok() && error_.ok()) error_ = st;
-      inflight_.push_back(item);
-    }
-    while (!inflight_.empty()) {
-      Item& it = inflight_.front();
-      if (it.event != nullptr) {
-        Status st = ex.driver().EventQuery(it.event);
-        if (st.code() == Err::kNotReady) break;
-        if (!st.ok() && error_.ok()) error_ = st;
-        ex.ReleasePoolEvent(stream_.gpu, it.event);
-      }
-      if (it.bounce != nullptr) {
-        ex.ReleaseBounce(it.bounce);
-      } else if (!it.spilled) {
-        ex.ReleaseBulk(it.chunk);
-        holds_transport_chunks_--;
-      }
-      inflight_.pop_front();
-    }
-    if (received_ < total_ || !inflight_.empty()) return false;
-    if (spill_ != nullptr) ex.driver().HostFree(spill_);
-    spill_ = nullptr;
-    RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
-    return true;
-  }
-
- private:
-  static constexpr uint64_t kMaxSpill = 1ull << 30;  // larger copies keep the transport's memory
-
-  Status Issue(Executor& ex, uint64_t off, uint64_t n, std::byte* src) {
-    if (dst_.Linear()) return ex.driver().MemcpyHtoD(dst_.base + off, src, n, stream_.stream);
-    return dst_.ForEachRun(off, n, src, [&](const CopySide& dev, const CopySide& host, uint64_t w, uint64_t rows) {
-      return ex.driver().Copy3D(dev, host, w, rows, 1, stream_.stream);
-    });
-  }
-  struct Item {
-    BulkChunk chunk;
-    DEvent event;
-    std::byte* bounce;
-    bool spilled;
-  };
-  uint64_t tag_;
-  Executor::Stream stream_;
-  DeviceLayout dst_;
-  uint64_t total_, received_ = 0;
-  int holds_transport_chunks_ = 0;
-  bool started_ = false;
-  bool draining_ = false;       // failed part-way: the rest of the bulk is dropped (Recover)
-  std::byte* spill_ = nullptr;  // pinned, owned
-  std::deque<Item> inflight_;
-  Status error_;
-};
-
-// Device-to-host copy. First it waits until the stream reaches the copy (an event: work
-// queued before it - a host function waiting for the client, say - must not be stuck behind
-// a half-sent reply); then it posts the reply and DMAs into transport chunks, shipped in
-// order as each completes. A failure after the reply went out ships zeros for the rest and
-// surfaces as the session's pending error at the next synchronising call.
-class DtoHOp final : public PendingOp {
- public:
-  // `shipped`: bytes of the reply's bulk already committed (the reply then went out).
-  DtoHOp(uint64_t tag, Executor::Stream stream, DeviceLayout src, DEvent gate, uint64_t shipped = 0)
-      : tag_(tag), stream_(stream), src_(src), total_(src.total()), acquired_(shipped), committed_(shipped), gate_(gate) {}
-  bool HoldsQueue() const override { return true; }
-  // A bounce buffer a DMA behind the gate still writes: returned once the gate completes.
-  void ReleaseAtGate(std::byte* bounce) { gate_bounce_ = bounce; }
-  void Abandon(Executor& ex) override {
-    if (gate_ != nullptr) ex.ReleasePoolEvent(stream_.gpu, gate_);
-    if (gate_bounce_ != nullptr) {
-      // The DMA into it may still run: the stream drains before the buffer goes back.
-      if (ex.SetDevice(stream_.gpu).ok()) (void)ex.driver().StreamSynchronize(stream_.stream);
-      ex.ReleaseBounce(gate_bounce_);
-    }
-    for (auto& it : inflight_)
-      if (it.event != nullptr) ex.ReleasePoolEvent(stream_.gpu, it.event);
-  }
-
-  Result<bool> Poll(Executor& ex) override {
-    if (gate_ != nullptr) {
-      Status st = ex.driver().EventQuery(gate_);
-      if (st.code() == Err::kNotReady) return false;
-      ex.ReleasePoolEvent(stream_.gpu, gate_);
-      gate_ = nullptr;
-      if (gate_bounce_ != nullptr) ex.ReleaseBounce(gate_bounce_);
-      gate_bounce_ = nullptr;
-      // A context broken by an earlier fault answers with its error, before any data.
-      if (!st.ok()) {
-        RETURN_IF_ERROR(ex.PostReply(tag_, st));
-        return true;
-      }
-      RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok(), [](wire::Reply::Builder&) {}, total_));
-      ex.BeginBulkReply();
-    }
-    while (acquired_ < total_ && inflight_.size() < kMaxChunksInFlight) {
-      ASSIGN_OR_RETURN(std::optional<BulkChunk> c, ex.conn().AcquireBulkChunk(total_ - acquired_));
-      if (!c) break;
-      acquired_ += c->size;
-      Item item{*c, nullptr};
-      Status st = error_.ok() ? ex.SetDevice(stream_.gpu) : error_;
-      if (st.ok()) st = Issue(ex, c->offset, c->size, c->data);
-      if (st.ok()) {
-        auto e = ex.RecordPoolEvent(stream_);
-        if (e.ok()) item.event = *e;
-        else st = e.status();
-      }
-      if (!st.ok()) {
-        Fail(ex, st);
-        std::memset(c->data, 0, c->size);
-      }
-      inflight_.push_back(item);
-    }
-    while (!inflight_.empty()) {
-      Item& it = inflight_.front();
-      if (it.event != nullptr) {
-        Status st = ex.driver().EventQuery(it.event);
-        if (st.code() == Err::kNotReady) break;
-        ex.ReleasePoolEvent(stream_.gpu, it.event);
-        if (!st.ok()) {
-          Fail(ex, st);
-          std::memset(it.chunk.data, 0, it.chunk.size);
-        }
-      }
-      RETURN_IF_ERROR(ex.conn().CommitBulkChunk(it.chunk, it.chunk.size));
-      committed_ += it.chunk.size;
-      inflight_.pop_front();
-    }
-    if (committed_ < total_) return false;
-    RETURN_IF_ERROR(ex.EndBulkReply());
-    return true;
-  }
-
- private:
-  Status Issue(Executor& ex, uint64_t off, uint64_t n, std::byte* dst) {
-    if (src_.Linear()) return ex.driver().MemcpyDtoH(dst, src_.base + off, n, stream_.stream);
-    return src_.ForEachRun(off, n, dst, [&](const CopySide& dev, const CopySide& host, uint64_t w, uint64_t rows) {
-      return ex.driver().Copy3D(host, dev, w, rows, 1, stream_.stream);
-    });
-  }
-  void Fail(Executor& ex, const Status& st) {
-    if (!error_.ok()) return;
-    error_ = st;
-    ex.DeferError(st);
-  }
-  struct Item {
-    BulkChunk chunk;
-    DEvent event;
-  };
-  uint64_t tag_;
-  Executor::Stream stream_;
-  DeviceLayout src_;
-  uint64_t total_, acquired_, committed_;
-  DEvent gate_;
-  std::byte* gate_bounce_ = nullptr;
-  std::deque<Item> inflight_;
-  Status error_;
-};
-
-constexpr uint64_t kSmallCopy = 64 << 10;
 
 // Answers a device-to-host copy that went into a graph: no data, value 1 says so.
 Status ReplyCaptured(Executor& ex, uint64_t tag, const Status& st) {
   if (!st.ok() || tag == 0) return Handlers::ReplyOrDefer(ex, tag, st);
   return ex.PostReply(tag, st, [](wire::Reply::Builder& r) { r.setValue(1); });
-}
-
-// Starts a device-to-host copy answered with the bytes as the reply's bulk. On an idle
-// stream a small copy is done at once (one synchronous DMA beats an event round trip);
-// otherwise a DtoHOp waits for the stream to reach the copy.
-Status StartDtoH(Executor& ex, uint64_t tag, const Executor::Stream& stream, const DeviceLayout& src) {
-  Status st = ex.SetDevice(stream.gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  if (src.total() == 0) return ex.PostReply(tag, Status::Ok());
-  Status idle = ex.driver().StreamQuery(stream.stream);
-  if (!idle.ok() && idle.code() != Err::kNotReady) return ex.PostReply(tag, idle);  // a broken context
-  if (idle.ok() && src.total() <= kSmallCopy && src.Linear()) {
-    auto bounce = ex.AcquireBounce();
-    if (bounce.ok()) {
-      st = ex.driver().MemcpyDtoH(*bounce, src.base, src.total(), stream.stream);
-      if (st.ok()) st = SpinSmallCopy(ex, stream.stream);
-      if (st.code() == Err::kNotReady) {
-        // Still running after the spin (a legacy-stream copy behind another stream's work):
-        // the op below waits for the stream through an event and copies again, the loop goes
-        // on; the bounce is returned once that DMA is done.
-        auto gate = ex.RecordPoolEvent(stream);
-        if (!gate.ok()) st = ex.driver().StreamSynchronize(stream.stream);
-        else {
-          auto op = std::make_unique<DtoHOp>(tag, stream, src, *gate);
-          op->ReleaseAtGate(*bounce);
-          ex.AddPending(std::move(op));
-          return Status::Ok();
-        }
-      }
-      if (!st.ok()) {
-        ex.ReleaseBounce(*bounce);
-        return ex.PostReply(tag, st);
-      }
-      // Done, and its outcome known before the reply goes out.
-      st = ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder&) {}, src.total());
-      auto c = st.ok() ? ex.conn().AcquireBulkChunk(src.total()) : Result<std::optional<BulkChunk>>(st);
-      if (c.ok() && *c) {
-        std::memcpy((*c)->data, *bounce, (*c)->size);
-        ex.ReleaseBounce(*bounce);
-        RETURN_IF_ERROR(ex.conn().CommitBulkChunk(**c, (*c)->size));
-        if ((*c)->size == src.total()) return Status::Ok();
-        // A transport whose chunk is smaller than this copy: the op ships the rest.
-        ex.BeginBulkReply();
-        ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr, (*c)->size));
-        return Status::Ok();
-      }
-      ex.ReleaseBounce(*bounce);
-      RETURN_IF_ERROR(c.status());
-      // No chunk free right now (rare): the op below ships it, as any copy.
-      ex.BeginBulkReply();
-      ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr));
-      return Status::Ok();
-    }
-  }
-  auto gate = ex.RecordPoolEvent(stream);
-  if (!gate.ok()) return ex.PostReply(tag, gate.status());
-  ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, *gate));
-  return Status::Ok();
 }
 
 // Checks a strided device region against the session's allocations.
@@ -464,7 +63,7 @@ Status Handlers::Copy3D(Executor& ex, const InFrame& frame, Req req) {
                                          "cannot be captured (use pinned memory over shm, or a linear copy)")
                                  : capturing.status();
       if (h2d && frame.header.bulk_bytes > 0) {
-        ex.AddPending(std::make_unique<DrainOp>(tag, frame.header.bulk_bytes, st));
+        ex.AddPending(MakeDrainOp(tag, frame.header.bulk_bytes, st));
         return Status::Ok();
       }
       return ReplyOrDefer(ex, h2d ? tag : frame.header.tag, st);
@@ -477,11 +76,11 @@ Status Handlers::Copy3D(Executor& ex, const InFrame& frame, Req req) {
       Status st = !dst.ok() ? dst.status() : stream.status();
       if (!st.ok()) {
         if (frame.header.bulk_bytes == 0) return ReplyOrDefer(ex, tag, st);
-        ex.AddPending(std::make_unique<DrainOp>(tag, frame.header.bulk_bytes, st));
+        ex.AddPending(MakeDrainOp(tag, frame.header.bulk_bytes, st));
         return Status::Ok();
       }
       if (dst->total() == 0) return ReplyOrDefer(ex, tag, Status::Ok());
-      ex.AddPending(std::make_unique<HtoDOp>(tag, *stream, *dst));
+      ex.AddPending(MakeHtoDOp(tag, *stream, *dst));
       return Status::Ok();
     }
     case wire::Copy3D::Kind::DEVICE_TO_HOST: {
@@ -558,7 +157,7 @@ Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
   else if (!stream.ok()) st = stream.status();
   if (!st.ok()) {
     if (size == 0) return ReplyOrDefer(ex, tag, st);
-    ex.AddPending(std::make_unique<DrainOp>(tag, size, st));
+    ex.AddPending(MakeDrainOp(tag, size, st));
     return Status::Ok();
   }
   if (size == 0) return ReplyOrDefer(ex, tag, Status::Ok());
@@ -567,10 +166,10 @@ Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
     // Captured: the bytes sent now are not what a launch copies (the client refreshes the
     // staging before each launch); they are read and dropped.
     Status captured = capturing.ok() ? CaptureHostCopy(ex, *stream, a.getClientAddr(), a.getDst(), size, true) : capturing.status();
-    ex.AddPending(std::make_unique<DrainOp>(tag, size, captured));
+    ex.AddPending(MakeDrainOp(tag, size, captured));
     return Status::Ok();
   }
-  ex.AddPending(std::make_unique<HtoDOp>(tag, *stream, DeviceLayout::Linear(a.getDst(), size)));
+  ex.AddPending(MakeHtoDOp(tag, *stream, DeviceLayout::Linear(a.getDst(), size)));
   return Status::Ok();
 }
 
