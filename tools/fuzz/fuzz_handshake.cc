@@ -6,7 +6,9 @@
 // Input: one option byte, then the bytes the peer sends (all of them at once, then
 // end-of-stream; the side under test writes its own messages into the socket meanwhile).
 //   server: bit 0 = authentication required (tenant "alice" exists with a known key)
-//   client: bit 0 = the client holds a token for "alice"
+//   client: bit 0 = the client holds a token for "alice"; bit 1 = its transport can
+//           encrypt; bit 2 = it accepts an unauthenticated local server; bit 3 = it would
+//           open 4 tcp data connections
 // Checks besides memory safety: the server never accepts a peer when authentication is
 // required (the proof cannot match: the server's nonce is fresh), and accepts only the
 // anonymous tenant when it is not; a client that holds no token never completes against a
@@ -39,9 +41,10 @@ Secret AliceSecret() {
 
 class AliceKeys final : public TenantKeys {
  public:
-  std::optional<Key> StoredKey(std::string_view tenant) override {
+  std::optional<TenantVerifier> Lookup(std::string_view tenant) override {
     if (tenant != "alice") return std::nullopt;
-    return StoredKeyFor(AliceSecret());
+    Verifier v = VerifierFor(AliceSecret());
+    return TenantVerifier{v.stored_key, v.server_key};
   }
 };
 
@@ -173,9 +176,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (peer_ok->tenant != policy.anonymous_tenant) fuzz::Finding("an anonymous session got a tenant", peer_ok->tenant);
   }
 #else
-  std::optional<Token> token;
-  if (opts & 1) token = Token{"alice", fuzz::AliceSecret()};
-  auto info = RunClientHandshake(sock, token, {}, fuzz::kTimeoutMs);
+  ClientHandshakeOptions options;
+  if (opts & 1) options.token = Token{"alice", fuzz::AliceSecret()};
+  options.can_encrypt = (opts & 2) != 0;
+  options.insecure_local = (opts & 4) != 0;
+  options.data_streams = (opts & 8) != 0 ? 4 : 0;
+  auto info = RunClientHandshake(sock, options, {}, fuzz::kTimeoutMs);
   (void)info;
 #endif
   return 0;

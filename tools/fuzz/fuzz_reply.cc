@@ -71,7 +71,7 @@ void Run(FuzzInput& in) {
   info.session_id = 1;
   shim::Client client(MakeTcpRequester(Fd(sv[0]), "fuzz"), info);
   std::vector<uint64_t> callbacks;
-  client.SetCallbackSink([&](uint64_t id, bool) { callbacks.push_back(id); });
+  client.SetCallbackSink([&](shim::Client::CallbackEvent, uint64_t id) { callbacks.push_back(id); });
   std::vector<std::unique_ptr<std::vector<std::byte>>> async_bulk;  // must outlive the client's use
   bool gone = false;
   for (int ops = 0; !in.empty() && ops < 64; ops++) {
