@@ -81,6 +81,16 @@ class ResourceCounter {
   uint64_t& pool_retained(int gpu) { return retained_[gpu]; }
   // Device memory charged for a context limit (cudaDeviceSetLimit) on a GPU, beyond its default.
   uint64_t& limit_charge(int gpu, int limit) { return limit_charges_[{gpu, limit}]; }
+  // Both kinds of charge above, summed per GPU, and forgotten: for the session's end, when
+  // its pools and contexts go with it.
+  std::map<int, uint64_t> TakeMemoryCharges() {
+    std::map<int, uint64_t> out;
+    for (auto& [gpu, bytes] : retained_) out[gpu] += bytes;
+    for (auto& [key, bytes] : limit_charges_) out[key.first] += bytes;
+    retained_.clear();
+    limit_charges_.clear();
+    return out;
+  }
 
  private:
   SessionLimits limits_;

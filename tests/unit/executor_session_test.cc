@@ -2,6 +2,7 @@
 // requests, and the end of a session (goodbye, a vanished client, what is released).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -221,6 +222,29 @@ TEST_F(ExecutorTest, RequesterGoneEndsRunWithDevicesUnavailable) {
   EXPECT_EQ(st.code(), Err::kDevicesUnavailable) << st.ToString();
 }
 
+// cuStreamWaitValue blocks its stream until the value comes, as on a GPU, never the worker's
+// loop: other calls are answered meanwhile, and a session that ends while the wait goes on
+// still ends (found by fuzz target `api_reply`: the host backend ran the wait on the
+// executor's thread when the legacy stream was idle).
+TEST_F(ExecutorTest, AStreamWaitingForAValueNeverBlocksTheWorker) {
+  Reply a = Alloc(4096);
+  ASSERT_EQ(a.error, Err::kSuccess);
+  api::ArgWriter w = StreamArg(0);
+  w.Put<uint64_t>(a.pointer);
+  w.Put<uint32_t>(7);                          // a value nobody writes
+  w.Put<uint32_t>(CU_STREAM_WAIT_VALUE_EQ);
+  Api(::remora::gen::cuda::k_cuStreamWaitValue32_v2, w, /*expects_reply=*/false);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Ping().error, Err::kSuccess);
+  EXPECT_EQ(Alloc(4096).error, Err::kSuccess);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(StreamQuery(0).error, Err::kNotReady) << "the legacy stream waits for the value";
+  Status st = EndBy(/*goodbye=*/true);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  executor_.reset();
+  EXPECT_EQ(Used(), 0u);
+}
+
 // However the session ends, everything it held goes back: ledger charges, device memory
 // (the emulated GPU is empty again), streams and events.
 TEST_F(ExecutorTest, EverythingIsReleasedWhenTheSessionEnds) {
@@ -235,6 +259,12 @@ TEST_F(ExecutorTest, EverythingIsReleasedWhenTheSessionEnds) {
     ASSERT_EQ(Call([](auto r) { r.setEventCreate(0); }).error, Err::kSuccess);
     ASSERT_EQ(StreamSync(2).error, Err::kSuccess);
     EXPECT_EQ(Used(), 4096u + (1u << 20) + (3u << 20));
+    // Stream-ordered memory freed back into the device's pool stays charged while the pool
+    // may keep it (nothing reconciles it before the end here): it goes with the session's
+    // pools (found by fuzz target `request`).
+    Reply async = Call([](auto r) { r.initMallocAsync().setSize(2u << 20); });
+    ASSERT_EQ(async.error, Err::kSuccess) << async.message;
+    ASSERT_EQ(Call([&](auto r) { r.initFreeAsync().setPtr(async.pointer); }).error, Err::kSuccess);
     Status st = EndBy(goodbye);
     EXPECT_EQ(st.code(), goodbye ? Err::kSuccess : Err::kDevicesUnavailable);
     executor_.reset();  // the worker tears the session down
