@@ -235,6 +235,10 @@ class Driver {
   // The current device's context (CUcontext), for driver functions that name one; nullptr
   // where the backend has none.
   virtual void* CurrentContext() { return nullptr; }
+  // The session is ending: streams waiting for a value (cuStreamWaitValue) that will never
+  // come give up, and this returns once none still reads memory. Called before the session's
+  // memory is freed. The GPU's own waits need nothing here (the context goes with the worker).
+  virtual void AbandonStreamWaits() {}
   // The calling thread's stream-capture mode in the driver (cuThreadExchangeStreamCaptureMode).
   virtual Status SetCaptureMode(int mode) = 0;
 

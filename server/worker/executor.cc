@@ -582,12 +582,16 @@ void Executor::ReleaseEverything() {
   // transport's pinned regions). Host functions the client will never run are let go first:
   // abandoning a transfer waits for its stream, which such a function would block forever.
   session_.ReleaseHostCallbacks();
+  driver_.AbandonStreamWaits();  // waits for values that will never come: before memory goes
   if (compute_) compute_->Close();
   for (auto& op : pending_) op->Abandon(*this);
   pending_.clear();
   ipc_->Teardown(*this);  // opens closed; exported memory still open elsewhere set aside
   session_.ReleaseAll(driver_, releaser);
   ipc_->Linger(*this);    // that memory lives (charged) until its importers close it
+  // What the session's pools kept from its frees, and its context limits' memory, go with them.
+  for (auto& [gpu, bytes] : resources_.TakeMemoryCharges())
+    if (bytes > 0) ReleaseCharge(gpu, bytes);
   event_pool_.ReleaseAll(driver_, [&](int gpu) { return SetDevice(gpu); });
   bounce_pool_.ReleaseAll(driver_);
   for (const SharedRegion& r : registered_) driver_.HostUnregister(r.base);

@@ -414,8 +414,14 @@ class HostCudaApi final : public HostArrayApi {
     unsigned op = flags & 0x3;
     if (op > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
     auto* at = reinterpret_cast<volatile T*>(*p);
-    return R(mem_.RunInOrder(s, [at, v, op] {
-      for (;;) {
+    // The wait protocol of host_emulation.h: the memory may be freed once the session ends.
+    return R(mem_.RunInOrder(s, [at, v, op, &mem = mem_, epoch = mem_.wait_epoch().load()] {
+      mem.active_waits().fetch_add(1);
+      struct Leave {
+        std::atomic<int>& n;
+        ~Leave() { n.fetch_sub(1); }
+      } leave{mem.active_waits()};
+      while (mem.wait_epoch().load() == epoch) {
         T x = *at;
         bool done = op == CU_STREAM_WAIT_VALUE_GEQ   ? static_cast<std::make_signed_t<T>>(x - v) >= 0
                     : op == CU_STREAM_WAIT_VALUE_EQ  ? x == v

@@ -435,6 +435,12 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status RunInOrder(DStream s, std::function<void()> task, CUgraphNodeType type) override {
     return InOrder(s, std::move(task), type);
   }
+  std::atomic<uint64_t>& wait_epoch() override { return wait_epoch_; }
+  std::atomic<int>& active_waits() override { return active_waits_; }
+  void AbandonStreamWaits() override {
+    wait_epoch_.fetch_add(1);
+    while (active_waits_.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
   Result<DevPtr> ReserveRange(int device, uint64_t bytes, uint64_t align) override {
     if (device < 0 || device >= options_.gpus) return Error(Err::kInvalidDevice, "no emulated GPU {}", device);
     return heaps_[static_cast<size_t>(device)].ReserveRange(bytes, align);
@@ -638,6 +644,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
 
   ~HostDriver() override {
     stopping_.store(true);  // waits for other processes' events give up
+    AbandonStreamWaits();   // and waits for values
     scheduler_.reset();  // running work finishes first; queued work never runs
     for (void* m : ipc_event_maps_) ::munmap(m, sizeof(IpcEventState));
     for (auto* e : events_) delete static_cast<EmuEvent*>(e);
@@ -649,6 +656,8 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   std::mutex blas_handles_mu_;
   std::set<const void*> blas_handles_;  // NoteBlasHandle
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> wait_epoch_{0};
+  std::atomic<int> active_waits_{0};
   std::vector<void*> ipc_event_maps_;   // IpcEventState mappings (unmapped at the end)
 
   Result<IpcEventState*> MapEventState(int fd) {
@@ -683,7 +692,8 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, type, std::move(task));
     if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
     ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
-    st->Submit(st, DepsOf(s, st), std::move(task));
+    // A wait for a value blocks its stream, never the worker's loop (as on a GPU).
+    st->Submit(st, DepsOf(s, st), std::move(task), /*inline_ok=*/type != CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
     return Status::Ok();
   }
 

@@ -318,7 +318,15 @@ class HostMemory {
   virtual Result<std::byte*> HostAddress(DevPtr p, uint64_t n) = 0;
   // Runs `task` on emulated stream `s` in stream order (on a capturing stream: records it as a
   // node of `type`).
+  // A task of type CU_GRAPH_NODE_TYPE_BATCH_MEM_OP may block (a stream waiting for a value):
+  // it never runs on the caller's thread, and it follows the wait protocol below.
   virtual Status RunInOrder(DStream s, std::function<void()> task, CUgraphNodeType type) = 0;
+  // Blocking waits: a wait takes wait_epoch() when it is issued; while it runs it counts
+  // itself in active_waits() and, before each read of device memory, gives up if the epoch
+  // moved (Driver::AbandonStreamWaits moves it, then waits for active_waits() to reach 0).
+  // Both sides use sequentially consistent order: increment, then check.
+  virtual std::atomic<uint64_t>& wait_epoch() = 0;
+  virtual std::atomic<int>& active_waits() = 0;
 };
 
 }  // namespace remora::worker::host
