@@ -143,7 +143,7 @@ REMORA_API CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const 
       return FromStatus(Cu(CUDA_ERROR_NOT_FOUND, std::string("no function ") + name + " in the module"), "cuModuleGetFunction");
     return FromStatus(info.status(), "cuModuleGetFunction");
   }
-  const KernelInfo* k = info->release();  // never freed: a stale CUfunction stays safe to look at
+  const KernelInfo* k = Objects().KeepKernel(std::move(*info));  // kept: a stale CUfunction stays safe to look at
   Objects().AddFunction(k->handle, FunctionInfo{m->device, m->handle, name, k});
   *hfunc = reinterpret_cast<CUfunction>(k->handle);
   return CUDA_SUCCESS;

@@ -54,6 +54,12 @@ void DriverObjects::AddFunction(uint64_t handle, const FunctionInfo& f) {
   functions_[handle] = f;
 }
 
+const KernelInfo* DriverObjects::KeepKernel(std::unique_ptr<KernelInfo> k) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kept_kernels_.push_back(std::move(k));
+  return kept_kernels_.back().get();
+}
+
 Result<FunctionInfo> DriverObjects::Function(CUfunction f) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = functions_.find(reinterpret_cast<uint64_t>(f));

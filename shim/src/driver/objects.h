@@ -61,6 +61,10 @@ class DriverObjects {
 
   // A function the worker resolved (by the driver API or by the runtime's kernel loading).
   void AddFunction(uint64_t handle, const FunctionInfo& f);
+  // Takes a function's layout for the life of the process: never freed before, since a
+  // stale CUfunction (its module unloaded) must stay safe to look at, and reachable, so that
+  // what is kept is owned rather than leaked.
+  const KernelInfo* KeepKernel(std::unique_ptr<KernelInfo> k);
   Result<FunctionInfo> Function(CUfunction f);
 
   LibraryRecord* AddLibrary(FatbinRecord* image);
@@ -82,6 +86,7 @@ class DriverObjects {
   std::mutex mu_;
   std::map<uint64_t, ModuleRecord> modules_;
   std::map<uint64_t, FunctionInfo> functions_;
+  std::vector<std::unique_ptr<const KernelInfo>> kept_kernels_;
   std::vector<std::unique_ptr<LibraryRecord>> libraries_;
   struct AsyncCallback {
     int device;
