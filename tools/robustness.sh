@@ -43,6 +43,11 @@ san_tests() {
   rm -rf "$logs" && mkdir -p "$logs"
   local rc=0
   ctest --test-dir "$dir" --output-on-failure -j2 -L 'unit|integration' "$@" || rc=1
+  # LeakSanitizer's note that a thread was still running at exit is not a report: a file with
+  # nothing else is dropped.
+  for f in "$logs"/*; do
+    [ -f "$f" ] && ! grep -qv 'was not suspended. False leaks are possible' "$f" && rm -f "$f"
+  done
   if [ -n "$(ls -A "$logs")" ]; then
     echo "sanitizer reports (in $logs):"
     for f in "$logs"/*; do echo "--- $f"; head -40 "$f"; done
@@ -95,7 +100,10 @@ stage_asan() {
   ASAN_OPTIONS=log_path=$root/build-asan/reports/asan:detect_leaks=1 \
   UBSAN_OPTIONS=log_path=$root/build-asan/reports/ubsan:print_stacktrace=1 \
     san_tests build-asan "$root/build-asan/reports" -E 'integration.local_gpu_check|integration.run_libraries' || rc=1
-  tools/fuzz/run.sh -b build-asan -t "${REMORA_FUZZ_SECONDS:-5}" -w build-asan/fuzz-ci || rc=1
+  # REMORA_FUZZ_RUNS=0: replay the corpora (committed regressions included) without fuzzing.
+  local limit=(-t "${REMORA_FUZZ_SECONDS:-5}")
+  [ -n "${REMORA_FUZZ_RUNS:-}" ] && limit=(-n "$REMORA_FUZZ_RUNS")
+  tools/fuzz/run.sh -b build-asan "${limit[@]}" -w build-asan/fuzz-ci || rc=1
   return $rc
 }
 

@@ -18,6 +18,11 @@ def _arg(e, p, small):
     """(declarations, argument expression) for parameter `p`."""
     n, r = p.name, p.role
     if r in ("value", "fixup"):
+        if p.ctype.rstrip().endswith("*"):
+            # A pointer of an entry whose hand-written hook reads or writes it: host memory the
+            # application owns, so a zeroed buffer (a wild address would be the application's
+            # own undefined behaviour, not the shim's).
+            return ["auto* %s_buf = a.Buffer();" % n], "a.Null() ? nullptr : static_cast<%s>(%s_buf)" % (p.ctype, n)
         if n in small:
             return ["%s %s = static_cast<%s>(a.Count());" % (p.ctype, n, p.ctype)], n
         return ["%s %s = a.Value<%s>();" % (p.ctype, n, p.ctype)], n
