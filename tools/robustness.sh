@@ -17,7 +17,7 @@
 # skipped with the reason printed, so that the whole run stays inside the budget; skipping is
 # not a failure, and is said in the summary.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(asan tsan chaos)
