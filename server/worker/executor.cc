@@ -109,6 +109,16 @@ Result<std::byte*> Executor::RegionRange(uint64_t region, uint64_t offset, uint6
 }
 
 void Executor::DeferError(const Status& st) {
+  // Posted work on a GPU the administrator detached (a live session's only source of
+  // kDevicesUnavailable besides the real driver's, and no GPU is detached then): every later
+  // call on that device - its streams, its ordinal - fails with the same error, and CUDA keeps
+  // devices' errors apart, so it is not reported by the next synchronising call, which may be
+  // another device's (executor_detach_test).
+  if (st.code() == Err::kDevicesUnavailable &&
+      std::find_if(config_.gpus.begin(), config_.gpus.end(), [](int g) { return g < 0; }) != config_.gpus.end()) {
+    LOG_DEBUG("asynchronous call on a detached GPU failed (reported by that GPU's calls): {}", st.ToString());
+    return;
+  }
   if (!st.ok() && deferred_.ok()) {
     LOG_DEBUG("asynchronous call failed: {}", st.ToString());
     deferred_ = st;

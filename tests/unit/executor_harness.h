@@ -64,7 +64,7 @@ class ExecutorTest : public ::testing::Test {
     tenant_ = *ledger_->AddTenant("t");
     slot_ = *ledger_->OpenSession(tenant_, 1);
     HostDriverOptions o;
-    o.gpus = 1;
+    o.gpus = gpus_;
     o.memory_per_gpu = kGpuMemory;
     driver_ = MakeHostDriver(o);
     auto [r, x] = MakePipeConnectionPair();
@@ -73,11 +73,11 @@ class ExecutorTest : public ::testing::Test {
     SessionConfig config;
     config.session_id = 1;
     config.tenant = "t";
-    config.gpus = {0};
+    for (int g = 0; g < gpus_; g++) config.gpus.push_back(g);
     config.ledger = &*ledger_;
     config.ledger_slot = slot_;
     config.limits = limits_;
-    executor_ = std::make_unique<Executor>(*exec_conn_, *driver_, staging_, config);
+    executor_ = std::make_unique<Executor>(*exec_conn_, *driver_, staging_, config, control_source_);
     if (auto_start_) Start();
   }
 
@@ -273,6 +273,8 @@ class ExecutorTest : public ::testing::Test {
   uint64_t tag_ = 0;
   bool auto_start_ = true;
   SessionLimits limits_;  // a derived fixture may lower them in its constructor
+  int gpus_ = 1;          // emulated GPUs, all the session's (a derived fixture's constructor)
+  ControlSource* control_source_ = nullptr;  // the supervisor's events (none by default)
   // A derived fixture may put the executor's end of the connection behind a wrapper of its
   // own (a fault to inject), set in its constructor.
   std::function<std::unique_ptr<Connection>(std::unique_ptr<Connection>)> wrap_connection_;
