@@ -121,9 +121,17 @@ stage_tsan() {
 }
 
 stage_chaos() {
-  local seed=${REMORA_CHAOS_SEED:-$RANDOM}
+  local seed=${REMORA_CHAOS_SEED:-$RANDOM} out rc=0
+  out=$(mktemp)
   python3 tools/chaos/chaos.py --build build --duration "${REMORA_CHAOS_SECONDS:-90}" --clients 6 \
-    --checkpoint 30 --seed "$seed"
+    --checkpoint 30 --seed "$seed" | tee "$out" || rc=1
+  # The summary comes last in CI's log, which keeps only its tail: a failed soak's failures
+  # (printed by chaos.py after "failures (seed N):") go into it too.
+  if [ $rc -ne 0 ]; then
+    while IFS= read -r line; do summary+=("  chaos $line"); done < <(sed -n '/^failures (seed/,/^chaos soak/p' "$out" | head -40)
+  fi
+  rm -f "$out"
+  return $rc
 }
 
 for s in "${stages[@]}"; do

@@ -114,6 +114,7 @@ class Client {
   std::vector<std::string> bus_ids_;         // by ordinal: which server GPU it is
   std::map<int, std::vector<cudaStream_t>> streams_;
   std::set<std::string> launched_on_;        // GPUs (PCI bus ids) this session loaded the module on
+  std::set<std::string> maybe_loaded_on_;    // GPUs where a launch failed as its device went away
   unsigned char* pinned_ = nullptr;
   bool session_lost_ = false;
   bool pinned_ok_ = false;
@@ -386,7 +387,12 @@ void Client::OpLaunch() {
   Touch<<<1, 32, 0, s>>>(a->dev, -1);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-  if (!Ok(e, "kernel launch", a->ordinal)) return;
+  if (!Ok(e, "kernel launch", a->ordinal)) {
+    // Its device detached meanwhile: the module may have been loaded (and charged) there
+    // before the launch failed. The soak accepts either charge.
+    if (e == cudaErrorDevicesUnavailable || e == cudaErrorNoDevice) maybe_loaded_on_.insert(bus_ids_[a->ordinal]);
+    return;
+  }
   launches_++;
   launched_on_.insert(bus_ids_[a->ordinal]);
 }
@@ -450,18 +456,20 @@ void Client::OpEvent() {
 }
 
 void Client::WriteStatus(const char* phase) {
-  std::string launched;
+  std::string launched, maybe;
   for (const std::string& b : launched_on_) launched += (launched.empty() ? "\"" : ",\"") + b + "\"";
+  for (const std::string& b : maybe_loaded_on_)
+    if (!launched_on_.count(b)) maybe += (maybe.empty() ? "\"" : ",\"") + b + "\"";
   size_t lost = 0;
   for (const Alloc& a : allocs_)
     if (a.lost) lost += a.size;
   char buf[1024];
   int n = std::snprintf(buf, sizeof(buf),
                         "{\"pid\": %d, \"phase\": \"%s\", \"checkpoints\": %llu, \"held\": %zu, \"held_lost\": %zu, "
-                        "\"allocations\": %zu, \"launched_gpus\": [%s], \"ops\": %llu, \"checked_bytes\": %llu, "
+                        "\"allocations\": %zu, \"launched_gpus\": [%s], \"maybe_loaded_gpus\": [%s], \"ops\": %llu, \"checked_bytes\": %llu, "
                         "\"mismatches\": %llu, \"unexpected\": %llu, \"refused\": %llu, \"detached_seen\": %llu, "
                         "\"callbacks\": %llu, \"launches\": %llu, \"session_lost\": %s, \"last_unexpected\": \"%s\"}\n",
-                        getpid(), phase, (unsigned long long)checkpoints_, Held(), lost, allocs_.size(), launched.c_str(),
+                        getpid(), phase, (unsigned long long)checkpoints_, Held(), lost, allocs_.size(), launched.c_str(), maybe.c_str(),
                         (unsigned long long)ops_, (unsigned long long)checked_bytes_, (unsigned long long)mismatches_,
                         (unsigned long long)unexpected_, (unsigned long long)refused_, (unsigned long long)detached_seen_,
                         (unsigned long long)callbacks_, (unsigned long long)launches_, session_lost_ ? "true" : "false",
