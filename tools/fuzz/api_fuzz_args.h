@@ -30,6 +30,7 @@ class ApiFuzzArgs {
  public:
   static constexpr size_t kElements = 4;     // length of every array and out array
   static constexpr size_t kBufferBytes = 64;  // size of every sized in/out buffer
+  static constexpr size_t kHookBufferBytes = 4096;
 
   ApiFuzzArgs(FuzzInput& in, const ApiFuzzObjects& objects) : in_(in), objects_(objects) {}
 
@@ -59,6 +60,12 @@ class ApiFuzzArgs {
   // A zeroed buffer of kBufferBytes, owned by this object.
   void* Buffer() {
     buffers_.emplace_back(kBufferBytes);
+    return buffers_.back().data();
+  }
+  // A zeroed buffer larger than any structure of the CUDA APIs (CUgraphNodeParams is 256
+  // bytes), owned by this object: host memory a hand-written hook reads or writes.
+  void* HookBuffer() {
+    buffers_.emplace_back(kHookBufferBytes);
     return buffers_.back().data();
   }
   // True for about one pointer in sixteen: the application passes NULL.

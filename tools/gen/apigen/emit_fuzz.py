@@ -9,20 +9,34 @@ are input bytes; streams, handles, devices and device pointers are the fixture's
 buffer are kept within the buffers here. A role without a rule here stops the generator, so
 a new role cannot leave its entries unfuzzed without a word."""
 
+import re
+
 from emit_tests import _first, _small
 
 BANNER = "// Generated from %s by tools/gen/apigen - do not edit.\n"
+
+# Names and types of hand-written hooks' arguments the application owns (see _arg).
+_HOOK_COUNT = re.compile(r"^num[A-Z]|^count$|Count$")
+_HOOK_FN = re.compile(r"(Fn|Callback)(_t)?$")
 
 
 def _arg(e, p, small):
     """(declarations, argument expression) for parameter `p`."""
     n, r = p.name, p.role
     if r in ("value", "fixup"):
+        # Arguments of an entry whose hook is hand-written, so they carry no role: what the
+        # application owns must be what a correct application passes (anything else is its own
+        # undefined behaviour, not the shim's); what the shim checks stays arbitrary.
         if p.ctype.rstrip().endswith("*"):
-            # A pointer of an entry whose hand-written hook reads or writes it: host memory the
-            # application owns, so a zeroed buffer (a wild address would be the application's
-            # own undefined behaviour, not the shim's).
-            return ["auto* %s_buf = a.Buffer();" % n], "a.Null() ? nullptr : static_cast<%s>(%s_buf)" % (p.ctype, n)
+            # Host memory the hook reads or writes: a zeroed buffer larger than any structure
+            # of the API, never a wild address.
+            return ["auto* %s_buf = a.HookBuffer();" % n], "a.Null() ? nullptr : static_cast<%s>(%s_buf)" % (p.ctype, n)
+        if _HOOK_FN.search(p.ctype):
+            # A function the application gives (a user object's destructor): none.
+            return ["%s %s = nullptr;" % (p.ctype, n)], n
+        if _HOOK_COUNT.match(n):
+            # The length of an array argument beside it (numDependencies): within the buffers.
+            return ["%s %s = static_cast<%s>(a.Count());" % (p.ctype, n, p.ctype)], n
         if n in small:
             return ["%s %s = static_cast<%s>(a.Count());" % (p.ctype, n, p.ctype)], n
         return ["%s %s = a.Value<%s>();" % (p.ctype, n, p.ctype)], n
