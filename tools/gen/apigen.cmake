@@ -47,6 +47,18 @@ function(remora_apigen lib)
             ${emits} --out ${REMORA_API_GEN_DIR} -I ${CUDAToolkit_INCLUDE_DIRS}
     DEPENDS ${REMORA_API_FILES} ${REMORA_APIGEN_SOURCES}
     COMMENT "apigen ${lib}: ${ARGN}")
+  # Sanitizer and fuzzing builds compile the generated code with REMORA_GENERATED_COMPILE_OPTIONS
+  # (-O0, tools/sanitizers.cmake). Source properties belong to this directory, the one whose
+  # targets compile these files.
+  # Generated tests (round trips, fuzz call tables) are compiled at -O0 in every build: their
+  # speed does not matter, and the largest (cublas_roundtrip_test.cc) takes 100 s at -O2.
+  set(sources ${outputs})
+  list(FILTER sources INCLUDE REGEX "\\.cc$")
+  if(REMORA_GENERATED_COMPILE_OPTIONS)
+    set_source_files_properties(${sources} PROPERTIES COMPILE_OPTIONS "${REMORA_GENERATED_COMPILE_OPTIONS}")
+  elseif("roundtrip-test" IN_LIST ARGN OR "fuzz-calls" IN_LIST ARGN)
+    set_source_files_properties(${sources} PROPERTIES COMPILE_OPTIONS -O0)
+  endif()
   string(JOIN "_" tag ${ARGN})
   string(REPLACE "-" "_" tag "${tag}")
   add_custom_target(remora_apigen_${lib}_${tag} DEPENDS ${outputs})
