@@ -286,12 +286,8 @@ class ExecutorBatchTest : public ExecutorTest {
 // After the session ends, every allocation is back in the ledger and the driver - also
 // one whose cudaFree was still waiting when the session ended (here: a free immediately
 // followed by goodbye in one batch; in production: a client that dies while its cudaFree
-// waits for a busy GPU).
-// DISABLED: the free becomes a pending FreeOp (it waits for the session's streams) and the
-// allocation leaves the allocation table at once; Run() stops polling pending work as soon
-// as it dispatches the goodbye (or sees the client gone), and ReleaseEverything() clears
-// pending_ without running it, so neither the driver memory nor the ledger charge of that
-// allocation is released. See the report for the fix.
+// waits for a busy GPU). The free is a pending op (it waits for the session's streams) and
+// the allocation leaves the allocation table at once: the session's end must still run it.
 TEST_F(ExecutorBatchTest, FreeFollowedByGoodbyeIsReleased) {
   // The emulated driver hands out addresses deterministically: learn the first one from a
   // fresh instance, so the free can be queued before the allocation is answered.
@@ -320,7 +316,7 @@ TEST_F(ExecutorBatchTest, FreeFollowedByGoodbyeIsReleased) {
   EXPECT_EQ(mem->free, mem->total) << "the freed allocation's device memory was leaked";
 }
 
-// Control for the test above: the same batch without the free is fully released (so the
+// Control for the test above: the same batch without the free is fully released (so a
 // failure above is about the pending free alone).
 TEST_F(ExecutorBatchTest, AllocFollowedByGoodbyeIsReleased) {
   uint64_t alloc_tag = Send([](auto r) { r.initMemAlloc().setSize(1 << 20); });
