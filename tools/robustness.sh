@@ -128,7 +128,7 @@ stage_chaos() {
   # The summary comes last in CI's log, which keeps only its tail: a failed soak's failures
   # (printed by chaos.py after "failures (seed N):") go into it too.
   if [ $rc -ne 0 ]; then
-    while IFS= read -r line; do summary+=("  chaos $line"); done < <(sed -n '/^failures (seed/,/^chaos soak/p' "$out" | head -40)
+    while IFS= read -r line; do summary+=("    | $line"); done < <(sed -n '/^failures (seed/,/^chaos soak/p' "$out" | head -40)
   fi
   rm -f "$out"
   return $rc
