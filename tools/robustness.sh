@@ -23,6 +23,7 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(asan tsan chaos)
 failed=()
 summary=()
+details=()  # lines a stage adds under its own line in the summary
 
 now() { date +%s; }
 
@@ -81,12 +82,14 @@ run_stage() {
     fi
   fi
   echo "==== robustness stage: $name"
+  details=()
   if "stage_$name"; then
     summary+=("$name: passed in $(( $(now) - t0 )) s")
   else
     summary+=("$name: FAILED after $(( $(now) - t0 )) s")
     failed+=("$name")
   fi
+  summary+=("${details[@]}")
 }
 
 stage_asan() {
@@ -128,7 +131,7 @@ stage_chaos() {
   # The summary comes last in CI's log, which keeps only its tail: a failed soak's failures
   # (printed by chaos.py after "failures (seed N):") go into it too.
   if [ $rc -ne 0 ]; then
-    while IFS= read -r line; do summary+=("    | $line"); done < <(sed -n '/^failures (seed/,/^chaos soak/p' "$out" | head -40)
+    while IFS= read -r line; do details+=("    | $line"); done < <(sed -n '/^failures (seed/,/^chaos soak/p' "$out" | head -40)
   fi
   rm -f "$out"
   return $rc
