@@ -24,9 +24,10 @@ set(REMORA_GENERATED_COMPILE_OPTIONS "")
 if(REMORA_SANITIZE STREQUAL "" AND NOT REMORA_FUZZ)
   return()
 endif()
-# The generated API code (tools/gen/apigen: thousands of small marshalling functions, a third
-# of these builds' compile time) at -O0: four times faster to compile than at -O1 under ASan
-# (cublas_dispatch.cc: 22 s against 93 s), and still fully instrumented.
+# The generated API code (tools/gen/apigen: thousands of small marshalling functions) at -O0:
+# a file compiles about four times faster than at -O1 under ASan (cublas_dispatch.cc: 22 s
+# against 93 s) and stays fully instrumented. On a cold TSan tree the gain was small (its
+# generated code now takes 149 of 1,472 compile CPU-s; docs/ROBUSTNESS.md).
 set(REMORA_GENERATED_COMPILE_OPTIONS -O0)
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR "REMORA_SANITIZE/REMORA_FUZZ need clang (configure with CC=clang CXX=clang++; "
