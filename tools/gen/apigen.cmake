@@ -54,10 +54,13 @@ function(remora_apigen lib)
   # speed does not matter, and the largest (cublas_roundtrip_test.cc) takes 100 s at -O2.
   set(sources ${outputs})
   list(FILTER sources INCLUDE REGEX "\\.cc$")
+  # Either way they do not use their target's precompiled headers (tools/pch.cmake), which
+  # were compiled with the target's own optimisation level.
   if(REMORA_GENERATED_COMPILE_OPTIONS)
-    set_source_files_properties(${sources} PROPERTIES COMPILE_OPTIONS "${REMORA_GENERATED_COMPILE_OPTIONS}")
+    set_source_files_properties(${sources} PROPERTIES COMPILE_OPTIONS "${REMORA_GENERATED_COMPILE_OPTIONS}"
+                                SKIP_PRECOMPILE_HEADERS ON)
   elseif("roundtrip-test" IN_LIST ARGN OR "fuzz-calls" IN_LIST ARGN)
-    set_source_files_properties(${sources} PROPERTIES COMPILE_OPTIONS -O0)
+    set_source_files_properties(${sources} PROPERTIES COMPILE_OPTIONS -O0 SKIP_PRECOMPILE_HEADERS ON)
   endif()
   string(JOIN "_" tag ${ARGN})
   string(REPLACE "-" "_" tag "${tag}")
