@@ -97,12 +97,11 @@ stage_asan() {
   t0=$(now)
   san_build build-asan address,undefined -DREMORA_FUZZ=ON || return 1
   echo "asan: built in $(( $(now) - t0 )) s"
-  # integration.local_gpu_check and run_libraries are left out: remora-run preloads the shim ahead of everything,
-  # and an ASan shim needs the ASan runtime first; the shim's own runs (skeleton_test and the
-  # others) preload both in the right order.
+  # Every unit and integration test: remora-run, the process harness and local_gpu_check put
+  # the ASan runtime ahead of the shim in LD_PRELOAD (REMORA_SANITIZER_PRELOAD).
   ASAN_OPTIONS=log_path=$root/build-asan/reports/asan:detect_leaks=1 \
   UBSAN_OPTIONS=log_path=$root/build-asan/reports/ubsan:print_stacktrace=1 \
-    san_tests build-asan "$root/build-asan/reports" -E 'integration.local_gpu_check|integration.run_libraries' || rc=1
+    san_tests build-asan "$root/build-asan/reports" || rc=1
   # REMORA_FUZZ_RUNS=0: replay the corpora (committed regressions included) without fuzzing.
   local limit=(-t "${REMORA_FUZZ_SECONDS:-5}")
   [ -n "${REMORA_FUZZ_RUNS:-}" ] && limit=(-n "$REMORA_FUZZ_RUNS")
@@ -117,8 +116,9 @@ stage_tsan() {
   echo "tsan: built in $(( $(now) - t0 )) s"
   # die_after_fork=0: a test that forks a multi-threaded process whose child starts threads
   # (transport_peer_loss_test's shm requester) is otherwise killed by TSan itself.
-  # integration.local_gpu_check is left out as under ASan: its fake driver library is built
-  # instrumented and loaded into an application that is not (undefined __tsan_init).
+  # integration.local_gpu_check is left out: its fake driver library is built instrumented
+  # and loaded into an application that is not (undefined __tsan_init; a TSan runtime cannot
+  # be preloaded).
   TSAN_OPTIONS="log_path=$root/build-tsan/reports/tsan die_after_fork=0 second_deadlock_stack=1" \
     san_tests build-tsan "$root/build-tsan/reports" -E 'integration.local_gpu_check'
 }

@@ -186,6 +186,9 @@ int main(int argc, char** argv) {
   // library path (for programs that dlopen a path); Triton links its launchers there.
   std::string lib_dir = fs::path(shim).parent_path().string();
   std::string preload = shim;
+  // A sanitizer build's shim needs the sanitizer's runtime loaded before it (an application
+  // built without it does not load it itself).
+  if (*REMORA_SANITIZER_RUNTIME) preload = std::string(REMORA_SANITIZER_RUNTIME) + ":" + preload;
   for (const char* facade : {"libcuda.so.1", "libnvidia-ml.so.1"})
     if (fs::exists(fs::path(lib_dir) / facade)) preload += ":" + (fs::path(lib_dir) / facade).string();
   if (!no_libraries)
