@@ -125,22 +125,6 @@ void Executor::DeferError(const Status& st) {
   }
 }
 
-Result<DEvent> Executor::AcquirePoolEvent(int gpu) {
-  RETURN_IF_ERROR(SetDevice(gpu));
-  return event_pool_.Acquire(driver_, gpu);
-}
-
-Result<DEvent> Executor::RecordPoolEvent(const Stream& s) {
-  ASSIGN_OR_RETURN(DEvent e, AcquirePoolEvent(s.gpu));
-  Status st = driver_.EventRecord(e, s.stream);
-  if (!st.ok()) {
-    event_pool_.Release(s.gpu, e);
-    return st;
-  }
-  if (compute_) compute_->Covered(s, e);
-  return e;
-}
-
 Result<bool> Executor::Capturing(const Stream& s) {
   if (session_.graphs().active_captures() == 0) return false;
   RETURN_IF_ERROR(SetDevice(s.gpu));
@@ -155,46 +139,6 @@ Status Executor::CaptureViolation(const Stream& s) {
   CUresult r = driver_.cuda().cuStreamQuery(static_cast<CUstream>(s.stream));
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return Status(Domain::kCuda, static_cast<uint32_t>(r), "operation not permitted when the stream is capturing");
-}
-
-Result<DevPtr> Executor::AllocateStaging(int gpu, uint64_t bytes) {
-  RETURN_IF_ERROR(SetDevice(gpu));
-  RETURN_IF_ERROR(Charge(gpu, bytes));
-  // Remora's own allocation, also in the middle of a capture the application's thread may
-  // not allocate in: the worker thread is relaxed for it.
-  GraphTables& g = session_.graphs();
-  bool relax = g.active_captures() > 0 && g.worker_mode != CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (relax) (void)driver_.SetCaptureMode(CU_STREAM_CAPTURE_MODE_RELAXED);
-  auto p = driver_.MemAlloc(bytes);
-  if (relax) (void)driver_.SetCaptureMode(g.worker_mode);
-  if (!p.ok()) {
-    ReleaseCharge(gpu, bytes);
-    return p.status();
-  }
-  Allocation a;
-  a.base = *p;
-  a.size = bytes;
-  a.device = gpu;
-  a.kind = AllocKind::kGraphStaging;
-  a.reserved = bytes;
-  if (Status st = session_.allocations().Insert(a); !st.ok()) {
-    (void)driver_.MemFree(*p);
-    ReleaseCharge(gpu, bytes);
-    return st;
-  }
-  return *p;
-}
-
-void Executor::FreeStaging(const std::vector<DevPtr>& buffers) {
-  for (DevPtr p : buffers) {
-    auto found = session_.allocations().Find(p);
-    if (!found || found->base != p || (found->kind != AllocKind::kGraphStaging && found->kind != AllocKind::kGraphMemory))
-      continue;
-    auto a = session_.allocations().Erase(p);
-    // A graph memory node's memory is the driver's (freed with the graph); staging is ours.
-    if (a->kind == AllocKind::kGraphStaging && SetDevice(a->device).ok()) (void)driver_.MemFree(p);
-    ReleaseCharge(a->device, a->reserved);
-  }
 }
 
 void Executor::ApplyCaptureMode(uint64_t thread, int mode) {
@@ -222,11 +166,6 @@ Result<bool> Executor::PostCallbackNotices() {
     }));
   }
   return !items.empty();
-}
-
-void Executor::ReleasePoolEvent(int gpu, DEvent e) {
-  if (compute_) compute_->Released(gpu, e);
-  event_pool_.Release(gpu, e);
 }
 
 void Executor::NoteGpuWork(const Stream& s) {
@@ -572,40 +511,6 @@ Status Executor::Run() {
   if (!end_reason_.empty()) return Error(Err::kDevicesUnavailable, "session ended: {}", end_reason_);
   if (goodbye_ || stop_.load()) return Status::Ok();
   return exit_status;
-}
-
-void Executor::ReleaseEverything() {
-  struct Releaser final : SessionState::Releaser {
-    explicit Releaser(Executor& ex) : ex(ex) {}
-    Status SetDevice(int gpu) override { return ex.SetDevice(gpu); }
-    void ReleaseCharge(int gpu, uint64_t bytes) override { ex.ReleaseCharge(gpu, bytes); }
-    void DestroyLibraryObject(LibObject& o) override {
-      const LibraryBinding* lib = ex.library(static_cast<uint16_t>(o.library));
-      if (lib == nullptr || lib->table->destroy == nullptr || o.bits == 0) return;
-      Status st = lib->table->destroy(lib->api, o.kind, o.bits);
-      if (!st.ok()) LOG_WARN("session {}: ending a {}: {}", ex.config_.session_id, HandleKindName(o.kind), st.ToString());
-    }
-    Executor& ex;
-  } releaser(*this);
-  // Newest first: the compute scheduler's turns and markers, operations in flight, the
-  // session's objects, then what the loop itself created (pooled events and buffers, the
-  // transport's pinned regions). Host functions the client will never run are let go first:
-  // abandoning a transfer waits for its stream, which such a function would block forever.
-  session_.ReleaseHostCallbacks();
-  driver_.AbandonStreamWaits();  // waits for values that will never come: before memory goes
-  if (compute_) compute_->Close();
-  for (auto& op : pending_) op->Abandon(*this);
-  pending_.clear();
-  ipc_->Teardown(*this);  // opens closed; exported memory still open elsewhere set aside
-  session_.ReleaseAll(driver_, releaser);
-  ipc_->Linger(*this);    // that memory lives (charged) until its importers close it
-  // What the session's pools kept from its frees, and its context limits' memory, go with them.
-  for (auto& [gpu, bytes] : resources_.TakeMemoryCharges())
-    if (bytes > 0) ReleaseCharge(gpu, bytes);
-  event_pool_.ReleaseAll(driver_, [&](int gpu) { return SetDevice(gpu); });
-  bounce_pool_.ReleaseAll(driver_);
-  for (const SharedRegion& r : registered_) driver_.HostUnregister(r.base);
-  registered_.clear();
 }
 
 }  // namespace remora::worker
