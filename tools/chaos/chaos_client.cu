@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -118,6 +119,10 @@ class Client {
   unsigned char* pinned_ = nullptr;
   bool session_lost_ = false;
   bool pinned_ok_ = false;
+  // Checks of host functions whose stream failed before they were seen to run: a GPU
+  // detached under them lets its host functions go, and one may still run after the failure
+  // was reported (on the shim's callback thread), so what it reads lives as long as the process.
+  std::vector<std::unique_ptr<CallbackCheck>> abandoned_checks_;
   uint64_t ops_ = 0, checked_bytes_ = 0, mismatches_ = 0, unexpected_ = 0, refused_ = 0, detached_seen_ = 0;
   uint64_t callbacks_ = 0, callback_bad_ = 0, launches_ = 0, checkpoints_ = 0;
   std::string last_unexpected_;
@@ -406,7 +411,8 @@ void Client::OpCallback() {
   size_t n = 1 + rng_() % std::min(a->size, kPinnedBytes);
   size_t off = rng_() % (a->size - n + 1);
   std::memset(pinned_, 0xEE, n);
-  CallbackCheck check;
+  auto owned = std::make_unique<CallbackCheck>();
+  CallbackCheck& check = *owned;
   check.pinned = pinned_;
   check.expected.assign(a->shadow.begin() + static_cast<long>(off), a->shadow.begin() + static_cast<long>(off + n));
   if (!Use(a->ordinal)) return;
@@ -416,9 +422,9 @@ void Client::OpCallback() {
   if (e == cudaSuccess) e = cudaLaunchHostFunc(s, CheckCallback, &check);
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   if (!Ok(e, "host callback", a->ordinal)) {
-    // The callback may still run later (the stream is alive if the session is): wait for it
-    // before `check` goes away.
-    if (!session_lost_) cudaDeviceSynchronize();
+    // The callback may still run later, even on a detached GPU's stream (waiting for it with
+    // a synchronisation cannot tell, that GPU's calls fail): keep what it reads.
+    abandoned_checks_.push_back(std::move(owned));
     return;
   }
   callbacks_++;
