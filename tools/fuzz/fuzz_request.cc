@@ -111,7 +111,7 @@ std::deque<ScriptedFrame> ParseScript(FuzzInput& in) {
     if (!body.empty()) std::memcpy(f.body.data(), body.data(), body.size());
     f.header.body_words = static_cast<uint32_t>(f.body.size());
     uint32_t b = in.Take<uint32_t>();
-    f.bulk.resize(b & 0xFFFFF);
+    f.bulk = BulkBuffer(b & 0xFFFFF);
     f.chunk = (b >> 20) == 0 ? (1u << 20) : (b >> 20) * 257;
     size_t from_input = 0;
     if (flags & 4) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bulk_buffer.h"
 #include "remora/protocol/connection.h"
 
 namespace remora::fuzz {
@@ -17,7 +18,7 @@ namespace remora::fuzz {
 struct ScriptedFrame {
   FrameHeader header;
   std::vector<uint64_t> body;
-  std::vector<std::byte> bulk;
+  BulkBuffer bulk;
   size_t chunk = 1 << 20;  // bulk arrives in pieces of this size
 };
 
@@ -61,7 +62,7 @@ class ScriptedConnection final : public Connection {
   std::set<uint64_t> sent_tags_, answered_tags_;
   // The frame being posted with bulk.
   uint64_t out_bulk_total_ = 0, out_bulk_acquired_ = 0, out_bulk_committed_ = 0;
-  std::deque<std::vector<std::byte>> out_chunks_;  // acquired, not yet committed
+  std::deque<BulkBuffer> out_chunks_;  // acquired, not yet committed
   uint64_t replies_ = 0;
 };
 
