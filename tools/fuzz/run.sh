@@ -35,7 +35,7 @@ while getopts "b:t:n:j:p:w:h" o; do
     j) jobs=$OPTARG ;;
     p) workers=$OPTARG ;;
     w) work=$OPTARG ;;
-    *) sed -n '2,20p' "$0"; exit 2 ;;
+    *) sed -n '2,19p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
