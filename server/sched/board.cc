@@ -2,10 +2,7 @@
 
 #include <pthread.h>
 
-#include <array>
-#include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <new>
 
 #include "sched/board_region.h"
