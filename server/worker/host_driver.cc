@@ -121,10 +121,18 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     return MemoryInfo{h.capacity() - h.used(), h.capacity()};
   }
 
-  Result<DevPtr> MemAlloc(size_t bytes) override { return heaps_[static_cast<size_t>(current_)].Alloc(bytes); }
+  Result<DevPtr> MemAlloc(size_t bytes) override {
+    SweepRetired();
+    return heaps_[static_cast<size_t>(current_)].Alloc(bytes);
+  }
+  // Not a wait for the streams (the executor's free op waits for the session's own; at a
+  // session's end nothing may wait for a kernel that never ends): work queued before the free
+  // still finds the memory mapped (Retire).
   Status MemFree(DevPtr p) override {
     ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
-    return h->Release(p);
+    ASSIGN_OR_RETURN(Block b, h->Release(p));
+    Retire(b);
+    return Status::Ok();
   }
 
   // Copies and memsets validate their ranges now and move bytes in stream order.
@@ -176,7 +184,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     auto it = streams_.find(s);
     if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
     graphs_.ForgetStream(s);
-    streams_.erase(it);  // work already queued still runs (the scheduler holds the stream)
+    // Work already queued still runs (the scheduler holds the stream); Retire must see it.
+    if (!it->second->Idle()) draining_.push_back(std::move(it->second));
+    streams_.erase(it);
     stream_device_.erase(s);
     return Status::Ok();
   }
@@ -447,7 +457,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   }
   Status FreeRange(DevPtr base, uint64_t bytes) override {
     ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(base));
-    return h->FreeRange(base, bytes);
+    ASSIGN_OR_RETURN(Block b, h->FreeRange(base, bytes));
+    Retire(b);
+    return Status::Ok();
   }
   Status MapRange(DevPtr at, uint64_t bytes, int fd, uint64_t offset) override {
     ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(at));
@@ -606,8 +618,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   }
   Status IpcCloseMemory(DevPtr p) override {
     ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
-    WaitAllStreams();  // work queued on it runs first: its mapping goes
-    return h->Release(p);
+    ASSIGN_OR_RETURN(Block b, h->Release(p));
+    Retire(b);
+    return Status::Ok();
   }
   Result<IpcShare> IpcExportEvent(DEvent e) override {
     if (!events_.count(e)) return Error(Err::kInvalidResourceHandle, "unknown emulated event");
@@ -675,6 +688,28 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
       while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
     for (auto& [d, st] : legacy_streams_)
       while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+
+  // Freed device memory's host mapping (`b`) outlives the work every stream had queued at the
+  // free: such work holds its host address (a session's end lets queued work run while it
+  // frees everything - found by fuzz target `request`: a queued memset wrote unmapped memory
+  // and killed the worker). On a GPU that work would find memory the driver has not reused
+  // yet, or fault; here it writes memory no allocation owns any more.
+  void Retire(Block b) {
+    std::vector<EmuDep> until;
+    auto note = [&](const std::shared_ptr<EmuStream>& st) {
+      uint64_t issued = st->Issued();
+      if (st->completed.load() < issued) until.push_back(EmuDep{st, issued});
+    };
+    for (auto& [h, st] : streams_) note(st);
+    for (auto& [d, st] : legacy_streams_) note(st);
+    for (auto& st : draining_) note(st);
+    retired_.emplace_back(b, std::move(until));
+    SweepRetired();
+  }
+  void SweepRetired() {
+    std::erase_if(retired_, [](const RetiredMapping& m) { return m.Due(); });
+    std::erase_if(draining_, [](const std::shared_ptr<EmuStream>& st) { return st->Idle(); });
   }
 
   // The emulated stream behind a handle; nullptr is the current device's legacy stream.
@@ -774,6 +809,8 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   std::set<std::pair<int, int>> peers_;
   std::map<DevPtr, Block> mapped_;  // registered host memory the device may use
   std::map<int, uint64_t> limits_;
+  std::vector<RetiredMapping> retired_;                // unmapped once due (Retire), or at the end
+  std::vector<std::shared_ptr<EmuStream>> draining_;  // destroyed with work still queued
   // Runs the streams' work on a fixed set of threads (declared last: stopped first).
   std::unique_ptr<EmuScheduler> scheduler_ = std::make_unique<EmuScheduler>(kStreamThreads);
 };

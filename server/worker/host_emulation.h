@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "remora/base/fd.h"
@@ -40,6 +41,31 @@ constexpr uint64_t kAlign = 512;
 struct Block {
   std::byte* host;
   uint64_t size;
+};
+
+// The host mapping of freed device memory, kept until the streams that had work queued when it
+// was freed have run that far (their tasks hold its host address). Unmapped when destroyed.
+class RetiredMapping {
+ public:
+  RetiredMapping(Block b, std::vector<EmuDep> until) : block_(b), until_(std::move(until)) {}
+  RetiredMapping(RetiredMapping&& o) noexcept : block_(std::exchange(o.block_, Block{nullptr, 0})), until_(std::move(o.until_)) {}
+  RetiredMapping& operator=(RetiredMapping&& o) noexcept {
+    std::swap(block_, o.block_);
+    std::swap(until_, o.until_);
+    return *this;
+  }
+  ~RetiredMapping() {
+    if (block_.host != nullptr) ::munmap(block_.host, block_.size);
+  }
+  bool Due() const {
+    for (const EmuDep& d : until_)
+      if (d.stream->completed.load() < d.target) return false;
+    return true;
+  }
+
+ private:
+  Block block_;
+  std::vector<EmuDep> until_;
 };
 
 // An address range of cuMemAddressReserve: host address space of the same size (no access),
@@ -95,16 +121,16 @@ class EmulatedHeap {
     }
     return Error(Err::kMemoryAllocation, "emulated GPU has no free address range of {}", FormatSize(bytes));
   }
-  Status FreeRange(DevPtr base, uint64_t bytes) {
+  // The address range is free at once; its host address space is the caller's to unmap.
+  Result<Block> FreeRange(DevPtr base, uint64_t bytes) {
     auto it = reserved_.find(base);
     if (it == reserved_.end() || AlignUp(std::max<uint64_t>(bytes, 1), kAlign) != it->second.size)
       return Error(Err::kInvalidValue, "0x{:x}+{} is not a reserved range", base, bytes);
     if (!it->second.mapped.empty()) return Error(Err::kInvalidValue, "the range still has memory mapped");
-    ::munmap(it->second.host, it->second.size);
-    uint64_t size = it->second.size;
+    Block b{it->second.host, it->second.size};
     reserved_.erase(it);
-    Free(base, size);
-    return Status::Ok();
+    Free(base, b.size);
+    return b;
   }
   Status MapAlias(DevPtr at, uint64_t bytes, int fd, uint64_t offset) {
     Reserved* r = ReservedAt(at);
@@ -125,22 +151,27 @@ class EmulatedHeap {
     if (r == nullptr) return Error(Err::kInvalidValue, "0x{:x}+{} is not a mapping", at, bytes);
     auto it = r->mapped.find(at);
     if (it == r->mapped.end() || it->second != bytes) return Error(Err::kInvalidValue, "0x{:x}+{} is not a mapping", at, bytes);
-    // Back to reserved address space without memory.
-    ::mmap(r->host + (at - ReservedBase(at)), bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    // Back to reserved address space without memory as far as Translate is concerned; the host
+    // pages stay writable (anonymous, untouched until written) for stream work queued before
+    // the unmap, which holds their address (RetiredMapping's reason, for a range kept reserved).
+    ::mmap(r->host + (at - ReservedBase(at)), bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+           -1, 0);
     r->mapped.erase(it);
     return Status::Ok();
   }
 
-  Status Release(DevPtr p) {
+  // The address range is free (and may be allocated again) at once; the block's host mapping
+  // is the caller's to unmap.
+  Result<Block> Release(DevPtr p) {
     auto it = blocks_.find(p);
     if (it == blocks_.end()) return Error(Err::kInvalidValue, "0x{:x} is not an emulated allocation", p);
-    ::munmap(it->second.host, it->second.size);
-    uint64_t size = it->second.size;
+    Block b = it->second;
     blocks_.erase(it);
     shared_.erase(p);
+    uint64_t size = AlignUp(std::max<uint64_t>(b.size, 1), kAlign);  // an imported block records its exact size
     if (imported_.erase(p) == 0) used_ -= size;  // another process's memory is not this GPU's use
     Free(p, size);
-    return Status::Ok();
+    return b;
   }
 
   // CUDA IPC. The allocation at `p` becomes a memory file mapped at the same host address

@@ -204,6 +204,41 @@ TEST_F(ExecutorTest, SessionEndNeverWaitsForAHostFunctionTheClientWillNotRun) {
   }
 }
 
+// The same session end with memsets queued behind the host function: released, they run
+// while the session frees their memory (the fuzz target `request`'s open finding: the worker
+// died writing unmapped emulated device memory on a stream thread). Everything is freed at
+// once and the late work must not crash the worker.
+TEST_F(ExecutorTest, WorkReleasedAtSessionEndRunsWhileItsMemoryIsFreed) {
+  constexpr uint64_t kBytes = 16 << 20;
+  Reply a = Alloc(kBytes);
+  ASSERT_EQ(a.error, Err::kSuccess);
+  Send([](auto r) {
+    auto h = r.initHostFunc();
+    h.initStream().setHandle(0);
+    h.setId(9);
+  }, {}, /*expects_reply=*/false);
+  auto reached = requester_->Receive(kReplyTimeoutMs);
+  ASSERT_TRUE(reached.ok()) << reached.status().ToString();
+  ASSERT_EQ(reached->kind(), FrameKind::kNotice);
+  for (int i = 0; i < 64; i++)
+    Send([&](auto r) {
+      auto m = r.initMemset();
+      m.setDst(a.pointer);
+      m.setValue(static_cast<uint8_t>(i));
+      m.setSize(kBytes);
+    }, {}, /*expects_reply=*/false);
+  ASSERT_EQ(Ping().error, Err::kSuccess);  // the memsets are issued
+  Status st = EndBy(/*goodbye=*/false);
+  EXPECT_EQ(st.code(), Err::kDevicesUnavailable) << st.ToString();
+  executor_.reset();
+  EXPECT_EQ(Used(), 0u);
+  ASSERT_TRUE(driver_->SetDevice(0).ok());
+  auto mem = driver_->MemGetInfo();
+  ASSERT_TRUE(mem.ok());
+  EXPECT_EQ(mem->free, mem->total);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the late memsets run meanwhile
+}
+
 TEST_F(ExecutorTest, GoodbyeEndsRunWithOk) {
   Reply a = Alloc(4096);
   ASSERT_EQ(a.error, Err::kSuccess);

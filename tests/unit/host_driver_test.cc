@@ -1,0 +1,117 @@
+// server/worker: the host-emulated driver's memory against the work its streams still have
+// queued - freed memory stays mapped for work issued before the free (RetiredMapping).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "cuda_api.h"
+#include "test_util.h"
+#include "worker/driver.h"
+
+namespace remora::worker::unit {
+namespace {
+
+// A host function that holds its stream until the test opens the gate.
+struct Gate {
+  std::atomic<bool> open{false};
+  static void Wait(void* self) {
+    while (!static_cast<Gate*>(self)->open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
+std::unique_ptr<Driver> HostDriver() {
+  HostDriverOptions o;
+  o.gpus = 1;
+  o.memory_per_gpu = 1ull << 30;
+  return MakeHostDriver(o);
+}
+
+// Without the retired mapping the queued memset wrote unmapped memory (SIGSEGV), or - when
+// the next allocation's mapping landed at the same host address - the new allocation's bytes.
+TEST(HostDriver, FreedMemoryStaysMappedForWorkQueuedBeforeTheFree) {
+  auto d = HostDriver();
+  constexpr size_t kBytes = 4 << 20;
+  auto a = d->MemAlloc(kBytes);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Gate gate;
+  ASSERT_TRUE(d->LaunchHostFunc(nullptr, &Gate::Wait, &gate).ok());
+  ASSERT_TRUE(d->Memset8(*a, 0xAA, kBytes, nullptr).ok());  // queued behind the gate
+  ASSERT_TRUE(d->MemFree(*a).ok());
+  auto mem = d->MemGetInfo();
+  ASSERT_TRUE(mem.ok());
+  EXPECT_EQ(mem->free, mem->total) << "freed memory is free at once";
+  EXPECT_FALSE(d->Memset8(*a, 0, 16, nullptr).ok()) << "freed memory takes no new work";
+
+  // The range may be allocated again at once; its new memory is its own.
+  auto b = d->MemAlloc(kBytes);
+  ASSERT_TRUE(b.ok());
+  auto s = d->StreamCreate(CU_STREAM_NON_BLOCKING, 0);
+  ASSERT_TRUE(s.ok());
+  auto data = test::RandomBytes(kBytes, 7);
+  ASSERT_TRUE(d->MemcpyHtoD(*b, data.data(), kBytes, *s).ok());
+  ASSERT_TRUE(d->StreamSynchronize(*s).ok());
+
+  gate.open.store(true);
+  ASSERT_TRUE(d->StreamSynchronize(nullptr).ok());  // the memset ran, into the retired mapping
+  std::vector<std::byte> back(kBytes);
+  ASSERT_TRUE(d->MemcpyDtoH(back.data(), *b, kBytes, *s).ok());
+  ASSERT_TRUE(d->StreamSynchronize(*s).ok());
+  EXPECT_EQ(std::memcmp(back.data(), data.data(), kBytes), 0) << "work queued before the free wrote the new allocation";
+  ASSERT_TRUE(d->MemFree(*b).ok());
+  ASSERT_TRUE(d->StreamDestroy(*s).ok());
+}
+
+// The same for a stream destroyed with the work still queued (cuStreamDestroy returns at once).
+TEST(HostDriver, WorkOfADestroyedStreamStillFindsItsMemory) {
+  auto d = HostDriver();
+  constexpr size_t kBytes = 1 << 20;
+  auto a = d->MemAlloc(kBytes);
+  ASSERT_TRUE(a.ok());
+  auto s = d->StreamCreate(0, 0);
+  ASSERT_TRUE(s.ok());
+  Gate gate;
+  ASSERT_TRUE(d->LaunchHostFunc(*s, &Gate::Wait, &gate).ok());
+  ASSERT_TRUE(d->Memset8(*a, 0x11, kBytes, *s).ok());
+  ASSERT_TRUE(d->StreamDestroy(*s).ok());
+  ASSERT_TRUE(d->MemFree(*a).ok());
+  gate.open.store(true);
+  // Nothing to synchronise with: the next allocation sweeps retired mappings; the driver's
+  // end waits for running work.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto b = d->MemAlloc(kBytes);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(d->MemFree(*b).ok());
+}
+
+// Virtual memory: an unmapped range and a freed reservation stay writable for queued work.
+TEST(HostDriver, UnmappedAndFreedRangesStayWritableForQueuedWork) {
+  auto d = HostDriver();
+  gen::cuda::Api& api = d->cuda();
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  size_t gran = 0;
+  ASSERT_EQ(api.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  CUdeviceptr base = 0;
+  ASSERT_EQ(api.cuMemAddressReserve(&base, 2 * gran, 0, 0, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle h{};
+  ASSERT_EQ(api.cuMemCreate(&h, 2 * gran, &prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemMap(base, 2 * gran, 0, h, 0), CUDA_SUCCESS);
+  Gate gate;
+  ASSERT_TRUE(d->LaunchHostFunc(nullptr, &Gate::Wait, &gate).ok());
+  ASSERT_TRUE(d->Memset8(base, 0x22, 2 * gran, nullptr).ok());
+  ASSERT_EQ(api.cuMemUnmap(base, 2 * gran), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_FALSE(d->Memset8(base, 0, 16, nullptr).ok()) << "an unmapped range takes no new work";
+  ASSERT_EQ(api.cuMemAddressFree(base, 2 * gran), CUDA_SUCCESS);
+  gate.open.store(true);
+  ASSERT_TRUE(d->StreamSynchronize(nullptr).ok());
+}
+
+}  // namespace
+}  // namespace remora::worker::unit
