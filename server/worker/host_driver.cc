@@ -131,7 +131,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status MemFree(DevPtr p) override {
     ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
     ASSIGN_OR_RETURN(Block b, h->Release(p));
-    Retire(b);
+    Retire(b, RetiredMemory::Release::kUnmap);
     return Status::Ok();
   }
 
@@ -159,7 +159,10 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     if (p == nullptr) return Error(Err::kMemoryAllocation, "host allocation of {} failed", FormatSize(bytes));
     return p;
   }
-  void HostFree(void* p) override { std::free(p); }
+  // Copies queued from it still find it (Retire).
+  void HostFree(void* p) override {
+    if (p != nullptr) Retire(Block{static_cast<std::byte*>(p), 0}, RetiredMemory::Release::kFree);
+  }
   // Registered host memory is emulated device memory at the same address.
   Status HostRegister(void* p, size_t bytes) override {
     mapped_[reinterpret_cast<DevPtr>(p)] = Block{static_cast<std::byte*>(p), bytes};
@@ -458,7 +461,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status FreeRange(DevPtr base, uint64_t bytes) override {
     ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(base));
     ASSIGN_OR_RETURN(Block b, h->FreeRange(base, bytes));
-    Retire(b);
+    Retire(b, RetiredMemory::Release::kUnmap);
     return Status::Ok();
   }
   Status MapRange(DevPtr at, uint64_t bytes, int fd, uint64_t offset) override {
@@ -475,8 +478,10 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
 
   // ---- more memory ----
   Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) override {
-    size_t pitch = AlignUp(std::max<size_t>(width, 1), 512);
-    ASSIGN_OR_RETURN(DevPtr p, MemAlloc(pitch * height));
+    size_t pitch = AlignUp(std::max<size_t>(width, 1), 512), bytes;
+    if (__builtin_mul_overflow(pitch, height, &bytes))
+      return Error(Err::kMemoryAllocation, "pitched allocation of {} x {} does not fit in memory", width, height);
+    ASSIGN_OR_RETURN(DevPtr p, MemAlloc(bytes));
     return std::make_pair(p, pitch);
   }
   Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth,
@@ -619,7 +624,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status IpcCloseMemory(DevPtr p) override {
     ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
     ASSIGN_OR_RETURN(Block b, h->Release(p));
-    Retire(b);
+    Retire(b, RetiredMemory::Release::kUnmap);
     return Status::Ok();
   }
   Result<IpcShare> IpcExportEvent(DEvent e) override {
@@ -690,12 +695,13 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
       while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 
-  // Freed device memory's host mapping (`b`) outlives the work every stream had queued at the
-  // free: such work holds its host address (a session's end lets queued work run while it
-  // frees everything - found by fuzz target `request`: a queued memset wrote unmapped memory
-  // and killed the worker). On a GPU that work would find memory the driver has not reused
-  // yet, or fault; here it writes memory no allocation owns any more.
-  void Retire(Block b) {
+  // Freed memory (device memory's host mapping, or a host buffer) outlives the work every
+  // stream had queued at the free: such work holds its host address (a session's end lets
+  // queued work run while it frees everything - found by fuzz target `request`: a queued memset
+  // wrote unmapped memory and killed the worker; a queued copy read a freed bounce buffer). On
+  // a GPU that work would find memory the driver has not reused yet, or fault; here it touches
+  // memory no allocation owns any more.
+  void Retire(Block b, RetiredMemory::Release how) {
     std::vector<EmuDep> until;
     auto note = [&](const std::shared_ptr<EmuStream>& st) {
       uint64_t issued = st->Issued();
@@ -704,11 +710,15 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
     for (auto& [h, st] : streams_) note(st);
     for (auto& [d, st] : legacy_streams_) note(st);
     for (auto& st : draining_) note(st);
-    retired_.emplace_back(b, std::move(until));
+    if (until.empty()) {
+      RetiredMemory now(b, how, {});  // released as it goes out of scope
+    } else {
+      retired_.emplace_back(b, how, std::move(until));
+    }
     SweepRetired();
   }
   void SweepRetired() {
-    std::erase_if(retired_, [](const RetiredMapping& m) { return m.Due(); });
+    std::erase_if(retired_, [](const RetiredMemory& m) { return m.Due(); });
     std::erase_if(draining_, [](const std::shared_ptr<EmuStream>& st) { return st->Idle(); });
   }
 
@@ -809,7 +819,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   std::set<std::pair<int, int>> peers_;
   std::map<DevPtr, Block> mapped_;  // registered host memory the device may use
   std::map<int, uint64_t> limits_;
-  std::vector<RetiredMapping> retired_;                // unmapped once due (Retire), or at the end
+  std::vector<RetiredMemory> retired_;                 // released once due (Retire), or at the end
   std::vector<std::shared_ptr<EmuStream>> draining_;  // destroyed with work still queued
   // Runs the streams' work on a fixed set of threads (declared last: stopped first).
   std::unique_ptr<EmuScheduler> scheduler_ = std::make_unique<EmuScheduler>(kStreamThreads);

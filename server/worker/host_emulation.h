@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -43,19 +44,25 @@ struct Block {
   uint64_t size;
 };
 
-// The host mapping of freed device memory, kept until the streams that had work queued when it
-// was freed have run that far (their tasks hold its host address). Unmapped when destroyed.
-class RetiredMapping {
+// Freed memory whose host address stream work queued before the free still holds: the host
+// mapping of freed device memory, or a freed host buffer (HostAlloc). Kept until the streams
+// that had work queued at the free have run that far; unmapped or freed when destroyed.
+class RetiredMemory {
  public:
-  RetiredMapping(Block b, std::vector<EmuDep> until) : block_(b), until_(std::move(until)) {}
-  RetiredMapping(RetiredMapping&& o) noexcept : block_(std::exchange(o.block_, Block{nullptr, 0})), until_(std::move(o.until_)) {}
-  RetiredMapping& operator=(RetiredMapping&& o) noexcept {
+  enum class Release { kUnmap, kFree };
+  RetiredMemory(Block b, Release how, std::vector<EmuDep> until) : block_(b), how_(how), until_(std::move(until)) {}
+  RetiredMemory(RetiredMemory&& o) noexcept
+      : block_(std::exchange(o.block_, Block{nullptr, 0})), how_(o.how_), until_(std::move(o.until_)) {}
+  RetiredMemory& operator=(RetiredMemory&& o) noexcept {
     std::swap(block_, o.block_);
+    std::swap(how_, o.how_);
     std::swap(until_, o.until_);
     return *this;
   }
-  ~RetiredMapping() {
-    if (block_.host != nullptr) ::munmap(block_.host, block_.size);
+  ~RetiredMemory() {
+    if (block_.host == nullptr) return;
+    if (how_ == Release::kUnmap) ::munmap(block_.host, block_.size);
+    else std::free(block_.host);
   }
   bool Due() const {
     for (const EmuDep& d : until_)
@@ -65,6 +72,7 @@ class RetiredMapping {
 
  private:
   Block block_;
+  Release how_;
   std::vector<EmuDep> until_;
 };
 

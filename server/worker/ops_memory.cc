@@ -327,7 +327,9 @@ Status Handlers::MallocPitch(Executor& ex, uint64_t tag, Req req) {
     return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.initPitched(); });
   if (w > (1ull << 40) || h > (1ull << 32)) return ex.PostReply(tag, Error(Err::kMemoryAllocation, "pitched allocation too large"));
   // Charge a bound first (pitch is a multiple of at most 512), then settle to the real size.
-  uint64_t bound = AlignUp(w, 512) * h;
+  uint64_t bound;
+  if (__builtin_mul_overflow(AlignUp(w, 512), h, &bound))
+    return ex.PostReply(tag, Error(Err::kMemoryAllocation, "pitched allocation of {} x {} does not fit in memory", w, h));
   Status st = ex.Charge(*gpu, bound);
   if (!st.ok()) return ex.PostReply(tag, st);
   st = ex.SetDevice(*gpu);
@@ -336,7 +338,8 @@ Status Handlers::MallocPitch(Executor& ex, uint64_t tag, Req req) {
     ex.ReleaseCharge(*gpu, bound);
     return ex.PostReply(tag, p.status());
   }
-  uint64_t actual = p->second * h;
+  uint64_t actual;
+  if (__builtin_mul_overflow(p->second, h, &actual)) actual = ~0ull;  // a driver's pitch past the bound: refused below
   if (actual < bound) {
     ex.ReleaseCharge(*gpu, bound - actual);
   } else if (actual > bound) {
@@ -352,7 +355,11 @@ Status Handlers::MallocPitch(Executor& ex, uint64_t tag, Req req) {
   al.size = actual;
   al.device = *gpu;
   al.reserved = actual;
-  (void)ex.session().allocations().Insert(al);
+  if (Status in = ex.session().allocations().Insert(al); !in.ok()) {  // never lose track of driver memory
+    (void)ex.driver().MemFree(p->first);
+    ex.ReleaseCharge(*gpu, actual);
+    return ex.PostReply(tag, in);
+  }
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
     auto pp = r.initPitched();
     pp.setPtr(p->first);

@@ -74,6 +74,31 @@ TEST_F(ExecutorTest, CopiesRoundTripThroughDeviceMemory) {
   for (std::byte b : r.bulk) ASSERT_EQ(b, std::byte{0x5a});
 }
 
+// cudaMallocPitch whose size (pitch x height) does not fit in 64 bits is refused; it used
+// to wrap to a tiny size that the driver allocated and the session never recorded, so its
+// memory outlived the session (found by fuzz target `request`).
+TEST_F(ExecutorTest, PitchedAllocationTooLargeToAddressIsRefused) {
+  for (auto [w, h] : {std::pair<uint64_t, uint64_t>{1ull << 40, 1ull << 32}, {(1ull << 40) - 1, 1ull << 24}, {1ull << 33, 1ull << 31}}) {
+    Reply r = Call([&](auto req) {
+      auto m = req.initMallocPitch();
+      m.setWidth(w);
+      m.setHeight(h);
+    });
+    EXPECT_EQ(r.error, Err::kMemoryAllocation) << w << " x " << h << ": " << r.message;
+  }
+  EXPECT_EQ(Used(), 0u);
+  auto mem = driver_->MemGetInfo();
+  ASSERT_TRUE(mem.ok());
+  EXPECT_EQ(mem->free, mem->total) << "driver memory allocated for a refused request";
+  Reply ok = Call([](auto req) {
+    auto m = req.initMallocPitch();
+    m.setWidth(1000);
+    m.setHeight(3);
+  });
+  ASSERT_EQ(ok.error, Err::kSuccess) << ok.message;
+  EXPECT_EQ(Used(), 1024u * 3);
+}
+
 // Pointers the session does not own are refused with kInvalidValue, never touched.
 TEST_F(ExecutorTest, ForgedPointersAreRejected) {
   // Memory that exists in the driver but was not allocated by this session (another

@@ -87,6 +87,37 @@ TEST(HostDriver, WorkOfADestroyedStreamStillFindsItsMemory) {
   ASSERT_TRUE(d->MemFree(*b).ok());
 }
 
+// Host memory of the driver (the worker's bounce buffers and spills): freed while a copy
+// queued from it waits, it must stay until the copy ran (found by fuzz target `request`: a
+// session's end released its bounce buffers under a queued 2D copy - ASan:
+// heap-use-after-free). Without ASan: a buffer this large is its own mapping in glibc, so the
+// late copy faults, or reads its new owner's bytes if the next buffer lands at its address.
+TEST(HostDriver, FreedHostMemoryOutlivesCopiesQueuedFromIt) {
+  auto d = HostDriver();
+  constexpr size_t kBytes = 1 << 20;
+  auto dev = d->MemAlloc(kBytes);
+  ASSERT_TRUE(dev.ok());
+  auto host = d->HostAlloc(kBytes);
+  ASSERT_TRUE(host.ok());
+  auto data = test::RandomBytes(kBytes, 3);
+  std::memcpy(*host, data.data(), kBytes);
+  Gate gate;
+  ASSERT_TRUE(d->LaunchHostFunc(nullptr, &Gate::Wait, &gate).ok());
+  ASSERT_TRUE(d->MemcpyHtoD(*dev, *host, kBytes, nullptr).ok());
+  d->HostFree(*host);
+  auto again = d->HostAlloc(kBytes);  // often the same address
+  ASSERT_TRUE(again.ok());
+  std::memset(*again, 0x5c, kBytes);
+  gate.open.store(true);
+  ASSERT_TRUE(d->StreamSynchronize(nullptr).ok());
+  std::vector<std::byte> back(kBytes);
+  ASSERT_TRUE(d->MemcpyDtoH(back.data(), *dev, kBytes, nullptr).ok());
+  ASSERT_TRUE(d->StreamSynchronize(nullptr).ok());
+  EXPECT_EQ(std::memcmp(back.data(), data.data(), kBytes), 0) << "the queued copy read memory freed before it ran";
+  d->HostFree(*again);
+  ASSERT_TRUE(d->MemFree(*dev).ok());
+}
+
 // Virtual memory: an unmapped range and a freed reservation stay writable for queued work.
 TEST(HostDriver, UnmappedAndFreedRangesStayWritableForQueuedWork) {
   auto d = HostDriver();
