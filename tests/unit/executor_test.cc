@@ -78,7 +78,8 @@ TEST_F(ExecutorTest, CopiesRoundTripThroughDeviceMemory) {
 // to wrap to a tiny size that the driver allocated and the session never recorded, so its
 // memory outlived the session (found by fuzz target `request`).
 TEST_F(ExecutorTest, PitchedAllocationTooLargeToAddressIsRefused) {
-  for (auto [w, h] : {std::pair<uint64_t, uint64_t>{1ull << 40, 1ull << 32}, {(1ull << 40) - 1, 1ull << 24}, {1ull << 33, 1ull << 31}}) {
+  for (std::pair<uint64_t, uint64_t> wh : {std::pair<uint64_t, uint64_t>{1ull << 40, 1ull << 32}, {(1ull << 40) - 1, 1ull << 24}, {1ull << 33, 1ull << 31}}) {
+    uint64_t w = wh.first, h = wh.second;
     Reply r = Call([&](auto req) {
       auto m = req.initMallocPitch();
       m.setWidth(w);
