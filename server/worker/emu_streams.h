@@ -1,6 +1,6 @@
 // Streams of the host-emulated backend: work runs in issue order per stream, after the work
 // of other streams it depends on (the legacy stream's implicit synchronisation,
-// cudaStreamWaitEvent), like on a GPU. Private to host_driver.cc.
+// cudaStreamWaitEvent), like on a GPU. Private to the host backend (host_driver.h).
 //
 // Threads: a fixed pool per driver (EmuScheduler), never one per stream, so a client that
 // creates thousands of streams gets no more threads (docs/SECURITY.md, F5). A stream whose

@@ -1,7 +1,7 @@
 // CUDA arrays on the host-emulated backend: an array is a block of emulated device memory
 // holding its elements packed (rows of width x element size bytes, `rows` rows per slice),
 // with its descriptor; the CUarray the worker receives is an EmuArray*. Copies reach an array
-// through LinearSide (host_driver.cc), so every copy form runs on the same strided copy as
+// through LinearSide (host_driver_memory.cc), so every copy form runs on the same strided copy as
 // linear memory. Texture and surface objects are created and described, never sampled
 // (kernels do not run here).
 #pragma once

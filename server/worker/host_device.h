@@ -2,7 +2,7 @@
 // the emulated GPU: its device memory as host memory, and its streams' order. Device
 // addresses are the fake ones the host driver hands out; a range is translated when a call
 // is made (so a bad one fails the call) and read or written when the stream gets there.
-// Implemented by the host Driver (host_driver.cc); used by the executor's single thread.
+// Implemented by the host Driver (host_driver.h); used by the executor's single thread.
 #pragma once
 
 #include <cstddef>

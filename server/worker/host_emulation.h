@@ -1,4 +1,4 @@
-// Internals of the host-emulated backend (host_driver.cc and its driver-API emulation): the
+// Internals of the host-emulated backend (host_driver.h and its driver-API emulation): the
 // emulated device memory of one GPU and the emulated streams (worker/emu_streams.h). Private to server/worker.
 #pragma once
 
