@@ -258,6 +258,13 @@ class ExecutorTest : public ::testing::Test {
     return Api(::remora::gen::cuda::k_cuStreamWaitEvent, w);
   }
   uint64_t Used() { return ledger_->SessionUsed(slot_, 0); }
+  // The emulated GPU 0 has nothing allocated (the driver's own count, not the ledger's).
+  void ExpectGpu0Empty(const char* what = "device memory left allocated") {
+    ASSERT_TRUE(driver_->SetDevice(0).ok());
+    auto mem = driver_->MemGetInfo();
+    ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+    EXPECT_EQ(mem->free, mem->total) << what;
+  }
 
   void* ledger_mem_ = MAP_FAILED;
   std::optional<Ledger> ledger_;

@@ -168,21 +168,31 @@ TEST_F(ExecutorTest, DataOnARequestThatTakesNoneEndsTheSession) {
   EXPECT_NE(run_status_.message().find("does not take"), std::string::npos) << run_status_.ToString();
 }
 
+class HostFunctionTest : public ExecutorTest {
+ protected:
+  // Queues a host function on the legacy stream and waits for the worker's notice that the
+  // stream reached it: the stream stays blocked until the client answers, which these tests
+  // never do.
+  void BlockLegacyStreamInHostFunction() {
+    Send([](auto r) {
+      auto h = r.initHostFunc();
+      h.initStream().setHandle(0);
+      h.setId(9);
+    }, {}, /*expects_reply=*/false);
+    auto reached = requester_->Receive(kReplyTimeoutMs);
+    ASSERT_TRUE(reached.ok()) << reached.status().ToString();
+    ASSERT_EQ(reached->kind(), FrameKind::kNotice);
+  }
+};
+
 // A client that leaves while a host function it queued blocks the stream, with a copy queued
 // behind it, never runs the function: the session's end must let the function go before it
 // waits for the copy (found by fuzz target `request`: the worker hung in its teardown,
 // holding the tenant's memory, until killed).
-TEST_F(ExecutorTest, SessionEndNeverWaitsForAHostFunctionTheClientWillNotRun) {
+TEST_F(HostFunctionTest, SessionEndNeverWaitsForAHostFunctionTheClientWillNotRun) {
   Reply a = Alloc(1 << 20);
   ASSERT_EQ(a.error, Err::kSuccess);
-  Send([](auto r) {
-    auto h = r.initHostFunc();
-    h.initStream().setHandle(0);
-    h.setId(9);
-  }, {}, /*expects_reply=*/false);
-  auto reached = requester_->Receive(kReplyTimeoutMs);  // the stream is blocked in it now
-  ASSERT_TRUE(reached.ok()) << reached.status().ToString();
-  ASSERT_EQ(reached->kind(), FrameKind::kNotice);
+  ASSERT_NO_FATAL_FAILURE(BlockLegacyStreamInHostFunction());
   auto data = test::RandomBytes(300000, 9);
   Send([&](auto r) {
     auto m = r.initMemcpyHtoD();
@@ -208,18 +218,11 @@ TEST_F(ExecutorTest, SessionEndNeverWaitsForAHostFunctionTheClientWillNotRun) {
 // while the session frees their memory (the fuzz target `request`'s open finding: the worker
 // died writing unmapped emulated device memory on a stream thread). Everything is freed at
 // once and the late work must not crash the worker.
-TEST_F(ExecutorTest, WorkReleasedAtSessionEndRunsWhileItsMemoryIsFreed) {
+TEST_F(HostFunctionTest, WorkReleasedAtSessionEndRunsWhileItsMemoryIsFreed) {
   constexpr uint64_t kBytes = 16 << 20;
   Reply a = Alloc(kBytes);
   ASSERT_EQ(a.error, Err::kSuccess);
-  Send([](auto r) {
-    auto h = r.initHostFunc();
-    h.initStream().setHandle(0);
-    h.setId(9);
-  }, {}, /*expects_reply=*/false);
-  auto reached = requester_->Receive(kReplyTimeoutMs);
-  ASSERT_TRUE(reached.ok()) << reached.status().ToString();
-  ASSERT_EQ(reached->kind(), FrameKind::kNotice);
+  ASSERT_NO_FATAL_FAILURE(BlockLegacyStreamInHostFunction());
   for (int i = 0; i < 64; i++)
     Send([&](auto r) {
       auto m = r.initMemset();
@@ -232,10 +235,7 @@ TEST_F(ExecutorTest, WorkReleasedAtSessionEndRunsWhileItsMemoryIsFreed) {
   EXPECT_EQ(st.code(), Err::kDevicesUnavailable) << st.ToString();
   executor_.reset();
   EXPECT_EQ(Used(), 0u);
-  ASSERT_TRUE(driver_->SetDevice(0).ok());
-  auto mem = driver_->MemGetInfo();
-  ASSERT_TRUE(mem.ok());
-  EXPECT_EQ(mem->free, mem->total);
+  ExpectGpu0Empty();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the late memsets run meanwhile
 }
 
@@ -305,10 +305,7 @@ TEST_F(ExecutorTest, EverythingIsReleasedWhenTheSessionEnds) {
     executor_.reset();  // the worker tears the session down
     EXPECT_EQ(Used(), 0u);
     EXPECT_EQ(ledger_->Tenant(tenant_, 0).used, 0u);
-    ASSERT_TRUE(driver_->SetDevice(0).ok());
-    auto mem = driver_->MemGetInfo();
-    ASSERT_TRUE(mem.ok());
-    EXPECT_EQ(mem->free, mem->total) << "device memory left allocated";
+    ExpectGpu0Empty("device memory left allocated");
   }
 }
 
@@ -345,10 +342,7 @@ TEST_F(ExecutorBatchTest, FreeFollowedByGoodbyeIsReleased) {
   (void)free_tag;
   executor_.reset();
   EXPECT_EQ(Used(), 0u) << "the freed allocation is still charged to the tenant";
-  ASSERT_TRUE(driver_->SetDevice(0).ok());
-  auto mem = driver_->MemGetInfo();
-  ASSERT_TRUE(mem.ok());
-  EXPECT_EQ(mem->free, mem->total) << "the freed allocation's device memory was leaked";
+  ExpectGpu0Empty("the freed allocation's device memory was leaked");
 }
 
 // Control for the test above: the same batch without the free is fully released (so a
@@ -364,10 +358,7 @@ TEST_F(ExecutorBatchTest, AllocFollowedByGoodbyeIsReleased) {
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
   executor_.reset();
   EXPECT_EQ(Used(), 0u);
-  ASSERT_TRUE(driver_->SetDevice(0).ok());
-  auto mem = driver_->MemGetInfo();
-  ASSERT_TRUE(mem.ok());
-  EXPECT_EQ(mem->free, mem->total);
+  ExpectGpu0Empty();
 }
 
 
