@@ -161,7 +161,7 @@ class EmulatedHeap {
     if (it == r->mapped.end() || it->second != bytes) return Error(Err::kInvalidValue, "0x{:x}+{} is not a mapping", at, bytes);
     // Back to reserved address space without memory as far as Translate is concerned; the host
     // pages stay writable (anonymous, untouched until written) for stream work queued before
-    // the unmap, which holds their address (RetiredMapping's reason, for a range kept reserved).
+    // the unmap, which holds their address (RetiredMemory's reason, for a range kept reserved).
     ::mmap(r->host + (at - ReservedBase(at)), bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
            -1, 0);
     r->mapped.erase(it);

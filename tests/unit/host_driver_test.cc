@@ -1,5 +1,5 @@
 // server/worker: the host-emulated driver's memory against the work its streams still have
-// queued - freed memory stays mapped for work issued before the free (RetiredMapping).
+// queued - freed memory stays mapped for work issued before the free (RetiredMemory).
 #include <gtest/gtest.h>
 
 #include <atomic>
