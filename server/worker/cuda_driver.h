@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <sys/mman.h>
 
 #include <memory>
 #include <string>
@@ -117,6 +118,10 @@ class CudaDriver final : public Driver {
   void HostFree(void* p) override;
   Status HostRegister(void* p, size_t bytes) override;
   void HostUnregister(void* p) override { api_.cuMemHostUnregister(p); }
+  void HostUnregisterAndUnmap(void* p, size_t bytes) override {
+    HostUnregister(p);
+    ::munmap(p, bytes);
+  }
   Result<DevPtr> HostDevicePointer(void* p) override;
 
   Result<DStream> StreamCreate(unsigned flags, int priority) override;

@@ -138,6 +138,12 @@ class Driver {
   // Registers host memory for DMA and maps it for the device (kernels may read and write it).
   virtual Status HostRegister(void* p, size_t bytes) = 0;
   virtual void HostUnregister(void* p) = 0;
+  // Unregisters a host region the caller mapped and registered (`bytes` from `p`) and unmaps
+  // it: from here on the mapping is the driver's. Work already queued that reads or writes the
+  // region must not fault the worker: the host backend keeps the mapping until the streams
+  // that had work queued have run that far; on a GPU the caller has waited for that work (an
+  // unregistration), or the session is ending and its process exits.
+  virtual void HostUnregisterAndUnmap(void* p, size_t bytes) = 0;
   // The device's address of registered host memory `p`.
   virtual Result<DevPtr> HostDevicePointer(void* p) = 0;
 

@@ -33,6 +33,7 @@ class DriverWrapper : public Driver {
   void HostFree(void* p) override { t_.HostFree(p); }
   Status HostRegister(void* p, size_t bytes) override { return t_.HostRegister(p, bytes); }
   void HostUnregister(void* p) override { t_.HostUnregister(p); }
+  void HostUnregisterAndUnmap(void* p, size_t bytes) override { t_.HostUnregisterAndUnmap(p, bytes); }
   Result<DevPtr> HostDevicePointer(void* p) override { return t_.HostDevicePointer(p); }
   Result<DStream> StreamCreate(unsigned flags, int priority) override { return t_.StreamCreate(flags, priority); }
   Status StreamDestroy(DStream s) override { return t_.StreamDestroy(s); }

@@ -75,6 +75,11 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // Registered host memory is emulated device memory at the same address.
   Status HostRegister(void* p, size_t bytes) override;
   void HostUnregister(void* p) override { mapped_.erase(reinterpret_cast<DevPtr>(p)); }
+  // Queued work still finds the region (Retire).
+  void HostUnregisterAndUnmap(void* p, size_t bytes) override {
+    HostUnregister(p);
+    Retire(Block{static_cast<std::byte*>(p), bytes}, RetiredMemory::Release::kUnmap);
+  }
   Result<DevPtr> HostDevicePointer(void* p) override;
 
   Result<DStream> StreamCreate(unsigned flags, int) override;

@@ -71,8 +71,8 @@ class UnregisterRegionOp final : public PendingOp {
     auto it = ex.session().host_regions().find(id_);
     if (it != ex.session().host_regions().end()) {
       if (it->second.device != 0) (void)ex.session().allocations().Erase(it->second.device);
-      if (it->second.registered) ex.driver().HostUnregister(it->second.base);
-      ::munmap(it->second.base, it->second.size);
+      if (it->second.registered) ex.driver().HostUnregisterAndUnmap(it->second.base, it->second.size);
+      else ::munmap(it->second.base, it->second.size);
       ex.resources().Release(Resource::kPinnedBytes, it->second.size);
       ex.session().host_regions().erase(it);
     }

@@ -79,8 +79,9 @@ void SessionState::ReleaseAll(Driver& driver, Releaser& r) {
   });
   pools_.Clear();
   for (auto& [id, region] : host_regions_) {
-    if (region.registered) driver.HostUnregister(region.base);
-    ::munmap(region.base, region.size);
+    // Work still queued on it (released above, or never waited for) finds it mapped.
+    if (region.registered) driver.HostUnregisterAndUnmap(region.base, region.size);
+    else ::munmap(region.base, region.size);
   }
   host_regions_.clear();
   // The virtual memory API's objects: mappings, then physical memory, then the ranges.

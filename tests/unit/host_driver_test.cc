@@ -1,6 +1,7 @@
 // server/worker: the host-emulated driver's memory against the work its streams still have
 // queued - freed memory stays mapped for work issued before the free (RetiredMemory).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <chrono>
@@ -116,6 +117,25 @@ TEST(HostDriver, FreedHostMemoryOutlivesCopiesQueuedFromIt) {
   EXPECT_EQ(std::memcmp(back.data(), data.data(), kBytes), 0) << "the queued copy read memory freed before it ran";
   d->HostFree(*again);
   ASSERT_TRUE(d->MemFree(*dev).ok());
+}
+
+// A client's host region (shared memory the worker mapped and registered): at a session's end
+// it is unregistered and unmapped while work queued on it may still run.
+TEST(HostDriver, UnmappedHostRegionOutlivesWorkQueuedOnIt) {
+  auto d = HostDriver();
+  constexpr size_t kBytes = 1 << 20;
+  void* region = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(region, MAP_FAILED);
+  ASSERT_TRUE(d->HostRegister(region, kBytes).ok());
+  auto dev = d->HostDevicePointer(region);
+  ASSERT_TRUE(dev.ok());
+  Gate gate;
+  ASSERT_TRUE(d->LaunchHostFunc(nullptr, &Gate::Wait, &gate).ok());
+  ASSERT_TRUE(d->Memset8(*dev, 0x33, kBytes, nullptr).ok());  // the device writes the region
+  d->HostUnregisterAndUnmap(region, kBytes);
+  EXPECT_FALSE(d->HostDevicePointer(region).ok()) << "an unregistered region takes no new work";
+  gate.open.store(true);
+  ASSERT_TRUE(d->StreamSynchronize(nullptr).ok());  // without the retired mapping: SIGSEGV
 }
 
 // Virtual memory: an unmapped range and a freed reservation stay writable for queued work.
