@@ -341,6 +341,54 @@ Result<EmulatedHeap*> HostDriver::HeapOf(DevPtr p) {
   return Error(Err::kInvalidValue, "0x{:x} is not emulated device memory", p);
 }
 
+void HostDriver::Retire(Block b, RetiredMemory::Release how) {
+  std::vector<EmuDep> until;
+  auto note = [&](const std::shared_ptr<EmuStream>& st) {
+    uint64_t issued = st->Issued();
+    if (st->completed.load() < issued) until.push_back(EmuDep{st, issued});
+  };
+  for (auto& [h, st] : streams_) note(st);
+  for (auto& [d, st] : legacy_streams_) note(st);
+  for (auto& st : draining_) note(st);
+  if (until.empty()) {
+    RetiredMemory now(b, how, {});  // released as it goes out of scope
+  } else {
+    // Memory kept only for late work costs address space, not RAM: its pages are replaced
+    // by fresh ones that stay unallocated unless that work writes them (reads see zeros, which
+    // is all work racing a free may expect). A client that keeps a stream blocked while it
+    // allocates and frees cannot grow the worker this way.
+    if (how == RetiredMemory::Release::kUnmap)
+      (void)::mmap(b.host, b.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    retired_.emplace_back(b, how, std::move(until));
+  }
+  SweepRetired();
+}
+
+void HostDriver::SweepRetired() {
+  std::erase_if(retired_, [](const RetiredMemory& m) { return m.Due(); });
+  std::erase_if(draining_, [](const std::shared_ptr<EmuStream>& st) { return st->Idle(); });
+}
+
+Result<std::shared_ptr<EmuStream>> HostDriver::Stream(DStream s) {
+  if (s == nullptr) {
+    auto& legacy = legacy_streams_[current_];
+    if (!legacy) legacy = std::make_shared<EmuStream>(true, scheduler_.get());
+    return legacy;
+  }
+  auto it = streams_.find(s);
+  if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
+  return it->second;
+}
+
+Status HostDriver::InOrder(DStream s, std::function<void()> task, CUgraphNodeType type) {
+  if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, type, std::move(task));
+  if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
+  ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
+  // A wait for a value blocks its stream, never the worker's loop (as on a GPU).
+  st->Submit(st, DepsOf(s, st), std::move(task), /*inline_ok=*/type != CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+  return Status::Ok();
+}
+
 }  // namespace remora::worker::host
 
 namespace remora::worker {

@@ -67,48 +67,6 @@ void HostDriver::WaitAllStreams() {
     while (st->completed.load() < st->Issued()) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
-void HostDriver::Retire(Block b, RetiredMemory::Release how) {
-  std::vector<EmuDep> until;
-  auto note = [&](const std::shared_ptr<EmuStream>& st) {
-    uint64_t issued = st->Issued();
-    if (st->completed.load() < issued) until.push_back(EmuDep{st, issued});
-  };
-  for (auto& [h, st] : streams_) note(st);
-  for (auto& [d, st] : legacy_streams_) note(st);
-  for (auto& st : draining_) note(st);
-  if (until.empty()) {
-    RetiredMemory now(b, how, {});  // released as it goes out of scope
-  } else {
-    retired_.emplace_back(b, how, std::move(until));
-  }
-  SweepRetired();
-}
-
-void HostDriver::SweepRetired() {
-  std::erase_if(retired_, [](const RetiredMemory& m) { return m.Due(); });
-  std::erase_if(draining_, [](const std::shared_ptr<EmuStream>& st) { return st->Idle(); });
-}
-
-Result<std::shared_ptr<EmuStream>> HostDriver::Stream(DStream s) {
-  if (s == nullptr) {
-    auto& legacy = legacy_streams_[current_];
-    if (!legacy) legacy = std::make_shared<EmuStream>(true, scheduler_.get());
-    return legacy;
-  }
-  auto it = streams_.find(s);
-  if (it == streams_.end()) return Error(Err::kInvalidResourceHandle, "unknown emulated stream");
-  return it->second;
-}
-
-Status HostDriver::InOrder(DStream s, std::function<void()> task, CUgraphNodeType type) {
-  if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, type, std::move(task));
-  if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
-  ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
-  // A wait for a value blocks its stream, never the worker's loop (as on a GPU).
-  st->Submit(st, DepsOf(s, st), std::move(task), /*inline_ok=*/type != CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
-  return Status::Ok();
-}
-
 Result<IpcEventState*> HostDriver::MapEventState(int fd) {
   struct stat st;
   if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof(IpcEventState))
