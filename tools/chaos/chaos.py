@@ -611,6 +611,26 @@ class Soak:
         self.supervisor_fd_base = min(len(fd_links(self.server.pid)) for _ in range(5) if time.sleep(0.1) is None)
 
     def run(self):
+        try:
+            return self.soak()
+        except BaseException:
+            self.abandon()
+            raise
+
+    def abandon(self):
+        """A soak interrupted (SIGTERM, Ctrl-C, an error of the soak itself) leaves nothing
+        running: its clients and its supervisor are killed (the workers end with their
+        supervisor)."""
+        for c in self.clients.values():
+            if c.p.poll() is None:
+                c.p.kill()
+                c.p.wait()
+        server = getattr(self, "server", None)
+        if server is not None and server.poll() is None:
+            server.kill()
+            server.wait()
+
+    def soak(self):
         log(f"soak in {self.dir}: {self.a.clients} clients, {self.a.duration} s, seed {self.a.seed}")
         self.start_server()
         for i in range(self.a.tenants):
@@ -716,6 +736,8 @@ def main():
     p.add_argument("--tmp", default=None, help="where the soak's directory goes (default $TMPDIR)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
+    # SIGTERM (a CI job's timeout, a developer's kill) ends the soak as Ctrl-C does: cleaned up.
+    signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
     sys.exit(Soak(a).run())
 
 
