@@ -353,12 +353,6 @@ void HostDriver::Retire(Block b, RetiredMemory::Release how) {
   if (until.empty()) {
     RetiredMemory now(b, how, {});  // released as it goes out of scope
   } else {
-    // Memory kept only for late work costs address space, not RAM: its pages are replaced
-    // by fresh ones that stay unallocated unless that work writes them (reads see zeros, which
-    // is all work racing a free may expect). A client that keeps a stream blocked while it
-    // allocates and frees cannot grow the worker this way.
-    if (how == RetiredMemory::Release::kUnmap)
-      (void)::mmap(b.host, b.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     retired_.emplace_back(b, how, std::move(until));
   }
   SweepRetired();

@@ -2,11 +2,9 @@
 // queued - freed memory stays mapped for work issued before the free (RetiredMemory).
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -66,36 +64,6 @@ TEST(HostDriver, FreedMemoryStaysMappedForWorkQueuedBeforeTheFree) {
   EXPECT_EQ(std::memcmp(back.data(), data.data(), kBytes), 0) << "work queued before the free wrote the new allocation";
   ASSERT_TRUE(d->MemFree(*b).ok());
   ASSERT_TRUE(d->StreamDestroy(*s).ok());
-}
-
-// Resident memory of this process, in bytes.
-uint64_t ResidentBytes() {
-  unsigned long pages = 0, resident = 0;
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  if (std::fscanf(f, "%lu %lu", &pages, &resident) != 2) resident = 0;
-  std::fclose(f);
-  return uint64_t{resident} * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-// Kept only for late work, freed memory costs no RAM: a client that keeps a stream blocked
-// while it allocates, fills and frees cannot grow the worker.
-TEST(HostDriver, MemoryRetiredForLateWorkHoldsNoRam) {
-  auto d = HostDriver();
-  constexpr size_t kBytes = 64 << 20;
-  auto a = d->MemAlloc(kBytes);
-  ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(d->Memset8(*a, 0x44, kBytes, nullptr).ok());  // every page touched
-  ASSERT_TRUE(d->StreamSynchronize(nullptr).ok());
-  Gate gate;
-  ASSERT_TRUE(d->LaunchHostFunc(nullptr, &Gate::Wait, &gate).ok());
-  ASSERT_TRUE(d->Memset8(*a, 0x55, 4096, nullptr).ok());  // late work on its first page
-  uint64_t before = ResidentBytes();
-  ASSERT_TRUE(d->MemFree(*a).ok());
-  uint64_t after = ResidentBytes();
-  EXPECT_GT(before, after + (kBytes / 4) * 3) << "resident " << before << " before the free, " << after << " after";
-  gate.open.store(true);
-  ASSERT_TRUE(d->StreamSynchronize(nullptr).ok());
 }
 
 // The same for a stream destroyed with the work still queued (cuStreamDestroy returns at once).
