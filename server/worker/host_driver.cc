@@ -96,18 +96,28 @@ Result<uint64_t> HostDriver::ProcessMemory(int) {
 
 Result<MemoryInfo> HostDriver::MemGetInfo() {
   EmulatedHeap& h = heaps_[static_cast<size_t>(current_)];
-  return MemoryInfo{h.capacity() - h.used(), h.capacity()};
+  uint64_t in_use = std::min(h.capacity(), h.used() + RetiredOn(current_));
+  return MemoryInfo{h.capacity() - in_use, h.capacity()};
 }
 
 Result<DevPtr> HostDriver::MemAlloc(size_t bytes) {
-  SweepRetired();
-  return heaps_[static_cast<size_t>(current_)].Alloc(bytes);
+  EmulatedHeap& h = heaps_[static_cast<size_t>(current_)];
+  // Freed memory that queued work still holds is not available yet (its address range is):
+  // without this a client that keeps a stream blocked while it allocates and frees would
+  // grow its worker without bound.
+  uint64_t held = RetiredOn(current_);
+  if (held > 0 && AlignUp(std::max<uint64_t>(bytes, 1), kAlign) > h.capacity() - std::min(h.capacity(), h.used() + held))
+    return Error(Err::kMemoryAllocation,
+                 "emulated GPU is out of memory ({} requested, {} of {} in use, {} more freed but still held by "
+                 "work queued before the free)",
+                 FormatSize(bytes), FormatSize(h.used()), FormatSize(h.capacity()), FormatSize(held));
+  return h.Alloc(bytes);
 }
 
 Status HostDriver::MemFree(DevPtr p) {
   ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
   ASSIGN_OR_RETURN(Block b, h->Release(p));
-  Retire(b, RetiredMemory::Release::kUnmap);
+  Retire(b, RetiredMemory::Release::kUnmap, DeviceOf(h));
   return Status::Ok();
 }
 
@@ -341,7 +351,7 @@ Result<EmulatedHeap*> HostDriver::HeapOf(DevPtr p) {
   return Error(Err::kInvalidValue, "0x{:x} is not emulated device memory", p);
 }
 
-void HostDriver::Retire(Block b, RetiredMemory::Release how) {
+void HostDriver::Retire(Block b, RetiredMemory::Release how, int device) {
   std::vector<EmuDep> until;
   auto note = [&](const std::shared_ptr<EmuStream>& st) {
     uint64_t issued = st->Issued();
@@ -353,9 +363,16 @@ void HostDriver::Retire(Block b, RetiredMemory::Release how) {
   if (until.empty()) {
     RetiredMemory now(b, how, {});  // released as it goes out of scope
   } else {
-    retired_.emplace_back(b, how, std::move(until));
+    retired_.emplace_back(b, how, std::move(until), device);
   }
   SweepRetired();
+}
+
+uint64_t HostDriver::RetiredOn(int device) {
+  SweepRetired();
+  uint64_t held = 0;
+  for (const RetiredMemory& m : retired_) held += m.HeldOn(device);
+  return held;
 }
 
 void HostDriver::SweepRetired() {

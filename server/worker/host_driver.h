@@ -201,8 +201,11 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // wrote unmapped memory and killed the worker; a queued copy read a freed bounce buffer). On
   // a GPU that work would find memory the driver has not reused yet, or fault; here it touches
   // memory no allocation owns any more.
-  void Retire(Block b, RetiredMemory::Release how);
+  // `device`: the emulated GPU whose memory `b` was (it stays counted there), or -1.
+  void Retire(Block b, RetiredMemory::Release how, int device = -1);
   void SweepRetired();
+  // Bytes of `device`'s freed memory still held for queued work (after a sweep).
+  uint64_t RetiredOn(int device);
 
   // The emulated stream behind a handle; nullptr is the current device's legacy stream.
   Result<std::shared_ptr<EmuStream>> Stream(DStream s);
@@ -223,6 +226,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Result<std::byte*> Span(const CopySide& side, uint64_t width, uint64_t height, uint64_t depth);
   Result<std::byte*> Side(const CopySide& side, uint64_t offset, uint64_t n);
   Result<EmulatedHeap*> HeapOf(DevPtr p);
+  int DeviceOf(const EmulatedHeap* h) const { return static_cast<int>(h - heaps_.data()); }
 
   HostDriverOptions options_;
   HostGraphs graphs_;                    // before api_, which refers to it

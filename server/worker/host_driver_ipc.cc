@@ -22,7 +22,7 @@ Result<DevPtr> HostDriver::IpcOpenMemory(const IpcShare& share, uint64_t size) {
 Status HostDriver::IpcCloseMemory(DevPtr p) {
   ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
   ASSIGN_OR_RETURN(Block b, h->Release(p));
-  Retire(b, RetiredMemory::Release::kUnmap);
+  Retire(b, RetiredMemory::Release::kUnmap);  // another process's memory: not this GPU's use
   return Status::Ok();
 }
 

@@ -47,18 +47,25 @@ struct Block {
 // Freed memory whose host address stream work queued before the free still holds: the host
 // mapping of freed device memory, or a freed host buffer (HostAlloc). Kept until the streams
 // that had work queued at the free have run that far; unmapped or freed when destroyed.
+// `device`: the emulated GPU whose memory it was (its bytes still count against that GPU's
+// capacity, as asynchronously freed memory does on a GPU until its stream reaches the free),
+// or -1 (host memory, a client's region, a reservation).
 class RetiredMemory {
  public:
   enum class Release { kUnmap, kFree };
-  RetiredMemory(Block b, Release how, std::vector<EmuDep> until) : block_(b), how_(how), until_(std::move(until)) {}
+  RetiredMemory(Block b, Release how, std::vector<EmuDep> until, int device = -1)
+      : block_(b), how_(how), until_(std::move(until)), device_(device) {}
   RetiredMemory(RetiredMemory&& o) noexcept
-      : block_(std::exchange(o.block_, Block{nullptr, 0})), how_(o.how_), until_(std::move(o.until_)) {}
+      : block_(std::exchange(o.block_, Block{nullptr, 0})), how_(o.how_), until_(std::move(o.until_)), device_(o.device_) {}
   RetiredMemory& operator=(RetiredMemory&& o) noexcept {
     std::swap(block_, o.block_);
     std::swap(how_, o.how_);
     std::swap(until_, o.until_);
+    std::swap(device_, o.device_);
     return *this;
   }
+  // Device memory's bytes held for `device`, else 0.
+  uint64_t HeldOn(int device) const { return device_ == device && block_.host != nullptr ? block_.size : 0; }
   ~RetiredMemory() {
     if (block_.host == nullptr) return;
     if (how_ == Release::kUnmap) ::munmap(block_.host, block_.size);
@@ -74,6 +81,7 @@ class RetiredMemory {
   Block block_;
   Release how_;
   std::vector<EmuDep> until_;
+  int device_;
 };
 
 // An address range of cuMemAddressReserve: host address space of the same size (no access),

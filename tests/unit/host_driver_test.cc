@@ -44,7 +44,7 @@ TEST(HostDriver, FreedMemoryStaysMappedForWorkQueuedBeforeTheFree) {
   ASSERT_TRUE(d->MemFree(*a).ok());
   auto mem = d->MemGetInfo();
   ASSERT_TRUE(mem.ok());
-  EXPECT_EQ(mem->free, mem->total) << "freed memory is free at once";
+  EXPECT_EQ(mem->free, mem->total - kBytes) << "freed memory held for queued work is not free yet";
   EXPECT_FALSE(d->Memset8(*a, 0, 16, nullptr).ok()) << "freed memory takes no new work";
 
   // The range may be allocated again at once; its new memory is its own.
@@ -64,6 +64,44 @@ TEST(HostDriver, FreedMemoryStaysMappedForWorkQueuedBeforeTheFree) {
   EXPECT_EQ(std::memcmp(back.data(), data.data(), kBytes), 0) << "work queued before the free wrote the new allocation";
   ASSERT_TRUE(d->MemFree(*b).ok());
   ASSERT_TRUE(d->StreamDestroy(*s).ok());
+}
+
+// Freed memory held for queued work counts against its GPU until that work ran, so a client
+// that keeps a stream blocked while it allocates and frees (cudaFreeAsync does not wait on
+// this backend) gets cudaErrorMemoryAllocation instead of growing its worker past the GPU's
+// size. Before the bound: 2 GiB held for a 1 GiB GPU, all of it allocated.
+TEST(HostDriver, FreedMemoryHeldForQueuedWorkCountsAgainstItsGpu) {
+  auto d = HostDriver();  // 1 GiB
+  constexpr size_t kBytes = 256 << 20;
+  Gate gate;
+  ASSERT_TRUE(d->LaunchHostFunc(nullptr, &Gate::Wait, &gate).ok());
+  int allocated = 0;
+  Status refused = Status::Ok();
+  for (int i = 0; i < 8; i++) {
+    auto a = d->MemAlloc(kBytes);
+    if (!a.ok()) {
+      refused = a.status();
+      break;
+    }
+    allocated++;
+    ASSERT_TRUE(d->Memset8(*a, 0x44, kBytes, nullptr).ok());  // queued behind the gate: touches every page
+    ASSERT_TRUE(d->MemFree(*a).ok());
+  }
+  EXPECT_EQ(allocated, 4) << "a 1 GiB GPU held more than 1 GiB of freed memory for queued work";
+  EXPECT_EQ(refused.code(), Err::kMemoryAllocation) << refused.ToString();
+  EXPECT_NE(refused.message().find("held by work queued"), std::string::npos) << refused.ToString();
+  auto mem = d->MemGetInfo();
+  ASSERT_TRUE(mem.ok());
+  EXPECT_EQ(mem->free, 0u);
+
+  gate.open.store(true);
+  ASSERT_TRUE(d->StreamSynchronize(nullptr).ok());
+  mem = d->MemGetInfo();
+  ASSERT_TRUE(mem.ok());
+  EXPECT_EQ(mem->free, mem->total) << "the queued work ran: its memory is free";
+  auto a = d->MemAlloc(kBytes);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(d->MemFree(*a).ok());
 }
 
 // The same for a stream destroyed with the work still queued (cuStreamDestroy returns at once).
