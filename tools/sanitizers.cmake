@@ -21,9 +21,15 @@
 set(REMORA_SANITIZER_PRELOAD "")
 set(REMORA_CAPNP_FROM_SOURCE OFF)
 set(REMORA_GENERATED_COMPILE_OPTIONS "")
+set(REMORA_SANITIZER_HOT_OPTIONS "")
 if(REMORA_SANITIZE STREQUAL "" AND NOT REMORA_FUZZ)
   return()
 endif()
+# Code a test runs millions of times (the compute scheduler under its simulated GPU:
+# compute_sched_test steps it about 3 million times) keeps -O1 in a sanitizer tree compiled
+# at -O0, as CI's ASan stage is (tools/robustness.sh): unoptimised it took over 120 s under
+# ASan against 43 s at -O1. A later -O flag wins, so this overrides the build type's.
+set(REMORA_SANITIZER_HOT_OPTIONS -O1)
 # The generated API code (tools/gen/apigen: thousands of small marshalling functions) at -O0:
 # a file compiles about four times faster than at -O1 under ASan (cublas_dispatch.cc: 22 s
 # against 93 s) and stays fully instrumented. On a cold TSan tree the gain was small (its
