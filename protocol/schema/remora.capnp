@@ -35,6 +35,10 @@ struct Hello {
   encrypt @6 :UInt8;           # the client's REMORA_ENCRYPT: 0 off, 1 auto, 2 on
   ciphers @7 :UInt32;          # bit (1 << cipher) for each record cipher it runs
   dataStreams @8 :UInt8;       # tcp: parallel data connections the client would open (0: none)
+  window @9 :UInt8;            # the client's index for this server (0 for one server): the session
+                               # mints its handles, and the host backend its device addresses, in
+                               # this window, so objects of several servers never collide in one
+                               # application (docs/PROTOCOL.md, "Windows")
 }
 
 struct Challenge {

@@ -107,6 +107,7 @@ Result<SessionInfo> RunClientHandshake(FrameSocket& sock, const ClientHandshakeO
     hello.setEncrypt(static_cast<uint8_t>(mode));
     hello.setCiphers(options.can_encrypt ? SupportedCiphers() : 0);
     hello.setDataStreams(static_cast<uint8_t>(std::min(options.data_streams, kMaxDataStreams)));
+    hello.setWindow(options.window);
     hello_body = Copy(msg.Flatten());
   }
   RETURN_IF_ERROR(WriteBody(sock, hello_body, fds));
@@ -274,6 +275,7 @@ Result<std::vector<uint64_t>> ServerHandshake::OnHello(std::span<const uint64_t>
     client_mode = static_cast<EncryptMode>(e);
     client_ciphers = h.getCiphers();
     s.peer.data_streams_wanted = std::min<uint32_t>(h.getDataStreams(), kMaxDataStreams);
+    s.peer.window = h.getWindow();
     return Status::Ok();
   });
   if (!st.ok()) return refuse(Err::kInvalidValue, st.message(), st);

@@ -127,6 +127,7 @@ ClientHandshakeOptions HandshakeOptions(const ConnectOptions& o, bool can_encryp
   h.encrypt = o.encrypt;
   h.can_encrypt = can_encrypt;
   h.insecure_local = o.insecure_local;
+  h.window = o.window;
   return h;
 }
 

@@ -136,6 +136,7 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
   if (options_.backend == "host")
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
   if (peer.keys) args.push_back("--encrypted");
+  if (peer.window != 0) args.insert(args.end(), {"--window", std::to_string(peer.window)});
   // tcp: data connections to stripe bulk over (none for encrypted sessions: their bulk stays
   // sealed on the control connection).
   if (conn.kind == TransportKind::kTcp && !peer.keys) {

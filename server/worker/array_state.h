@@ -59,6 +59,11 @@ class ArrayTables {
  public:
   HandleTable<ArrayInfo>& arrays() { return arrays_; }
   HandleTable<MipmapInfo>& mipmaps() { return mipmaps_; }
+  // Mints later handles in the session's window (handle_table.h).
+  void SetWindow(uint8_t window) {
+    arrays_.SetWindow(window);
+    mipmaps_.SetWindow(window);
+  }
   std::map<ObjectKey, TexSurfInfo>& objects() { return objects_; }
 
   // The array `handle`, after checking that a copy of `width` bytes x `height` rows x `depth`

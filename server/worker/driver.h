@@ -276,8 +276,10 @@ class DriverStaging final : public StagingAllocator {
 };
 
 struct HostDriverOptions {
-  int gpus = 1;
+  int gpus = 1;  // at most 16
   uint64_t memory_per_gpu = 16ull << 30;
+  // The session's window (Hello.window): its device addresses lie in it (host_emulation.h).
+  uint8_t window = 0;
 };
 
 std::unique_ptr<Driver> MakeHostDriver(const HostDriverOptions& options);

@@ -27,6 +27,7 @@ Executor::Executor(Connection& conn, Driver& driver, StagingAllocator& staging, 
                    ControlSource* control)
     : conn_(conn), driver_(driver), config_(std::move(config)), control_(control), staging_(staging), frames_(conn, config_.limits.spill_bytes),
       replies_(conn), ipc_(std::make_unique<IpcState>()) {
+  session_.SetWindow(config_.window);
   BindLibrary(static_cast<uint16_t>(Domain::kCuda), &gen::cuda::Ops(), &driver_.cuda());
   if (config_.compute != nullptr) compute_ = std::make_unique<ComputeHook>(*config_.compute, config_.ledger_slot, *this);
 }

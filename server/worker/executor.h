@@ -62,6 +62,10 @@ struct SessionConfig {
   // client_deadline_ns while the executor was reading (0: never, unit tests).
   uint64_t client_deadline_ns = 0;
   uint64_t heartbeat_ns = 250'000'000;
+  // The client's window for this server (Hello.window): the session's handles carry it, so
+  // they never collide with another server's in one application (handle_table.h). The
+  // host backend's device addresses take theirs from HostDriverOptions::window.
+  uint8_t window = 0;
 };
 
 // Supervisor-to-worker events, polled by the executor (about every millisecond).

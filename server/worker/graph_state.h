@@ -123,6 +123,13 @@ class GraphTables {
   HandleTable<GraphExec>& execs() { return execs_; }
   HandleTable<GraphNode>& nodes() { return nodes_; }
   HandleTable<UserObject>& user_objects() { return user_objects_; }
+  // Mints later handles in the session's window (handle_table.h).
+  void SetWindow(uint8_t window) {
+    graphs_.SetWindow(window);
+    execs_.SetWindow(window);
+    nodes_.SetWindow(window);
+    user_objects_.SetWindow(window);
+  }
 
   // The handle of driver graph `g`, registered if new (parent: the owning graph, 0 for a
   // graph the application owns).

@@ -60,7 +60,7 @@ std::vector<int32_t> EmulatedAttributes(int device) {
 
 HostDriver::HostDriver(const HostDriverOptions& o)
     : options_(o), graphs_(*this), api_(MakeHostCudaApi(*this, *this, graphs_)) {
-  for (int i = 0; i < o.gpus; i++) heaps_.emplace_back(kDeviceBase + uint64_t(i) * kDeviceStride, o.memory_per_gpu);
+  for (int i = 0; i < o.gpus; i++) heaps_.emplace_back(DeviceBase(o.window, i), o.memory_per_gpu);
 }
 
 HostDriver::~HostDriver() {

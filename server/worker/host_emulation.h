@@ -35,8 +35,16 @@ namespace remora::worker::host {
 
 // Fake device addresses start here, 1 TiB apart per emulated GPU: far from where Linux
 // places executables, heaps and mmaps, so they do not alias the client's host pointers.
+// A session in window w (Hello.window) has its GPUs' addresses w windows of 16 GPUs further
+// (from 48 TiB on, past the 47-bit user address space from window 6 on: no host pointer is
+// there either), so two servers' device pointers never collide in one application.
 constexpr uint64_t kDeviceBase = 0x200000000000ull;
 constexpr uint64_t kDeviceStride = 1ull << 40;
+constexpr int kMaxGpusPerWindow = 16;
+constexpr uint64_t kWindowStride = kDeviceStride * kMaxGpusPerWindow;
+constexpr uint64_t DeviceBase(uint8_t window, int gpu) {
+  return kDeviceBase + uint64_t{window} * kWindowStride + static_cast<uint64_t>(gpu) * kDeviceStride;
+}
 constexpr uint64_t kAlign = 512;
 
 struct Block {

@@ -41,11 +41,14 @@ void OnSignal(int) {
   if (g_executor != nullptr) g_executor->Stop();
 }
 
-Result<std::unique_ptr<Driver>> MakeDriver(const std::string& backend, int host_gpus, const std::string& host_mem) {
+Result<std::unique_ptr<Driver>> MakeDriver(const std::string& backend, int host_gpus, const std::string& host_mem,
+                                           uint8_t window) {
   if (backend == "host") {
     ASSIGN_OR_RETURN(std::optional<uint64_t> mem, ParseSize(host_mem));
+    if (host_gpus < 1 || host_gpus > 16) return Error(Err::kInvalidValue, "--host-gpus {}: 1 to 16", host_gpus);
     HostDriverOptions o;
     o.gpus = host_gpus;
+    o.window = window;
     o.memory_per_gpu = mem.value_or(16ull << 30);
     return MakeHostDriver(o);
   }
@@ -136,6 +139,8 @@ int main(int argc, char** argv) {
   app.add_option("--ledger-slot", slot);
   app.add_option("--extra-fds", extra_fds);
   app.add_option("--data-streams", data_streams, "tcp data connections handed over on the control socket");
+  unsigned window = 0;
+  app.add_option("--window", window, "the client's window for this server (Hello.window)")->check(CLI::Range(0, 255));
   app.add_option("--log-level", log_level);
   uint64_t client_deadline_ms = 0;
   app.add_option("--client-deadline-ms", client_deadline_ms, "end the session when the client sends nothing for this "
@@ -148,7 +153,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-sandbox", no_sandbox, "skip the seccomp filter (debugging only)");
   CLI11_PARSE(app, argc, argv);
 
-  auto driver = MakeDriver(backend, host_gpus, host_mem);
+  auto driver = MakeDriver(backend, host_gpus, host_mem, static_cast<uint8_t>(window));
   if (probe) {
     if (!driver.ok()) {
       std::fprintf(stderr, "%s\n", driver.status().message().c_str());
@@ -236,6 +241,7 @@ int main(int argc, char** argv) {
   config.limits = *limits;
   config.ledger_slot = slot;
   config.client_deadline_ns = client_deadline_ms * 1'000'000;
+  config.window = static_cast<uint8_t>(window);
 
   // The session's published counters (for the supervisor's /metrics); optional.
   auto stats = SessionStatsBlock::Attach(Fd(worker_args::kStatsFd));

@@ -98,6 +98,19 @@ class SessionState {
   SessionState(const SessionState&) = delete;
   SessionState& operator=(const SessionState&) = delete;
 
+  // Every table mints its later handles in `window` (Hello.window, handle_table.h); set
+  // before the session creates anything.
+  void SetWindow(uint8_t window) {
+    physical_.SetWindow(window);
+    pools_.SetWindow(window);
+    modules_.SetWindow(window);
+    functions_.SetWindow(window);
+    events_.SetWindow(window);
+    streams_.SetWindow(window);
+    graphs_.SetWindow(window);
+    array_objects_.SetWindow(window);
+  }
+
   AllocationTable& allocations() { return allocs_; }
   std::map<uint64_t, HostRegion>& host_regions() { return host_regions_; }
   HandleTable<Pool>& pools() { return pools_; }

@@ -27,6 +27,26 @@ TEST(HandleTable, KindIsEncodedInTheTopByte) {
   EXPECT_NE(wrong.status().message().find("event"), std::string::npos) << wrong.status().message();
 }
 
+// A session's window (its client's index for the server) sits below the kind: tables of two
+// sessions in different windows never issue the same handle, and a handle of one is not
+// found in the other.
+TEST(HandleTable, WindowSeparatesSessionsOfOneApplication) {
+  HandleTable<int> first(HandleKind::kStream), second(HandleKind::kStream);
+  second.SetWindow(0xa5);
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 100; i++) {
+    uint64_t a = first.Insert(i), b = second.Insert(i);
+    EXPECT_EQ(a >> 56, static_cast<uint64_t>(HandleKind::kStream));
+    EXPECT_EQ(b >> 56, static_cast<uint64_t>(HandleKind::kStream));
+    EXPECT_EQ((a >> 48) & 0xff, 0u);
+    EXPECT_EQ((b >> 48) & 0xff, 0xa5u);
+    EXPECT_TRUE(seen.insert(a).second);
+    EXPECT_TRUE(seen.insert(b).second);
+    EXPECT_EQ(first.Find(b), nullptr);
+    EXPECT_EQ(second.Find(a), nullptr);
+  }
+}
+
 // 0, 1 and 2 are the wire's special stream values (legacy, cudaStreamLegacy, per-thread):
 // no table ever issues them.
 TEST(HandleTable, NeverIssuesTheSpecialStreamValues) {

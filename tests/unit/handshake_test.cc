@@ -146,6 +146,20 @@ TEST(Handshake, ClientWithATokenRefusesAServerWithoutAuthentication) {
   EXPECT_NE(o.client->status().message().find("REMORA_INSECURE_LOCAL"), std::string::npos) << o.client->status().message();
 }
 
+// The client's window for this server (its index among several) reaches the server; the
+// default is window 0.
+TEST(Handshake, WindowTravelsWithTheHello) {
+  Outcome o = Handshake(NoAuth(), With(std::nullopt));
+  ASSERT_TRUE(o.server->ok()) << o.server->status().ToString();
+  EXPECT_EQ((*o.server)->window, 0);
+  ClientHandshakeOptions second = With(std::nullopt);
+  second.window = 3;
+  Outcome o2 = Handshake(NoAuth(), second);
+  ASSERT_TRUE(o2.server->ok()) << o2.server->status().ToString();
+  EXPECT_EQ((*o2.server)->window, 3);
+  ASSERT_TRUE(o2.client->ok()) << o2.client->status().ToString();
+}
+
 // Descriptors sent with the Hello (the shm segment) arrive on the server side.
 TEST(Handshake, DescriptorsTravelWithTheHello) {
   int p[2];

@@ -12,6 +12,7 @@
 #include "cuda_api.h"
 #include "test_util.h"
 #include "worker/driver.h"
+#include "worker/host_emulation.h"
 
 namespace remora::worker::unit {
 namespace {
@@ -29,6 +30,36 @@ std::unique_ptr<Driver> HostDriver() {
   o.gpus = 1;
   o.memory_per_gpu = 1ull << 30;
   return MakeHostDriver(o);
+}
+
+// A session's window places its GPUs' addresses: two sessions of one application on two
+// servers (windows 0 and w) never hand out the same device pointer, whatever they allocate,
+// and memory in the highest windows (past the 47-bit user address space) works as any.
+TEST(HostDriver, WindowPlacesEachGpusAddresses) {
+  for (uint8_t w : {uint8_t{0}, uint8_t{1}, uint8_t{7}, uint8_t{255}}) {
+    HostDriverOptions o;
+    o.gpus = 2;
+    o.memory_per_gpu = 64ull << 20;
+    o.window = w;
+    auto d = MakeHostDriver(o);
+    for (int gpu = 0; gpu < 2; gpu++) {
+      ASSERT_TRUE(d->SetDevice(gpu).ok());
+      auto p = d->MemAlloc(1 << 20);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      EXPECT_GE(*p, host::DeviceBase(w, gpu)) << "window " << int{w} << " gpu " << gpu;
+      EXPECT_LT(*p, host::DeviceBase(w, gpu + 1)) << "window " << int{w} << " gpu " << gpu;
+      if (w < 255) {
+        EXPECT_LT(*p, host::DeviceBase(static_cast<uint8_t>(w + 1), 0));
+      }
+      auto data = test::RandomBytes(1 << 20, w + gpu);
+      std::vector<std::byte> back(1 << 20);
+      ASSERT_TRUE(d->MemcpyHtoD(*p, data.data(), data.size(), nullptr).ok());
+      ASSERT_TRUE(d->MemcpyDtoH(back.data(), *p, back.size(), nullptr).ok());
+      ASSERT_TRUE(d->StreamSynchronize(nullptr).ok());
+      EXPECT_EQ(std::memcmp(back.data(), data.data(), back.size()), 0) << "window " << int{w};
+      ASSERT_TRUE(d->MemFree(*p).ok());
+    }
+  }
 }
 
 // Without the retired mapping the queued memset wrote unmapped memory (SIGSEGV), or - when

@@ -1,6 +1,8 @@
 // Opaque 64-bit handles for per-session objects (streams, events, modules, functions).
-// A handle encodes its kind in the top byte so a stream id passed as an event is rejected;
-// ids are never reused within a table. Not thread-safe.
+// A handle is (kind << 56) | (window << 48) | (n << 4): its kind in the top byte, so a stream
+// id passed as an event is rejected; the session's window (Hello.window: the client's index
+// for this server) next, so the handles of sessions on several servers never collide in one
+// application; ids are never reused within a table. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -82,8 +84,11 @@ class HandleTable {
  public:
   explicit HandleTable(HandleKind kind) : kind_(kind) {}
 
+  // Mints later handles in `window` (set before the first Insert; handles already minted
+  // keep theirs).
+  void SetWindow(uint8_t window) { window_ = window; }
   uint64_t Insert(T value) {
-    uint64_t id = (uint64_t{static_cast<uint8_t>(kind_)} << 56) | (next_++ << 4);
+    uint64_t id = (uint64_t{static_cast<uint8_t>(kind_)} << 56) | (uint64_t{window_} << 48) | (next_++ << 4);
     map_.emplace(id, std::move(value));
     return id;
   }
@@ -112,7 +117,8 @@ class HandleTable {
 
  private:
   HandleKind kind_;
-  uint64_t next_ = 1;
+  uint8_t window_ = 0;
+  uint64_t next_ = 1;  // 44 bits: past 2^44 it would run into the window (never reached)
   std::unordered_map<uint64_t, T> map_;
 };
 

@@ -66,6 +66,8 @@ struct ClientHandshakeOptions {
   bool insecure_local = false;
   // tcp: how many parallel data connections this client would open (0: none).
   uint32_t data_streams = 0;
+  // The window the session's handles and emulated device addresses are minted in (Hello.window).
+  uint8_t window = 0;
 };
 
 // `fds` travel with the Hello. A refusal comes back as its Status (kNoDevice for
@@ -111,6 +113,7 @@ struct AuthenticatedPeer {
   std::string auth_message;
   std::optional<Key> server_key;
   uint32_t data_streams_wanted = 0;  // the client's Hello.dataStreams
+  uint8_t window = 0;                // the client's Hello.window
   SessionKey data_key{};             // authenticates the session's data connections
 };
 

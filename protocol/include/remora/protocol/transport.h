@@ -49,6 +49,8 @@ struct ConnectOptions {
   // REMORA_TCP_STREAMS: tcp:// data connections to ask for (0: none; < 0: one per core of
   // this machine, at most kDefaultDataStreams). The server may grant fewer.
   int data_streams = -1;
+  // The client's index for this server among several (Hello.window; handle_table.h).
+  uint8_t window = 0;
 };
 
 // The default count of tcp data connections a client asks for and a server grants.
