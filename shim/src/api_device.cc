@@ -227,7 +227,7 @@ REMORA_API cudaError_t cudaChooseDevice(int* device, const cudaDeviceProp* prop)
 REMORA_API cudaError_t cudaDeviceSynchronize() {
   auto dev = Runtime::Get().CurrentDevice();
   if (!dev.ok()) return Finish(dev.status(), "cudaDeviceSynchronize");
-  Client* c = *Runtime::Get().Session();
+  Client* c = *Runtime::Get().SessionFor(*dev);  // its server's link (CurrentDevice connected)
   // Nothing was queued anywhere, nor heard from the server, since this device's last
   // synchronisation completed (a synchronous copy, say): nothing to wait for, no round trip.
   uint64_t seq = c->work_sequence();

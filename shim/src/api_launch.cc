@@ -75,9 +75,10 @@ cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** 
 
 Status PostLaunch(int device, const KernelInfo& info, const Launch& l, void** args, const void* packed, size_t packed_bytes) {
   Runtime& rt = Runtime::Get();
-  ASSIGN_OR_RETURN(Client * c, rt.Session());
+  ASSIGN_OR_RETURN(Client * c, rt.SessionFor(device));
   ASSIGN_OR_RETURN(auto dev, rt.Device(device));
   // A detached device has no limits to validate against: its calls fail as such.
+  if (dev->lost) return Error(Err::kDevicesUnavailable, "device {}'s Remora server stopped answering", device);
   if (dev->detached) return Error(Err::kDevicesUnavailable, "device {} was detached", device);
   RETURN_IF_ERROR(Validate(l, info, *dev));
   if (packed != nullptr && packed_bytes < info.param_bytes)

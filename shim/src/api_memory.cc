@@ -13,6 +13,7 @@
 #include "callbacks.h"
 #include "export.h"
 #include "memops.h"
+#include "multi_server.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "runtime.h"
@@ -33,6 +34,10 @@ cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per
   if (st.ok()) st = rt.managed().BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   if (n == 0) return cudaSuccess;
+  // Several servers: on the default stream, the memory's device is the call's.
+  if (auto a = rt.server_count() > 1 ? rt.FindDevice(U(dst)) : std::nullopt) {
+    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) device = a->device;
+  }
   // Asynchronous with respect to the host (for device memory), as in CUDA.
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initMemset();
@@ -127,6 +132,25 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   if (st.ok() && (from == Side::kDevice || to == Side::kDevice)) st = managed.BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   Client* cl = *c;
+  if (rt.server_count() > 1) {
+    // Several servers: the copy goes to the server of the device memory it names; between
+    // two servers' devices it is staged through this process (multi_server.h).
+    int src_dev = -1, dst_dev = -1;
+    if (auto a = from == Side::kDevice ? rt.FindDevice(U(src)) : std::nullopt) src_dev = a->device;
+    if (auto a = to == Side::kDevice ? rt.FindDevice(U(dst)) : std::nullopt) dst_dev = a->device;
+    if (src_dev >= 0 && dst_dev >= 0 && !rt.SameServer(src_dev, dst_dev)) {
+      st = CrossServerCopy(U(dst), dst_dev, U(src), src_dev, n, stream, per_thread);
+      return async ? Finish(st, call) : FinishSync(cl, st, call);
+    }
+    int target = dst_dev >= 0 ? dst_dev : src_dev >= 0 ? src_dev : device;
+    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) device = target;
+    else if (!rt.SameServer(device, target))
+      return Finish(Error(Err::kInvalidValue, "a stream of device {} cannot copy memory of device {}: they are on two "
+                          "Remora servers", device, target), call);
+    cl = cl->LinkFor(device);
+  }
+  // Pinned memory shared with a worker is the first server's (HostAlloc).
+  const bool regions = cl == *c;
 
   if (from == Side::kHost && to == Side::kHost) {
     std::memmove(dst, src, n);
@@ -135,7 +159,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   if (from == Side::kHost) {
     auto host = rt.FindHost(src);
     uint64_t region = 0, offset = 0;
-    if (InSharedRegion(host, src, n, &region, &offset)) {
+    if (regions && InSharedRegion(host, src, n, &region, &offset)) {
       // Zero copy: the worker DMAs from the pinned buffer itself, in stream order, as CUDA
       // does (the application must not change it before the copy completes).
       auto build = [&](wire::Request::Builder& r) {
@@ -198,7 +222,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     };
     auto pinned = rt.FindHost(dst);
     uint64_t region = 0, offset = 0;
-    if (InSharedRegion(pinned, dst, n, &region, &offset)) {
+    if (regions && InSharedRegion(pinned, dst, n, &region, &offset)) {
       // Zero copy into the pinned buffer; asynchronous really is asynchronous.
       st = into_region(region, offset, async);
       return async ? Finish(st, call) : FinishSync(cl, st, call);
@@ -270,7 +294,10 @@ uint64_t ShareWithWorker(Client* c, void** p, size_t bytes) {
   if (m == MAP_FAILED) return 0;
   uint64_t id = Process::Get().NextRegionId();
   uint64_t device = 0;
-  Status st = c->CallWithFd(Thread().device, fd.get(), [&](wire::Request::Builder& r) {
+  // On `c` itself (the region is that server's; several servers: see Memcpy), in the
+  // calling thread's device if `c` serves it.
+  const int here = c->LinkFor(Thread().device) == c ? Runtime::Get().LocalOrdinal(Thread().device) : 0;
+  Status st = c->CallWithFdLocal(here, fd.get(), [&](wire::Request::Builder& r) {
     auto h = r.initRegisterHostRegion();
     h.setId(id);
     h.setSize(bytes);
@@ -345,6 +372,14 @@ REMORA_API cudaError_t cudaMalloc(void** devPtr, size_t size) {
                         return Status::Ok();
                       });
   if (!st.ok()) return Finish(st, "cudaMalloc");
+  if (rt.server_count() > 1 && (rt.FindDevice(ptr) || rt.FindDevice(ptr + size - 1))) {
+    // Two servers handed out overlapping addresses (a GPU server's own allocator; the host
+    // backend places each server's in its window): refused rather than confused.
+    (void)c->Call(*dev, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(ptr); },
+                  [](wire::Reply::Reader&) { return Status::Ok(); });
+    return Finish(Error(Err::kMemoryAllocation, "device {}'s server allocated 0x{:x}, which another Remora server's "
+                        "memory already occupies in this application", *dev, ptr), "cudaMalloc");
+  }
   rt.AddDeviceAllocation(ptr, size, *dev);
   *devPtr = reinterpret_cast<void*>(ptr);
   return cudaSuccess;
@@ -393,8 +428,8 @@ REMORA_API cudaError_t cudaFreeHost(void* ptr) {
   }
   if (region != 0 && c.ok()) {
     // The worker stops using the memory (after pending DMA) before it goes away here.
-    Status st = (*c)->Call(Thread().device, [&](wire::Request::Builder& r) { r.setUnregisterHostRegion(region); },
-                           [](wire::Reply::Reader&) { return Status::Ok(); });
+    Status st = (*c)->CallLocal(0, [&](wire::Request::Builder& r) { r.setUnregisterHostRegion(region); },
+                                [](wire::Reply::Reader&) { return Status::Ok(); });
     if (!st.ok() && st.code() != Err::kDevicesUnavailable) return Finish(st, "cudaFreeHost");
   } else if (c.ok() && (*c)->capabilities().registered_memory) {
     (void)(*c)->UnregisterHostMemory(ptr);

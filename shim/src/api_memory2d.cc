@@ -10,6 +10,7 @@
 #include "callbacks.h"
 #include "export.h"
 #include "memops.h"
+#include "multi_server.h"
 #include "runtime.h"
 #include "wire_args.h"
 
@@ -213,12 +214,21 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
   if (st.ok()) st = rt.CheckDeviceRange(U(src), count);
   if (st.ok()) st = rt.managed().BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
+  // Devices of two servers: staged through this process (multi_server.h).
+  if (!rt.SameServer(src_device, dst_device))
+    return Finish(CrossServerCopy(U(dst), dst_device, U(src), src_device, count, stream, false), call);
+  if (rt.server_count() > 1) {
+    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) device = dst_device;
+    else if (!rt.SameServer(device, dst_device))
+      return Finish(Error(Err::kInvalidValue, "a stream of device {} cannot copy between devices {} and {} of another "
+                          "Remora server", device, src_device, dst_device), call);
+  }
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initMemcpyPeer();
     m.setDst(U(dst));
-    m.setDstDevice(dst_device);
+    m.setDstDevice(rt.LocalOrdinal(dst_device));  // the server's own ordinals
     m.setSrc(U(src));
-    m.setSrcDevice(src_device);
+    m.setSrcDevice(rt.LocalOrdinal(src_device));
     m.setSize(count);
     SetStream(m.initStream(), stream, false);
     m.setAsync(true);
@@ -230,11 +240,22 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
 namespace {
 
 cudaError_t PeerAccess(int device, int peer, wire::PeerAccess::Op op, int64_t* value, const char* call) {
-  auto c = Runtime::Get().Session();
+  Runtime& rt = Runtime::Get();
+  auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), call);
+  if (!rt.SameServer(device, peer)) {
+    // No path joins two servers' GPUs: never peers (copies between them are staged).
+    if (auto d = rt.Device(peer); !d.ok()) return Finish(d.status(), call);
+    if (op == wire::PeerAccess::Op::QUERY) {
+      if (value != nullptr) *value = 0;
+      return cudaSuccess;
+    }
+    return Finish(Error(op == wire::PeerAccess::Op::ENABLE ? Err::kInvalidDevice : Err::kPeerAccessNotEnabled,
+                        "devices {} and {} are on two Remora servers: no peer access", device, peer), call);
+  }
   Status st = (*c)->Call(device, [&](wire::Request::Builder& r) {
     auto p = r.initPeerAccess();
-    p.setPeer(peer);
+    p.setPeer(rt.LocalOrdinal(peer));
     p.setOp(op);
   }, [&](wire::Reply::Reader& r) -> Status {
     if (value != nullptr) *value = r.getValue();

@@ -107,7 +107,7 @@ REMORA_API cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPo
   uint64_t h = 0;
   Status st = PoolCall(props->location.id, [&](wire::Request::Builder& r) {
     auto p = r.initPoolCreate();
-    p.setDevice(props->location.id);
+    p.setDevice(Runtime::Get().LocalOrdinal(props->location.id));  // the server's own ordinal
     p.setMaxSize(props->maxSize);
     p.setHandleTypes(static_cast<uint32_t>(props->handleTypes));
   }, &h, nullptr);
@@ -116,7 +116,9 @@ REMORA_API cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPo
 }
 
 REMORA_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
-  return Finish(PoolCall(Thread().device, [&](wire::Request::Builder& r) { r.setPoolDestroy(U(memPool)); }, nullptr, nullptr),
+  int device = Runtime::Get().DeviceOfHandle(U(memPool));  // several servers: the pool's
+  return Finish(PoolCall(device >= 0 ? device : Thread().device,
+                         [&](wire::Request::Builder& r) { r.setPoolDestroy(U(memPool)); }, nullptr, nullptr),
                 "cudaMemPoolDestroy");
 }
 

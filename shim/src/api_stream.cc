@@ -116,13 +116,14 @@ REMORA_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
   Runtime& rt = Runtime::Get();
   auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), "cudaEventDestroy");
+  const int device = std::max(rt.EventDevice(U(event)), 0);  // its server's (several servers)
   if (!rt.RemoveEvent(U(event)))
     return Finish(Error(Err::kInvalidValue, "{} is not a live event of this process", static_cast<void*>(event)), "cudaEventDestroy");
   auto build = [&](wire::Request::Builder& r) { r.setEventDestroy(U(event)); };
   // A shared event's export is revoked by the time this returns (another process told to
   // open it next is refused); any other destruction is posted.
   Status st = ForgetIpcEvent(reinterpret_cast<CUevent>(event))
-                  ? (*c)->Call(0, build, [](wire::Reply::Reader&) { return Status::Ok(); })
-                  : (*c)->Post(0, build);
+                  ? (*c)->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); })
+                  : (*c)->Post(device, build);
   return Finish(st, "cudaEventDestroy");
 }

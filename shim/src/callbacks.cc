@@ -48,7 +48,7 @@ void HostCallbacks::Cancel(uint64_t id) {
   cv_.notify_all();
 }
 
-void HostCallbacks::Notify(Client::CallbackEvent event, uint64_t id) {
+void HostCallbacks::Notify(Client::CallbackEvent event, uint64_t id, Client* from) {
   std::lock_guard<std::mutex> lock(mu_);
   if (event == Client::CallbackEvent::kCancelled) {
     // The server refused it: it never runs (the call's error surfaces at the next sync).
@@ -61,7 +61,7 @@ void HostCallbacks::Notify(Client::CallbackEvent event, uint64_t id) {
       waiting_.erase(it);
     }
   } else {
-    ready_.emplace_back(event, id);
+    ready_.push_back(Ready{event, id, from});
   }
   cv_.notify_all();
 }
@@ -100,7 +100,10 @@ void HostCallbacks::Loop() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return !ready_.empty() || !waiting_.empty() || !repeat_.empty() || !detached_.empty(); });
     auto c = Runtime::Get().Session();
-    if (!c.ok() || !(*c)->broken().ok()) {
+    bool alive = false;  // a server that may still reach them (several servers: any)
+    if (c.ok())
+      for (Client* l : Runtime::Get().links()) alive = alive || l->broken().ok();
+    if (!alive) {
       // The session is gone: these callbacks will never be reached.
       waiting_.clear();
       repeat_.clear();
@@ -109,9 +112,8 @@ void HostCallbacks::Loop() {
       cv_.notify_all();
       continue;
     }
-    Client* client = *c;
     if (!ready_.empty()) {
-      auto [event, id] = ready_.front();
+      auto [event, id, from] = ready_.front();
       ready_.pop_front();
       std::function<void()> fn;
       bool answer = true;
@@ -135,14 +137,15 @@ void HostCallbacks::Loop() {
       lock.unlock();
       fn();
       uint64_t done = id;  // a structured binding: clang 14 cannot capture it
-      if (answer) (void)client->Post(Thread().device, [&](wire::Request::Builder& r) { r.setCallbackDone(done); });
+      if (answer) (void)from->PostLocal(0, [&](wire::Request::Builder& r) { r.setCallbackDone(done); });
       lock.lock();
       running_ = 0;
       cv_.notify_all();
       continue;
     }
     lock.unlock();
-    client->Pump(20);
+    const auto& links = Runtime::Get().links();
+    for (Client* l : links) l->Pump(static_cast<int>(20 / links.size()));
   }
 }
 

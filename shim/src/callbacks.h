@@ -33,8 +33,9 @@ class HostCallbacks {
   uint64_t AddDetached(std::function<void()> fn);
   // The request could not be sent: forget the callback.
   void Cancel(uint64_t id);
-  // A notice from the server (called on the receiving thread).
-  void Notify(Client::CallbackEvent event, uint64_t id);
+  // A notice from the server `from` (called on the receiving thread); the answer goes back
+  // to that server.
+  void Notify(Client::CallbackEvent event, uint64_t id, Client* from);
   // The application's function and data behind a repeating callback (graph host nodes), or
   // {nullptr, nullptr}.
   std::pair<void (*)(void*), void*> Raw(uint64_t id);
@@ -60,7 +61,12 @@ class HostCallbacks {
   std::map<uint64_t, Entry> waiting_;   // stream callbacks not yet run
   std::map<uint64_t, Entry> repeat_;    // graph host functions
   std::map<uint64_t, Entry> detached_;  // run once, unanswered
-  std::deque<std::pair<Client::CallbackEvent, uint64_t>> ready_;
+  struct Ready {
+    Client::CallbackEvent event;
+    uint64_t id;
+    Client* from;
+  };
+  std::deque<Ready> ready_;
   uint64_t running_ = 0;  // id of the stream callback being run, 0 if none
   std::thread::id thread_id_;
   bool thread_started_ = false;

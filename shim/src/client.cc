@@ -88,7 +88,7 @@ Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, Con
   req.setThread(ThreadId());
   if (int mode = ThreadCaptureMode(); mode != 0) req.setCaptureMode(static_cast<uint8_t>(mode));
   build(req);
-  if (!(waited && CompleteWhenAnswered(req.asReader()))) work_seq_.fetch_add(1, std::memory_order_acq_rel);
+  if (!(waited && CompleteWhenAnswered(req.asReader()))) work_seq_->fetch_add(1, std::memory_order_acq_rel);
   if (census_) census_->Count(req.asReader(), (flags & kFlagExpectsReply) != 0);
   OutFrame f;
   f.kind = FrameKind::kRequest;
@@ -115,7 +115,31 @@ Status Client::Flush() {
   return st;
 }
 
+void Client::SetLinks(const DeviceRouter* router, std::atomic<uint64_t>* shared_sequence, std::vector<Client*> links) {
+  router_ = router;
+  work_seq_ = shared_sequence;
+  links_ = std::move(links);
+}
+
 Status Client::Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk, MutableBytes reply_bulk) {
+  return Route(&device)->CallHere(device, build, on_reply, bulk, reply_bulk);
+}
+Status Client::CallWithFd(int device, int fd, BuildFn build, ReplyFn on_reply) {
+  return Route(&device)->CallWithFdHere(device, fd, build, on_reply);
+}
+Status Client::Post(int device, BuildFn build, ConstBytes bulk) { return Route(&device)->PostHere(device, build, bulk); }
+Status Client::PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk) {
+  return Route(&device)->PostExpectingBulkHere(device, build, reply_bulk);
+}
+
+uint32_t Client::captures_active() const {
+  if (links_.empty()) return captures_.load(std::memory_order_acquire);
+  uint32_t n = 0;
+  for (const Client* l : links_) n += l->captures_.load(std::memory_order_acquire);
+  return n;
+}
+
+Status Client::CallHere(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk, MutableBytes reply_bulk) {
   uint64_t tag = next_tag_.fetch_add(1);
   Waiter w;
   w.on_reply = &on_reply;
@@ -135,7 +159,7 @@ Status Client::Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk
   return w.status;
 }
 
-Status Client::CallWithFd(int device, int fd, BuildFn build, ReplyFn on_reply) {
+Status Client::CallWithFdHere(int device, int fd, BuildFn build, ReplyFn on_reply) {
   uint64_t tag = next_tag_.fetch_add(1);
   Waiter w;
   w.on_reply = &on_reply;
@@ -154,7 +178,7 @@ Status Client::CallWithFd(int device, int fd, BuildFn build, ReplyFn on_reply) {
   return w.status;
 }
 
-Status Client::Post(int device, BuildFn build, ConstBytes bulk) {
+Status Client::PostHere(int device, BuildFn build, ConstBytes bulk) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) return broken_;
@@ -162,7 +186,7 @@ Status Client::Post(int device, BuildFn build, ConstBytes bulk) {
   return Send(device, build, 0, next_tag_.fetch_add(1), bulk, {});
 }
 
-Status Client::PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk) {
+Status Client::PostExpectingBulkHere(int device, BuildFn build, MutableBytes reply_bulk) {
   uint64_t tag = next_tag_.fetch_add(1);
   auto* w = new Waiter;
   w->reply_bulk = reply_bulk;
@@ -184,10 +208,19 @@ Status Client::PostExpectingBulk(int device, BuildFn build, MutableBytes reply_b
   return Status::Ok();
 }
 
-Status Client::TakeAsyncError() {
+Status Client::TakeOwnAsyncError() {
   std::lock_guard<std::mutex> lock(mu_);
   Status st = std::move(async_error_);
   async_error_ = Status();
+  return st;
+}
+
+Status Client::TakeAsyncError() {
+  Status st = TakeOwnAsyncError();
+  for (Client* l : links_) {
+    if (!st.ok()) break;
+    if (l != this) st = l->TakeOwnAsyncError();
+  }
   return st;
 }
 
@@ -355,7 +388,7 @@ void Client::HandleReply(const InFrame& f) {
 }
 
 void Client::HandleNotice(const InFrame& f) {
-  work_seq_.fetch_add(1, std::memory_order_acq_rel);  // something happened: synchronise for real
+  work_seq_->fetch_add(1, std::memory_order_acq_rel);  // something happened: synchronise for real
   Status st = GuardDecode("notice", [&]() -> Status {
     BodyReader reader(f.body);
     auto n = reader.Root<wire::Notice>();

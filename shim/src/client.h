@@ -8,12 +8,14 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "remora.capnp.h"
 #include "remora/protocol/connection.h"
@@ -24,6 +26,19 @@
 namespace remora::shim {
 
 class Watchdog;
+class Client;
+
+// Several servers in one application (REMORA_SERVER with several URLs; docs/ARCHITECTURE.md,
+// "GPUs of several servers"): each server is one Client (a link), and the application's
+// device ordinals are the links' devices one after the other. Owned by the Runtime.
+class DeviceRouter {
+ public:
+  virtual ~DeviceRouter() = default;
+  // The link serving application ordinal `device`, and that server's ordinal for it in
+  // *local; nullptr for an ordinal no server has (the call goes where it was made,
+  // unchanged, and that server refuses it). Thread-safe, lock-free.
+  virtual Client* Route(int device, int* local) const = 0;
+};
 
 using BuildFn = FunctionRef<void(wire::Request::Builder&)>;
 using ReplyFn = FunctionRef<Status(wire::Reply::Reader&)>;
@@ -40,7 +55,26 @@ class Client {
   // the reply) only if the call itself succeeded; `reply_bulk` receives the reply's bulk.
   // Returns the call's own status. An earlier asynchronous failure reported with the reply
   // is kept for TakeAsyncError().
+  // `device` is the application's ordinal: with several servers, Call, CallWithFd, Post and
+  // PostExpectingBulk go to the link serving it, with that server's ordinal (SetLinks).
   Status Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk = {}, MutableBytes reply_bulk = {});
+  // Call() on this link with this server's own ordinal, never routed (the device list).
+  Status CallLocal(int local_device, BuildFn build, ReplyFn on_reply) { return CallHere(local_device, build, on_reply, {}, {}); }
+  Status PostLocal(int local_device, BuildFn build) { return PostHere(local_device, build, {}); }
+  Status CallWithFdLocal(int local_device, int fd, BuildFn build, ReplyFn on_reply) {
+    return CallWithFdHere(local_device, fd, build, on_reply);
+  }
+  // Makes this client one link of a multi-server session: calls are routed by `router`;
+  // the work sequence is `shared_sequence` (one for all links, so a synchronisation skipped
+  // as needless never misses another link's work); `links` (this one included) share
+  // asynchronous errors and capture counts. Called once, before any call; `router`,
+  // `shared_sequence` and the links outlive this client's use.
+  void SetLinks(const DeviceRouter* router, std::atomic<uint64_t>* shared_sequence, std::vector<Client*> links);
+  // The link serving application ordinal `device` (this client without several servers).
+  Client* LinkFor(int device) {
+    int local = device;
+    return Route(&local);
+  }
   // Call() with a file descriptor passed just ahead of the request (transports that
   // pass descriptors); the caller keeps its copy.
   Status CallWithFd(int device, int fd, BuildFn build, ReplyFn on_reply);
@@ -59,7 +93,9 @@ class Client {
     if (census_) census_->Print();
   }
 
-  // The first asynchronous failure not yet reported, cleared by the call.
+  // The first asynchronous failure not yet reported, cleared by the call. With several
+  // servers, this link's first, else another link's: the next synchronising call reports
+  // it, whatever device it synchronises (CUDA keeps them per context).
   Status TakeAsyncError();
   // A sticky error (the context is broken: illegal address, launch failure...) seen in any
   // reply, or OK. Calls that do not wait for the server check it themselves.
@@ -71,7 +107,7 @@ class Client {
   // a host function reached...). A cudaDeviceSynchronize of `device` that finds the sequence
   // where that device's last completed synchronisation left it has nothing to wait for.
   // Thread-safe.
-  uint64_t work_sequence() const { return work_seq_.load(std::memory_order_acquire); }
+  uint64_t work_sequence() const { return work_seq_->load(std::memory_order_acquire); }
   // Whether `device`'s last completed synchronisation began at sequence `seq`.
   bool SyncedAt(int device, uint64_t seq) const {
     return device >= 0 && device < kSyncDevices && synced_[static_cast<size_t>(device)].load(std::memory_order_acquire) == seq;
@@ -83,9 +119,9 @@ class Client {
 
   // Device-list generation last seen from the server.
   uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
-  // Stream captures in progress in the session, as the last reply reported (capture
-  // queries are answered locally while there are none).
-  uint32_t captures_active() const { return captures_.load(std::memory_order_acquire); }
+  // Stream captures in progress in the session (on every link), as the last replies
+  // reported (capture queries are answered locally while there are none).
+  uint32_t captures_active() const;
   // Why the session is unusable (lost server, ended by the administrator), or OK.
   Status broken() const;
   // Where host-function notices go (called on the receiving thread; must not block):
@@ -134,6 +170,22 @@ class Client {
     Status status;
   };
 
+  // The link serving `*device`, which becomes that server's ordinal.
+  Client* Route(int* device) {
+    if (router_ == nullptr) return this;
+    int local = *device;
+    Client* c = router_->Route(*device, &local);
+    if (c == nullptr) return this;
+    *device = local;
+    return c;
+  }
+  // The unrouted calls: `device` is this server's ordinal.
+  Status CallHere(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk, MutableBytes reply_bulk);
+  Status CallWithFdHere(int device, int fd, BuildFn build, ReplyFn on_reply);
+  Status PostHere(int device, BuildFn build, ConstBytes bulk);
+  Status PostExpectingBulkHere(int device, BuildFn build, MutableBytes reply_bulk);
+  Status TakeOwnAsyncError();
+
   // `waited`: the caller blocks for the reply (Call), so a request complete when answered
   // leaves no work behind (see work_sequence()).
   Status Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
@@ -150,7 +202,10 @@ class Client {
   SessionInfo session_;
   std::atomic<uint64_t> next_tag_{1};
   static constexpr int kSyncDevices = 64;
-  std::atomic<uint64_t> work_seq_{1};                       // see work_sequence()
+  std::atomic<uint64_t> own_seq_{1};
+  std::atomic<uint64_t>* work_seq_ = &own_seq_;              // see work_sequence(); SetLinks
+  const DeviceRouter* router_ = nullptr;                     // several servers only
+  std::vector<Client*> links_;                               // every link, this one included
   std::array<std::atomic<uint64_t>, kSyncDevices> synced_{};  // per device ordinal; 0: never
   std::atomic<uint64_t> generation_{0};
 

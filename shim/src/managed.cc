@@ -95,9 +95,10 @@ Status ManagedMemory::Map(Client* c, Range* r, State initial) {
   r->alias = static_cast<std::byte*>(alias);
   r->state.assign(r->size / kChunk, initial);
   // Over shm the worker maps it too: transfers are DMA to and from this memory.
-  if (c->capabilities().shared_memory && c->capabilities().passes_fds) {
+  Client* link = c->LinkFor(r->device);  // its device's server (several servers)
+  if (link->capabilities().shared_memory && link->capabilities().passes_fds) {
     uint64_t id = Process::Get().NextRegionId();
-    Status st = c->CallWithFd(r->device, fd, [&](wire::Request::Builder& b) {
+    Status st = link->CallWithFd(r->device, fd, [&](wire::Request::Builder& b) {
       auto h = b.initRegisterHostRegion();
       h.setId(id);
       h.setSize(r->size);

@@ -31,13 +31,30 @@ Status RemoteCall::Fail(uint32_t code, const char* what) const {
   return Status(domain_, code, fmt::format("{}: {}", cc_.name, what));
 }
 
+Status RemoteCall::Claim(int device) {
+  if (device < 0) return Status::Ok();
+  if (device_ < 0) {
+    device_ = device;
+    return Status::Ok();
+  }
+  if (!Runtime::Get().SameServer(device_, device))
+    return Error(Err::kNotSupported, "{}: devices {} and {} are on two Remora servers (no call spans servers but "
+                 "copies)", cc_.name, device_, device);
+  return Status::Ok();
+}
+
 Status RemoteCall::Stream(const void* stream) {
   int device = 0;
   RETURN_IF_ERROR(Runtime::Get().CheckStream(static_cast<cudaStream_t>(const_cast<void*>(stream)), &device));
   args_.Put<uint64_t>(reinterpret_cast<uint64_t>(stream));
   args_.Put<uint8_t>(cc_.per_thread ? 1 : 0);
-  if (device_ < 0) device_ = device;
-  return Status::Ok();
+  // The default streams belong to whichever device the call is for: with several servers,
+  // the device of what else the call names (else the current device).
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+    if (device_ < 0 && Runtime::Get().server_count() <= 1) device_ = device;
+    return Status::Ok();
+  }
+  return Claim(device);
 }
 
 Status RemoteCall::Handle(HandleKind kind, const void* handle, bool nullable) {
@@ -45,7 +62,9 @@ Status RemoteCall::Handle(HandleKind kind, const void* handle, bool nullable) {
   if (h == 0 && !nullable) return Error(Err::kInvalidResourceHandle, "{}: the {} handle is NULL", cc_.name, HandleKindName(kind));
   if (h != 0 && kind == HandleKind::kEvent) {
     RETURN_IF_ERROR(Runtime::Get().CheckEvent(static_cast<cudaEvent_t>(const_cast<void*>(handle))));
-    if (device_ < 0) device_ = Runtime::Get().EventDevice(h);
+    RETURN_IF_ERROR(Claim(Runtime::Get().EventDevice(h)));
+  } else if (h != 0) {
+    RETURN_IF_ERROR(Claim(Runtime::Get().DeviceOfHandle(h)));  // several servers: its minter's
   }
   args_.Put<uint64_t>(h);
   return Status::Ok();
@@ -54,17 +73,16 @@ Status RemoteCall::Handle(HandleKind kind, const void* handle, bool nullable) {
 Status RemoteCall::Device(int ordinal) {
   ASSIGN_OR_RETURN(auto d, Runtime::Get().Device(ordinal));
   if (d->detached) return Error(Err::kDevicesUnavailable, "device {} was detached by the administrator", ordinal);
-  args_.Put<int32_t>(ordinal);
-  if (device_ < 0) device_ = ordinal;
+  if (d->lost) return Error(Err::kDevicesUnavailable, "device {}'s Remora server stopped answering", ordinal);
+  RETURN_IF_ERROR(Claim(ordinal));
+  args_.Put<int32_t>(Runtime::Get().LocalOrdinal(ordinal));  // the server's own
   return Status::Ok();
 }
 
 Status RemoteCall::DevPtr(uint64_t ptr, uint64_t bytes) {
   Runtime& rt = Runtime::Get();
   RETURN_IF_ERROR(rt.CheckDeviceRange(ptr, bytes == 0 ? 1 : bytes));
-  if (device_ < 0) {
-    if (auto a = rt.FindDevice(ptr)) device_ = a->device;
-  }
+  if (auto a = rt.FindDevice(ptr)) RETURN_IF_ERROR(Claim(a->device));
   args_.Put<uint64_t>(ptr);
   return Status::Ok();
 }
@@ -79,7 +97,7 @@ Status RemoteCall::Object(HandleKind kind, uint64_t id, bool nullable, bool ends
   if (!o.ok()) return Error(Err::kInvalidResourceHandle, "{}: {}", cc_.name, o.status().message());
   if (ends && o->kind != kind)
     return Error(Err::kInvalidResourceHandle, "{}: 0x{:x} is a {}, not a {}", cc_.name, id, HandleKindName(o->kind), HandleKindName(kind));
-  if (device_ < 0) device_ = o->device;
+  RETURN_IF_ERROR(Claim(o->device));
   objects_.push_back(ObjectArg{args_.bytes().size(), id, o->content});
   args_.Put<uint64_t>(id);
   return Status::Ok();
@@ -136,10 +154,11 @@ bool RemoteCall::ObjectMode(uint64_t id, int bit) const {
 
 Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   Runtime& rt = Runtime::Get();
-  ASSIGN_OR_RETURN(Client * c, rt.Session());
+  ASSIGN_OR_RETURN(Client * session, rt.Session());
   if (device_ < 0) {
     ASSIGN_OR_RETURN(device_, rt.CurrentDevice());
   }
+  Client* c = session->LinkFor(device_);  // the server of the device (several servers)
   // The device may read managed memory: what the host wrote goes first (managed.h).
   RETURN_IF_ERROR(rt.managed().BeforeDeviceWork());
   const std::vector<std::byte>& bytes = args_.bytes();

@@ -88,6 +88,8 @@ class RemoteCall {
   CallClass cls_;
   Domain domain_;
   int device_ = -1;
+  // Makes `device` the call's device, or checks it is on the same server as the call's.
+  Status Claim(int device);
   api::ArgWriter& args_;
 };
 

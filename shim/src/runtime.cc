@@ -67,7 +67,25 @@ constexpr const char* kDefaultServer = "shm:///run/remora/remora.sock";
 
 void ChildAfterFork() { Runtime::Get().AfterForkInChild(); }
 
-Result<std::optional<Token>> TokenFromEnvironment() {
+// Several servers of one session at most (windows 0..kMaxServers-1).
+constexpr size_t kMaxServers = 16;
+
+// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > pos) out.push_back(text.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// REMORA_TOKEN (or the first line of REMORA_TOKEN_FILE): no token, one token for every
+// server, or one per server of REMORA_SERVER, comma-separated in the same order.
+Result<std::vector<std::optional<Token>>> TokensFromEnvironment(size_t servers) {
   std::string text;
   if (const char* t = std::getenv("REMORA_TOKEN"); t != nullptr && *t) {
     text = t;
@@ -79,17 +97,25 @@ Result<std::optional<Token>> TokenFromEnvironment() {
       return Error(Err::kNoDevice, "cannot read REMORA_TOKEN_FILE {} (a regular file, not a symbolic link)", f);
     if ((st.st_mode & 077) != 0)
       LOG_WARN("REMORA_TOKEN_FILE {} can be read by other users (mode {:o}): chmod 600 it", f, st.st_mode & 0777);
-    char buf[256];
+    char buf[4096];
     ssize_t n = ::read(fd.get(), buf, sizeof(buf) - 1);
     if (n <= 0) return Error(Err::kNoDevice, "cannot read REMORA_TOKEN_FILE {}", f);
     text.assign(buf, static_cast<size_t>(n));
     text = text.substr(0, text.find('\n'));
   } else {
-    return std::optional<Token>();
+    return std::vector<std::optional<Token>>(servers);
   }
-  auto tok = ParseToken(text);
-  if (!tok.ok()) return Error(Err::kNoDevice, "bad Remora token: {}", tok.status().message());
-  return std::optional<Token>(*tok);
+  std::vector<std::string> texts = SplitList(text);
+  if (texts.size() != 1 && texts.size() != servers)
+    return Error(Err::kNoDevice, "the Remora token holds {} tokens for {} servers (one for all, or one per server in "
+                 "REMORA_SERVER's order)", texts.size(), servers);
+  std::vector<std::optional<Token>> out;
+  for (size_t i = 0; i < servers; i++) {
+    auto tok = ParseToken(texts[texts.size() == 1 ? 0 : i]);
+    if (!tok.ok()) return Error(Err::kNoDevice, "bad Remora token: {}", tok.status().message());
+    out.emplace_back(*tok);
+  }
+  return out;
 }
 
 }  // namespace
@@ -115,34 +141,88 @@ Result<Client*> Runtime::Session() {
   return connected_.load();
 }
 
+Result<Client*> Runtime::SessionFor(int device) {
+  ASSIGN_OR_RETURN(Client * c, Session());
+  return c->LinkFor(device);
+}
+
+bool Runtime::SameServer(int a, int b) const {
+  return routes_.links.size() <= 1 || routes_.LinkIndex(a) == routes_.LinkIndex(b);
+}
+
+int Runtime::DeviceOfHandle(uint64_t h) const {
+  if (routes_.links.size() <= 1) return -1;
+  uint64_t kind = h >> 56;
+  if (kind < static_cast<uint8_t>(HandleKind::kStream) || kind > static_cast<uint8_t>(HandleKind::kSurfObject)) return -1;
+  int link = static_cast<int>((h >> 48) & 0xff);
+  for (int g = 0; g < Routes::kMax; g++) {
+    uint32_t v = routes_.table[static_cast<size_t>(g)].load(std::memory_order_acquire);
+    if (v != 0 && static_cast<int>(v >> 16) - 1 == link) return g;
+  }
+  return -1;
+}
+
+int Runtime::LocalOrdinal(int device) const {
+  int local = device;
+  if (routes_.links.size() > 1) (void)routes_.Route(device, &local);
+  return local;
+}
+
+Client* Runtime::Routes::Route(int device, int* local) const {
+  if (device < 0 || device >= kMax) return nullptr;
+  uint32_t v = table[static_cast<size_t>(device)].load(std::memory_order_acquire);
+  if (v == 0) return nullptr;
+  *local = static_cast<int>(v & 0xffff);
+  return links[(v >> 16) - 1];
+}
+
+int Runtime::Routes::LinkIndex(int device) const {
+  if (device < 0 || device >= kMax) return 0;
+  uint32_t v = table[static_cast<size_t>(device)].load(std::memory_order_acquire);
+  return v == 0 ? 0 : static_cast<int>(v >> 16) - 1;
+}
+
 Status Runtime::Connect() {
   const char* env = std::getenv("REMORA_SERVER");
-  std::string url = env && *env ? env : kDefaultServer;
+  std::string servers = env && *env ? env : kDefaultServer;
+  std::string url = servers;
   auto fail = [&](const Status& why) {
     Status st(Err::kNoDevice, fmt::format("cannot use the Remora server at {}: {}", url, why.message()));
     LOG_ERROR("{}", st.message());
     return st;
   };
-  auto token = TokenFromEnvironment();
-  if (!token.ok()) return fail(token.status());
-  auto ep = ParseEndpoint(url);
-  if (!ep.ok()) return fail(ep.status());
-  ConnectOptions options;
-  options.token = *token;
-  if (const char* e = std::getenv("REMORA_ENCRYPT"); e != nullptr && *e) {
-    auto mode = ParseEncryptMode(e);
-    if (!mode.ok()) return fail(mode.status());
-    options.encrypt = *mode;
+  // Several servers: "URL,URL,...", the application's devices being theirs in that order.
+  std::vector<std::string> urls = SplitList(servers);
+  if (urls.empty() || urls.size() > kMaxServers)
+    return fail(Error(Err::kInvalidValue, "REMORA_SERVER names {} servers (1 to {})", urls.size(), kMaxServers));
+  auto tokens = TokensFromEnvironment(urls.size());
+  if (!tokens.ok()) return fail(tokens.status());
+  for (size_t i = 0; i < urls.size(); i++) {
+    url = urls[i];
+    auto ep = ParseEndpoint(url);
+    if (!ep.ok()) return fail(ep.status());
+    ConnectOptions options;
+    options.token = (*tokens)[i];
+    options.window = static_cast<uint8_t>(i);
+    if (const char* e = std::getenv("REMORA_ENCRYPT"); e != nullptr && *e) {
+      auto mode = ParseEncryptMode(e);
+      if (!mode.ok()) return fail(mode.status());
+      options.encrypt = *mode;
+    }
+    if (const char* e = std::getenv("REMORA_INSECURE_LOCAL"); e != nullptr) options.insecure_local = std::string_view(e) == "1";
+    if (const char* e = std::getenv("REMORA_TCP_STREAMS"); e != nullptr && *e) {
+      auto n = ParseTcpStreams(e);
+      if (!n.ok()) return fail(n.status());
+      options.data_streams = *n;
+    }
+    auto conn = remora::Connect(*ep, options);
+    if (!conn.ok()) {
+      links_.clear();  // the servers connected so far end their sessions
+      return fail(conn.status());
+    }
+    Install(std::move(conn->connection), conn->session);
   }
-  if (const char* e = std::getenv("REMORA_INSECURE_LOCAL"); e != nullptr) options.insecure_local = std::string_view(e) == "1";
-  if (const char* e = std::getenv("REMORA_TCP_STREAMS"); e != nullptr && *e) {
-    auto n = ParseTcpStreams(e);
-    if (!n.ok()) return fail(n.status());
-    options.data_streams = *n;
-  }
-  auto conn = remora::Connect(*ep, options);
-  if (!conn.ok()) return fail(conn.status());
-  Install(std::move(conn->connection), conn->session);
+  Publish();
   return Status::Ok();
 }
 
@@ -151,6 +231,7 @@ Status Runtime::Adopt(std::unique_ptr<Connection> conn, SessionInfo session) {
   if (connected_.load() != nullptr) return Error(Err::kInvalidValue, "this process already has a Remora session");
   connect_error_.reset();
   Install(std::move(conn), session);
+  Publish();
   return Status::Ok();
 }
 
@@ -160,20 +241,26 @@ void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo&
            connection->Describe());
   if (s.emulated)
     LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
-  client_ = std::make_unique<Client>(std::move(connection), s);
-  client_->SetCallbackSink([](Client::CallbackEvent e, uint64_t id) { HostCallbacks::Get().Notify(e, id); });
-  client_->Watch(DeadlineFromEnvironment());  // heartbeats and the deadline (watchdog.h)
-  connected_.store(client_.get(), std::memory_order_release);
+  auto link = std::make_unique<Client>(std::move(connection), s);
+  Client* raw = link.get();  // the link a notice came by is the one to answer on
+  link->SetCallbackSink([raw](Client::CallbackEvent e, uint64_t id) { HostCallbacks::Get().Notify(e, id, raw); });
+  link->Watch(DeadlineFromEnvironment());  // heartbeats and the deadline (watchdog.h)
+  links_.push_back(std::move(link));
 }
 
-Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
-  ASSIGN_OR_RETURN(Client * c, Session());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!force_refresh && devices_ && devices_generation_ == c->generation()) return devices_;
+void Runtime::Publish() {
+  std::vector<Client*> links;
+  for (auto& l : links_) links.push_back(l.get());
+  routes_.links = links;
+  if (links.size() > 1) {
+    for (Client* l : links) l->SetLinks(&routes_, &work_sequence_, links);
+    LOG_INFO("one session on {} servers", links.size());
   }
-  auto list = std::make_shared<std::vector<DeviceEntry>>();
-  Status st = c->Call(
+  connected_.store(links.front(), std::memory_order_release);
+}
+
+Status Runtime::ListDevices(Client& link, std::vector<DeviceEntry>* out) {
+  return link.CallLocal(
       0, [](wire::Request::Builder& r) { r.setGetDevices(); },
       [&](wire::Reply::Reader& r) -> Status {
         if (!r.isDevices()) return Error(Err::kUnknown, "malformed device list");
@@ -188,14 +275,79 @@ Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
           e.pci_bus_id = d.getPciBusId();
           e.emulated = d.getEmulated();
           for (int32_t a : d.getAttributes()) e.attributes.push_back(a);
-          list->push_back(std::move(e));
+          out->push_back(std::move(e));
         }
         return Status::Ok();
       });
-  RETURN_IF_ERROR(st);
+}
+
+Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
+  ASSIGN_OR_RETURN(Client * c, Session());
+  // Each server's list moves with its generation; a lost server moves the whole list once.
+  auto generation = [&] {
+    uint64_t g = 0;
+    for (Client* l : routes_.links) g += l->generation() + (l->broken().ok() ? 0 : 1ull << 40);
+    return g;
+  };
+  uint64_t seen = generation();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!force_refresh && devices_ && devices_generation_ == seen) return devices_;
+  }
+  (void)c;
+  std::vector<std::vector<DeviceEntry>> parts(routes_.links.size());
+  std::vector<Status> failures(routes_.links.size());
+  size_t answered = 0;
+  for (size_t i = 0; i < routes_.links.size(); i++) {
+    failures[i] = ListDevices(*routes_.links[i], &parts[i]);
+    if (failures[i].ok()) answered++;
+  }
+  if (answered == 0) return failures[0];
   std::lock_guard<std::mutex> lock(mu_);
+  // Ordinals: a server's devices keep the ones they were first given; new ones come last.
+  auto ordinal_of = [&](size_t link, int local) {
+    uint32_t want = static_cast<uint32_t>(link + 1) << 16 | static_cast<uint32_t>(local);
+    for (int g = 0; g < routes_.count; g++)
+      if (routes_.table[static_cast<size_t>(g)].load(std::memory_order_relaxed) == want) return g;
+    if (routes_.count >= Routes::kMax || local < 0 || local > 0xffff) return -1;
+    routes_.table[static_cast<size_t>(routes_.count)].store(want, std::memory_order_release);
+    return routes_.count++;
+  };
+  auto list = std::make_shared<std::vector<DeviceEntry>>();
+  for (size_t i = 0; i < parts.size(); i++) {
+    if (!failures[i].ok()) continue;
+    for (DeviceEntry& e : parts[i]) {
+      int g = ordinal_of(i, e.ordinal);
+      if (g < 0) {
+        LOG_WARN("device {} of server {} is past Remora's {} devices per application: not shown", e.ordinal, i + 1,
+                 static_cast<int>(Routes::kMax));
+        e.ordinal = -1;
+        continue;
+      }
+      e.ordinal = g;
+    }
+  }
+  list->resize(static_cast<size_t>(routes_.count));
+  for (size_t g = 0; g < list->size(); g++) {
+    (*list)[g].ordinal = static_cast<int>(g);
+    (*list)[g].detached = true;  // unless its server lists it below
+  }
+  for (size_t i = 0; i < parts.size(); i++) {
+    if (failures[i].ok()) {
+      for (DeviceEntry& e : parts[i])
+        if (e.ordinal >= 0 && static_cast<size_t>(e.ordinal) < list->size()) (*list)[static_cast<size_t>(e.ordinal)] = std::move(e);
+      continue;
+    }
+    // A server that stopped answering: its devices keep their ordinals, lost.
+    for (int g = 0; g < routes_.count; g++) {
+      if (routes_.LinkIndex(g) != static_cast<int>(i)) continue;
+      auto& e = (*list)[static_cast<size_t>(g)];
+      if (devices_ && static_cast<size_t>(g) < devices_->size()) e = (*devices_)[static_cast<size_t>(g)];
+      e.lost = true;
+    }
+  }
   devices_ = list;
-  devices_generation_ = c->generation();
+  devices_generation_ = seen;
   return devices_;
 }
 
@@ -228,6 +380,8 @@ Result<int> Runtime::CurrentDevice() {
   int d = t.device;
   if (devs->empty()) return Error(Err::kNoDevice, "no device is attached to this tenant");
   if (d < 0 || static_cast<size_t>(d) >= devs->size()) return Error(Err::kInvalidDevice, "device {} does not exist", d);
+  if ((*devs)[static_cast<size_t>(d)].lost)
+    return Error(Err::kDevicesUnavailable, "device {}'s Remora server stopped answering", d);
   if ((*devs)[static_cast<size_t>(d)].detached)
     return Error(Err::kDevicesUnavailable, "device {} was detached by the administrator", d);
   // As with CUDA's runtime: the device's primary context is now in use, and current for this
@@ -380,7 +534,11 @@ void Runtime::AfterForkInChild() {
   // may have held its locks at fork time).
   new (&connect_mu_) std::mutex();
   new (&mu_) std::mutex();
-  (void)client_.release();
+  for (auto& l : links_) (void)l.release();
+  links_.clear();
+  routes_.links.clear();
+  for (auto& r : routes_.table) r.store(0);
+  routes_.count = 0;
   connected_.store(nullptr);
   connect_error_.reset();
   devices_.reset();
@@ -394,11 +552,13 @@ void Runtime::AfterForkInChild() {
 }
 
 void Runtime::Shutdown() {
-  Client* c = connected_.load();
-  if (c != nullptr) c->ReportCensus();
-  if (c == nullptr || !c->broken().ok()) return;
-  (void)c->Post(0, [](wire::Request::Builder& r) { r.setGoodbye(); });
-  (void)c->Flush();  // the process is exiting: nothing may stay batched
+  if (connected_.load() == nullptr) return;
+  for (Client* c : routes_.links) {
+    c->ReportCensus();
+    if (!c->broken().ok()) continue;
+    (void)c->PostLocal(0, [](wire::Request::Builder& r) { r.setGoodbye(); });
+    (void)c->Flush();  // the process is exiting: nothing may stay batched
+  }
 }
 
 cudaError_t Finish(const Status& st, const char* call) {

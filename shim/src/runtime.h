@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,8 +25,9 @@
 namespace remora::shim {
 
 struct DeviceEntry {
-  int ordinal = 0;
+  int ordinal = 0;  // the application's (with several servers: the links' devices in turn)
   bool detached = false;
+  bool lost = false;  // its server stopped answering (the other servers' devices carry on)
   std::string name;
   uint8_t uuid[16] = {};
   uint64_t total_memory = 0;  // the tenant's view
@@ -55,7 +58,24 @@ class Runtime {
 
   // The session, connecting on first use. The failure of the first attempt is remembered
   // (as CUDA remembers a failed initialisation) and returned by every later call.
+  // With several servers (REMORA_SERVER="URL,URL..."), the first server's link: its calls
+  // go to the link serving the device they name (Client::Call).
   Result<Client*> Session();
+  // The link serving application ordinal `device` (the session's only link with one
+  // server). Connects on first use, as Session().
+  Result<Client*> SessionFor(int device);
+  // Whether the two ordinals' devices are served by one server (always with one server).
+  bool SameServer(int a, int b) const;
+  // The server's own ordinal for application ordinal `device` (itself with one server).
+  int LocalOrdinal(int device) const;
+  // How many servers this session uses (0 before it connected), and their links (the
+  // first is Session()'s). Set once when the session connects.
+  size_t server_count() const { return routes_.links.size(); }
+  const std::vector<Client*>& links() const { return routes_.links; }
+  // With several servers, an application ordinal served by the server that minted handle
+  // `h` (its window, docs/PROTOCOL.md "Windows"); -1 with one server or for a value that is
+  // not a server's handle.
+  int DeviceOfHandle(uint64_t h) const;
   // The device list, refreshed when the server's generation moved. A snapshot: cheap to
   // take (no copy), immutable, valid as long as it is held.
   using DeviceList = std::shared_ptr<const std::vector<DeviceEntry>>;
@@ -121,10 +141,28 @@ class Runtime {
   friend class Process;
   Runtime();
   Status Connect();
-  void Install(std::unique_ptr<Connection> conn, const SessionInfo& s);  // caller holds connect_mu_
+  // Makes `conn` a link (the first is the session's primary); caller holds connect_mu_.
+  void Install(std::unique_ptr<Connection> conn, const SessionInfo& s);
+  // Publishes the links once all are installed (caller holds connect_mu_).
+  void Publish();
+  // The device list of one link, in its server's ordinals.
+  Status ListDevices(Client& link, std::vector<DeviceEntry>* out);
+
+  // Application ordinal -> (link, server ordinal), assigned as the servers' devices are
+  // first seen and never changed: a GPU attached later to any server gets the next ordinal.
+  struct Routes final : DeviceRouter {
+    static constexpr int kMax = 64;
+    std::vector<Client*> links;  // set before the session is published, then immutable
+    std::array<std::atomic<uint32_t>, kMax> table{};  // (link + 1) << 16 | local; 0: none
+    int count = 0;  // assigned ordinals (under Runtime::mu_)
+    Client* Route(int device, int* local) const override;
+    int LinkIndex(int device) const;
+  };
 
   std::mutex connect_mu_;
-  std::unique_ptr<Client> client_;
+  std::vector<std::unique_ptr<Client>> links_;
+  Routes routes_;
+  std::atomic<uint64_t> work_sequence_{1};  // shared by the links (Client::SetLinks)
   std::atomic<Client*> connected_{nullptr};  // client_ once connected (lock-free fast path)
   std::optional<Status> connect_error_;
 

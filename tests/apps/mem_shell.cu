@@ -14,8 +14,16 @@
 //   stream DEV         cudaSetDevice(DEV) + cudaStreamCreate: "SEQ ok SID" | "SEQ err NAME"
 //   hostfn SID         cudaLaunchHostFunc on stream SID, not waited for: "SEQ ok" | "SEQ err NAME"
 //   launch SID         a kernel launch (it never writes) on stream SID: "SEQ ok" | "SEQ err NAME"
+//   sync SID           cudaStreamSynchronize(SID): "SEQ ok" | "SEQ err NAME"
+//   copy HOW DST SRC   writes a pattern into allocation SRC, copies it into allocation DST
+//                      (HOW: peer = cudaMemcpyPeer, default = cudaMemcpy with
+//                      cudaMemcpyDefault, async = cudaMemcpyPeerAsync on a stream of DST's
+//                      device, then cudaStreamSynchronize) and reads DST back: "SEQ ok" |
+//                      "SEQ err NAME" | "SEQ err data-mismatch"
+//   peer DEV PEER      cudaDeviceCanAccessPeer: "SEQ peer 0|1" | "SEQ err NAME"
 //   quit               exits 0
 // The application never exits on a CUDA error: errors are answers.
+#include <algorithm>
 #include <cinttypes>
 #include <fstream>
 #include <map>
@@ -127,6 +135,12 @@ int main(int argc, char** argv) {
       } else {
         out = std::string("err ") + cudaGetErrorName(e);
       }
+    } else if (verb == "sync") {
+      int id = 0;
+      ss >> id;
+      auto it = streams.find(id);
+      cudaError_t e = it == streams.end() ? cudaErrorInvalidValue : cudaStreamSynchronize(it->second);
+      out = e == cudaSuccess ? "ok" : std::string("err ") + cudaGetErrorName(e);
     } else if (verb == "hostfn" || verb == "launch") {
       int id = 0;
       ss >> id;
@@ -138,6 +152,40 @@ int main(int argc, char** argv) {
         e = cudaGetLastError();
       }
       out = e == cudaSuccess ? "ok" : std::string("err ") + cudaGetErrorName(e);
+    } else if (verb == "copy") {
+      std::string how;
+      int d = 0, s = 0;
+      ss >> how >> d >> s;
+      auto di = blocks.find(d), si = blocks.find(s);
+      if (di == blocks.end() || si == blocks.end()) {
+        out = "err no-such-block";
+      } else {
+        size_t n = std::min<size_t>({di->second.bytes, si->second.bytes, 3 << 20});
+        std::vector<unsigned char> pattern = RandomBytes(n, static_cast<unsigned>(d * 131 + s)), back(n);
+        cudaError_t e = cudaSetDevice(si->second.device);
+        if (e == cudaSuccess) e = cudaMemcpy(si->second.ptr, pattern.data(), n, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess && how == "peer")
+          e = cudaMemcpyPeer(di->second.ptr, di->second.device, si->second.ptr, si->second.device, n);
+        if (e == cudaSuccess && how == "default") e = cudaMemcpy(di->second.ptr, si->second.ptr, n, cudaMemcpyDefault);
+        if (e == cudaSuccess && how == "async") {
+          cudaStream_t st = nullptr;
+          e = cudaSetDevice(di->second.device);
+          if (e == cudaSuccess) e = cudaStreamCreate(&st);
+          if (e == cudaSuccess)
+            e = cudaMemcpyPeerAsync(di->second.ptr, di->second.device, si->second.ptr, si->second.device, n, st);
+          if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+          if (st != nullptr) (void)cudaStreamDestroy(st);
+        }
+        if (e == cudaSuccess) e = cudaSetDevice(di->second.device);
+        if (e == cudaSuccess) e = cudaMemcpy(back.data(), di->second.ptr, n, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) out = std::string("err ") + cudaGetErrorName(e);
+        else out = pattern == back ? "ok" : "err data-mismatch";
+      }
+    } else if (verb == "peer") {
+      int dev = 0, peer = 0, can = -1;
+      ss >> dev >> peer;
+      cudaError_t e = cudaDeviceCanAccessPeer(&can, dev, peer);
+      out = e == cudaSuccess ? "peer " + std::to_string(can) : std::string("err ") + cudaGetErrorName(e);
     } else if (verb == "quit") {
       std::printf("%s bye\n", seq.c_str());
       return 0;

@@ -6,6 +6,8 @@
 #include "driver/driver.h"
 #include "driver/objects.h"
 #include "export.h"
+#include "multi_server.h"
+#include "remote_call.h"
 #include "process.h"
 #include "runtime.h"
 
@@ -185,6 +187,12 @@ REMORA_API CUresult cuDeviceGetProperties(CUdevprop* prop, CUdevice dev) {
   prop->clockRate = a(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
   prop->textureAlign = a(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT);
   return CUDA_SUCCESS;
+}
+
+// Devices of two servers are never peers (multi_server.h).
+REMORA_API CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
+  return static_cast<CUresult>(
+      FinishApi(Domain::kCuda, CanAccessPeer(canAccessPeer, dev, peerDev, "cuDeviceCanAccessPeer"), "cuDeviceCanAccessPeer"));
 }
 
 REMORA_API CUresult cuDeviceGetExecAffinitySupport(int* pi, CUexecAffinityType type, CUdevice dev) {

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# multi-server-gpu.sh BUILD_DIR: GPUs of two servers in one application, on real GPUs (CTest
+# gpu.multi_server, label gpu). Two remora-server --backend cuda processes on this machine,
+# each serving GPU 0 to its own tenant; GPU programs run with REMORA_SERVER naming both (one
+# token per server), so their devices 0 and 1 are the two servers' GPUs and every peer copy
+# crosses servers: multi_device_compute (a computation split over both devices, results
+# checked, device 0's result squared on device 1 and brought back) and peer_copy, over shm and
+# over tcp. The clients see no local GPU (CUDA_VISIBLE_DEVICES= and REMORA_ASSERT_NO_LOCAL_GPU=1).
+# Needs one NVIDIA GPU: otherwise a SKIP line and exit 77. Exit 0 when all passed, 1 otherwise.
+set -u
+build=$(cd "${1:?usage: multi-server-gpu.sh BUILD_DIR}" && pwd)
+bin=$build/bin
+shim=$build/lib/libremora.so
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "${gpus:-0}" -lt 1 ]; then
+  echo "SKIP: multi-server-gpu needs an NVIDIA GPU"
+  exit 77
+fi
+
+. "$(dirname "$0")/gpu-server.sh"
+second_pid=
+on_exit '[ -n "$second_pid" ] && kill "$second_pid" 2>/dev/null && wait "$second_pid" 2>/dev/null'
+start_gpu_server multi-server --listen tcp://127.0.0.1:0
+shm_a=$(grep '^shm://' "$ready")
+tcp_a=$(grep '^tcp://' "$ready")
+token_a=$(token_of pool --memory 4GiB --gpus 0)
+
+# The second server: its own state directory, sockets and tenant.
+second=$work/second
+mkdir -p "$second"
+"$bin/remora-server" --backend cuda --state-dir "$second/state" --listen "shm://$second/remora.sock" \
+  --listen tcp://127.0.0.1:0 --ready-file "$second/ready" --log-level info >"$second/server.log" 2>&1 &
+second_pid=$!
+for _ in $(seq 1 300); do [ -s "$second/ready" ] && break; sleep 0.1; done
+[ -s "$second/ready" ] || { echo "FAIL multi-server-gpu: the second remora-server did not start"; cat "$second/server.log"; exit 1; }
+shm_b=$(grep '^shm://' "$second/ready")
+tcp_b=$(grep '^tcp://' "$second/ready")
+token_b=$("$bin/remoractl" --state-dir "$second/state" --json tenant create pool --memory 4GiB --gpus 0 |
+  sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+[ -n "$token_a" ] && [ -n "$token_b" ] || { echo "FAIL multi-server-gpu: tenant creation"; exit 1; }
+
+failures=0
+for transport in shm tcp; do
+  if [ "$transport" = shm ]; then servers="$shm_a,$shm_b"; else servers="$tcp_a,$tcp_b"; fi
+  for program in multi_device_compute peer_copy; do
+    log=$work/$program.$transport.log
+    start=$(date +%s%N)
+    CUDA_VISIBLE_DEVICES= REMORA_ASSERT_NO_LOCAL_GPU=1 LD_PRELOAD=$shim REMORA_SERVER=$servers \
+      REMORA_TOKEN="$token_a,$token_b" timeout 120 "$bin/gpu_$program" >"$log" 2>&1
+    rc=$?
+    ms=$((($(date +%s%N) - start) / 1000000))
+    line=$(grep -E "^(PASS|FAIL|SKIP) $program" "$log" | tail -1)
+    # Both servers' devices, or it proves nothing.
+    if [ "$program" = multi_device_compute ] && [[ "$line" != *"2 device(s)"* ]]; then line="FAIL (not 2 devices) $line"; fi
+    if [ $rc -eq 0 ] && [[ "$line" == "PASS "* ]]; then
+      echo "PASS multi-server $transport $program (${ms} ms): ${line#PASS }"
+    else
+      echo "FAIL multi-server $transport $program (exit $rc): ${line:-no result line}"
+      tail -20 "$log"
+      failures=$((failures + 1))
+    fi
+  done
+done
+[ $failures -eq 0 ] && echo "multi-server-gpu: all passed" && exit 0
+echo "multi-server-gpu: $failures failure(s)"
+exit 1
