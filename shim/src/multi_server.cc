@@ -55,6 +55,19 @@ Status CrossServerCopy(uint64_t dst, int dst_device, uint64_t src, int src_devic
   return Status::Ok();
 }
 
+Status StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags, bool per_thread, const char* call) {
+  Runtime& rt = Runtime::Get();
+  if (rt.server_count() > 1 && event != nullptr && rt.CheckEvent(event).ok()) {
+    int stream_device = -1;
+    RETURN_IF_ERROR(rt.CheckStream(stream, &stream_device));
+    int event_device = rt.EventDevice(U(event));
+    if (event_device >= 0 && !rt.SameServer(stream_device, event_device))
+      return gen::cuda::cuEventSynchronize(CallCtx{false, call}, reinterpret_cast<CUevent>(event));
+  }
+  return gen::cuda::cuStreamWaitEvent(CallCtx{per_thread, call}, reinterpret_cast<CUstream>(stream),
+                                      reinterpret_cast<CUevent>(event), flags);
+}
+
 Status CanAccessPeer(int* can_access, int device, int peer, const char* call) {
   Runtime& rt = Runtime::Get();
   RETURN_IF_ERROR(rt.Device(device).status());
@@ -73,4 +86,10 @@ using namespace remora::shim;
 
 REMORA_API cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
   return Finish(CanAccessPeer(canAccessPeer, device, peerDevice, "cudaDeviceCanAccessPeer"), "cudaDeviceCanAccessPeer");
+}
+REMORA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  return Finish(StreamWaitEvent(stream, event, flags, false, "cudaStreamWaitEvent"), "cudaStreamWaitEvent");
+}
+REMORA_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  return Finish(StreamWaitEvent(stream, event, flags, true, "cudaStreamWaitEvent"), "cudaStreamWaitEvent");
 }

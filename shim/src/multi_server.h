@@ -21,6 +21,11 @@ namespace remora::shim {
 Status CrossServerCopy(uint64_t dst, int dst_device, uint64_t src, int src_device, size_t n, cudaStream_t stream,
                        bool per_thread);
 
+// cuStreamWaitEvent: an event of another server than the stream's is waited for here, the
+// host blocking until it completed (nothing joins two servers' streams), after which the
+// stream has nothing left to wait for; otherwise the server's own wait.
+Status StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags, bool per_thread, const char* call);
+
 // cuDeviceCanAccessPeer: 0 between devices of two servers (no path joins their GPUs), else
 // the server's answer.
 Status CanAccessPeer(int* can_access, int device, int peer, const char* call);

@@ -48,10 +48,14 @@ Status RemoteCall::Stream(const void* stream) {
   RETURN_IF_ERROR(Runtime::Get().CheckStream(static_cast<cudaStream_t>(const_cast<void*>(stream)), &device));
   args_.Put<uint64_t>(reinterpret_cast<uint64_t>(stream));
   args_.Put<uint8_t>(cc_.per_thread ? 1 : 0);
-  // The default streams belong to whichever device the call is for: with several servers,
-  // the device of what else the call names (else the current device).
+  // A default stream is the current device's; with several servers, unless what else the
+  // call names is another server's (then that device's: see Invoke).
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
-    if (device_ < 0 && Runtime::Get().server_count() <= 1) device_ = device;
+    if (Runtime::Get().server_count() <= 1) {
+      if (device_ < 0) device_ = device;
+    } else {
+      default_stream_device_ = device;
+    }
     return Status::Ok();
   }
   return Claim(device);
@@ -158,6 +162,7 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   if (device_ < 0) {
     ASSIGN_OR_RETURN(device_, rt.CurrentDevice());
   }
+  if (default_stream_device_ >= 0 && rt.SameServer(device_, default_stream_device_)) device_ = default_stream_device_;
   Client* c = session->LinkFor(device_);  // the server of the device (several servers)
   // The device may read managed memory: what the host wrote goes first (managed.h).
   RETURN_IF_ERROR(rt.managed().BeforeDeviceWork());

@@ -88,6 +88,7 @@ class RemoteCall {
   CallClass cls_;
   Domain domain_;
   int device_ = -1;
+  int default_stream_device_ = -1;  // several servers: a default stream's (current) device
   // Makes `device` the call's device, or checks it is on the same server as the call's.
   Status Claim(int device);
   api::ArgWriter& args_;

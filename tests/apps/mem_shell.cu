@@ -15,6 +15,9 @@
 //   hostfn SID         cudaLaunchHostFunc on stream SID, not waited for: "SEQ ok" | "SEQ err NAME"
 //   launch SID         a kernel launch (it never writes) on stream SID: "SEQ ok" | "SEQ err NAME"
 //   sync SID           cudaStreamSynchronize(SID): "SEQ ok" | "SEQ err NAME"
+//   xwait SID SIG DEV  an event created on device DEV, recorded on stream SIG (of DEV);
+//                      stream SID waits for it (cudaStreamWaitEvent) and is synchronised;
+//                      the event destroyed: "SEQ ok" | "SEQ err NAME"
 //   copy HOW DST SRC   writes a pattern into allocation SRC, copies it into allocation DST
 //                      (HOW: peer = cudaMemcpyPeer, default = cudaMemcpy with
 //                      cudaMemcpyDefault, async = cudaMemcpyPeerAsync on a stream of DST's
@@ -140,6 +143,18 @@ int main(int argc, char** argv) {
       ss >> id;
       auto it = streams.find(id);
       cudaError_t e = it == streams.end() ? cudaErrorInvalidValue : cudaStreamSynchronize(it->second);
+      out = e == cudaSuccess ? "ok" : std::string("err ") + cudaGetErrorName(e);
+    } else if (verb == "xwait") {
+      int waiter = 0, signal = 0, dev = 0;
+      ss >> waiter >> signal >> dev;
+      auto w = streams.find(waiter), s = streams.find(signal);
+      cudaError_t e = w == streams.end() || s == streams.end() ? cudaErrorInvalidValue : cudaSetDevice(dev);
+      cudaEvent_t ev = nullptr;
+      if (e == cudaSuccess) e = cudaEventCreate(&ev);
+      if (e == cudaSuccess) e = cudaEventRecord(ev, s->second);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(w->second, ev, 0);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(w->second);
+      if (ev != nullptr && e == cudaSuccess) e = cudaEventDestroy(ev);
       out = e == cudaSuccess ? "ok" : std::string("err ") + cudaGetErrorName(e);
     } else if (verb == "hostfn" || verb == "launch") {
       int id = 0;

@@ -82,6 +82,12 @@ TEST_P(MultiServer, OneDeviceListCopiesBetweenServersAndLosingOneFailsOnlyItsDev
   EXPECT_EQ(sh.Do("launch " + s2), "ok");
   EXPECT_EQ(sh.Do("sync " + s2, 10), "ok");
   EXPECT_EQ(sh.Do("sync " + s0, 10), "ok");
+  // A stream waiting for another server's event (the shim waits for it), and within one.
+  EXPECT_EQ(sh.Do("xwait " + s0 + " " + s2 + " 2", 10), "ok");
+  EXPECT_EQ(sh.Do("xwait " + s2 + " " + s0 + " 0", 10), "ok");
+  std::string s1 = sh.Do("stream 1");
+  ASSERT_EQ(s1.rfind("ok ", 0), 0u) << s1;
+  EXPECT_EQ(sh.Do("xwait " + s0 + " " + s1.substr(3) + " 1", 10), "ok");
   EXPECT_EQ(sh.Do("peer 2 1"), "peer 0");
 
   // Server b dies: its device fails (devices unavailable), server a's carry on.

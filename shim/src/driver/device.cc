@@ -195,6 +195,22 @@ REMORA_API CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUde
       FinishApi(Domain::kCuda, CanAccessPeer(canAccessPeer, dev, peerDev, "cuDeviceCanAccessPeer"), "cuDeviceCanAccessPeer"));
 }
 
+// A wait for another server's event blocks here (multi_server.h).
+REMORA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  return static_cast<CUresult>(FinishApi(
+      Domain::kCuda,
+      StreamWaitEvent(reinterpret_cast<cudaStream_t>(hStream), reinterpret_cast<cudaEvent_t>(hEvent), Flags, false,
+                      "cuStreamWaitEvent"),
+      "cuStreamWaitEvent"));
+}
+REMORA_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  return static_cast<CUresult>(FinishApi(
+      Domain::kCuda,
+      StreamWaitEvent(reinterpret_cast<cudaStream_t>(hStream), reinterpret_cast<cudaEvent_t>(hEvent), Flags, true,
+                      "cuStreamWaitEvent"),
+      "cuStreamWaitEvent"));
+}
+
 REMORA_API CUresult cuDeviceGetExecAffinitySupport(int* pi, CUexecAffinityType type, CUdevice dev) {
   if (pi == nullptr) return Invalid("cuDeviceGetExecAffinitySupport", "pi is NULL");
   auto d = DeviceOf(dev);
