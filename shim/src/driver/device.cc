@@ -196,19 +196,16 @@ REMORA_API CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUde
 }
 
 // A wait for another server's event blocks here (multi_server.h).
+static CUresult WaitEvent(CUstream stream, CUevent event, unsigned flags, bool per_thread) {
+  Status st = StreamWaitEvent(reinterpret_cast<cudaStream_t>(stream), reinterpret_cast<cudaEvent_t>(event), flags,
+                              per_thread, "cuStreamWaitEvent");
+  return static_cast<CUresult>(FinishApi(Domain::kCuda, st, "cuStreamWaitEvent"));
+}
 REMORA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
-  return static_cast<CUresult>(FinishApi(
-      Domain::kCuda,
-      StreamWaitEvent(reinterpret_cast<cudaStream_t>(hStream), reinterpret_cast<cudaEvent_t>(hEvent), Flags, false,
-                      "cuStreamWaitEvent"),
-      "cuStreamWaitEvent"));
+  return WaitEvent(hStream, hEvent, Flags, false);
 }
 REMORA_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
-  return static_cast<CUresult>(FinishApi(
-      Domain::kCuda,
-      StreamWaitEvent(reinterpret_cast<cudaStream_t>(hStream), reinterpret_cast<cudaEvent_t>(hEvent), Flags, true,
-                      "cuStreamWaitEvent"),
-      "cuStreamWaitEvent"));
+  return WaitEvent(hStream, hEvent, Flags, true);
 }
 
 REMORA_API CUresult cuDeviceGetExecAffinitySupport(int* pi, CUexecAffinityType type, CUdevice dev) {
