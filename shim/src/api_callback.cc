@@ -20,8 +20,9 @@ cudaError_t HostFunc(cudaStream_t stream, std::function<void()> fn, bool per_thr
   // the detaches this process has not heard of yet).
   auto dev = rt.Device(device);
   if (!dev.ok()) return Finish(dev.status(), call);
+  if ((*dev)->lost) return Finish(Error(Err::kDevicesUnavailable, "device {}'s Remora server stopped answering", device), call);
   if ((*dev)->detached) return Finish(Error(Err::kDevicesUnavailable, "device {} was detached", device), call);
-  uint64_t id = HostCallbacks::Get().Add(std::move(fn), raw, raw_data);
+  uint64_t id = HostCallbacks::Get().Add(std::move(fn), raw, raw_data, (*c)->LinkFor(device));
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto h = r.initHostFunc();
     auto s = h.initStream();

@@ -16,10 +16,10 @@ void HostCallbacks::StartLocked() {
   cv_.notify_all();
 }
 
-uint64_t HostCallbacks::Add(std::function<void()> fn, void (*raw)(void*), void* raw_data) {
+uint64_t HostCallbacks::Add(std::function<void()> fn, void (*raw)(void*), void* raw_data, Client* link) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t id = next_id_++;
-  waiting_.emplace(id, Entry{std::move(fn), raw, raw_data});
+  waiting_.emplace(id, Entry{std::move(fn), raw, raw_data, link});
   StartLocked();
   return id;
 }
@@ -91,6 +91,25 @@ void HostCallbacks::AfterFork() {
   thread_started_ = false;
 }
 
+bool HostCallbacks::ForgetLostLocked() {
+  bool any_alive = false;
+  for (Client* l : Runtime::Get().links()) {
+    if (l->broken().ok()) {
+      any_alive = true;
+      continue;
+    }
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->second.link == l) {
+        it = waiting_.erase(it);
+        cv_.notify_all();
+      } else {
+        ++it;
+      }
+    }
+  }
+  return !any_alive;
+}
+
 void HostCallbacks::Loop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -100,10 +119,7 @@ void HostCallbacks::Loop() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return !ready_.empty() || !waiting_.empty() || !repeat_.empty() || !detached_.empty(); });
     auto c = Runtime::Get().Session();
-    bool alive = false;  // a server that may still reach them (several servers: any)
-    if (c.ok())
-      for (Client* l : Runtime::Get().links()) alive = alive || l->broken().ok();
-    if (!alive) {
+    if (!c.ok() || ForgetLostLocked()) {
       // The session is gone: these callbacks will never be reached.
       waiting_.clear();
       repeat_.clear();

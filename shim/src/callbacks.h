@@ -25,8 +25,10 @@ class HostCallbacks {
  public:
   static HostCallbacks& Get() { return Process::Get().callbacks(); }
   // Registers a stream callback (run once); returns its id for the hostFunc request. A
-  // capture may turn it into a repeating one (callbackCaptured).
-  uint64_t Add(std::function<void()> fn, void (*raw)(void*) = nullptr, void* raw_data = nullptr);
+  // capture may turn it into a repeating one (callbackCaptured). `link`: the server whose
+  // stream it is queued on (several servers: forgotten if that server is lost).
+  uint64_t Add(std::function<void()> fn, void (*raw)(void*) = nullptr, void* raw_data = nullptr,
+               Client* link = nullptr);
   // Registers a graph host node's function: run at each launch that reaches it.
   uint64_t AddRepeat(void (*fn)(void*), void* data);
   // Registers a function run once without answering the server (a user object's destructor).
@@ -51,7 +53,11 @@ class HostCallbacks {
     std::function<void()> fn;
     void (*raw)(void*) = nullptr;
     void* raw_data = nullptr;
+    Client* link = nullptr;  // the server that will reach it (nullptr: any)
   };
+  // Forgets the stream callbacks of servers that were lost (their notices never come), so
+  // nothing waits for them; true if every server was lost. Caller holds mu_.
+  bool ForgetLostLocked();
   void StartLocked();
   void Loop();
 

@@ -297,12 +297,11 @@ Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
   (void)c;
   std::vector<std::vector<DeviceEntry>> parts(routes_.links.size());
   std::vector<Status> failures(routes_.links.size());
-  size_t answered = 0;
   for (size_t i = 0; i < routes_.links.size(); i++) {
     failures[i] = ListDevices(*routes_.links[i], &parts[i]);
-    if (failures[i].ok()) answered++;
+    // A server that answers badly fails the call; only a lost one leaves its devices lost.
+    if (!failures[i].ok() && (routes_.links.size() == 1 || routes_.links[i]->broken().ok())) return failures[i];
   }
-  if (answered == 0) return failures[0];
   std::lock_guard<std::mutex> lock(mu_);
   // Ordinals: a server's devices keep the ones they were first given; new ones come last.
   auto ordinal_of = [&](size_t link, int local) {

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "tenancy_support.h"
 
@@ -90,8 +91,16 @@ TEST_P(MultiServer, OneDeviceListCopiesBetweenServersAndLosingOneFailsOnlyItsDev
   EXPECT_EQ(sh.Do("xwait " + s0 + " " + s1.substr(3) + " 1", 10), "ok");
   EXPECT_EQ(sh.Do("peer 2 1"), "peer 0");
 
-  // Server b dies: its device fails (devices unavailable), server a's carry on.
+  // Server b dies with a host function queued on its stream (its worker stopped first, so it
+  // is never reached): its device fails (devices unavailable), server a's carry on, and
+  // nothing waits for the lost host function (a copy from pageable memory waits for the
+  // host functions queued before it).
+  std::vector<pid_t> workers = ChildrenNamed(b.server.pid(), "remora-worker");
+  ASSERT_EQ(workers.size(), 1u);
+  ::kill(workers[0], SIGSTOP);
+  EXPECT_EQ(sh.Do("hostfn " + s2), "ok");
   ::kill(b.server.pid(), SIGKILL);
+  ::kill(workers[0], SIGKILL);
   std::string lost;
   ASSERT_TRUE(Eventually([&] {
     lost = sh.Do("check " + d2);
@@ -100,8 +109,11 @@ TEST_P(MultiServer, OneDeviceListCopiesBetweenServersAndLosingOneFailsOnlyItsDev
   EXPECT_EQ(lost, "err cudaErrorDevicesUnavailable");
   EXPECT_EQ(sh.Do("info 2"), "err cudaErrorDevicesUnavailable");
   EXPECT_EQ(sh.Do("copy peer " + d2 + " " + d0), "err cudaErrorDevicesUnavailable");
-  EXPECT_EQ(sh.Do("check " + d0), "ok");
+  EXPECT_EQ(sh.Do("check " + d0, 10), "ok");
   EXPECT_EQ(sh.Do("check " + d1), "ok");
+  EXPECT_EQ(sh.Do("hostfn " + s2), "err cudaErrorDevicesUnavailable");
+  EXPECT_EQ(sh.Do("hostfn " + s0), "ok");
+  EXPECT_EQ(sh.Do("sync " + s0, 10), "ok");
   EXPECT_EQ(sh.Do("copy peer " + d1 + " " + d0), "ok");
   std::string more = sh.Do("alloc 1 2");
   EXPECT_EQ(more.rfind("ok ", 0), 0u) << more;
