@@ -37,8 +37,7 @@ cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per
   // Several servers: on the default stream, memory of another server than the current
   // device's is set on its own device's stream.
   if (auto a = rt.server_count() > 1 ? rt.FindDevice(U(dst)) : std::nullopt) {
-    if ((stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) &&
-        !rt.SameServer(device, a->device))
+    if (IsDefaultStream(stream) && !rt.SameServer(device, a->device))
       device = a->device;
   }
   // Asynchronous with respect to the host (for device memory), as in CUDA.
@@ -146,7 +145,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       return async ? Finish(st, call) : FinishSync(cl, st, call);
     }
     int target = dst_dev >= 0 ? dst_dev : src_dev >= 0 ? src_dev : device;
-    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+    if (IsDefaultStream(stream)) {
       if (!rt.SameServer(device, target)) device = target;  // else the current device's stream
     } else if (!rt.SameServer(device, target))
       return Finish(Error(Err::kInvalidValue, "a stream of device {} cannot copy memory of device {}: they are on two "

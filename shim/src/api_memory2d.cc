@@ -218,7 +218,7 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
   if (!rt.SameServer(src_device, dst_device))
     return Finish(CrossServerCopy(U(dst), dst_device, U(src), src_device, count, stream, false), call);
   if (rt.server_count() > 1) {
-    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+    if (IsDefaultStream(stream)) {
       if (!rt.SameServer(device, dst_device)) device = dst_device;
     } else if (!rt.SameServer(device, dst_device))
       return Finish(Error(Err::kInvalidValue, "a stream of device {} cannot copy between devices {} and {} of another "

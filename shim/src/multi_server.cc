@@ -17,8 +17,7 @@ constexpr size_t kChunk = 16 << 20;
 
 bool OnDevice(cudaStream_t stream, int device) {
   int d = -1;
-  return stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread &&
-         Runtime::Get().CheckStream(stream, &d).ok() && d == device;
+  return !IsDefaultStream(stream) && Runtime::Get().CheckStream(stream, &d).ok() && d == device;
 }
 }  // namespace
 
@@ -30,7 +29,7 @@ Status CrossServerCopy(uint64_t dst, int dst_device, uint64_t src, int src_devic
   int stream_device = -1;
   RETURN_IF_ERROR(rt.CheckStream(stream, &stream_device));
   bool src_stream = OnDevice(stream, src_device), dst_stream = OnDevice(stream, dst_device);
-  if (!src_stream && !dst_stream && stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread)
+  if (!src_stream && !dst_stream && !IsDefaultStream(stream))
     return Error(Err::kInvalidValue, "the stream belongs to device {}, neither {} nor {} of the copy", stream_device,
                  src_device, dst_device);
   std::unique_ptr<std::byte[]> buf(new (std::nothrow) std::byte[std::min(n, kChunk)]);

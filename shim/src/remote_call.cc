@@ -10,6 +10,7 @@
 #include "cuda_wire.h"
 #include "runtime.h"
 #include "thread_slot.h"
+#include "wire_args.h"
 
 namespace remora::shim {
 namespace {
@@ -50,7 +51,7 @@ Status RemoteCall::Stream(const void* stream) {
   args_.Put<uint8_t>(cc_.per_thread ? 1 : 0);
   // A default stream is the current device's; with several servers, unless what else the
   // call names is another server's (then that device's: see Invoke).
-  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+  if (IsDefaultStream(static_cast<cudaStream_t>(const_cast<void*>(stream)))) {
     if (Runtime::Get().server_count() <= 1) {
       if (device_ < 0) device_ = device;
     } else {
