@@ -356,6 +356,38 @@ struct DeviceLimit {
   set @2 :Bool;
 }
 
+# Planned migration (docs/ARCHITECTURE.md, "Planned migration"): what a session holds that
+# moves with it to another server. Ordinals are the session's device ordinals on the
+# server that answers or receives it.
+struct Migration {
+  allocations @0 :List(Allocation);
+  streams @1 :List(Object);
+  events @2 :List(Object);
+  modules @3 :List(Module);
+  struct Allocation {
+    ptr @0 :UInt64;
+    size @1 :UInt64;
+    ordinal @2 :Int32;
+  }
+  struct Object {              # a stream or an event: its handle, device and creation flags
+    handle @0 :UInt64;
+    ordinal @1 :Int32;
+    flags @2 :UInt32;
+    priority @3 :Int32;
+  }
+  struct Module {
+    handle @0 :UInt64;
+    ordinal @1 :Int32;
+    hash @2 :Data;             # BLAKE2b-256 of the image (32 bytes)
+    size @3 :UInt64;           # image bytes
+    functions @4 :List(Function);
+  }
+  struct Function {
+    handle @0 :UInt64;
+    name @1 :Text;
+  }
+}
+
 struct HostFunc {
   stream @0 :StreamRef;
   id @1 :UInt64;               # the shim's callback id, echoed in Notice.hostCallback
@@ -432,6 +464,12 @@ struct Request {
     apiCall @54 :ApiCall;
     moduleUnload @55 :UInt64;  # module handle (the driver API's cuModuleUnload)
     link @56 :Link;            # the driver API's JIT linker, run on the worker
+    migrateExport @58 :Void;   # planned migration, on the source: what the session holds
+                               # (Reply.migration), or why it cannot move yet
+    migrateImport @59 :Migration;  # on the target: the allocations (at the same addresses),
+                                   # streams and events (with the same handles); modules apart
+    migrateModule @60 :Migration.Module;  # on the target: load the image (the frame's bulk)
+                                          # under the same module and function handles
   }
   captureMode @57 :UInt8;      # the calling thread's cudaStreamCaptureMode (0: global)
 }
@@ -513,6 +551,7 @@ struct Reply {
     attributes @17 :List(Int32);
     apiResult @18 :Data;       # an apiCall's results (flat encoding)
     linked @21 :Linked;
+    migration @23 :Migration;
   }
   errorDomain @19 :UInt16;     # remora::Domain of `error` (0: cudart)
   asyncErrorDomain @20 :UInt16;
@@ -532,5 +571,11 @@ struct Notice {
     callbackCaptured @5 :UInt64;  # host function id was captured into a graph: it runs at
                                   # each launch (repeatCallback), not now
     runCallback @6 :UInt64;    # run callback id once (a user object's destructor), no answer
+    migrate @7 :MigrateTo;     # the administrator moves this session to another server
   }
+}
+
+struct MigrateTo {
+  url @0 :Text;                # the server to move to
+  token @1 :Text;              # the tenant's token there (empty: the application's own)
 }

@@ -111,6 +111,10 @@ interface Admin {
   killSession @9 (id :UInt64, reason :Text) -> (outcome :Outcome);
   # Replaces the tenant's compute settings; running sessions follow at their next decision.
   setCompute @10 (name :Text, settings :ComputeSettings) -> (outcome :Outcome);
+  # Planned migration: asks session `id`'s application to move the session to the server at
+  # `url` (token: the tenant's token there; empty: the application's own). Answered once the
+  # request is on its way; the session leaves this server's list when the move completes.
+  migrateSession @11 (id :UInt64, url :Text, token :Text) -> (outcome :Outcome);
 }
 
 interface AdminLogin {

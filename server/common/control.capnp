@@ -41,6 +41,11 @@ struct IpcReply {              # supervisor -> worker
   importers @7 :UInt32;        # ipcUnexport: opens still live (the free is deferred until 0)
 }
 
+struct MigrateOrder {
+  url @0 :Text;
+  token @1 :Text;
+}
+
 struct ControlMessage {
   union {
     setGpus @0 :List(Int32);   # the tenant's GPUs on this server, now (attach/detach)
@@ -53,5 +58,6 @@ struct ControlMessage {
     ipcUnexport @7 :IpcUnexport;  # worker -> supervisor: the exporter freed an export (answered: importers left)
     ipcReply @8 :IpcReply;
     ipcRelease @9 :UInt64;     # supervisor -> exporter: the last importer of freed export ID closed it
+    migrate @10 :MigrateOrder; # supervisor -> worker: tell the client to move to another server
   }
 }

@@ -223,6 +223,15 @@ class AdminImpl final : public rpc::Admin::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> migrateSession(MigrateSessionContext ctx) override {
+    uint64_t id = ctx.getParams().getId();
+    std::string url = ctx.getParams().getUrl();
+    std::string token = ctx.getParams().getToken();
+    Status st = sup_.Call([&] { return sup_.MigrateSession(id, url, token); });
+    SetOutcome(ctx.getResults().initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
  private:
   // Loop thread only.
   void FillTenant(rpc::Tenant::Builder b, const TenantState& t) {

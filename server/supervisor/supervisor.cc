@@ -437,4 +437,19 @@ Status Supervisor::KillSession(uint64_t id, const std::string& reason) {
   return Error(Err::kInvalidValue, "no session {}", id);
 }
 
+Status Supervisor::MigrateSession(uint64_t id, const std::string& url, const std::string& token) {
+  if (url.empty()) return Error(Err::kInvalidValue, "a migration needs the URL of the server to move to");
+  for (auto& [pid, s] : sessions_) {
+    if (s.id != id) continue;
+    RETURN_IF_ERROR(SendControl(s, [&](void* m) {
+      auto order = static_cast<control::ControlMessage::Builder*>(m)->initMigrate();
+      order.setUrl(url);
+      order.setToken(token);
+    }));
+    LOG_INFO("session {} (tenant '{}'): the administrator moves it to {}", id, s.tenant, url);
+    return Status::Ok();
+  }
+  return Error(Err::kInvalidValue, "no session {}", id);
+}
+
 }  // namespace remora::server

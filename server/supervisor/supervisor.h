@@ -154,6 +154,8 @@ class Supervisor {
   Status AttachGpu(const std::string& name, int gpu);
   Status DetachGpu(const std::string& name, int gpu);
   Status KillSession(uint64_t id, const std::string& reason);
+  // Planned migration: tells session `id`'s worker to ask its client to move to `url`.
+  Status MigrateSession(uint64_t id, const std::string& url, const std::string& token);
   // True if `pid` is a session worker of this server or a descendant of one (they never
   // get the admin API).
   bool IsWorkerOrDescendant(pid_t pid) const;

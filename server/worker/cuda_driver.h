@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <sys/mman.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -104,7 +105,8 @@ class CudaDriver final : public Driver {
   Result<MemoryInfo> MemGetInfo() override;
 
   Result<DevPtr> MemAlloc(size_t bytes) override;
-  Status MemFree(DevPtr p) override { return Check(api_.cuMemFree(static_cast<CUdeviceptr>(p)), "cuMemFree"); }
+  Status MemFree(DevPtr p) override;  // cuda_driver_place.cc
+  Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) override;
 
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream s) override;
   Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream s) override;
@@ -201,6 +203,15 @@ class CudaDriver final : public Driver {
   CudaLibraries libraries_;
   int current_ = -1;
   bool nvml_tried_ = false;
+  // Memory placed at given addresses (MemPlace): extents by base, and each placed
+  // allocation's extent.
+  struct Placed {
+    uint64_t size = 0;
+    CUmemGenericAllocationHandle handle = 0;
+    int refs = 0;
+  };
+  std::map<DevPtr, Placed> placed_;
+  std::map<DevPtr, DevPtr> placed_allocations_;
   std::unique_ptr<NvmlProbe> nvml_;  // null where NVML is unavailable
 };
 

@@ -127,6 +127,10 @@ class Driver {
 
   virtual Result<DevPtr> MemAlloc(size_t bytes) = 0;
   virtual Status MemFree(DevPtr ptr) = 0;
+  // Planned migration: allocations on the current device at exactly the addresses they had
+  // on another server ({address, bytes}, sorted by address, not overlapping), each freed by
+  // MemFree later; kMemoryAllocation (and nothing allocated) where a range is not free here.
+  virtual Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) = 0;
   virtual Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream s) = 0;  // async on s
   virtual Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream s) = 0;        // async on s
   virtual Status MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream s) = 0;       // async on s

@@ -193,7 +193,7 @@ Status Executor::Dispatch(const InFrame& frame) {
     // Only these calls carry data. Another one with data is inconsistent: nothing would read
     // the data, and the transport cannot resynchronise (found by fuzz target `request`).
     if (frame.header.bulk_bytes > 0 && req.which() != W::MEMCPY_HTO_D && req.which() != W::MODULE_LOAD &&
-        req.which() != W::COPY3_D)
+        req.which() != W::COPY3_D && req.which() != W::MIGRATE_MODULE)
       return Error(Err::kInvalidValue, "request type {} carries {} bytes of data it does not take",
                    static_cast<int>(req.which()), frame.header.bulk_bytes);
     switch (req.which()) {
@@ -220,6 +220,9 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::GET_FUNCTION: return Handlers::GetFunction(*this, tag, req);
       case W::MODULE_UNLOAD: return Handlers::ModuleUnload(*this, tag, req);
       case W::LINK: return Handlers::Link(*this, tag, req);
+      case W::MIGRATE_EXPORT: return Handlers::MigrateExport(*this, tag, req);
+      case W::MIGRATE_IMPORT: return Handlers::MigrateImport(*this, tag, req);
+      case W::MIGRATE_MODULE: return Handlers::MigrateModule(*this, frame, req);
       case W::GET_GLOBAL: return Handlers::GetGlobal(*this, tag, req);
       case W::LAUNCH_KERNEL: return Handlers::LaunchKernel(*this, async_tag, req);
       case W::FUNC_GET_ATTRIBUTES: return Handlers::FuncGetAttributes(*this, tag, req);
@@ -367,6 +370,14 @@ Status Executor::ApplyControl(const ControlEvent& ev) {
   if (ev.kind == ControlEvent::Kind::kIpcRelease) {
     ipc_->Release(*this, ev.export_id);
     return Status::Ok();
+  }
+  if (ev.kind == ControlEvent::Kind::kMigrate) {
+    LOG_INFO("session {}: the administrator moves it to {}", config_.session_id, ev.url);
+    return PostNotice([&](wire::Notice::Builder& n) {
+      auto m = n.initMigrate();
+      m.setUrl(ev.url);
+      m.setToken(ev.token);
+    });
   }
   if (ev.kind == ControlEvent::Kind::kEndSession) {
     end_reason_ = ev.reason;

@@ -70,9 +70,10 @@ struct SessionConfig {
 
 // Supervisor-to-worker events, polled by the executor (about every millisecond).
 struct ControlEvent {
-  enum class Kind { kSetDevices, kEndSession, kIpcRelease } kind = Kind::kEndSession;
+  enum class Kind { kSetDevices, kEndSession, kIpcRelease, kMigrate } kind = Kind::kEndSession;
   std::vector<int> gpus;
   std::string reason;
+  std::string url, token;  // kMigrate: where the administrator moves the session
   uint64_t export_id = 0;  // kIpcRelease: free this export now (its last importer closed it)
 };
 

@@ -61,6 +61,11 @@ class Handlers {
   static Status FuncSetCacheConfig(Executor& ex, uint64_t tag, Req req);
   static Status Occupancy(Executor& ex, uint64_t tag, Req req);
 
+  // ops_migrate.cc, ops_module.cc: planned migration (source, then target)
+  static Status MigrateExport(Executor& ex, uint64_t tag, Req req);
+  static Status MigrateImport(Executor& ex, uint64_t tag, Req req);
+  static Status MigrateModule(Executor& ex, const InFrame& frame, Req req);
+
   // ops_link.cc
   static Status ModuleUnload(Executor& ex, uint64_t tag, Req req);
   static Status Link(Executor& ex, uint64_t tag, Req req);

@@ -114,6 +114,21 @@ Result<DevPtr> HostDriver::MemAlloc(size_t bytes) {
   return h.Alloc(bytes);
 }
 
+Status HostDriver::MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) {
+  EmulatedHeap& h = heaps_[static_cast<size_t>(current_)];
+  std::vector<DevPtr> done;
+  for (const auto& [at, bytes] : allocations) {
+    Result<DevPtr> p = h.AllocAt(at, bytes);
+    if (!p.ok()) {
+      for (DevPtr d : done)  // never used: nothing to retire
+        if (auto b = h.Release(d); b.ok()) ::munmap(b->host, b->size);
+      return p.status();
+    }
+    done.push_back(*p);
+  }
+  return Status::Ok();
+}
+
 Status HostDriver::MemFree(DevPtr p) {
   ASSIGN_OR_RETURN(EmulatedHeap * h, HeapOf(p));
   ASSIGN_OR_RETURN(Block b, h->Release(p));

@@ -62,6 +62,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // session's end nothing may wait for a kernel that never ends): work queued before the free
   // still finds the memory mapped (Retire).
   Status MemFree(DevPtr p) override;
+  Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) override;
 
   // Copies and memsets validate their ranges now and move bytes in stream order.
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream stream) override;

@@ -109,21 +109,21 @@ class EmulatedHeap {
     uint64_t need = AlignUp(std::max<uint64_t>(bytes, 1), kAlign);
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       if (it->second < need) continue;
-      DevPtr p = it->first;
-      uint64_t left = it->second - need;
-      free_.erase(it);
-      if (left > 0) free_[p + need] = left;
-      void* host = ::mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (host == MAP_FAILED) {
-        Free(p, need);
-        return Error(Err::kMemoryAllocation, "emulated device memory: host mmap of {} failed", FormatSize(need));
-      }
-      blocks_[p] = Block{static_cast<std::byte*>(host), need};
-      used_ += need;
-      return p;
+      return Take(it, it->first, need);
     }
     return Error(Err::kMemoryAllocation, "emulated GPU is out of memory ({} requested, {} of {} in use)",
                  FormatSize(bytes), FormatSize(used_), FormatSize(capacity_));
+  }
+  // An allocation at exactly `at` (planned migration: the address it had on another server),
+  // if that range is free.
+  Result<DevPtr> AllocAt(DevPtr at, uint64_t bytes) {
+    uint64_t need = AlignUp(std::max<uint64_t>(bytes, 1), kAlign);
+    auto it = free_.upper_bound(at);
+    if (at % kAlign == 0 && it != free_.begin()) {
+      --it;
+      if (it->first <= at && at + need <= it->first + it->second) return Take(it, at, need);
+    }
+    return Error(Err::kMemoryAllocation, "emulated GPU: 0x{:x}+{} is not free address range", at, FormatSize(bytes));
   }
 
   // A virtual range with no memory (cuMemAddressReserve); memory is mapped into it later.
@@ -272,6 +272,23 @@ class EmulatedHeap {
   uint64_t capacity() const { return capacity_; }
 
  private:
+  // Carves [p, p + need) out of free range `it` and backs it with host memory.
+  Result<DevPtr> Take(std::map<DevPtr, uint64_t>::iterator it, DevPtr p, uint64_t need) {
+    DevPtr fbase = it->first;
+    uint64_t fsize = it->second;
+    free_.erase(it);
+    if (p > fbase) free_[fbase] = p - fbase;
+    if (p + need < fbase + fsize) free_[p + need] = fbase + fsize - (p + need);
+    void* host = ::mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (host == MAP_FAILED) {
+      Free(p, need);
+      return Error(Err::kMemoryAllocation, "emulated device memory: host mmap of {} failed", FormatSize(need));
+    }
+    blocks_[p] = Block{static_cast<std::byte*>(host), need};
+    used_ += need;
+    return p;
+  }
+
   void Free(DevPtr p, uint64_t size) {
     auto [it, _] = free_.emplace(p, size);
     auto next = std::next(it);

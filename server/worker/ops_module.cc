@@ -4,6 +4,7 @@
 // driver reports.
 #include <array>
 #include <cstring>
+#include <optional>
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -59,11 +60,41 @@ Status ReplyModule(Executor& ex, uint64_t tag, const Result<uint64_t>& h) {
 // Receives a shipped image (already charged when `charged`), checks that it hashes to the
 // name the client gave it, loads it and only then adds it to the tenant's cache. With a
 // `refusal` the bytes are only drained (never buffered) and the refusal is the answer.
+// A module of a migrating session: loaded under its handle on the source, with its functions'.
+struct Rekey {
+  uint64_t module = 0;
+  std::vector<std::pair<uint64_t, std::string>> functions;
+};
+
+// Gives module `h` (just loaded) the handle `to.module` and resolves its functions under
+// theirs (planned migration).
+Result<uint64_t> TakeHandles(Executor& ex, uint64_t h, const Rekey& to) {
+  SessionState& s = ex.session();
+  Module moved = *s.modules().Find(h);
+  s.modules().Erase(h);
+  Status st = s.modules().InsertAt(to.module, moved);
+  if (!st.ok()) {
+    (void)s.modules().InsertAt(h, moved);  // stays the session's under its own handle (freed at its end)
+    return st;
+  }
+  s.module_index().try_emplace({moved.hash, moved.gpu}, to.module);
+  for (const auto& [id, name] : to.functions) {
+    auto f = ex.driver().ModuleGetFunction(moved.module, name.c_str());
+    if (!f.ok()) return Status(Err::kInvalidDeviceFunction, f.status().message());
+    auto params = ex.driver().FuncParams(*f);
+    if (!params.ok()) return params.status();
+    RETURN_IF_ERROR(s.functions().InsertAt(id, {*f, moved.gpu, to.module, *params}));
+    s.function_index()[{to.module, name}] = id;
+  }
+  return to.module;
+}
+
 class ImageOp final : public PendingOp {
  public:
-  ImageOp(uint64_t tag, int gpu, std::string hash, uint64_t size, bool fresh, bool charged, Status refusal)
+  ImageOp(uint64_t tag, int gpu, std::string hash, uint64_t size, bool fresh, bool charged, Status refusal,
+          std::optional<Rekey> rekey = std::nullopt)
       : tag_(tag), gpu_(gpu), hash_(std::move(hash)), size_(size), fresh_(fresh), charged_(charged),
-        refusal_(std::move(refusal)) {}
+        refusal_(std::move(refusal)), rekey_(std::move(rekey)) {}
   bool HoldsQueue() const override { return true; }
   bool HoldsTransport() const override { return true; }
   Result<bool> Poll(Executor& ex) override {
@@ -97,6 +128,7 @@ class ImageOp final : public PendingOp {
     charged_ = false;  // Load owns the charge now
     Result<uint64_t> h = Load(ex, gpu_, hash_, image_, fresh_);
     if (h.ok() && ex.config().module_cache != nullptr) ex.config().module_cache->Store(hash_, image_);
+    if (h.ok() && rekey_) h = TakeHandles(ex, *h, *rekey_);
     image_ = {};
     RETURN_IF_ERROR(ReplyModule(ex, tag_, h));
     return true;
@@ -117,6 +149,7 @@ class ImageOp final : public PendingOp {
   bool fresh_;
   bool charged_;
   Status refusal_;
+  std::optional<Rekey> rekey_;
   uint64_t received_ = 0;
   std::vector<std::byte> image_;
 };
@@ -167,6 +200,23 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
   }
   LOG_DEBUG("module {} served from the tenant's module cache", hash);
   return ReplyModule(ex, tag, Load(ex, *gpu, hash, cached, fresh));
+}
+
+Status Handlers::MigrateModule(Executor& ex, const InFrame& frame, Req req) {
+  uint64_t tag = frame.header.tag;
+  auto a = req.getMigrateModule();
+  uint64_t size = a.getSize();
+  if (a.getHash().size() != kModuleHashBytes || size == 0 || size > kMaxImageBytes || frame.header.bulk_bytes != size)
+    return Error(Err::kInvalidValue, "bad migrated module (hash of {} bytes, image of {} bytes, {} bytes of data)",
+                 a.getHash().size(), size, frame.header.bulk_bytes);
+  Rekey rekey;
+  rekey.module = a.getHandle();
+  for (auto f : a.getFunctions()) rekey.functions.emplace_back(f.getHandle(), f.getName());
+  auto gpu = ex.GpuOf(a.getOrdinal());
+  Status charged = gpu.ok() ? ChargeImage(ex, *gpu, size) : gpu.status();
+  ex.AddPending(std::make_unique<ImageOp>(tag, gpu.ok() ? *gpu : 0, HashHex(a.getHash()), size, true, charged.ok(), charged,
+                                          std::move(rekey)));
+  return Status::Ok();
 }
 
 Status Handlers::GetFunction(Executor& ex, uint64_t tag, Req req) {

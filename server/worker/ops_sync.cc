@@ -99,7 +99,7 @@ Status Handlers::StreamCreate(Executor& ex, uint64_t tag, Req req) {
   if (!st.ok()) return ex.PostReply(tag, st);
   auto s = ex.driver().StreamCreate(a.getFlags(), a.getPriority());
   if (!s.ok()) return ex.PostReply(tag, s.status());
-  uint64_t h = ex.session().streams().Insert({*s, *gpu, a.getFlags()});
+  uint64_t h = ex.session().streams().Insert({*s, *gpu, a.getFlags(), a.getPriority()});
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
 }
 

@@ -28,6 +28,7 @@ struct Stream {
   DStream stream = nullptr;
   int gpu = 0;
   unsigned flags = 0;  // cudaStreamNonBlocking or 0
+  int priority = 0;    // as created (a migration creates it again with it)
 };
 struct Event {
   DEvent event = nullptr;

@@ -48,6 +48,12 @@ Result<std::optional<IpcAnswer>> SupervisorLink::ReadOne(int timeout_ms) {
         ev.reason = m.getEndSession();
         queued_.push_back(std::move(ev));
         return Status::Ok();
+      case control::ControlMessage::MIGRATE:
+        ev.kind = ControlEvent::Kind::kMigrate;
+        ev.url = m.getMigrate().getUrl();
+        ev.token = m.getMigrate().getToken();
+        queued_.push_back(std::move(ev));
+        return Status::Ok();
       case control::ControlMessage::DATA_CONNECTION:
         // Only while the session starts (AwaitDataConnections); once per index, with its socket.
         if (fds.size() != 1 || data_connections_.count(m.getDataConnection()) > 0) data_malformed_ = true;

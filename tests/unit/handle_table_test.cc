@@ -103,5 +103,28 @@ TEST(HandleTable, KindNames) {
   EXPECT_STREQ(HandleKindName(HandleKind::kModule), "module");
 }
 
+// Planned migration: the target's table takes the source's handles as they were, refuses
+// another kind's, another window's or a live one, and mints later handles after them.
+TEST(HandleTable, InsertAtTakesAnotherTablesHandles) {
+  HandleTable<int> source(HandleKind::kStream), target(HandleKind::kStream);
+  source.SetWindow(3);
+  target.SetWindow(3);
+  uint64_t a = source.Insert(1), b = source.Insert(2), c = source.Insert(3);
+  ASSERT_TRUE(target.InsertAt(c, 3).ok());
+  ASSERT_TRUE(target.InsertAt(a, 1).ok());
+  ASSERT_NE(target.Find(a), nullptr);
+  EXPECT_EQ(*target.Find(c), 3);
+  EXPECT_EQ(target.InsertAt(a, 9).code(), Err::kInvalidValue) << "a live handle";
+  HandleTable<int> events(HandleKind::kEvent), other(HandleKind::kStream);
+  events.SetWindow(3);
+  other.SetWindow(4);
+  EXPECT_EQ(events.InsertAt(b, 2).code(), Err::kInvalidValue) << "a stream handle in an event table";
+  EXPECT_EQ(other.InsertAt(b, 2).code(), Err::kInvalidValue) << "another window's handle";
+  EXPECT_EQ(target.InsertAt(b | 1, 2).code(), Err::kInvalidValue) << "not a handle's shape";
+  uint64_t next = target.Insert(4);
+  EXPECT_GT(next, c);
+  EXPECT_NE(next, b);
+}
+
 }  // namespace
 }  // namespace remora

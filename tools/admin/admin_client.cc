@@ -282,6 +282,16 @@ class Client final : public AdminClient {
     });
   }
 
+  Status MigrateSession(uint64_t id, const std::string& url, const std::string& token) override {
+    return Simple([&](rpc::Admin::Client& a) {
+      auto req = a.migrateSessionRequest();
+      req.setId(id);
+      req.setUrl(url);
+      req.setToken(token);
+      return req;
+    });
+  }
+
  private:
   // Runs one request on the RPC thread: `build` makes it, `read` converts the answer (only
   // called when the server's outcome is success).

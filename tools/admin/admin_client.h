@@ -125,6 +125,15 @@ class AdminClient {
   virtual Status Detach(const std::string& name, int gpu) = 0;
   virtual Result<std::vector<SessionInfo>> ListSessions() = 0;
   virtual Status KillSession(uint64_t id, const std::string& reason = "") = 0;
+  // Planned migration: asks session `id`'s application to move it to the server at `url`
+  // (`token`: the tenant's token there, empty for the application's own). Returns once
+  // asked; the session leaves this server's list when the move is complete.
+  virtual Status MigrateSession(uint64_t id, const std::string& url, const std::string& token) {
+    (void)id;
+    (void)url;
+    (void)token;
+    return Status(Err::kNotSupported, "this admin client cannot migrate sessions");
+  }
 };
 
 }  // namespace remora::admin

@@ -8,9 +8,12 @@
 // stderr; exit 1 for a failed operation, 2 for a usage error.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "admin_client.h"
 #include "output.h"
@@ -29,7 +32,8 @@ struct Options {
   std::string state_dir, admin_url, token_file;
   bool json = false;
   // Arguments of the subcommands.
-  std::string name, memory, gpus = "all", session_reason;
+  std::string name, memory, gpus = "all", session_reason, migrate_url, migrate_token;
+  int migrate_wait_s = 120;
   std::string compute, compute_max, priority;  // empty: not given
   bool force = false;
   int gpu = -1;
@@ -287,6 +291,26 @@ Status Done(const Options& o, const std::string& what) {
   return Status::Ok();
 }
 
+// Asks the session's application to move, then waits until the session left this server
+// (its application said goodbye here once the target had everything).
+Status SessionMigrate(AdminClient& c, const Options& o) {
+  RETURN_IF_ERROR(c.MigrateSession(o.session_id, o.migrate_url, o.migrate_token));
+  std::string id = std::to_string(o.session_id);
+  if (o.migrate_wait_s == 0) return Done(o, "session " + id + ": asked to move to " + o.migrate_url);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o.migrate_wait_s);
+  for (;;) {
+    ASSIGN_OR_RETURN(auto sessions, c.ListSessions());
+    bool here = std::any_of(sessions.begin(), sessions.end(), [&](const admin::SessionInfo& s) { return s.id == o.session_id; });
+    if (!here) return Done(o, "session " + id + " moved to " + o.migrate_url);
+    if (std::chrono::steady_clock::now() >= until)
+      return Error(Err::kTimeout,
+                   "session {} is still on this server after {} s: its application refused or failed the move (its log "
+                   "says why) and goes on here",
+                   id, o.migrate_wait_s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 std::string GpuLabel(AdminClient& c, int gpu) {
   auto info = c.Info();
   return "GPU " + std::to_string(gpu) + (info.ok() && info->emulated ? " (host-emulated)" : "");
@@ -343,6 +367,12 @@ int main(int argc, char** argv) {
   auto* s_kill = session->add_subcommand("kill", "end a session (its application's calls fail)");
   s_kill->add_option("ID", o.session_id)->required();
   s_kill->add_option("--reason", o.session_reason, "told to the application");
+  auto* s_migrate = session->add_subcommand("migrate", "move a running session to another server (its application goes on)");
+  s_migrate->add_option("ID", o.session_id)->required();
+  s_migrate->add_option("--to", o.migrate_url, "the server to move to (tcp://HOST:PORT, shm://PATH...)")->required();
+  s_migrate->add_option("--token", o.migrate_token, "the tenant's token there (default: the application's own)");
+  s_migrate->add_option("--wait", o.migrate_wait_s, "seconds to wait for the move to complete (0: do not wait)")
+      ->check(CLI::NonNegativeNumber);
   auto* usage = app.add_subcommand("usage", "memory use and GPU time per tenant and GPU");
   usage->add_option("NAME", o.name, "only this tenant");
   auto* info = app.add_subcommand("info", "the server: version, backend, uptime");
@@ -405,6 +435,8 @@ int main(int argc, char** argv) {
     else if (s_kill->parsed()) {
       st = c.KillSession(o.session_id, o.session_reason);
       if (st.ok()) st = Done(o, "session " + std::to_string(o.session_id) + " ended");
+    } else if (s_migrate->parsed()) {
+      st = SessionMigrate(c, o);
     } else if (usage->parsed()) st = TenantList(c, o, true);
     else if (info->parsed()) st = Info(c, o);
     if (!st.ok()) {

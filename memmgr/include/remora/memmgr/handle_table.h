@@ -5,6 +5,7 @@
 // application; ids are never reused within a table. Not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <utility>
@@ -91,6 +92,16 @@ class HandleTable {
     uint64_t id = (uint64_t{static_cast<uint8_t>(kind_)} << 56) | (uint64_t{window_} << 48) | (next_++ << 4);
     map_.emplace(id, std::move(value));
     return id;
+  }
+  // Inserts under a handle another server minted (planned migration): it must be of this
+  // table's kind and window and not live here; later handles are minted after it.
+  Status InsertAt(uint64_t id, T value) {
+    if ((id >> 56) != static_cast<uint8_t>(kind_) || ((id >> 48) & 0xff) != window_ || (id & 0xf) != 0)
+      return Error(Err::kInvalidValue, "0x{:x} is not a {} handle of window {}", id, HandleKindName(kind_), window_);
+    if (!map_.emplace(id, std::move(value)).second)
+      return Error(Err::kInvalidValue, "{} 0x{:x} already exists", HandleKindName(kind_), id);
+    next_ = std::max(next_, ((id & ((uint64_t{1} << 48) - 1)) >> 4) + 1);
+    return Status::Ok();
   }
   // nullptr if `id` is not a live handle of this table.
   T* Find(uint64_t id) {

@@ -1,0 +1,202 @@
+// Planned migration (docs/ARCHITECTURE.md, "Planned migration"): the source worker says what
+// the session holds (migrateExport), the target worker recreates it at the same addresses
+// and under the same handles (migrateImport; modules in ops_module.cc). The client moves the
+// contents and swaps its connection; neither worker talks to the other.
+#include <algorithm>
+#include <map>
+
+#include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "remora/protocol/auth.h"
+#include "worker/handlers.h"
+#include "worker/ipc_state.h"
+
+namespace remora::worker {
+namespace {
+
+Result<int> OrdinalOf(Executor& ex, int gpu) {
+  const std::vector<int>& gpus = ex.config().gpus;
+  auto it = std::find(gpus.begin(), gpus.end(), gpu);
+  if (it == gpus.end()) return Error(Err::kDevicesUnavailable, "GPU {} is no longer this session's", gpu);
+  return static_cast<int>(it - gpus.begin());
+}
+
+// Why the session cannot move yet (kNotSupported naming what it holds), or OK. What moves:
+// device memory of cudaMalloc/cuMemAlloc (and pitched), streams, events, modules and their
+// functions. The rest stays tied to this server until a later version carries it.
+Status Movable(Executor& ex) {
+  SessionState& s = ex.session();
+  auto refuse = [](std::string what) {
+    return Error(Err::kNotSupported, "the session holds {} (not carried by a migration yet)", what);
+  };
+  for (const Allocation& a : s.allocations().All()) {
+    if (a.kind == AllocKind::kDevice) continue;
+    if (a.kind == AllocKind::kModule) continue;  // a module's variable: checked with its module
+    switch (a.kind) {
+      case AllocKind::kDeviceAsync: return refuse("stream-ordered allocations (cudaMallocAsync)");
+      case AllocKind::kPinnedHost:
+      case AllocKind::kRegisteredHost:
+      case AllocKind::kMappedHost: return refuse("pinned or registered host memory");
+      case AllocKind::kManaged: return refuse("managed memory");
+      case AllocKind::kIpcImported: return refuse("memory opened by CUDA IPC");
+      default: return refuse("graph or virtual-memory allocations");
+    }
+  }
+  if (!s.host_regions().empty()) return refuse("pinned or registered host memory");
+  if (s.pools().size() > 0) return refuse("memory pools");
+  if (s.physical().size() > 0 || !s.reservations().empty()) return refuse("virtual memory (cuMemCreate/cuMemAddressReserve)");
+  if (s.graphs().graphs().size() > 0 || s.graphs().execs().size() > 0 || s.graphs().active_captures() > 0)
+    return refuse("CUDA graphs or stream captures");
+  if (s.lib_objects().size() > 0) return refuse("objects of the math libraries (cuBLAS, cuDNN...)");
+  if (s.array_objects().arrays().size() > 0 || s.array_objects().mipmaps().size() > 0 || !s.array_objects().objects().empty())
+    return refuse("CUDA arrays, textures or surfaces");
+  if (!ex.ipc().memory_exports().empty() || !ex.ipc().event_exports().empty() || !ex.ipc().imports().empty())
+    return refuse("CUDA IPC exports or opens");
+  if (!s.host_callbacks().empty()) return refuse("host functions still queued");
+  Status st;
+  s.modules().ForEach([&](uint64_t, Module& m) {
+    if (st.ok() && !m.globals.empty()) st = refuse("module variables (__device__) the application resolved");
+  });
+  return st;
+}
+
+}  // namespace
+
+Status Handlers::MigrateExport(Executor& ex, uint64_t tag, Req) {
+  Status movable = Movable(ex);
+  if (!movable.ok()) return ex.PostReply(tag, movable);
+  SessionState& s = ex.session();
+  std::vector<Allocation> allocations;
+  for (const Allocation& a : s.allocations().All())
+    if (a.kind == AllocKind::kDevice) allocations.push_back(a);
+  // Ordinals of everything first: a detached GPU's objects cannot move.
+  std::map<int, int> ordinal;
+  auto note = [&](int gpu) -> Status {
+    if (ordinal.count(gpu)) return Status::Ok();
+    ASSIGN_OR_RETURN(int o, OrdinalOf(ex, gpu));
+    ordinal[gpu] = o;
+    return Status::Ok();
+  };
+  Status st;
+  for (const Allocation& a : allocations)
+    if (st.ok()) st = note(a.device);
+  s.streams().ForEach([&](uint64_t, Stream& x) { if (st.ok()) st = note(x.gpu); });
+  s.events().ForEach([&](uint64_t, Event& x) { if (st.ok()) st = note(x.gpu); });
+  s.modules().ForEach([&](uint64_t, Module& x) { if (st.ok()) st = note(x.gpu); });
+  if (!st.ok()) return ex.PostReply(tag, st);
+  std::map<uint64_t, std::vector<std::pair<uint64_t, std::string>>> functions;  // by module
+  for (const auto& [key, handle] : s.function_index()) functions[key.first].emplace_back(handle, key.second);
+  uint64_t bytes = 0;
+  for (const Allocation& a : allocations) bytes += a.size;
+  LOG_INFO("session {}: exporting {} allocations ({}), {} streams, {} events, {} modules for a migration",
+           ex.config().session_id, allocations.size(), FormatSize(bytes), s.streams().size(), s.events().size(),
+           s.modules().size());
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
+    auto m = r.initMigration();
+    auto al = m.initAllocations(static_cast<unsigned>(allocations.size()));
+    for (unsigned i = 0; i < allocations.size(); i++) {
+      al[i].setPtr(allocations[i].base);
+      al[i].setSize(allocations[i].size);
+      al[i].setOrdinal(ordinal[allocations[i].device]);
+    }
+    auto objects = [&](auto list, auto& table) {
+      unsigned i = 0;
+      table.ForEach([&](uint64_t id, auto& x) {
+        list[i].setHandle(id);
+        list[i].setOrdinal(ordinal[x.gpu]);
+        list[i].setFlags(x.flags);
+        if constexpr (requires { x.priority; }) list[i].setPriority(x.priority);
+        i++;
+      });
+    };
+    objects(m.initStreams(static_cast<unsigned>(s.streams().size())), s.streams());
+    objects(m.initEvents(static_cast<unsigned>(s.events().size())), s.events());
+    auto mods = m.initModules(static_cast<unsigned>(s.modules().size()));
+    unsigned i = 0;
+    s.modules().ForEach([&](uint64_t id, Module& x) {
+      mods[i].setHandle(id);
+      mods[i].setOrdinal(ordinal[x.gpu]);
+      if (auto hash = KeyFromHex(x.hash); hash.ok()) mods[i].setHash(capnp::Data::Reader(hash->data(), hash->size()));
+      mods[i].setSize(x.image_bytes);
+      auto& fns = functions[id];
+      auto fl = mods[i].initFunctions(static_cast<unsigned>(fns.size()));
+      for (unsigned k = 0; k < fns.size(); k++) {
+        fl[k].setHandle(fns[k].first);
+        fl[k].setName(fns[k].second);
+      }
+      i++;
+    });
+  });
+}
+
+Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
+  auto m = req.getMigrateImport();
+  SessionState& s = ex.session();
+  if (s.allocations().size() > 0 || s.streams().size() > 0 || s.events().size() > 0 || s.modules().size() > 0)
+    return ex.PostReply(tag, Error(Err::kInvalidValue, "a migration is imported into a new session only"));
+  // Memory, per device: charged first (the ledger stays exact), then placed.
+  std::map<int, std::vector<std::pair<DevPtr, uint64_t>>> by_gpu;
+  for (auto a : m.getAllocations()) {
+    auto gpu = ex.GpuOf(a.getOrdinal());
+    if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
+    if (a.getSize() == 0 || a.getPtr() == 0 || a.getPtr() + a.getSize() < a.getPtr())
+      return ex.PostReply(tag, Error(Err::kInvalidValue, "a migrated allocation of 0x{:x}+{}", a.getPtr(), a.getSize()));
+    by_gpu[*gpu].emplace_back(a.getPtr(), a.getSize());
+  }
+  for (auto& [gpu, list] : by_gpu) {
+    std::sort(list.begin(), list.end());
+    for (size_t i = 1; i < list.size(); i++)
+      if (list[i - 1].first + list[i - 1].second > list[i].first)
+        return ex.PostReply(tag, Error(Err::kInvalidValue, "migrated allocations overlap at 0x{:x}", list[i].first));
+    uint64_t bytes = 0;
+    for (const auto& [at, size] : list) bytes += size;
+    Status st = ex.Charge(gpu, bytes);
+    if (!st.ok()) return ex.PostReply(tag, st);
+    st = ex.SetDevice(gpu);
+    if (st.ok()) st = ex.driver().MemPlace(list);
+    if (!st.ok()) {
+      ex.ReleaseCharge(gpu, bytes);
+      return ex.PostReply(tag, st);  // what was placed before stays the session's: freed at its end
+    }
+    for (const auto& [at, size] : list) {
+      Allocation a;
+      a.base = at;
+      a.size = size;
+      a.device = gpu;
+      a.kind = AllocKind::kDevice;
+      a.reserved = size;
+      (void)s.allocations().Insert(a);
+    }
+  }
+  for (auto x : m.getStreams()) {
+    auto gpu = ex.GpuOf(x.getOrdinal());
+    Status st = gpu.ok() ? ex.resources().Room(Resource::kStreams, s.streams().size()) : gpu.status();
+    if (st.ok()) st = ex.SetDevice(*gpu);
+    if (!st.ok()) return ex.PostReply(tag, st);
+    auto made = ex.driver().StreamCreate(x.getFlags(), x.getPriority());
+    if (!made.ok()) return ex.PostReply(tag, made.status());
+    st = s.streams().InsertAt(x.getHandle(), {*made, *gpu, x.getFlags(), x.getPriority()});
+    if (!st.ok()) {
+      (void)ex.driver().StreamDestroy(*made);
+      return ex.PostReply(tag, st);
+    }
+  }
+  for (auto x : m.getEvents()) {
+    auto gpu = ex.GpuOf(x.getOrdinal());
+    Status st = gpu.ok() ? ex.resources().Room(Resource::kEvents, s.events().size()) : gpu.status();
+    if (st.ok()) st = ex.SetDevice(*gpu);
+    if (!st.ok()) return ex.PostReply(tag, st);
+    auto made = ex.driver().EventCreate(x.getFlags());
+    if (!made.ok()) return ex.PostReply(tag, made.status());
+    st = s.events().InsertAt(x.getHandle(), {*made, *gpu, x.getFlags()});
+    if (!st.ok()) {
+      (void)ex.driver().EventDestroy(*made);
+      return ex.PostReply(tag, st);
+    }
+  }
+  LOG_INFO("session {}: imported {} allocations, {} streams, {} events of a migrating session", ex.config().session_id,
+           m.getAllocations().size(), m.getStreams().size(), m.getEvents().size());
+  return ex.PostReply(tag, Status::Ok());
+}
+
+}  // namespace remora::worker
