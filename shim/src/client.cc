@@ -2,6 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "remora/base/log.h"
@@ -70,6 +73,79 @@ bool IsSticky(Err e) {
 }
 }  // namespace
 
+// Holds a place inside the link's gate for one call (Client::Quiesce): waits while a
+// migration holds the gate closed, unless the caller is that migration.
+class GateEntry {
+ public:
+  explicit GateEntry(Client& c, bool wait = true) : c_(c) {
+    if (c.gate_owner_.load(std::memory_order_acquire) == std::this_thread::get_id()) return;
+    std::unique_lock<std::mutex> lock(c.gate_mu_);
+    if (c.gate_closed_ && !wait) return;
+    c.gate_cv_.wait(lock, [&] { return !c.gate_closed_; });
+    c.gate_active_++;
+    inside_ = true;
+  }
+  ~GateEntry() {
+    if (!inside_) return;
+    std::lock_guard<std::mutex> lock(c_.gate_mu_);
+    if (--c_.gate_active_ == 0) c_.gate_cv_.notify_all();
+  }
+  // False for an entry that did not wait and found the gate closed (or the migration itself).
+  bool inside() const { return inside_; }
+  GateEntry(const GateEntry&) = delete;
+  GateEntry& operator=(const GateEntry&) = delete;
+
+ private:
+  Client& c_;
+  bool inside_ = false;
+};
+
+SessionInfo Client::session() {
+  GateEntry gate(*this);
+  return session_;
+}
+
+Capabilities Client::capabilities() {
+  GateEntry gate(*this);
+  return conn_->capabilities();
+}
+
+uint64_t Client::receive_progress() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));  // SwapConnection replaces conn_ under it
+  return conn_->ReceiveProgress();
+}
+
+bool Client::Quiesce(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(gate_mu_);
+  gate_closed_ = true;
+  if (!gate_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return gate_active_ == 0; })) {
+    gate_closed_ = false;
+    gate_cv_.notify_all();
+    return false;
+  }
+  gate_owner_.store(std::this_thread::get_id(), std::memory_order_release);
+  return true;
+}
+
+void Client::Resume() {
+  {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    gate_owner_.store(std::thread::id(), std::memory_order_release);
+    gate_closed_ = false;
+  }
+  gate_cv_.notify_all();
+}
+
+bool Client::SwapConnection(std::unique_ptr<Connection>* conn, SessionInfo session) {
+  std::lock_guard<std::mutex> send(send_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!waiters_.empty() || receiving_) return false;  // a reply still to come, or a frame being read
+  std::swap(conn_, *conn);
+  session_ = std::move(session);
+  last_heard_ns_.store(MonotonicNanos(), std::memory_order_relaxed);
+  return true;
+}
+
 Status Client::sticky() const {
   std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
   return sticky_;
@@ -106,6 +182,7 @@ Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, Con
 }
 
 Status Client::Flush() {
+  GateEntry gate(*this);
   Status st;
   {
     std::lock_guard<std::mutex> lock(send_mu_);
@@ -140,6 +217,7 @@ uint32_t Client::captures_active() const {
 }
 
 Status Client::CallHere(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk, MutableBytes reply_bulk) {
+  GateEntry gate(*this);
   uint64_t tag = next_tag_.fetch_add(1);
   Waiter w;
   w.on_reply = &on_reply;
@@ -160,6 +238,7 @@ Status Client::CallHere(int device, BuildFn build, ReplyFn on_reply, ConstBytes 
 }
 
 Status Client::CallWithFdHere(int device, int fd, BuildFn build, ReplyFn on_reply) {
+  GateEntry gate(*this);
   uint64_t tag = next_tag_.fetch_add(1);
   Waiter w;
   w.on_reply = &on_reply;
@@ -179,6 +258,7 @@ Status Client::CallWithFdHere(int device, int fd, BuildFn build, ReplyFn on_repl
 }
 
 Status Client::PostHere(int device, BuildFn build, ConstBytes bulk) {
+  GateEntry gate(*this);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) return broken_;
@@ -187,6 +267,7 @@ Status Client::PostHere(int device, BuildFn build, ConstBytes bulk) {
 }
 
 Status Client::PostExpectingBulkHere(int device, BuildFn build, MutableBytes reply_bulk) {
+  GateEntry gate(*this);
   uint64_t tag = next_tag_.fetch_add(1);
   auto* w = new Waiter;
   w->reply_bulk = reply_bulk;
@@ -241,6 +322,11 @@ void Client::WaitFor(Waiter& w) {
 }
 
 void Client::Pump(int timeout_ms) {
+  GateEntry gate(*this, false);
+  if (!gate.inside()) {  // a migration holds the link: its own calls receive
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 10)));
+    return;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (!broken_.ok()) return;
   if (receiving_) {
@@ -272,6 +358,7 @@ Status Client::SendHeartbeat() {
 
 void Client::GiveUp(const Status& why) {
   MarkBroken(why);
+  std::lock_guard<std::mutex> lock(mu_);  // SwapConnection replaces conn_ under it
   conn_->Abort();
 }
 
@@ -405,6 +492,11 @@ void Client::HandleNotice(const InFrame& f) {
       if (callback_sink_) callback_sink_(CallbackEvent::kCaptured, n.getCallbackCaptured());
     } else if (n.isRunCallback()) {
       if (callback_sink_) callback_sink_(CallbackEvent::kRun, n.getRunCallback());
+    } else if (n.isMigrate()) {
+      std::string url = n.getMigrate().getUrl(), token = n.getMigrate().getToken();
+      LOG_INFO("the administrator moves this session to {}", url);
+      if (migration_sink_) migration_sink_(std::move(url), std::move(token));
+      else LOG_WARN("this process cannot move its session (no migration here); it stays");
     } else if (n.isSessionEnding()) {
       std::string why = n.getSessionEnding();
       LOG_ERROR("the Remora server ended this session: {}", why);

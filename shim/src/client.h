@@ -14,6 +14,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -48,8 +50,9 @@ class Client {
   Client(std::unique_ptr<Connection> conn, SessionInfo session);
   ~Client();
 
-  const SessionInfo& session() const { return session_; }
-  const Capabilities& capabilities() const { return conn_->capabilities(); }
+  // Copies: a planned migration may change both (they are read past the link's gate).
+  SessionInfo session();
+  Capabilities capabilities();
 
   // Sends a request and waits for its reply. `on_reply` runs (on whichever thread receives
   // the reply) only if the call itself succeeded; `reply_bulk` receives the reply's bulk.
@@ -59,7 +62,9 @@ class Client {
   // PostExpectingBulk go to the link serving it, with that server's ordinal (SetLinks).
   Status Call(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk = {}, MutableBytes reply_bulk = {});
   // Call() on this link with this server's own ordinal, never routed (the device list).
-  Status CallLocal(int local_device, BuildFn build, ReplyFn on_reply) { return CallHere(local_device, build, on_reply, {}, {}); }
+  Status CallLocal(int local_device, BuildFn build, ReplyFn on_reply, ConstBytes bulk = {}, MutableBytes reply_bulk = {}) {
+    return CallHere(local_device, build, on_reply, bulk, reply_bulk);
+  }
   Status PostLocal(int local_device, BuildFn build) { return PostHere(local_device, build, {}); }
   Status CallWithFdLocal(int local_device, int fd, BuildFn build, ReplyFn on_reply) {
     return CallWithFdHere(local_device, fd, build, on_reply);
@@ -145,10 +150,27 @@ class Client {
   // When a frame last arrived from the server (MonotonicNanos), and the transport's count of
   // bulk bytes received (a long reply still streaming is the server answering).
   uint64_t last_heard_ns() const { return last_heard_ns_.load(std::memory_order_relaxed); }
-  uint64_t receive_progress() const { return conn_->ReceiveProgress(); }
+  uint64_t receive_progress() const;
   // The server stopped answering: pending and later calls fail with `why`
   // (kDevicesUnavailable) and blocked sends and receives return.
   void GiveUp(const Status& why);
+
+  // ---- planned migration (migration.h) ---------------------------------------------------
+  // Where a migrate notice goes (called on the receiving thread; must not block).
+  void SetMigrationSink(std::function<void(std::string url, std::string token)> sink) { migration_sink_ = std::move(sink); }
+  // Holds the link still: lets the calls in progress end and holds new ones back (they
+  // wait), so that only the calling thread uses the link until Resume(). The watchdog
+  // goes on (a server silent in the middle of a move is given up as ever).
+  // False (and nothing held) if calls were still in progress after timeout_ms.
+  bool Quiesce(int timeout_ms);
+  // Lets held-back calls go on.
+  void Resume();
+  // While quiesced: the link talks to another server from now on (the session moved);
+  // *conn becomes the old connection (its caller says goodbye on it). False (and nothing
+  // changed) while replies are still awaited or a thread is receiving.
+  bool SwapConnection(std::unique_ptr<Connection>* conn, SessionInfo session);
+  // A link that is not (yet) the application's: its connection, taken away.
+  std::unique_ptr<Connection> TakeConnection() { return std::move(conn_); }
 
   // A small pinned buffer shared with the worker, through which small device-to-pageable
   // copies go (api_memory.cc). Created by the first such copy; unmapped with the client.
@@ -223,6 +245,16 @@ class Client {
   std::unique_ptr<Census> census_;  // REMORA_CALL_STATS=1 only
   std::atomic<uint64_t> last_heard_ns_{0};
   std::unique_ptr<Watchdog> watchdog_;  // stopped first in ~Client
+
+  // The gate a migration closes (Quiesce): every call passes it; the migrating thread
+  // (gate_owner_) passes a closed one.
+  friend class GateEntry;
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  int gate_active_ = 0;      // calls inside
+  bool gate_closed_ = false;
+  std::atomic<std::thread::id> gate_owner_{};
+  std::function<void(std::string, std::string)> migration_sink_;
 };
 
 // A small, stable id for the calling thread (per-thread default streams).

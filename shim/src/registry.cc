@@ -179,6 +179,23 @@ size_t Registry::fatbin_count() {
   return fatbins_.size();
 }
 
+const FatbinRecord* Registry::ImageOfModule(uint64_t handle) {
+  std::vector<FatbinRecord*> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    all = fatbins_;
+  }
+  // A record another thread holds is loading a module now (and may wait for the caller):
+  // skipped rather than waited for.
+  for (FatbinRecord* f : all) {
+    std::unique_lock<std::mutex> flock(f->mu, std::try_to_lock);
+    if (!flock.owns_lock()) continue;
+    for (uint64_t m : f->module)
+      if (m == handle && f->data != nullptr && f->size > 0) return f;
+  }
+  return nullptr;
+}
+
 std::vector<VariableRecord*> Registry::ManagedVariables(FatbinRecord* f) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<VariableRecord*> out;

@@ -87,6 +87,9 @@ class Registry {
   FunctionRecord* FindFunction(const void* host_fun);
   VariableRecord* FindVariable(const void* host_var);
   size_t fatbin_count();
+  // The image loaded as module `handle` on some device (planned migration sends it to the
+  // new server), or nullptr. The image lives as long as its record.
+  const FatbinRecord* ImageOfModule(uint64_t handle);
   // Drops everything learned from the server (module handles, kernels, variable
   // addresses): a forked child starts a new session.
   void ForgetSession();

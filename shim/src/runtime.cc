@@ -15,6 +15,7 @@
 #include "error_log.h"
 #include "lib_objects.h"
 #include "local_gpu_check.h"
+#include "migration.h"
 #include "remote_call.h"
 #include "registry.h"
 #include "thread_slot.h"
@@ -118,6 +119,18 @@ Result<std::vector<std::optional<Token>>> TokensFromEnvironment(size_t servers) 
   return out;
 }
 
+// REMORA_ENCRYPT, REMORA_INSECURE_LOCAL and REMORA_TCP_STREAMS.
+Status OptionsFromEnvironment(ConnectOptions* options) {
+  if (const char* e = std::getenv("REMORA_ENCRYPT"); e != nullptr && *e) {
+    ASSIGN_OR_RETURN(options->encrypt, ParseEncryptMode(e));
+  }
+  if (const char* e = std::getenv("REMORA_INSECURE_LOCAL"); e != nullptr) options->insecure_local = std::string_view(e) == "1";
+  if (const char* e = std::getenv("REMORA_TCP_STREAMS"); e != nullptr && *e) {
+    ASSIGN_OR_RETURN(options->data_streams, ParseTcpStreams(e));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 ThreadState& Thread() { return ThreadSlot<ThreadState>(); }
@@ -204,17 +217,7 @@ Status Runtime::Connect() {
     ConnectOptions options;
     options.token = (*tokens)[i];
     options.window = static_cast<uint8_t>(i);
-    if (const char* e = std::getenv("REMORA_ENCRYPT"); e != nullptr && *e) {
-      auto mode = ParseEncryptMode(e);
-      if (!mode.ok()) return fail(mode.status());
-      options.encrypt = *mode;
-    }
-    if (const char* e = std::getenv("REMORA_INSECURE_LOCAL"); e != nullptr) options.insecure_local = std::string_view(e) == "1";
-    if (const char* e = std::getenv("REMORA_TCP_STREAMS"); e != nullptr && *e) {
-      auto n = ParseTcpStreams(e);
-      if (!n.ok()) return fail(n.status());
-      options.data_streams = *n;
-    }
+    if (Status env_ok = OptionsFromEnvironment(&options); !env_ok.ok()) return fail(env_ok);
     auto conn = remora::Connect(*ep, options);
     if (!conn.ok()) {
       links_.clear();  // the servers connected so far end their sessions
@@ -245,6 +248,10 @@ void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo&
   Client* raw = link.get();  // the link a notice came by is the one to answer on
   link->SetCallbackSink([raw](Client::CallbackEvent e, uint64_t id) { HostCallbacks::Get().Notify(e, id, raw); });
   link->Watch(DeadlineFromEnvironment());  // heartbeats and the deadline (watchdog.h)
+  size_t window = links_.size();
+  link->SetMigrationSink([this, raw, window](std::string url, std::string token) {
+    StartMigration(raw, window, std::move(url), std::move(token));
+  });
   links_.push_back(std::move(link));
 }
 
@@ -533,6 +540,9 @@ void Runtime::AfterForkInChild() {
   // may have held its locks at fork time).
   new (&connect_mu_) std::mutex();
   new (&mu_) std::mutex();
+  new (&migrate_mu_) std::mutex();
+  new (&migrator_) std::thread();  // the parent's, not joinable here (never destroyed)
+  migrating_ = false;
   for (auto& l : links_) (void)l.release();
   links_.clear();
   routes_.links.clear();
@@ -550,7 +560,49 @@ void Runtime::AfterForkInChild() {
   Process::Get().lib_objects().AfterFork();
 }
 
+void Runtime::StartMigration(Client* link, size_t window, std::string url, std::string token) {
+  std::lock_guard<std::mutex> lock(migrate_mu_);
+  if (migrating_) {
+    LOG_WARN("a move of this session is in progress: the move to {} is ignored", url);
+    return;
+  }
+  if (migrator_.joinable()) migrator_.join();  // the previous move, finished
+  migrating_ = true;
+  migrator_ = std::thread([this, link, window, url = std::move(url), token = std::move(token)] {
+    Status st = Migrate(*link, window, url, token);
+    if (st.ok()) (void)Devices(true);
+    else LOG_ERROR("could not move this session to {}: {} (it goes on where it was)", url, st.message());
+    std::lock_guard<std::mutex> done(migrate_mu_);
+    migrating_ = false;
+  });
+}
+
+Status Runtime::Migrate(Client& link, size_t window, const std::string& url, const std::string& token) {
+  ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(url));
+  ConnectOptions options;
+  options.window = static_cast<uint8_t>(window);
+  RETURN_IF_ERROR(OptionsFromEnvironment(&options));
+  if (!token.empty()) {
+    ASSIGN_OR_RETURN(options.token, ParseToken(token));
+  } else {
+    ASSIGN_OR_RETURN(auto tokens, TokensFromEnvironment(routes_.links.size()));
+    options.token = tokens[window];
+  }
+  RETURN_IF_ERROR(MoveLink(link, ep, options));
+  if (window == 0) {
+    const SessionInfo& s = link.session();
+    SetLogIdentity(fmt::format("remora-shim s{}{}", s.session_id, s.emulated ? " (host-emulated)" : ""));
+  }
+  return Status::Ok();
+}
+
 void Runtime::Shutdown() {
+  std::thread move;  // a move in progress completes (or fails) first
+  {
+    std::lock_guard<std::mutex> lock(migrate_mu_);
+    if (migrator_.joinable() && migrator_.get_id() != std::this_thread::get_id()) move = std::move(migrator_);
+  }
+  if (move.joinable()) move.join();
   if (connected_.load() == nullptr) return;
   for (Client* c : routes_.links) {
     c->ReportCensus();

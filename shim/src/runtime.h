@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -145,6 +146,10 @@ class Runtime {
   void Install(std::unique_ptr<Connection> conn, const SessionInfo& s);
   // Publishes the links once all are installed (caller holds connect_mu_).
   void Publish();
+  // Planned migration (migration.h): moves link `window` to `url` on a thread of its own
+  // (one move at a time; called by the link's notice, must not block).
+  void StartMigration(Client* link, size_t window, std::string url, std::string token);
+  Status Migrate(Client& link, size_t window, const std::string& url, const std::string& token);
   // The device list of one link, in its server's ordinals.
   Status ListDevices(Client& link, std::vector<DeviceEntry>* out);
 
@@ -165,6 +170,10 @@ class Runtime {
   std::atomic<uint64_t> work_sequence_{1};  // shared by the links (Client::SetLinks)
   std::atomic<Client*> connected_{nullptr};  // client_ once connected (lock-free fast path)
   std::optional<Status> connect_error_;
+
+  std::mutex migrate_mu_;  // guards the two below
+  std::thread migrator_;
+  bool migrating_ = false;
 
   std::mutex mu_;  // tables and device cache
   uint64_t devices_generation_ = ~0ull;

@@ -1,0 +1,105 @@
+// migrate_loop STOPFILE [MIB] [async]: a computing loop whose session an administrator may
+// move to another server while it runs (remoractl session migrate; docs/ARCHITECTURE.md,
+// "Planned migration"). Every result is checked, and MIB MiB written once at the start are
+// checked again every 32 iterations (they must have moved with the session, at the same
+// address). Runs until STOPFILE exists, then prints "PASS migrate_loop N" (N iterations).
+// "async" also holds stream-ordered memory (cudaMallocAsync), which a migration does not
+// carry: it is refused and the loop goes on where it is.
+//
+// Each iteration: x (host, fresh values) -> a on a non-blocking stream; b = 3a + k by a kernel
+// on a GPU, or a copy of a on the host-emulated backend (whose kernels do not run; the kernel
+// is still launched, so its module and function move too); an event recorded and
+// synchronised; b -> host, checked.
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <string>
+
+#include "app_check.h"
+
+namespace {
+
+__global__ void Affine(const uint32_t* a, uint32_t* b, size_t n, uint32_t k, int apply) {
+  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (apply && i < n) b[i] = 3u * a[i] + k;
+}
+
+bool Exists(const char* path) {
+  struct stat st;
+  return ::stat(path, &st) == 0;
+}
+
+uint32_t KeepValue(size_t i) { return static_cast<uint32_t>(i * 2654435761u) ^ 0x5a5a5a5au; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  REQUIRE(argc >= 2, "usage: migrate_loop STOPFILE [MIB] [async]");
+  const char* stop = argv[1];
+  size_t keep_bytes = (argc >= 3 ? std::stoul(argv[2]) : 8) << 20;
+  bool hold_async = argc >= 4 && std::string(argv[3]) == "async";
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  bool emulated = std::strstr(prop.name, "host-emulated") != nullptr;
+
+  const size_t n = 1 << 18;  // 1 MiB of uint32_t
+  uint32_t *a = nullptr, *b = nullptr, *keep = nullptr;
+  CHECK(cudaMalloc(&a, n * sizeof(uint32_t)));
+  CHECK(cudaMalloc(&b, n * sizeof(uint32_t)));
+  CHECK(cudaMalloc(&keep, keep_bytes));
+  std::vector<uint32_t> kept(keep_bytes / sizeof(uint32_t));
+  for (size_t i = 0; i < kept.size(); i++) kept[i] = KeepValue(i);
+  CHECK(cudaMemcpy(keep, kept.data(), keep_bytes, cudaMemcpyHostToDevice));
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* held = nullptr;
+  if (hold_async) {
+    CHECK(cudaMallocAsync(&held, 1 << 20, s));
+    CHECK(cudaStreamSynchronize(s));
+  }
+  cudaEvent_t done;
+  CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  std::printf("ready %s a=%p b=%p keep=%p\n", emulated ? "host-emulated" : "gpu", static_cast<void*>(a),
+              static_cast<void*>(b), static_cast<void*>(keep));
+  std::fflush(stdout);
+
+  std::vector<uint32_t> x(n), y(n), back(kept.size());
+  uint32_t k = 0;
+  for (; !Exists(stop); k++) {
+    for (size_t i = 0; i < n; i++) x[i] = static_cast<uint32_t>(i * 7u + k * 1000003u);
+    CHECK(cudaMemcpyAsync(a, x.data(), n * sizeof(uint32_t), cudaMemcpyHostToDevice, s));
+    Affine<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(a, b, n, k, emulated ? 0 : 1);
+    CHECK(cudaGetLastError());
+    if (emulated) CHECK(cudaMemcpyAsync(b, a, n * sizeof(uint32_t), cudaMemcpyDeviceToDevice, s));
+    CHECK(cudaEventRecord(done, s));
+    CHECK(cudaEventSynchronize(done));
+    CHECK(cudaMemcpyAsync(y.data(), b, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < n; i++) {
+      uint32_t want = emulated ? x[i] : 3u * x[i] + k;
+      REQUIRE(y[i] == want, "iteration %u: element %zu is %u, expected %u", k, i, y[i], want);
+    }
+    // A small copy too (small device-to-pageable copies take another path).
+    uint32_t first = 0;
+    CHECK(cudaMemcpy(&first, b, sizeof(first), cudaMemcpyDeviceToHost));
+    REQUIRE(first == (emulated ? x[0] : 3u * x[0] + k), "iteration %u: small copy read %u", k, first);
+    if (k % 32 == 0) {
+      CHECK(cudaMemcpy(back.data(), keep, keep_bytes, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < back.size(); i++)
+        REQUIRE(back[i] == kept[i], "iteration %u: kept memory changed at word %zu (%u, expected %u)", k, i, back[i], kept[i]);
+      std::printf("iteration %u ok\n", k);
+      std::fflush(stdout);
+    }
+  }
+  CHECK(cudaMemcpy(back.data(), keep, keep_bytes, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < back.size(); i++) REQUIRE(back[i] == kept[i], "at the end: kept memory changed at word %zu", i);
+  CHECK(cudaEventDestroy(done));
+  if (held != nullptr) CHECK(cudaFreeAsync(held, s));
+  CHECK(cudaStreamSynchronize(s));
+  CHECK(cudaStreamDestroy(s));
+  CHECK(cudaFree(keep));
+  CHECK(cudaFree(b));
+  CHECK(cudaFree(a));
+  std::printf("PASS migrate_loop %u\n", k);
+  return 0;
+}
