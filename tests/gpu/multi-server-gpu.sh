@@ -5,7 +5,11 @@
 # token per server), so their devices 0 and 1 are the two servers' GPUs and every peer copy
 # crosses servers: multi_device_compute (a computation split over both devices, results
 # checked, device 0's result squared on device 1 and brought back) and peer_copy, over shm and
-# over tcp. The clients see no local GPU (CUDA_VISIBLE_DEVICES= and REMORA_ASSERT_NO_LOCAL_GPU=1).
+# over tcp. Then a live migration over each transport: app_migrate_loop (a kernel in a loop,
+# every result checked, 256 MiB written at the start checked every 32 iterations) starts on
+# the first server, `remoractl session migrate` moves it to the second mid-loop and back,
+# and it goes on computing after each move. The clients see no local GPU
+# (CUDA_VISIBLE_DEVICES= and REMORA_ASSERT_NO_LOCAL_GPU=1).
 # Needs one NVIDIA GPU: otherwise a SKIP line and exit 77. Exit 0 when all passed, 1 otherwise.
 set -u
 build=$(cd "${1:?usage: multi-server-gpu.sh BUILD_DIR}" && pwd)
@@ -61,6 +65,53 @@ for transport in shm tcp; do
       failures=$((failures + 1))
     fi
   done
+done
+# The id of the one session of the server whose state directory is $1 ("" if none).
+session_on() { "$bin/remoractl" --state-dir "$1" --json session list | sed -n 's/.*"id":\([0-9]*\).*/\1/p' | head -1; }
+# Waits until $1 holds at least $2 "iteration" lines (false after 90 s).
+iterations_reach() {
+  for _ in $(seq 1 900); do
+    [ "$(grep -c '^iteration' "$1")" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# Moves the session on state directory $1 to URL $2 with token $3: prints the time it took.
+move() {
+  local id start
+  id=$(session_on "$1")
+  [ -n "$id" ] || { echo "no session on $1"; return 1; }
+  start=$(date +%s%N)
+  "$bin/remoractl" --state-dir "$1" session migrate "$id" --to "$2" --token "$3" --wait 60 || return 1
+  echo "moved in $((($(date +%s%N) - start) / 1000000)) ms"
+}
+for transport in shm tcp; do
+  if [ "$transport" = shm ]; then url_a=$shm_a url_b=$shm_b; else url_a=$tcp_a url_b=$tcp_b; fi
+  log=$work/migrate_loop.$transport.log
+  stop=$work/stop.$transport
+  rm -f "$stop"
+  CUDA_VISIBLE_DEVICES= REMORA_ASSERT_NO_LOCAL_GPU=1 LD_PRELOAD=$shim REMORA_SERVER=$url_a REMORA_TOKEN=$token_a \
+    REMORA_LOG_LEVEL=info timeout 300 "$bin/app_migrate_loop" "$stop" 256 >"$log" 2>&1 &
+  app=$!
+  ok=1 there= back=
+  iterations_reach "$log" 3 || ok=0
+  if [ $ok -eq 1 ]; then there=$(move "$work/state" "$url_b" "$token_b" 2>&1) || ok=0; fi
+  n=$(grep -c '^iteration' "$log")
+  if [ $ok -eq 1 ]; then iterations_reach "$log" $((n + 3)) || ok=0; fi
+  if [ $ok -eq 1 ]; then back=$(move "$second/state" "$url_a" "$token_a" 2>&1) || ok=0; fi
+  n=$(grep -c '^iteration' "$log")
+  if [ $ok -eq 1 ]; then iterations_reach "$log" $((n + 3)) || ok=0; fi
+  touch "$stop"
+  wait "$app"
+  rc=$?
+  line=$(grep -E '^(PASS|FAIL) migrate_loop' "$log" | tail -1)
+  if [ $ok -eq 1 ] && [ $rc -eq 0 ] && [[ "$line" == "PASS "* ]] && [[ "$(head -1 "$log")$(grep '^ready' "$log")" == *"ready gpu"* ]]; then
+    echo "PASS multi-server $transport live migration: there ${there##*$'\n'}, back ${back##*$'\n'}; ${line#PASS }"
+  else
+    echo "FAIL multi-server $transport live migration (exit $rc, moves: '$there' '$back'): ${line:-no result line}"
+    tail -20 "$log"
+    failures=$((failures + 1))
+  fi
 done
 [ $failures -eq 0 ] && echo "multi-server-gpu: all passed" && exit 0
 echo "multi-server-gpu: $failures failure(s)"
