@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
   app.add_option("--deadline", o.deadline_s, "seconds a session's worker waits without a sign of life from its client "
                                             "(an idle client sends heartbeats) before it ends the session; 0: never")
       ->check(CLI::Range(0.0, 86400.0));
+  app.add_flag("--stable-addresses", o.stable_addresses,
+               "start session workers without address-space randomisation, so that a session moved here "
+               "(remoractl session migrate) finds its device addresses free on the cuda backend; weakens a "
+               "defence of the workers against memory-corruption exploits");
   app.add_option("--log-level", o.log_level, "error|warn|info|debug|trace");
   app.add_option("--admin-listen", o.admin_listen,
                  "also serve the admin API on tcp://HOST:PORT (clients log in with the admin token); "

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <poll.h>
@@ -112,6 +113,8 @@ Result<pid_t> Spawn(const std::string& path, const std::vector<std::string>& arg
       struct __user_cap_data_struct d[2] = {};
       if (::syscall(SYS_capset, &h, d) != 0) ChildFail("capset");
     }
+    // Best effort: a container's seccomp profile may refuse it (a later move then fails cleanly).
+    if (o.no_address_randomisation) (void)::personality(ADDR_NO_RANDOMIZE);
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail("prctl(PR_SET_NO_NEW_PRIVS)");
     if (o.exec_fd >= 0) ::syscall(SYS_execveat, exec_at, "", argv.data(), envv, AT_EMPTY_PATH);
     else ::execve(path.c_str(), argv.data(), envv);

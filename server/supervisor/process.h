@@ -19,6 +19,7 @@ struct SpawnOptions {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;
+  bool no_address_randomisation = false;  // personality(ADDR_NO_RANDOMIZE) for the executable
 };
 
 // Starts `path` with `args` (argv[1..]). Each pair (from, to) in `fds` makes the child's

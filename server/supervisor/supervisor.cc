@@ -127,7 +127,7 @@ Status Supervisor::Start() {
   modules_.emplace(std::move(ms));
   if (options_.worker_path.empty()) options_.worker_path = DefaultWorkerPath();
   ASSIGN_OR_RETURN(WorkerUser wu, ResolveWorkerUser(options_.worker_user));
-  ASSIGN_OR_RETURN(WorkerLauncher wl, WorkerLauncher::Create(options_.worker_path, std::move(wu)));
+  ASSIGN_OR_RETURN(WorkerLauncher wl, WorkerLauncher::Create(options_.worker_path, std::move(wu), options_.stable_addresses));
   launcher_.emplace(std::move(wl));
   std::vector<std::string> backend_args = {"--backend", options_.backend};
   if (options_.backend == "host") {

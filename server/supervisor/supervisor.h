@@ -54,6 +54,9 @@ struct ServerOptions {
   // Seconds a worker waits without hearing from its client before it ends the session
   // (heartbeats every 250 ms keep an idle client alive; 0: never).
   double deadline_s = 10;
+  // Workers without address-space randomisation (planned migration on the cuda backend:
+  // docs/ARCHITECTURE.md, "Planned migration").
+  bool stable_addresses = false;
   std::string worker_path;              // remora-worker
   std::string log_level = "info";
   std::string admin_listen;             // "" or tcp://HOST:PORT (admin API over TCP)

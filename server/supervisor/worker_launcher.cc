@@ -103,10 +103,10 @@ std::vector<std::string> WorkerEnvironment() {
   return env;
 }
 
-Result<WorkerLauncher> WorkerLauncher::Create(const std::string& path, WorkerUser user) {
+Result<WorkerLauncher> WorkerLauncher::Create(const std::string& path, WorkerUser user, bool stable_addresses) {
   Fd exe(::open(path.c_str(), O_PATH | O_CLOEXEC));
   if (!exe) return ErrnoStatus(Err::kInitializationError, "open the worker executable " + path, errno);
-  return WorkerLauncher(path, std::move(exe), std::move(user));
+  return WorkerLauncher(path, std::move(exe), std::move(user), stable_addresses);
 }
 
 Result<pid_t> WorkerLauncher::Launch(const std::vector<std::string>& args,
@@ -115,6 +115,7 @@ Result<pid_t> WorkerLauncher::Launch(const std::vector<std::string>& args,
   o.env = &env_;
   o.exec_fd = exe_.get();
   o.drop_capabilities = true;
+  o.no_address_randomisation = stable_addresses_;
   if (user_.switch_user) {
     o.switch_user = true;
     o.uid = user_.uid;

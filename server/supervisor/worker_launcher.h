@@ -45,18 +45,23 @@ class WorkerLauncher {
  public:
   // Opens the worker executable now (it is started through this descriptor, so its
   // directory need not be reachable by the worker user).
-  static Result<WorkerLauncher> Create(const std::string& path, WorkerUser user);
+  // `stable_addresses`: workers start without address-space randomisation (their
+  // drivers then reserve the same device address ranges, so a migrated session's addresses
+  // are free in a new worker).
+  static Result<WorkerLauncher> Create(const std::string& path, WorkerUser user, bool stable_addresses = false);
   // Starts a worker; `fds` as for Spawn (process.h).
   Result<pid_t> Launch(const std::vector<std::string>& args, const std::vector<std::pair<int, int>>& fds) const;
   const WorkerUser& user() const { return user_; }
 
  private:
-  WorkerLauncher(std::string path, Fd exe, WorkerUser user)
-      : path_(std::move(path)), exe_(std::move(exe)), user_(std::move(user)), env_(WorkerEnvironment()) {}
+  WorkerLauncher(std::string path, Fd exe, WorkerUser user, bool stable_addresses)
+      : path_(std::move(path)), exe_(std::move(exe)), user_(std::move(user)), env_(WorkerEnvironment()),
+        stable_addresses_(stable_addresses) {}
   std::string path_;
   Fd exe_;
   WorkerUser user_;
   std::vector<std::string> env_;
+  bool stable_addresses_;
 };
 
 }  // namespace remora::server

@@ -2,6 +2,7 @@
 // session's CUDA contexts (or the host-emulated backend) and executes its calls.
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -52,7 +53,17 @@ Result<std::unique_ptr<Driver>> MakeDriver(const std::string& backend, int host_
     o.memory_per_gpu = mem.value_or(16ull << 30);
     return MakeHostDriver(o);
   }
-  if (backend == "cuda") return MakeCudaDriver();
+  if (backend == "cuda") {
+    // Without address randomisation (remora-server --stable-addresses) every worker's
+    // driver would reserve the same device addresses: shifted per window, so sessions of
+    // one application on several servers still never collide, while a session moved to
+    // another server in its window finds its addresses free there (planned migration).
+    if (window > 0 && (::personality(0xffffffff) & ADDR_NO_RANDOMIZE) != 0) {
+      void* gap = ::mmap(nullptr, uint64_t{window} << 41, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (gap == MAP_FAILED) LOG_WARN("could not shift window {}'s addresses: {}", window, std::strerror(errno));
+    }
+    return MakeCudaDriver();
+  }
   return Error(Err::kInvalidValue, "unknown backend '{}' (cuda or host)", backend);
 }
 

@@ -25,7 +25,7 @@ fi
 . "$(dirname "$0")/gpu-server.sh"
 second_pid=
 on_exit '[ -n "$second_pid" ] && kill "$second_pid" 2>/dev/null && wait "$second_pid" 2>/dev/null'
-start_gpu_server multi-server --listen tcp://127.0.0.1:0
+start_gpu_server multi-server --listen tcp://127.0.0.1:0 --stable-addresses
 shm_a=$(grep '^shm://' "$ready")
 tcp_a=$(grep '^tcp://' "$ready")
 token_a=$(token_of pool --memory 4GiB --gpus 0)
@@ -34,7 +34,7 @@ token_a=$(token_of pool --memory 4GiB --gpus 0)
 second=$work/second
 mkdir -p "$second"
 "$bin/remora-server" --backend cuda --state-dir "$second/state" --listen "shm://$second/remora.sock" \
-  --listen tcp://127.0.0.1:0 --ready-file "$second/ready" --log-level info >"$second/server.log" 2>&1 &
+  --listen tcp://127.0.0.1:0 --stable-addresses --ready-file "$second/ready" --log-level info >"$second/server.log" 2>&1 &
 second_pid=$!
 for _ in $(seq 1 300); do [ -s "$second/ready" ] && break; sleep 0.1; done
 [ -s "$second/ready" ] || { echo "FAIL multi-server-gpu: the second remora-server did not start"; cat "$second/server.log"; exit 1; }
@@ -109,7 +109,7 @@ for transport in shm tcp; do
     echo "PASS multi-server $transport live migration: there ${there##*$'\n'}, back ${back##*$'\n'}; ${line#PASS }"
   else
     echo "FAIL multi-server $transport live migration (exit $rc, moves: '$there' '$back'): ${line:-no result line}"
-    tail -20 "$log"
+    grep -v '^iteration' "$log" | tail -20
     failures=$((failures + 1))
   fi
 done
