@@ -117,9 +117,11 @@ class EmulatedHeap {
   // An allocation at exactly `at` (planned migration: the address it had on another server),
   // if that range is free.
   Result<DevPtr> AllocAt(DevPtr at, uint64_t bytes) {
+    if (bytes > capacity_ || at % kAlign != 0)
+      return Error(Err::kMemoryAllocation, "emulated GPU: 0x{:x}+{} cannot be placed here", at, bytes);
     uint64_t need = AlignUp(std::max<uint64_t>(bytes, 1), kAlign);
     auto it = free_.upper_bound(at);
-    if (at % kAlign == 0 && it != free_.begin()) {
+    if (at <= ~uint64_t{0} - need && it != free_.begin()) {
       --it;
       if (it->first <= at && at + need <= it->first + it->second) return Take(it, at, need);
     }

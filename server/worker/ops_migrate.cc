@@ -139,7 +139,7 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
   for (auto a : m.getAllocations()) {
     auto gpu = ex.GpuOf(a.getOrdinal());
     if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-    if (a.getSize() == 0 || a.getPtr() == 0 || a.getPtr() + a.getSize() < a.getPtr())
+    if (a.getSize() == 0 || a.getSize() > (uint64_t{1} << 48) || a.getPtr() == 0 || a.getPtr() + a.getSize() < a.getPtr())
       return ex.PostReply(tag, Error(Err::kInvalidValue, "a migrated allocation of 0x{:x}+{}", a.getPtr(), a.getSize()));
     by_gpu[*gpu].emplace_back(a.getPtr(), a.getSize());
   }

@@ -62,6 +62,40 @@ TEST(HostDriver, WindowPlacesEachGpusAddresses) {
   }
 }
 
+// Planned migration: allocations placed at the addresses another server gave them hold data
+// like any other and are freed like any other; a range not free here, one beyond the GPU or
+// one that wraps the address space is refused with nothing placed.
+TEST(HostDriver, PlacesAllocationsAtGivenAddresses) {
+  HostDriverOptions o;
+  o.memory_per_gpu = 64ull << 20;
+  auto source = MakeHostDriver(o);
+  auto target = MakeHostDriver(o);
+  auto a = source->MemAlloc(1 << 20), b = source->MemAlloc(3000), c = source->MemAlloc(2 << 20);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  ASSERT_TRUE(source->MemFree(*b).ok());  // a hole between the two that move
+  ASSERT_TRUE(target->MemPlace({{*a, 1 << 20}, {*c, 2 << 20}}).ok());
+  auto data = test::RandomBytes(2 << 20, 7);
+  std::vector<std::byte> back(2 << 20);
+  ASSERT_TRUE(target->MemcpyHtoD(*c, data.data(), data.size(), nullptr).ok());
+  ASSERT_TRUE(target->MemcpyDtoH(back.data(), *c, back.size(), nullptr).ok());
+  ASSERT_TRUE(target->StreamSynchronize(nullptr).ok());
+  EXPECT_EQ(std::memcmp(back.data(), data.data(), back.size()), 0);
+  // Taken: placing there again fails, and takes nothing of the free range beside it.
+  EXPECT_EQ(target->MemPlace({{*b, 3000}, {*a, 1 << 20}}).code(), Err::kMemoryAllocation);
+  auto hole = target->MemAlloc(3000);
+  ASSERT_TRUE(hole.ok());
+  EXPECT_EQ(*hole, *b) << "the first free range is the hole the refused placement left as it was";
+  EXPECT_EQ(target->MemPlace({{host::DeviceBase(0, 1), 4096}}).code(), Err::kMemoryAllocation) << "beyond GPU 0";
+  EXPECT_EQ(target->MemPlace({{*a, ~0ull - *a + 1}}).code(), Err::kMemoryAllocation) << "wraps around";
+  EXPECT_EQ(target->MemPlace({{*a + 8, 64}}).code(), Err::kMemoryAllocation) << "not aligned";
+  ASSERT_TRUE(target->MemFree(*a).ok());
+  ASSERT_TRUE(target->MemFree(*c).ok());
+  ASSERT_TRUE(target->MemFree(*hole).ok());
+  auto info = target->MemGetInfo();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->free, info->total);
+}
+
 // Without the retired mapping the queued memset wrote unmapped memory (SIGSEGV), or - when
 // the next allocation's mapping landed at the same host address - the new allocation's bytes.
 TEST(HostDriver, FreedMemoryStaysMappedForWorkQueuedBeforeTheFree) {
