@@ -470,6 +470,8 @@ struct Request {
                                    # streams and events (with the same handles); modules apart
     migrateModule @60 :Migration.Module;  # on the target: load the image (the frame's bulk)
                                           # under the same module and function handles
+    migrateFailed @61 :Text;   # on the source: why the move the administrator asked for did
+                               # not happen (the session goes on here); posted, no reply
   }
   captureMode @57 :UInt8;      # the calling thread's cudaStreamCaptureMode (0: global)
 }

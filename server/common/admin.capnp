@@ -91,6 +91,7 @@ struct Session {
   workerPid @10 :Int32;
   dataPath @11 :Text;           # how bulk data moves: shared-memory | socket | rdma-host-staged
   gpuTimeNs @12 :UInt64;        # GPU time its work took, all GPUs (measured while enforced)
+  migrateFailed @13 :Text;      # why the last move the administrator asked for did not happen ("": none)
 }
 
 interface Admin {

@@ -59,5 +59,6 @@ struct ControlMessage {
     ipcReply @8 :IpcReply;
     ipcRelease @9 :UInt64;     # supervisor -> exporter: the last importer of freed export ID closed it
     migrate @10 :MigrateOrder; # supervisor -> worker: tell the client to move to another server
+    migrateFailed @11 :Text;   # worker -> supervisor: why its client did not move (shown to the admin)
   }
 }

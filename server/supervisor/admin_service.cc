@@ -207,6 +207,7 @@ class AdminImpl final : public rpc::Admin::Server {
         b.setMemoryCurrent(mem);
         b.setGpuTimeNs(gpu_time);
         b.setWorkerPid(static_cast<int32_t>(s.pid));
+        b.setMigrateFailed(s.migrate_failed);
       }
       return 0;
     });

@@ -441,6 +441,7 @@ Status Supervisor::MigrateSession(uint64_t id, const std::string& url, const std
   if (url.empty()) return Error(Err::kInvalidValue, "a migration needs the URL of the server to move to");
   for (auto& [pid, s] : sessions_) {
     if (s.id != id) continue;
+    s.migrate_failed.clear();
     RETURN_IF_ERROR(SendControl(s, [&](void* m) {
       auto order = static_cast<control::ControlMessage::Builder*>(m)->initMigrate();
       order.setUrl(url);

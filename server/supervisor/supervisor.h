@@ -99,6 +99,7 @@ struct SessionState {
   PeerIdentity client;
   int64_t started_at = 0;       // unix seconds
   uint64_t kill_after_ns = 0;   // asked to end: SIGKILL if still running at this time
+  std::string migrate_failed;   // why the last move asked for did not happen (its client's word)
   SessionStatsBlock stats;      // the counters its worker publishes
   uint32_t data_streams = 0;    // tcp data connections granted (docs/PROTOCOL.md)
   uint32_t data_joined = 0;     // bit i: data connection i was accepted and handed over

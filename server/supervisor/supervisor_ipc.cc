@@ -103,6 +103,12 @@ void Supervisor::OnControl(pid_t pid) {
       case control::ControlMessage::IPC_CLOSE:
         actions = ipc_.Close(pid, m.getIpcClose());
         return Status::Ok();
+      case control::ControlMessage::MIGRATE_FAILED:
+        // The client's words: escaped and bounded before they are kept, logged or shown.
+        s.migrate_failed = Printable(std::string_view(m.getMigrateFailed().cStr(), m.getMigrateFailed().size()), 512);
+        if (s.migrate_failed.empty()) s.migrate_failed = "the move failed (no reason given)";
+        LOG_WARN("session {} (tenant '{}') did not move: {}", s.id, s.tenant, s.migrate_failed);
+        return Status::Ok();
       case control::ControlMessage::IPC_UNEXPORT: {
         auto x = m.getIpcUnexport();
         request = x.getRequestId();

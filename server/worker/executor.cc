@@ -223,6 +223,13 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MIGRATE_EXPORT: return Handlers::MigrateExport(*this, tag, req);
       case W::MIGRATE_IMPORT: return Handlers::MigrateImport(*this, tag, req);
       case W::MIGRATE_MODULE: return Handlers::MigrateModule(*this, frame, req);
+      case W::MIGRATE_FAILED: {
+        auto text = req.getMigrateFailed();
+        std::string why = Printable(std::string_view(text.cStr(), text.size()), 512);
+        LOG_WARN("session {}: the client did not move: {}", config_.session_id, why);
+        if (control_ != nullptr) control_->MigrateFailed(why);
+        return Handlers::ExpectsReply(frame) ? PostReply(tag, Status::Ok()) : Status::Ok();
+      }
       case W::GET_GLOBAL: return Handlers::GetGlobal(*this, tag, req);
       case W::LAUNCH_KERNEL: return Handlers::LaunchKernel(*this, async_tag, req);
       case W::FUNC_GET_ATTRIBUTES: return Handlers::FuncGetAttributes(*this, tag, req);

@@ -90,6 +90,8 @@ class ControlSource {
   }
   // Tells the supervisor this session closed its open of an export (no answer).
   virtual void Closed(uint64_t export_id) { (void)export_id; }
+  // Tells the supervisor why the client did not move (planned migration; no answer).
+  virtual void MigrateFailed(const std::string& why) { (void)why; }
   // Blocks until the supervisor says to release an export (an exporter whose session ended,
   // holding memory other sessions still use); nullopt when the supervisor is gone.
   virtual std::optional<uint64_t> WaitRelease() { return std::nullopt; }

@@ -182,6 +182,16 @@ void SupervisorLink::Closed(uint64_t export_id) {
   if (Status st = fs_.Write(f); !st.ok()) LOG_WARN("cannot tell the supervisor about a closed IPC open: {}", st.message());
 }
 
+void SupervisorLink::MigrateFailed(const std::string& why) {
+  if (gone_) return;
+  ScratchMessage msg;
+  msg.InitRoot<control::ControlMessage>().setMigrateFailed(why);
+  OutFrame f;
+  f.kind = FrameKind::kNotice;
+  f.body = msg.Flatten();
+  if (Status st = fs_.Write(f); !st.ok()) LOG_WARN("cannot tell the supervisor why a move failed: {}", st.message());
+}
+
 std::optional<uint64_t> SupervisorLink::WaitRelease() {
   for (;;) {
     for (auto it = queued_.begin(); it != queued_.end(); ++it) {

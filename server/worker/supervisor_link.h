@@ -26,6 +26,7 @@ class SupervisorLink final : public ControlSource {
   Result<std::optional<ControlEvent>> Poll() override;
   Result<IpcAnswer> Ask(const IpcQuestion& q, int fd) override;
   void Closed(uint64_t export_id) override;
+  void MigrateFailed(const std::string& why) override;
   std::optional<uint64_t> WaitRelease() override;
 
  private:

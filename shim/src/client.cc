@@ -110,6 +110,16 @@ Capabilities Client::capabilities() {
   return conn_->capabilities();
 }
 
+Status Client::RegisterHostMemory(const void* p, size_t n) {
+  GateEntry gate(*this);
+  return conn_->RegisterHostMemory(p, n);
+}
+
+Status Client::UnregisterHostMemory(const void* p) {
+  GateEntry gate(*this);
+  return conn_->UnregisterHostMemory(p);
+}
+
 uint64_t Client::receive_progress() const {
   std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));  // SwapConnection replaces conn_ under it
   return conn_->ReceiveProgress();

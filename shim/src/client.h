@@ -84,8 +84,8 @@ class Client {
   // pass descriptors); the caller keeps its copy.
   Status CallWithFd(int device, int fd, BuildFn build, ReplyFn on_reply);
   // Long-lived client memory registered with the transport (RDMA); see Connection.
-  Status RegisterHostMemory(const void* p, size_t n) { return conn_->RegisterHostMemory(p, n); }
-  Status UnregisterHostMemory(const void* p) { return conn_->UnregisterHostMemory(p); }
+  Status RegisterHostMemory(const void* p, size_t n);
+  Status UnregisterHostMemory(const void* p);
   // Sends a request nobody waits for (asynchronous call); its errors surface later.
   Status Post(int device, BuildFn build, ConstBytes bulk = {});
   // Sends a request whose reply bulk lands in `reply_bulk` whenever a thread next receives

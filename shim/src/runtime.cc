@@ -570,8 +570,14 @@ void Runtime::StartMigration(Client* link, size_t window, std::string url, std::
   migrating_ = true;
   migrator_ = std::thread([this, link, window, url = std::move(url), token = std::move(token)] {
     Status st = Migrate(*link, window, url, token);
-    if (st.ok()) (void)Devices(true);
-    else LOG_ERROR("could not move this session to {}: {} (it goes on where it was)", url, st.message());
+    if (st.ok()) {
+      (void)Devices(true);
+    } else {
+      LOG_ERROR("could not move this session to {}: {} (it goes on where it was)", url, st.message());
+      std::string why = st.message();  // the administrator hears it through the old server
+      (void)link->PostLocal(0, [&](wire::Request::Builder& r) { r.setMigrateFailed(why); });
+      (void)link->Flush();
+    }
     std::lock_guard<std::mutex> done(migrate_mu_);
     migrating_ = false;
   });

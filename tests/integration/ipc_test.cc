@@ -30,15 +30,7 @@ class Ipc : public ::testing::Test {
     return sh;
   }
   // The tenant's charged bytes, as the admin API reads the ledger.
-  uint64_t Used(const std::string& tenant) {
-    auto admin = s_.Admin();
-    if (!admin) return ~0ull;
-    auto tenants = admin->ListTenants();
-    if (!tenants.ok()) return ~0ull;
-    for (const auto& t : *tenants)
-      if (t.name == tenant) return t.memory_used;
-    return ~0ull;
-  }
+  uint64_t Used(const std::string& tenant) { return s_.MemoryUsed(tenant); }
   static std::string Arg(const std::string& answer) {  // "ok X" -> "X"
     return answer.rfind("ok ", 0) == 0 ? answer.substr(3) : "";
   }

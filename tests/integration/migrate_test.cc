@@ -8,107 +8,101 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <regex>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "tenancy_support.h"
 
 namespace remora::testing {
 namespace {
 
-class Migrate : public ::testing::TestWithParam<std::string> {};
+// Two servers with tenant alice on each, and app_migrate_loop started on the first.
+class Migrate : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(a.Start(1));
+    ASSERT_TRUE(b.Start(1));
+    token_a = a.CreateTenant("alice");
+    token_b = b.CreateTenant("alice");
+  }
+  // Starts the loop on server a (extra: its arguments after STOPFILE) and waits until it runs.
+  void StartLoop(const std::vector<std::string>& extra) {
+    stop = a.server.dir() + "/stop-" + std::to_string(++runs) + "-" + GetParam();
+    std::vector<std::string> argv = {BinDir() + "/app_migrate_loop", stop};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    app = std::make_unique<BackgroundProcess>(argv, a.Env(GetParam(), token_a));
+    ASSERT_TRUE(app->WaitForOutput("ready", 60)) << app->Output();
+  }
+  // The number of "iteration N ok" lines the loop printed.
+  int Checkpoints() {
+    std::string out = app->Output();
+    int n = 0;
+    for (size_t at = out.find("iteration "); at != std::string::npos; at = out.find("iteration ", at + 1)) n++;
+    return n;
+  }
+  // Lets the loop run `more` checked rounds, stops it, and expects it to end with PASS.
+  void RunsOnAndPasses(int more) {
+    int before = Checkpoints();
+    EXPECT_TRUE(Eventually([&] { return Checkpoints() >= before + more; }, 60000)) << app->Output();
+    std::ofstream(stop).put('x');
+    EXPECT_EQ(app->Wait(60), 0) << app->Output();
+    EXPECT_NE(app->Output().find("PASS migrate_loop"), std::string::npos) << app->Output();
+  }
+  RunResult Move(const std::vector<std::string>& extra = {}) {
+    std::vector<uint64_t> on_a = a.SessionIds();
+    EXPECT_EQ(on_a.size(), 1u);
+    std::vector<std::string> args = {"session", "migrate", on_a.empty() ? "0" : std::to_string(on_a[0]), "--to",
+                                     b.server.Url(GetParam()), "--token", token_b};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return a.Ctl(args);
+  }
 
-uint64_t MemoryUsed(TenancyServer& s, const std::string& tenant) {
-  auto admin = s.Admin();
-  if (!admin) return ~0ull;
-  auto tenants = admin->ListTenants();
-  if (!tenants.ok()) return ~0ull;
-  for (const auto& t : *tenants)
-    if (t.name == tenant) return t.memory_used;
-  return ~0ull;
-}
-
-std::vector<uint64_t> Sessions(TenancyServer& s) {
-  std::vector<uint64_t> ids;
-  auto admin = s.Admin();
-  if (!admin) return ids;
-  auto list = admin->ListSessions();
-  if (list.ok())
-    for (const auto& x : *list) ids.push_back(x.id);
-  return ids;
-}
-
-// The number of "iteration N ok" lines the loop printed.
-int Checkpoints(BackgroundProcess& app) {
-  std::string out = app.Output();
-  int n = 0;
-  for (size_t at = out.find("iteration "); at != std::string::npos; at = out.find("iteration ", at + 1)) n++;
-  return n;
-}
+  TenancyServer a, b;
+  std::string token_a, token_b, stop;
+  std::unique_ptr<BackgroundProcess> app;
+  int runs = 0;
+};
 
 TEST_P(Migrate, ASessionMovesMidLoopWithEveryResultChecked) {
-  const std::string transport = GetParam();
-  TenancyServer a, b;
-  ASSERT_TRUE(a.Start(1));
-  ASSERT_TRUE(b.Start(1));
-  std::string token_a = a.CreateTenant("alice"), token_b = b.CreateTenant("alice");
-  std::string stop = a.server.dir() + "/stop-" + transport;
-  BackgroundProcess app({BinDir() + "/app_migrate_loop", stop, "8"}, a.Env(transport, token_a));
-  ASSERT_TRUE(app.WaitForOutput("ready", 60)) << app.Output();
-  ASSERT_TRUE(Eventually([&] { return Checkpoints(app) >= 3; }, 60000)) << app.Output();
-  std::vector<uint64_t> on_a = Sessions(a);
-  ASSERT_EQ(on_a.size(), 1u);
+  StartLoop({"8"});
+  ASSERT_TRUE(Eventually([&] { return Checkpoints() >= 3; }, 60000)) << app->Output();
   // Kept memory, a and b, and the loaded kernel's module image.
-  const uint64_t charged = MemoryUsed(a, "alice");
+  const uint64_t charged = a.MemoryUsed("alice");
   EXPECT_GT(charged, (8ull << 20) + (2ull << 20));
   EXPECT_LT(charged, (8ull << 20) + (3ull << 20));
-  EXPECT_EQ(MemoryUsed(b, "alice"), 0u);
+  EXPECT_EQ(b.MemoryUsed("alice"), 0u);
 
-  RunResult r = a.Ctl({"session", "migrate", std::to_string(on_a[0]), "--to", b.server.Url(transport), "--token", token_b});
-  EXPECT_EQ(r.exit_code, 0) << r.output << app.Output();
+  RunResult r = Move();
+  EXPECT_EQ(r.exit_code, 0) << r.output << app->Output();
   EXPECT_NE(r.output.find("moved to"), std::string::npos) << r.output;
-  EXPECT_TRUE(Eventually([&] { return Sessions(a).empty(); })) << "the old server still has the session";
-  EXPECT_EQ(Sessions(b).size(), 1u);
+  EXPECT_TRUE(Eventually([&] { return a.SessionIds().empty(); })) << "the old server still has the session";
+  EXPECT_EQ(b.SessionIds().size(), 1u);
   // The old server gave the tenant's memory back; the new one holds exactly as much.
-  EXPECT_TRUE(Eventually([&] { return MemoryUsed(a, "alice") == 0; }));
-  EXPECT_EQ(MemoryUsed(b, "alice"), charged);
+  EXPECT_TRUE(Eventually([&] { return a.MemoryUsed("alice") == 0; }));
+  EXPECT_EQ(b.MemoryUsed("alice"), charged);
 
   // The loop goes on, on the new server, every result checked (the kept memory included).
-  int before = Checkpoints(app);
-  EXPECT_TRUE(Eventually([&] { return Checkpoints(app) >= before + 3; }, 60000)) << app.Output();
-  std::ofstream(stop).put('x');
-  EXPECT_EQ(app.Wait(60), 0) << app.Output();
-  EXPECT_NE(app.Output().find("PASS migrate_loop"), std::string::npos) << app.Output();
-  EXPECT_TRUE(Eventually([&] { return MemoryUsed(b, "alice") == 0; })) << "the new server kept memory after the exit";
-  EXPECT_TRUE(Eventually([&] { return Sessions(b).empty(); }));
+  RunsOnAndPasses(3);
+  EXPECT_TRUE(Eventually([&] { return b.MemoryUsed("alice") == 0; })) << "the new server kept memory after the exit";
+  EXPECT_TRUE(Eventually([&] { return b.SessionIds().empty(); }));
 }
 
 // Stream-ordered memory (cudaMallocAsync) is not carried: the move is refused, the
 // administrator hears it did not happen, and the application goes on where it was with
 // nothing lost.
 TEST_P(Migrate, ASessionHoldingWhatIsNotCarriedStaysWhereItWas) {
-  const std::string transport = GetParam();
-  TenancyServer a, b;
-  ASSERT_TRUE(a.Start(1));
-  ASSERT_TRUE(b.Start(1));
-  std::string token_a = a.CreateTenant("alice"), token_b = b.CreateTenant("alice");
-  std::string stop = a.server.dir() + "/stop-async-" + transport;
-  BackgroundProcess app({BinDir() + "/app_migrate_loop", stop, "1", "async"}, a.Env(transport, token_a));
-  ASSERT_TRUE(app.WaitForOutput("ready", 60)) << app.Output();
-  std::vector<uint64_t> on_a = Sessions(a);
-  ASSERT_EQ(on_a.size(), 1u);
-  RunResult r = a.Ctl({"session", "migrate", std::to_string(on_a[0]), "--to", b.server.Url(transport), "--token", token_b,
-                       "--wait", "3"});
+  StartLoop({"1", "async"});
+  std::vector<uint64_t> on_a = a.SessionIds();
+  RunResult r = Move({"--wait", "30"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("still on this server"), std::string::npos) << r.output;
-  EXPECT_EQ(Sessions(a), on_a);
-  EXPECT_TRUE(Eventually([&] { return Sessions(b).empty() && MemoryUsed(b, "alice") == 0; }))
+  // The administrator hears why, from the application through the old server.
+  EXPECT_NE(r.output.find("stays on this server"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cudaMallocAsync"), std::string::npos) << r.output;
+  EXPECT_EQ(a.SessionIds(), on_a);
+  EXPECT_TRUE(Eventually([&] { return b.SessionIds().empty() && b.MemoryUsed("alice") == 0; }))
       << "the new server kept the refused session's half";
-  int before = Checkpoints(app);
-  EXPECT_TRUE(Eventually([&] { return Checkpoints(app) >= before + 2; }, 60000)) << app.Output();
-  std::ofstream(stop).put('x');
-  EXPECT_EQ(app.Wait(60), 0) << app.Output();
-  EXPECT_NE(app.Output().find("PASS migrate_loop"), std::string::npos) << app.Output();
+  RunsOnAndPasses(2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Migrate, ::testing::Values("shm", "tcp"));

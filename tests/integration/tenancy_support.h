@@ -77,6 +77,25 @@ class TenancyServer {
     return c.ok() ? std::move(*c) : nullptr;
   }
 
+  // The tenant's charged bytes, as the admin API reads the ledger (~0 if unknown).
+  uint64_t MemoryUsed(const std::string& tenant) {
+    auto admin = Admin();
+    if (!admin) return ~0ull;
+    auto tenants = admin->ListTenants();
+    if (!tenants.ok()) return ~0ull;
+    for (const auto& t : *tenants)
+      if (t.name == tenant) return t.memory_used;
+    return ~0ull;
+  }
+  // The ids of the sessions running now.
+  std::vector<uint64_t> SessionIds() {
+    std::vector<uint64_t> ids;
+    auto admin = Admin();
+    auto list = admin ? admin->ListSessions() : Result<std::vector<admin::SessionInfo>>(Status(Err::kUnknown, "no admin"));
+    if (list.ok())
+      for (const auto& x : *list) ids.push_back(x.id);
+    return ids;
+  }
   std::map<std::string, std::string> Env(const std::string& transport, const std::string& token) {
     auto env = ShimEnv(server.Url(transport));
     env["REMORA_TOKEN"] = token;

@@ -263,6 +263,7 @@ class Client final : public AdminClient {
                                             i.program = s.getProgram();
                                             i.transport = s.getTransport();
                                             i.data_path = s.getDataPath();
+                                            i.migrate_failed = s.getMigrateFailed();
                                             i.gpu_time_ns = s.getGpuTimeNs();
                                             i.peer = s.getPeer();
                                             i.started_at = s.getStartedAt();

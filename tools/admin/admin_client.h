@@ -85,6 +85,7 @@ struct SessionInfo {
   uint64_t memory_current = 0;
   int worker_pid = 0;
   std::string data_path;  // how bulk moves: shared-memory | socket | rdma-host-staged
+  std::string migrate_failed = {};  // why the last move asked for did not happen ("": none)
   uint64_t gpu_time_ns = 0;  // all GPUs, measured while compute shares are enforced
 };
 

@@ -300,8 +300,10 @@ Status SessionMigrate(AdminClient& c, const Options& o) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o.migrate_wait_s);
   for (;;) {
     ASSIGN_OR_RETURN(auto sessions, c.ListSessions());
-    bool here = std::any_of(sessions.begin(), sessions.end(), [&](const admin::SessionInfo& s) { return s.id == o.session_id; });
-    if (!here) return Done(o, "session " + id + " moved to " + o.migrate_url);
+    auto s = std::find_if(sessions.begin(), sessions.end(), [&](const admin::SessionInfo& x) { return x.id == o.session_id; });
+    if (s == sessions.end()) return Done(o, "session " + id + " moved to " + o.migrate_url);
+    if (!s->migrate_failed.empty())
+      return Error(Err::kNotSupported, "session {} stays on this server: {}", id, s->migrate_failed);
     if (std::chrono::steady_clock::now() >= until)
       return Error(Err::kTimeout,
                    "session {} is still on this server after {} s: its application refused or failed the move (its log "
