@@ -172,24 +172,24 @@ Result<IpcAnswer> SupervisorLink::Ask(const IpcQuestion& q, int fd) {
   }
 }
 
-void SupervisorLink::Closed(uint64_t export_id) {
+void SupervisorLink::Tell(const char* what, ScratchMessage& msg) {
   if (gone_) return;
-  ScratchMessage msg;
-  msg.InitRoot<control::ControlMessage>().setIpcClose(export_id);
   OutFrame f;
   f.kind = FrameKind::kNotice;
   f.body = msg.Flatten();
-  if (Status st = fs_.Write(f); !st.ok()) LOG_WARN("cannot tell the supervisor about a closed IPC open: {}", st.message());
+  if (Status st = fs_.Write(f); !st.ok()) LOG_WARN("cannot tell the supervisor {}: {}", what, st.message());
+}
+
+void SupervisorLink::Closed(uint64_t export_id) {
+  ScratchMessage msg;
+  msg.InitRoot<control::ControlMessage>().setIpcClose(export_id);
+  Tell("about a closed IPC open", msg);
 }
 
 void SupervisorLink::MigrateFailed(const std::string& why) {
-  if (gone_) return;
   ScratchMessage msg;
   msg.InitRoot<control::ControlMessage>().setMigrateFailed(why);
-  OutFrame f;
-  f.kind = FrameKind::kNotice;
-  f.body = msg.Flatten();
-  if (Status st = fs_.Write(f); !st.ok()) LOG_WARN("cannot tell the supervisor why a move failed: {}", st.message());
+  Tell("why a move failed", msg);
 }
 
 std::optional<uint64_t> SupervisorLink::WaitRelease() {

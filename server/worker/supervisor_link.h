@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "remora/protocol/frame_socket.h"
+#include "remora/protocol/message.h"
 #include "worker/executor.h"
 
 namespace remora::worker {
@@ -32,6 +33,9 @@ class SupervisorLink final : public ControlSource {
  private:
   // Reads one message (waiting up to timeout_ms): a notice is queued, an answer returned.
   Result<std::optional<IpcAnswer>> ReadOne(int timeout_ms);
+  // Sends the supervisor `msg`, a message that needs no answer (`what` names it in a
+  // warning if it cannot be sent); nothing once the supervisor is gone.
+  void Tell(const char* what, ScratchMessage& msg);
 
   int fd_;
   FrameSocket fs_;

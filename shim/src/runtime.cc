@@ -1,8 +1,6 @@
 #include "runtime.h"
 
-#include <fcntl.h>
 #include <pthread.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -15,14 +13,11 @@
 #include "error_log.h"
 #include "lib_objects.h"
 #include "local_gpu_check.h"
-#include "migration.h"
 #include "remote_call.h"
 #include "registry.h"
 #include "thread_slot.h"
 #include "watchdog.h"
-#include "remora/base/fd.h"
 #include "remora/base/log.h"
-#include "remora/protocol/secure.h"
 #include "remora/protocol/transport.h"
 
 namespace remora::shim {
@@ -64,72 +59,7 @@ REMORA_SAME(kUnknown, cudaErrorUnknown)
 
 namespace {
 
-constexpr const char* kDefaultServer = "shm:///run/remora/remora.sock";
-
 void ChildAfterFork() { Runtime::Get().AfterForkInChild(); }
-
-// Several servers of one session at most (windows 0..kMaxServers-1).
-constexpr size_t kMaxServers = 16;
-
-// "a,b,,c" -> {"a", "b", "c"}.
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > pos) out.push_back(text.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  return out;
-}
-
-// REMORA_TOKEN (or the first line of REMORA_TOKEN_FILE): no token, one token for every
-// server, or one per server of REMORA_SERVER, comma-separated in the same order.
-Result<std::vector<std::optional<Token>>> TokensFromEnvironment(size_t servers) {
-  std::string text;
-  if (const char* t = std::getenv("REMORA_TOKEN"); t != nullptr && *t) {
-    text = t;
-  } else if (const char* f = std::getenv("REMORA_TOKEN_FILE"); f != nullptr && *f) {
-    // Never through a symbolic link (a token is a credential: read the file that was named).
-    Fd fd(::open(f, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st;
-    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-      return Error(Err::kNoDevice, "cannot read REMORA_TOKEN_FILE {} (a regular file, not a symbolic link)", f);
-    if ((st.st_mode & 077) != 0)
-      LOG_WARN("REMORA_TOKEN_FILE {} can be read by other users (mode {:o}): chmod 600 it", f, st.st_mode & 0777);
-    char buf[4096];
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf) - 1);
-    if (n <= 0) return Error(Err::kNoDevice, "cannot read REMORA_TOKEN_FILE {}", f);
-    text.assign(buf, static_cast<size_t>(n));
-    text = text.substr(0, text.find('\n'));
-  } else {
-    return std::vector<std::optional<Token>>(servers);
-  }
-  std::vector<std::string> texts = SplitList(text);
-  if (texts.size() != 1 && texts.size() != servers)
-    return Error(Err::kNoDevice, "the Remora token holds {} tokens for {} servers (one for all, or one per server in "
-                 "REMORA_SERVER's order)", texts.size(), servers);
-  std::vector<std::optional<Token>> out;
-  for (size_t i = 0; i < servers; i++) {
-    auto tok = ParseToken(texts[texts.size() == 1 ? 0 : i]);
-    if (!tok.ok()) return Error(Err::kNoDevice, "bad Remora token: {}", tok.status().message());
-    out.emplace_back(*tok);
-  }
-  return out;
-}
-
-// REMORA_ENCRYPT, REMORA_INSECURE_LOCAL and REMORA_TCP_STREAMS.
-Status OptionsFromEnvironment(ConnectOptions* options) {
-  if (const char* e = std::getenv("REMORA_ENCRYPT"); e != nullptr && *e) {
-    ASSIGN_OR_RETURN(options->encrypt, ParseEncryptMode(e));
-  }
-  if (const char* e = std::getenv("REMORA_INSECURE_LOCAL"); e != nullptr) options->insecure_local = std::string_view(e) == "1";
-  if (const char* e = std::getenv("REMORA_TCP_STREAMS"); e != nullptr && *e) {
-    ASSIGN_OR_RETURN(options->data_streams, ParseTcpStreams(e));
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -152,118 +82,6 @@ Result<Client*> Runtime::Session() {
     return st;
   }
   return connected_.load();
-}
-
-Result<Client*> Runtime::SessionFor(int device) {
-  ASSIGN_OR_RETURN(Client * c, Session());
-  return c->LinkFor(device);
-}
-
-bool Runtime::SameServer(int a, int b) const {
-  return routes_.links.size() <= 1 || routes_.LinkIndex(a) == routes_.LinkIndex(b);
-}
-
-int Runtime::DeviceOfHandle(uint64_t h) const {
-  if (routes_.links.size() <= 1) return -1;
-  uint64_t kind = h >> 56;
-  if (kind < static_cast<uint8_t>(HandleKind::kStream) || kind > static_cast<uint8_t>(HandleKind::kSurfObject)) return -1;
-  int link = static_cast<int>((h >> 48) & 0xff);
-  for (int g = 0; g < Routes::kMax; g++) {
-    uint32_t v = routes_.table[static_cast<size_t>(g)].load(std::memory_order_acquire);
-    if (v != 0 && static_cast<int>(v >> 16) - 1 == link) return g;
-  }
-  return -1;
-}
-
-int Runtime::LocalOrdinal(int device) const {
-  int local = device;
-  if (routes_.links.size() > 1) (void)routes_.Route(device, &local);
-  return local;
-}
-
-Client* Runtime::Routes::Route(int device, int* local) const {
-  if (device < 0 || device >= kMax) return nullptr;
-  uint32_t v = table[static_cast<size_t>(device)].load(std::memory_order_acquire);
-  if (v == 0) return nullptr;
-  *local = static_cast<int>(v & 0xffff);
-  return links[(v >> 16) - 1];
-}
-
-int Runtime::Routes::LinkIndex(int device) const {
-  if (device < 0 || device >= kMax) return 0;
-  uint32_t v = table[static_cast<size_t>(device)].load(std::memory_order_acquire);
-  return v == 0 ? 0 : static_cast<int>(v >> 16) - 1;
-}
-
-Status Runtime::Connect() {
-  const char* env = std::getenv("REMORA_SERVER");
-  std::string servers = env && *env ? env : kDefaultServer;
-  std::string url = servers;
-  auto fail = [&](const Status& why) {
-    Status st(Err::kNoDevice, fmt::format("cannot use the Remora server at {}: {}", url, why.message()));
-    LOG_ERROR("{}", st.message());
-    return st;
-  };
-  // Several servers: "URL,URL,...", the application's devices being theirs in that order.
-  std::vector<std::string> urls = SplitList(servers);
-  if (urls.empty() || urls.size() > kMaxServers)
-    return fail(Error(Err::kInvalidValue, "REMORA_SERVER names {} servers (1 to {})", urls.size(), kMaxServers));
-  auto tokens = TokensFromEnvironment(urls.size());
-  if (!tokens.ok()) return fail(tokens.status());
-  for (size_t i = 0; i < urls.size(); i++) {
-    url = urls[i];
-    auto ep = ParseEndpoint(url);
-    if (!ep.ok()) return fail(ep.status());
-    ConnectOptions options;
-    options.token = (*tokens)[i];
-    options.window = static_cast<uint8_t>(i);
-    if (Status env_ok = OptionsFromEnvironment(&options); !env_ok.ok()) return fail(env_ok);
-    auto conn = remora::Connect(*ep, options);
-    if (!conn.ok()) {
-      links_.clear();  // the servers connected so far end their sessions
-      return fail(conn.status());
-    }
-    Install(std::move(conn->connection), conn->session);
-  }
-  Publish();
-  return Status::Ok();
-}
-
-Status Runtime::Adopt(std::unique_ptr<Connection> conn, SessionInfo session) {
-  std::lock_guard<std::mutex> lock(connect_mu_);
-  if (connected_.load() != nullptr) return Error(Err::kInvalidValue, "this process already has a Remora session");
-  connect_error_.reset();
-  Install(std::move(conn), session);
-  Publish();
-  return Status::Ok();
-}
-
-void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo& s) {
-  SetLogIdentity(fmt::format("remora-shim s{}{}", s.session_id, s.emulated ? " (host-emulated)" : ""));
-  LOG_INFO("session {} as tenant '{}' on {} ({} backend, {})", s.session_id, s.tenant, s.server_name, s.backend,
-           connection->Describe());
-  if (s.emulated)
-    LOG_WARN("connected to a host-emulated Remora server: device memory lives in host RAM and kernels are NOT executed");
-  auto link = std::make_unique<Client>(std::move(connection), s);
-  Client* raw = link.get();  // the link a notice came by is the one to answer on
-  link->SetCallbackSink([raw](Client::CallbackEvent e, uint64_t id) { HostCallbacks::Get().Notify(e, id, raw); });
-  link->Watch(DeadlineFromEnvironment());  // heartbeats and the deadline (watchdog.h)
-  size_t window = links_.size();
-  link->SetMigrationSink([this, raw, window](std::string url, std::string token) {
-    StartMigration(raw, window, std::move(url), std::move(token));
-  });
-  links_.push_back(std::move(link));
-}
-
-void Runtime::Publish() {
-  std::vector<Client*> links;
-  for (auto& l : links_) links.push_back(l.get());
-  routes_.links = links;
-  if (links.size() > 1) {
-    for (Client* l : links) l->SetLinks(&routes_, &work_sequence_, links);
-    LOG_INFO("one session on {} servers", links.size());
-  }
-  connected_.store(links.front(), std::memory_order_release);
 }
 
 Status Runtime::ListDevices(Client& link, std::vector<DeviceEntry>* out) {
@@ -558,48 +376,6 @@ void Runtime::AfterForkInChild() {
   Process::Get().registry().ForgetSession();
   Process::Get().callbacks().AfterFork();
   Process::Get().lib_objects().AfterFork();
-}
-
-void Runtime::StartMigration(Client* link, size_t window, std::string url, std::string token) {
-  std::lock_guard<std::mutex> lock(migrate_mu_);
-  if (migrating_) {
-    LOG_WARN("a move of this session is in progress: the move to {} is ignored", url);
-    return;
-  }
-  if (migrator_.joinable()) migrator_.join();  // the previous move, finished
-  migrating_ = true;
-  migrator_ = std::thread([this, link, window, url = std::move(url), token = std::move(token)] {
-    Status st = Migrate(*link, window, url, token);
-    if (st.ok()) {
-      (void)Devices(true);
-    } else {
-      LOG_ERROR("could not move this session to {}: {} (it goes on where it was)", url, st.message());
-      std::string why = st.message();  // the administrator hears it through the old server
-      (void)link->PostLocal(0, [&](wire::Request::Builder& r) { r.setMigrateFailed(why); });
-      (void)link->Flush();
-    }
-    std::lock_guard<std::mutex> done(migrate_mu_);
-    migrating_ = false;
-  });
-}
-
-Status Runtime::Migrate(Client& link, size_t window, const std::string& url, const std::string& token) {
-  ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(url));
-  ConnectOptions options;
-  options.window = static_cast<uint8_t>(window);
-  RETURN_IF_ERROR(OptionsFromEnvironment(&options));
-  if (!token.empty()) {
-    ASSIGN_OR_RETURN(options.token, ParseToken(token));
-  } else {
-    ASSIGN_OR_RETURN(auto tokens, TokensFromEnvironment(routes_.links.size()));
-    options.token = tokens[window];
-  }
-  RETURN_IF_ERROR(MoveLink(link, ep, options));
-  if (window == 0) {
-    const SessionInfo& s = link.session();
-    SetLogIdentity(fmt::format("remora-shim s{}{}", s.session_id, s.emulated ? " (host-emulated)" : ""));
-  }
-  return Status::Ok();
 }
 
 void Runtime::Shutdown() {
