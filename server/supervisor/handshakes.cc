@@ -125,11 +125,20 @@ void Handshakes::Admit(PendingConnection pc) {
   entries_.emplace(e->id, std::move(e));
 }
 
-void Handshakes::Remove(uint64_t id) {
+void Handshakes::Remove(uint64_t id) { (void)Take(id); }
+
+PendingConnection Handshakes::Take(uint64_t id) {
   auto it = entries_.find(id);
-  if (it == entries_.end()) return;
+  if (it == entries_.end()) return {};
+  // Out of the epoll set while this process still holds the socket: an entry lives as long
+  // as the open file does, which the worker shares after a hand-over, so one left behind
+  // would wake this loop on every byte the session's client sends.
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, it->second->pc.socket.get(), nullptr);
+  PendingConnection pc = std::move(it->second->pc);
   entries_.erase(it);
+  int flags = ::fcntl(pc.socket.get(), F_GETFL);
+  if (flags >= 0) ::fcntl(pc.socket.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return pc;
 }
 
 void Handshakes::Fail(uint64_t id, const Status& why, const std::vector<uint64_t>* refusal) {
@@ -252,11 +261,7 @@ void Handshakes::OnEvent(uint64_t tag) {
         return;
       }
       if (*data) {
-        PendingConnection pc = std::move(e.pc);
-        Remove(id);
-        int flags = ::fcntl(pc.socket.get(), F_GETFL);
-        if (flags >= 0) ::fcntl(pc.socket.get(), F_SETFL, flags & ~O_NONBLOCK);
-        data_done_(std::move(pc), **data);
+        data_done_(Take(id), **data);
         return;
       }
     }
@@ -282,11 +287,7 @@ void Handshakes::OnEvent(uint64_t tag) {
     Fail(id, peer.status(), &e.hs->refusal());
     return;
   }
-  PendingConnection pc = std::move(e.pc);
-  Remove(id);
-  int flags = ::fcntl(pc.socket.get(), F_GETFL);
-  if (flags >= 0) ::fcntl(pc.socket.get(), F_SETFL, flags & ~O_NONBLOCK);
-  done_(std::move(pc), std::move(*peer));
+  done_(Take(id), std::move(*peer));
 }
 
 void Handshakes::Expire(uint64_t now_ns) {

@@ -82,6 +82,8 @@ class Handshakes {
   // budget, closes the connection.
   void Fail(uint64_t id, const Status& why, const std::vector<uint64_t>* refusal);
   void Remove(uint64_t id);
+  // Ends a handshake that succeeded: its connection, out of the epoll set and blocking again.
+  PendingConnection Take(uint64_t id);
   Status ReadSome(Entry& e, bool* complete);
   // Evicts the oldest entry that has not sent its Hello among those matching `pred`.
   bool EvictIdle(const std::function<bool(const Entry&)>& pred);
