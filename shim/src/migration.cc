@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "registry.h"
+#include "runtime.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 
@@ -162,6 +163,22 @@ Status CopyContents(Client& from, Client& to, const Held& held) {
   return Status::Ok();
 }
 
+// Host memory registered with the old connection (RDMA: one protection domain per
+// connection) is registered with the new one, so that copies from and to it stay zero-copy.
+// Pinned memory is registered for the session's first link only (api_memory.cc). Best
+// effort: a copy from memory not registered is staged. Returns how many ranges were.
+size_t RegisterHostMemory(Client& link, Client& target) {
+  const auto& links = Runtime::Get().links();
+  if (links.empty() || links.front() != &link || !target.capabilities().registered_memory) return 0;
+  size_t n = 0;
+  for (const auto& [base, size] : Runtime::Get().RegisteredHostRanges()) {
+    Status st = target.RegisterHostMemory(base, size);
+    if (st.ok()) n++;
+    else LOG_INFO("migration: {} of pinned memory at {} stays unregistered there: {}", FormatSize(size), base, st.ToString());
+  }
+  return n;
+}
+
 // One attempt; kNotReady: the application was busy, try again.
 Status MoveOnce(Client& link, const Endpoint& endpoint, const ConnectOptions& options) {
   if (!link.Quiesce(kQuiesceTimeoutMs))
@@ -187,6 +204,7 @@ Status MoveOnce(Client& link, const Endpoint& endpoint, const ConnectOptions& op
   RETURN_IF_ERROR(Import(target, held));
   for (const Held::Module& m : held.modules) RETURN_IF_ERROR(LoadModule(target, m));
   RETURN_IF_ERROR(CopyContents(link, target, held));
+  size_t registered = RegisterHostMemory(link, target);
   uint64_t bytes = 0;
   for (const Held::Allocation& a : held.allocations) bytes += a.size;
   SessionInfo old_session = link.session();
@@ -196,9 +214,10 @@ Status MoveOnce(Client& link, const Endpoint& endpoint, const ConnectOptions& op
   Client old(std::move(swapped), old_session);
   (void)old.PostLocal(0, [](wire::Request::Builder& r) { r.setGoodbye(); });
   (void)old.Flush();
-  LOG_INFO("session {} moved to {} (session {} there): {} allocations ({}), {} streams, {} events, {} modules",
+  LOG_INFO("session {} moved to {} (session {} there): {} allocations ({}), {} streams, {} events, {} modules, "
+           "{} pinned ranges registered",
            old_session.session_id, session.server_name, session.session_id, held.allocations.size(), FormatSize(bytes),
-           held.streams.size(), held.events.size(), held.modules.size());
+           held.streams.size(), held.events.size(), held.modules.size(), registered);
   return Status::Ok();
 }
 

@@ -18,6 +18,7 @@
 #include "thread_slot.h"
 #include "watchdog.h"
 #include "remora/base/log.h"
+#include "remora/base/util.h"
 #include "remora/protocol/transport.h"
 
 namespace remora::shim {
@@ -275,6 +276,17 @@ Result<Allocation> Runtime::RemoveHostAllocation(void* base) {
 std::optional<Allocation> Runtime::FindHost(const void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   return host_allocs_.Find(reinterpret_cast<uint64_t>(ptr));
+}
+
+std::vector<std::pair<void*, uint64_t>> Runtime::RegisteredHostRanges() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<void*, uint64_t>> out;
+  for (const Allocation& a : host_allocs_.All()) {
+    void* p = reinterpret_cast<void*>(a.base);
+    if (a.kind == AllocKind::kRegisteredHost) out.emplace_back(p, a.size);
+    else if (a.kind == AllocKind::kPinnedHost && (a.cookie >> 32) == 0) out.emplace_back(p, AlignUp(a.size, 4096));
+  }
+  return out;
 }
 
 void Runtime::SetRegionDevicePointer(uint64_t region, uint64_t device) {

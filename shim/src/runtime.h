@@ -102,6 +102,10 @@ class Runtime {
                          AllocKind kind = AllocKind::kPinnedHost);
   Result<Allocation> RemoveHostAllocation(void* base);
   std::optional<Allocation> FindHost(const void* ptr);
+  // The host ranges a transport with registered memory (RDMA) registers for the session's
+  // link, as they were registered: pinned allocations of this process (whole pages) and
+  // cudaHostRegister ranges. Not those shared with the worker (shm regions).
+  std::vector<std::pair<void*, uint64_t>> RegisteredHostRanges();
   // The device's address of a pinned region shared with the worker (0 if unknown; setting 0
   // forgets it).
   void SetRegionDevicePointer(uint64_t region, uint64_t device);

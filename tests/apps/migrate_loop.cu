@@ -1,10 +1,11 @@
-// migrate_loop STOPFILE [MIB] [async]: a computing loop whose session an administrator may
+// migrate_loop STOPFILE [MIB] [async|pinned]: a computing loop whose session an administrator may
 // move to another server while it runs (remoractl session migrate; docs/ARCHITECTURE.md,
 // "Planned migration"). Every result is checked, and MIB MiB written once at the start are
 // checked again every 32 iterations (they must have moved with the session, at the same
 // address). Runs until STOPFILE exists, then prints "PASS migrate_loop N" (N iterations).
 // "async" also holds stream-ordered memory (cudaMallocAsync), which a migration does not
-// carry: it is refused and the loop goes on where it is.
+// carry: it is refused and the loop goes on where it is. "pinned": the loop's host buffers are
+// pinned (cudaMallocHost), which RDMA registers with the connection (and a move re-registers).
 //
 // Each iteration: x (host, fresh values) -> a on a non-blocking stream; b = 3a + k by a kernel
 // on a GPU, or a copy of a on the host-emulated backend (whose kernels do not run; the kernel
@@ -34,10 +35,11 @@ uint32_t KeepValue(size_t i) { return static_cast<uint32_t>(i * 2654435761u) ^ 0
 }  // namespace
 
 int main(int argc, char** argv) {
-  REQUIRE(argc >= 2, "usage: migrate_loop STOPFILE [MIB] [async]");
+  REQUIRE(argc >= 2, "usage: migrate_loop STOPFILE [MIB] [async|pinned]");
   const char* stop = argv[1];
   size_t keep_bytes = (argc >= 3 ? std::stoul(argv[2]) : 8) << 20;
   bool hold_async = argc >= 4 && std::string(argv[3]) == "async";
+  bool pinned = argc >= 4 && std::string(argv[3]) == "pinned";
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   bool emulated = std::strstr(prop.name, "host-emulated") != nullptr;
@@ -63,17 +65,27 @@ int main(int argc, char** argv) {
               static_cast<void*>(b), static_cast<void*>(keep));
   std::fflush(stdout);
 
-  std::vector<uint32_t> x(n), y(n), back(kept.size());
+  std::vector<uint32_t> xv, yv, back(kept.size());
+  uint32_t *x = nullptr, *y = nullptr;
+  if (pinned) {
+    CHECK(cudaMallocHost(&x, n * sizeof(uint32_t)));
+    CHECK(cudaMallocHost(&y, n * sizeof(uint32_t)));
+  } else {
+    xv.resize(n);
+    yv.resize(n);
+    x = xv.data();
+    y = yv.data();
+  }
   uint32_t k = 0;
   for (; !Exists(stop); k++) {
     for (size_t i = 0; i < n; i++) x[i] = static_cast<uint32_t>(i * 7u + k * 1000003u);
-    CHECK(cudaMemcpyAsync(a, x.data(), n * sizeof(uint32_t), cudaMemcpyHostToDevice, s));
+    CHECK(cudaMemcpyAsync(a, x, n * sizeof(uint32_t), cudaMemcpyHostToDevice, s));
     Affine<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(a, b, n, k, emulated ? 0 : 1);
     CHECK(cudaGetLastError());
     if (emulated) CHECK(cudaMemcpyAsync(b, a, n * sizeof(uint32_t), cudaMemcpyDeviceToDevice, s));
     CHECK(cudaEventRecord(done, s));
     CHECK(cudaEventSynchronize(done));
-    CHECK(cudaMemcpyAsync(y.data(), b, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
+    CHECK(cudaMemcpyAsync(y, b, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
     CHECK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < n; i++) {
       uint32_t want = emulated ? x[i] : 3u * x[i] + k;
@@ -100,6 +112,10 @@ int main(int argc, char** argv) {
   CHECK(cudaFree(keep));
   CHECK(cudaFree(b));
   CHECK(cudaFree(a));
+  if (pinned) {
+    CHECK(cudaFreeHost(x));
+    CHECK(cudaFreeHost(y));
+  }
   std::printf("PASS migrate_loop %u\n", k);
   return 0;
 }

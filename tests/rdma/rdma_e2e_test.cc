@@ -2,7 +2,8 @@
 // backend) and our CUDA programs through the shim, as tests/integration/skeleton_test.cc does
 // for shm:// and tcp:// -- data round trips, CUDA error codes, streams and events, the kernel
 // path's plumbing, a client SIGKILLed mid-copy, a server stopped under a client, several
-// clients at once.
+// clients at once; and, as tests/integration/migrate_test.cc, a session moved between two
+// servers mid-loop.
 //
 // Two groups of tests, chosen by where the program runs:
 //  - RdmaE2E*: need an RDMA device. Run inside the Soft-RoCE VM (ctest -L rdma:
@@ -25,6 +26,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -228,6 +230,65 @@ TEST_F(RdmaE2EShutdown, SigtermWhileAClientHoldsMemory) {
   // The application learns its server is gone: its next call fails instead of hanging.
   EXPECT_EQ(app.Wait(60), 1) << app.Output();
   EXPECT_NE(app.Output().find("cudaErrorDevicesUnavailable"), std::string::npos) << app.Output();
+}
+
+// ---- inside the VM: planned migration between two servers over rdma ----------------------
+
+// The id of the one session `server` lists (remoractl --json session list), 0 if not exactly one.
+uint64_t OnlySession(const ServerProcess& server) {
+  RunResult r = Run({BinDir() + "/remoractl", "--state-dir", server.state_dir(), "--json", "session", "list"}, {}, 60);
+  size_t at = r.output.find("\"id\":");
+  if (r.exit_code != 0 || at == std::string::npos || r.output.find("\"id\":", at + 1) != std::string::npos) return 0;
+  return std::strtoull(r.output.c_str() + at + 5, nullptr, 10);
+}
+
+// As integration.migrate_test over shm and tcp: app_migrate_loop (1 MiB written at the start,
+// 1 MiB copies both ways from and to pinned buffers, a kernel launched, an event, a 4-byte
+// copy; every result checked) is moved by `remoractl session migrate` from one rdma:// server
+// to another mid-loop and goes on there. Over rdma the pinned buffers were registered with the
+// old connection (zero-copy); the move registers them with the new one.
+TEST(RdmaE2EMigrate, ASessionMovesBetweenTwoServersMidLoop) {
+  REQUIRE_RDMA();
+  StateDir state_a, state_b;
+  ServerProcess a, b;
+  ServerOptions oa = RdmaServerOptions(state_a), ob = RdmaServerOptions(state_b);
+  oa.host_gpus = ob.host_gpus = 1;
+  ASSERT_TRUE(a.Start(oa));
+  ASSERT_TRUE(b.Start(ob));
+  std::string stop = a.dir() + "/stop-migrate";
+  auto env = ShimEnv(a.Url("rdma"));
+  env["REMORA_LOG"] = "info";  // the shim says what the move re-registered
+  BackgroundProcess app({BinDir() + "/app_migrate_loop", stop, "1", "pinned"}, env);
+  ASSERT_TRUE(app.WaitForOutput("ready", 120)) << app.Output();
+  auto checkpoints = [&] {
+    std::string out = app.Output();
+    int n = 0;
+    for (size_t at = out.find("iteration "); at != std::string::npos; at = out.find("iteration ", at + 1)) n++;
+    return n;
+  };
+  auto eventually = [](auto fn, int timeout_s) {
+    for (int i = 0; i < timeout_s * 20 && !fn(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return fn();
+  };
+  ASSERT_TRUE(eventually([&] { return checkpoints() >= 2; }, 120)) << app.Output();
+  uint64_t id = OnlySession(a);
+  ASSERT_NE(id, 0u) << "the first server does not list exactly one session";
+  RunResult r = remora::testing::Run({BinDir() + "/remoractl", "--state-dir", a.state_dir(), "session", "migrate", std::to_string(id),
+                     "--to", b.Url("rdma"), "--wait", "120"},
+                    {}, 180);
+  EXPECT_EQ(r.exit_code, 0) << r.output << app.Output() << a.Log() << b.Log();
+  EXPECT_NE(r.output.find("moved to"), std::string::npos) << r.output;
+  EXPECT_TRUE(eventually([&] { return OnlySession(a) == 0 && OnlySession(b) != 0; }, 30)) << "the session did not move";
+  // The loop's two pinned buffers, registered with the old connection, are with the new one.
+  EXPECT_NE(app.Output().find("2 pinned ranges registered"), std::string::npos) << app.Output();
+  // On the new server: more checked rounds (the kept megabyte included), then a clean end.
+  int before = checkpoints();
+  EXPECT_TRUE(eventually([&] { return checkpoints() >= before + 2; }, 120)) << app.Output();
+  { std::ofstream(stop).put('x'); }
+  EXPECT_EQ(app.Wait(120), 0) << app.Output();
+  EXPECT_NE(app.Output().find("PASS migrate_loop"), std::string::npos) << app.Output();
+  EXPECT_EQ(a.Stop(), 0) << a.Log();
+  EXPECT_EQ(b.Stop(), 0) << b.Log();
 }
 
 // ---- on a machine without RDMA (the build/CI host) -----------------------------------------
