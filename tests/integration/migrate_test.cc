@@ -105,6 +105,28 @@ TEST_P(Migrate, ASessionHoldingWhatIsNotCarriedStaysWhereItWas) {
   RunsOnAndPasses(2);
 }
 
+// The loop's host buffers pinned (cudaMallocHost). Over tcp they are the application's own
+// memory and move with it: the session moves. Over shm they are shared with the worker, which
+// a move does not carry yet: refused, and the loop goes on where it was.
+TEST_P(Migrate, PinnedBuffersMoveOverTcpAndAreRefusedOverShm) {
+  StartLoop({"1", "pinned"});
+  ASSERT_TRUE(Eventually([&] { return Checkpoints() >= 1; }, 60000)) << app->Output();
+  std::vector<uint64_t> on_a = a.SessionIds();
+  RunResult r = Move({"--wait", "30"});
+  if (GetParam() == "tcp") {
+    EXPECT_EQ(r.exit_code, 0) << r.output << app->Output();
+    EXPECT_TRUE(Eventually([&] { return a.SessionIds().empty() && b.SessionIds().size() == 1; }));
+    RunsOnAndPasses(2);
+    EXPECT_TRUE(Eventually([&] { return b.MemoryUsed("alice") == 0; })) << "the new server kept memory after the exit";
+  } else {
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("pinned or registered host memory"), std::string::npos) << r.output;
+    EXPECT_EQ(a.SessionIds(), on_a);
+    EXPECT_TRUE(Eventually([&] { return b.SessionIds().empty() && b.MemoryUsed("alice") == 0; }));
+    RunsOnAndPasses(2);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, Migrate, ::testing::Values("shm", "tcp"));
 
 }  // namespace
