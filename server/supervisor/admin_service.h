@@ -66,9 +66,4 @@ class AdminServer {
   std::thread thread_;
 };
 
-// Reads the admin token from `path` (a regular file of this uid, mode 0600 or stricter,
-// never through a symbolic link), creating it (0600, a fresh random token) if it does not
-// exist. Returns its verifier.
-Result<Verifier> LoadOrCreateAdminToken(const std::string& path);
-
 }  // namespace remora::server
