@@ -125,20 +125,26 @@ void Handshakes::Admit(PendingConnection pc) {
   entries_.emplace(e->id, std::move(e));
 }
 
-void Handshakes::Remove(uint64_t id) { (void)Take(id); }
-
-PendingConnection Handshakes::Take(uint64_t id) {
+std::optional<PendingConnection> Handshakes::Detach(uint64_t id) {
   auto it = entries_.find(id);
-  if (it == entries_.end()) return {};
+  if (it == entries_.end()) return std::nullopt;
   // Out of the epoll set while this process still holds the socket: an entry lives as long
   // as the open file does, which the worker shares after a hand-over, so one left behind
   // would wake this loop on every byte the session's client sends.
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, it->second->pc.socket.get(), nullptr);
   PendingConnection pc = std::move(it->second->pc);
   entries_.erase(it);
-  int flags = ::fcntl(pc.socket.get(), F_GETFL);
-  if (flags >= 0) ::fcntl(pc.socket.get(), F_SETFL, flags & ~O_NONBLOCK);
   return pc;
+}
+
+void Handshakes::Remove(uint64_t id) { (void)Detach(id); }
+
+PendingConnection Handshakes::Take(uint64_t id) {
+  std::optional<PendingConnection> pc = Detach(id);
+  if (!pc) return {};
+  int flags = ::fcntl(pc->socket.get(), F_GETFL);
+  if (flags >= 0) ::fcntl(pc->socket.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return std::move(*pc);
 }
 
 void Handshakes::Fail(uint64_t id, const Status& why, const std::vector<uint64_t>* refusal) {

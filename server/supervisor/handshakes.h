@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,8 @@ class Handshakes {
   void Remove(uint64_t id);
   // Ends a handshake that succeeded: its connection, out of the epoll set and blocking again.
   PendingConnection Take(uint64_t id);
+  // Takes an entry out of the epoll set and the table; nullopt if there is none.
+  std::optional<PendingConnection> Detach(uint64_t id);
   Status ReadSome(Entry& e, bool* complete);
   // Evicts the oldest entry that has not sent its Hello among those matching `pred`.
   bool EvictIdle(const std::function<bool(const Entry&)>& pred);
