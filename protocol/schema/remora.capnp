@@ -368,6 +368,8 @@ struct Migration {
     ptr @0 :UInt64;
     size @1 :UInt64;
     ordinal @2 :Int32;
+    streamOrdered @3 :Bool;    # of cudaMallocAsync from the device's own pool: freed by
+                               # cudaFreeAsync (or cudaFree) there too
   }
   struct Object {              # a stream or an event: its handle, device and creation flags
     handle @0 :UInt64;

@@ -24,7 +24,9 @@ namespace {
 bool Freeable(AllocKind k) { return k == AllocKind::kDevice || k == AllocKind::kDeviceAsync || k == AllocKind::kManaged; }
 
 
-// cudaFree synchronises the device; the free happens once the work issued before it is done.
+// cudaFree synchronises the device; the free happens once the work issued before it is done
+// (`events`: one per stream that had work; for cudaFreeAsync of placed memory, its stream's).
+// Tag 0: nothing answers, a failure waits for the next synchronising call.
 class FreeOp final : public PendingOp {
  public:
   FreeOp(uint64_t tag, Allocation a, std::vector<std::pair<int, DEvent>> events)
@@ -40,7 +42,7 @@ class FreeOp final : public PendingOp {
     Status st = ex.SetDevice(alloc_.device);
     if (st.ok()) st = ex.driver().MemFree(alloc_.base);
     ex.ReleaseCharge(alloc_.device, alloc_.reserved);
-    RETURN_IF_ERROR(ex.PostReply(tag_, st));
+    RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, st));
     return true;
   }
   void Abandon(Executor& ex) override {
@@ -431,6 +433,19 @@ Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
     return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", a.getPtr()));
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
+  if (found->placed) {
+    // Placed by a migration, no pool's: freed (and its charge given back) once the stream
+    // reaches this point, by the op; the call returns at once, as cudaFreeAsync does.
+    if (auto capturing = ex.Capturing(*stream); !capturing.ok() || *capturing)
+      return ReplyOrDefer(ex, tag, capturing.ok() ? Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED,
+                                                           "memory a migration moved cannot be freed in a stream capture")
+                                                  : capturing.status());
+    auto e = ex.RecordPoolEvent(*stream);
+    if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
+    (void)ex.session().allocations().Erase(a.getPtr());
+    ex.AddPending(std::make_unique<FreeOp>(0, *found, std::vector<std::pair<int, DEvent>>{{stream->gpu, *e}}));
+    return ReplyOrDefer(ex, tag, Status::Ok());
+  }
   (void)ex.session().allocations().Erase(a.getPtr());
   // Exported (a shared pool's) and still open elsewhere: kept, and charged, for its importers.
   if (ex.ipc().DeferFree(ex, *found)) return ReplyOrDefer(ex, tag, Status::Ok());

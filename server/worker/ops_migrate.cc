@@ -4,6 +4,7 @@
 // contents and swaps its connection; neither worker talks to the other.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -21,19 +22,26 @@ Result<int> OrdinalOf(Executor& ex, int gpu) {
   return static_cast<int>(it - gpus.begin());
 }
 
+// Device memory a move carries: of cudaMalloc/cuMemAlloc (and pitched), and of
+// cudaMallocAsync from the device's own pool (a session that created or looked at a pool is
+// refused below). The target places both at the same addresses.
+bool Carried(const Allocation& a) {
+  return a.kind == AllocKind::kDevice || (a.kind == AllocKind::kDeviceAsync && a.cookie == 0);
+}
+
 // Why the session cannot move yet (kNotSupported naming what it holds), or OK. What moves:
-// device memory of cudaMalloc/cuMemAlloc (and pitched), streams, events, modules and their
-// functions. The rest stays tied to this server until a later version carries it.
+// the device memory above, streams, events, modules and their functions. The rest stays
+// tied to this server until a later version carries it.
 Status Movable(Executor& ex) {
   SessionState& s = ex.session();
   auto refuse = [](std::string what) {
     return Error(Err::kNotSupported, "the session holds {} (not carried by a migration yet)", what);
   };
   for (const Allocation& a : s.allocations().All()) {
-    if (a.kind == AllocKind::kDevice) continue;
+    if (Carried(a)) continue;
     if (a.kind == AllocKind::kModule) continue;  // a module's variable: checked with its module
     switch (a.kind) {
-      case AllocKind::kDeviceAsync: return refuse("stream-ordered allocations (cudaMallocAsync)");
+      case AllocKind::kDeviceAsync: return refuse("stream-ordered allocations of a memory pool it created");
       case AllocKind::kPinnedHost:
       case AllocKind::kRegisteredHost:
       case AllocKind::kMappedHost: return refuse("pinned or registered host memory");
@@ -43,7 +51,7 @@ Status Movable(Executor& ex) {
     }
   }
   if (!s.host_regions().empty()) return refuse("pinned or registered host memory");
-  if (s.pools().size() > 0) return refuse("memory pools");
+  if (s.pools().size() > 0) return refuse("memory pools (cudaMemPoolCreate, or a device's pool it asked for)");
   if (s.physical().size() > 0 || !s.reservations().empty()) return refuse("virtual memory (cuMemCreate/cuMemAddressReserve)");
   if (s.graphs().graphs().size() > 0 || s.graphs().execs().size() > 0 || s.graphs().active_captures() > 0)
     return refuse("CUDA graphs or stream captures");
@@ -60,6 +68,38 @@ Status Movable(Executor& ex) {
   return st;
 }
 
+// Puts stream-ordered memory of the old server at `at` here (the device current): placed
+// like any allocation where the range is free (true), else asked of the device's pool (false)
+// - the CUDA driver keeps the addresses of its pools reserved in every process, and a pool
+// of a fresh process hands out the addresses the old one did for the same requests. Blocks
+// until the pool's answer is known (the null stream synchronised).
+Result<bool> PlaceStreamOrdered(Executor& ex, DevPtr at, uint64_t size) {
+  Status placed = ex.driver().MemPlace({{at, size}});
+  if (placed.ok()) return true;
+  Driver& d = ex.driver();
+  std::vector<DevPtr> below;  // the pool's answers under `at`: given back once it is found
+  std::optional<DevPtr> offered;
+  bool found = false;
+  for (int tries = 0; tries < 64 && !found; tries++) {
+    auto p = d.MemAllocAsync(size, nullptr, nullptr);
+    if (!p.ok()) break;
+    offered = *p;
+    if (*p == at) found = true;
+    else if (*p + size <= at) below.push_back(*p);
+    else {
+      (void)d.MemFreeAsync(*p, nullptr);
+      break;
+    }
+  }
+  for (DevPtr p : below) (void)d.MemFreeAsync(p, nullptr);
+  Status synced = d.StreamSynchronize(nullptr);
+  if (found && synced.ok()) return false;
+  if (found) (void)d.MemFree(at);
+  if (!synced.ok()) return synced;
+  return Error(Err::kMemoryAllocation, "stream-ordered memory at 0x{:x}+{} cannot be had here: {}; the device's pool offered {}",
+               at, FormatSize(size), placed.message(), offered ? fmt::format("0x{:x}", *offered) : "nothing");
+}
+
 }  // namespace
 
 Status Handlers::MigrateExport(Executor& ex, uint64_t tag, Req) {
@@ -68,7 +108,7 @@ Status Handlers::MigrateExport(Executor& ex, uint64_t tag, Req) {
   SessionState& s = ex.session();
   std::vector<Allocation> allocations;
   for (const Allocation& a : s.allocations().All())
-    if (a.kind == AllocKind::kDevice) allocations.push_back(a);
+    if (Carried(a)) allocations.push_back(a);
   // Ordinals of everything first: a detached GPU's objects cannot move.
   std::map<int, int> ordinal;
   auto note = [&](int gpu) -> Status {
@@ -98,6 +138,7 @@ Status Handlers::MigrateExport(Executor& ex, uint64_t tag, Req) {
       al[i].setPtr(allocations[i].base);
       al[i].setSize(allocations[i].size);
       al[i].setOrdinal(ordinal[allocations[i].device]);
+      al[i].setStreamOrdered(allocations[i].kind == AllocKind::kDeviceAsync);
     }
     auto objects = [&](auto list, auto& table) {
       unsigned i = 0;
@@ -136,12 +177,14 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
     return ex.PostReply(tag, Error(Err::kInvalidValue, "a migration is imported into a new session only"));
   // Memory, per device: charged first (the ledger stays exact), then placed.
   std::map<int, std::vector<std::pair<DevPtr, uint64_t>>> by_gpu;
+  std::map<DevPtr, bool> stream_ordered;
   for (auto a : m.getAllocations()) {
     auto gpu = ex.GpuOf(a.getOrdinal());
     if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
     if (a.getSize() == 0 || a.getSize() > (uint64_t{1} << 48) || a.getPtr() == 0 || a.getPtr() + a.getSize() < a.getPtr())
       return ex.PostReply(tag, Error(Err::kInvalidValue, "a migrated allocation of 0x{:x}+{}", a.getPtr(), a.getSize()));
     by_gpu[*gpu].emplace_back(a.getPtr(), a.getSize());
+    stream_ordered[a.getPtr()] = a.getStreamOrdered();
   }
   for (auto& [gpu, list] : by_gpu) {
     std::sort(list.begin(), list.end());
@@ -149,23 +192,40 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
       if (list[i - 1].first + list[i - 1].second > list[i].first)
         return ex.PostReply(tag, Error(Err::kInvalidValue, "migrated allocations overlap at 0x{:x}", list[i].first));
     uint64_t bytes = 0;
-    for (const auto& [at, size] : list) bytes += size;
+    std::vector<std::pair<DevPtr, uint64_t>> plain, ordered;
+    for (const auto& r : list) {
+      bytes += r.second;
+      (stream_ordered[r.first] ? ordered : plain).push_back(r);
+    }
     Status st = ex.Charge(gpu, bytes);
     if (!st.ok()) return ex.PostReply(tag, st);
     st = ex.SetDevice(gpu);
-    if (st.ok()) st = ex.driver().MemPlace(list);
+    if (st.ok() && !plain.empty()) st = ex.driver().MemPlace(plain);
     if (!st.ok()) {
       ex.ReleaseCharge(gpu, bytes);
       return ex.PostReply(tag, st);  // what was placed before stays the session's: freed at its end
     }
-    for (const auto& [at, size] : list) {
+    auto insert = [&](DevPtr at, uint64_t size, AllocKind kind, bool placed) {
       Allocation a;
       a.base = at;
       a.size = size;
       a.device = gpu;
-      a.kind = AllocKind::kDevice;
+      a.kind = kind;
       a.reserved = size;
+      a.placed = placed;
       (void)s.allocations().Insert(a);
+      bytes -= size;
+    };
+    for (const auto& [at, size] : plain) insert(at, size, AllocKind::kDevice, true);
+    for (const auto& [at, size] : ordered) {
+      // Stream-ordered memory stays so: cudaFreeAsync frees it in stream order, through its
+      // placement if it was placed (Handlers::FreeAsync), else to the pool it came from.
+      auto placed = PlaceStreamOrdered(ex, at, size);
+      if (!placed.ok()) {
+        ex.ReleaseCharge(gpu, bytes);
+        return ex.PostReply(tag, placed.status());
+      }
+      insert(at, size, AllocKind::kDeviceAsync, *placed);
     }
   }
   for (auto x : m.getStreams()) {

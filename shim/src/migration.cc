@@ -24,6 +24,7 @@ struct Held {
   struct Allocation {
     uint64_t ptr, size;
     int ordinal;
+    bool stream_ordered;  // of cudaMallocAsync
   };
   struct Module {
     uint64_t handle;
@@ -48,7 +49,7 @@ Status Export(Client& link, Held* held) {
   return link.CallLocal(0, [](wire::Request::Builder& r) { r.setMigrateExport(); }, [&](wire::Reply::Reader& r) -> Status {
     if (!r.isMigration()) return Error(Err::kUnknown, "malformed migration export");
     auto m = r.getMigration();
-    for (auto a : m.getAllocations()) held->allocations.push_back({a.getPtr(), a.getSize(), a.getOrdinal()});
+    for (auto a : m.getAllocations()) held->allocations.push_back({a.getPtr(), a.getSize(), a.getOrdinal(), a.getStreamOrdered()});
     for (auto x : m.getStreams()) held->streams.push_back({x.getHandle(), x.getOrdinal(), x.getFlags(), x.getPriority()});
     for (auto x : m.getEvents()) held->events.push_back({x.getHandle(), x.getOrdinal(), x.getFlags(), x.getPriority()});
     for (auto x : m.getModules()) {
@@ -68,6 +69,7 @@ Status Import(Client& target, const Held& held) {
       al[i].setPtr(held.allocations[i].ptr);
       al[i].setSize(held.allocations[i].size);
       al[i].setOrdinal(held.allocations[i].ordinal);
+      al[i].setStreamOrdered(held.allocations[i].stream_ordered);
     }
     auto objects = [](auto list, const std::vector<Held::Object>& from) {
       for (unsigned i = 0; i < list.size(); i++) {

@@ -1,11 +1,14 @@
-// migrate_loop STOPFILE [MIB] [async|pinned]: a computing loop whose session an administrator may
+// migrate_loop STOPFILE [MIB] [async|pool|pinned]: a computing loop whose session an administrator may
 // move to another server while it runs (remoractl session migrate; docs/ARCHITECTURE.md,
 // "Planned migration"). Every result is checked, and MIB MiB written once at the start are
 // checked again every 32 iterations (they must have moved with the session, at the same
 // address). Runs until STOPFILE exists, then prints "PASS migrate_loop N" (N iterations).
-// "async" also holds stream-ordered memory (cudaMallocAsync), which a migration does not
-// carry: it is refused and the loop goes on where it is. "pinned": the loop's host buffers are
-// pinned (cudaMallocHost), which RDMA registers with the connection (and a move re-registers).
+// "async" also holds 1 MiB of stream-ordered memory (cudaMallocAsync), written once and checked
+// with the kept memory, freed with cudaFreeAsync at the end, and reads each result through a
+// buffer allocated and freed in stream order every iteration. "pool" holds memory of a pool it
+// created (cudaMemPoolCreate), which a migration does not carry: the move is refused and the
+// loop goes on where it is. "pinned": the loop's host buffers are pinned (cudaMallocHost),
+// which RDMA registers with the connection (and a move re-registers).
 //
 // Each iteration: x (host, fresh values) -> a on a non-blocking stream; b = 3a + k by a kernel
 // on a GPU, or a copy of a on the host-emulated backend (whose kernels do not run; the kernel
@@ -35,11 +38,12 @@ uint32_t KeepValue(size_t i) { return static_cast<uint32_t>(i * 2654435761u) ^ 0
 }  // namespace
 
 int main(int argc, char** argv) {
-  REQUIRE(argc >= 2, "usage: migrate_loop STOPFILE [MIB] [async|pinned]");
+  REQUIRE(argc >= 2, "usage: migrate_loop STOPFILE [MIB] [async|pool|pinned]");
   const char* stop = argv[1];
   size_t keep_bytes = (argc >= 3 ? std::stoul(argv[2]) : 8) << 20;
   bool hold_async = argc >= 4 && std::string(argv[3]) == "async";
   bool pinned = argc >= 4 && std::string(argv[3]) == "pinned";
+  bool hold_pool = argc >= 4 && std::string(argv[3]) == "pool";
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   bool emulated = std::strstr(prop.name, "host-emulated") != nullptr;
@@ -54,9 +58,24 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(keep, kept.data(), keep_bytes, cudaMemcpyHostToDevice));
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  void* held = nullptr;
+  // Stream-ordered memory held for the whole run (async), or a pool's (pool).
+  const size_t held_words = (1 << 20) / sizeof(uint32_t);
+  std::vector<uint32_t> held_values(held_words), held_back(held_words);
+  for (size_t i = 0; i < held_words; i++) held_values[i] = KeepValue(i) ^ 0x00ff00ffu;
+  uint32_t* held = nullptr;
+  cudaMemPool_t pool = nullptr;
   if (hold_async) {
-    CHECK(cudaMallocAsync(&held, 1 << 20, s));
+    CHECK(cudaMallocAsync(reinterpret_cast<void**>(&held), held_words * sizeof(uint32_t), s));
+    CHECK(cudaMemcpyAsync(held, held_values.data(), held_words * sizeof(uint32_t), cudaMemcpyHostToDevice, s));
+    CHECK(cudaStreamSynchronize(s));
+  }
+  if (hold_pool) {
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&held), 1 << 20, pool, s));
     CHECK(cudaStreamSynchronize(s));
   }
   cudaEvent_t done;
@@ -85,7 +104,16 @@ int main(int argc, char** argv) {
     if (emulated) CHECK(cudaMemcpyAsync(b, a, n * sizeof(uint32_t), cudaMemcpyDeviceToDevice, s));
     CHECK(cudaEventRecord(done, s));
     CHECK(cudaEventSynchronize(done));
-    CHECK(cudaMemcpyAsync(y, b, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
+    if (hold_async) {
+      // The result read through memory allocated and freed in stream order.
+      uint32_t* t = nullptr;
+      CHECK(cudaMallocAsync(reinterpret_cast<void**>(&t), n * sizeof(uint32_t), s));
+      CHECK(cudaMemcpyAsync(t, b, n * sizeof(uint32_t), cudaMemcpyDeviceToDevice, s));
+      CHECK(cudaMemcpyAsync(y, t, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
+      CHECK(cudaFreeAsync(t, s));
+    } else {
+      CHECK(cudaMemcpyAsync(y, b, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
+    }
     CHECK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < n; i++) {
       uint32_t want = emulated ? x[i] : 3u * x[i] + k;
@@ -99,6 +127,11 @@ int main(int argc, char** argv) {
       CHECK(cudaMemcpy(back.data(), keep, keep_bytes, cudaMemcpyDeviceToHost));
       for (size_t i = 0; i < back.size(); i++)
         REQUIRE(back[i] == kept[i], "iteration %u: kept memory changed at word %zu (%u, expected %u)", k, i, back[i], kept[i]);
+      if (hold_async) {
+        CHECK(cudaMemcpy(held_back.data(), held, held_words * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < held_words; i++)
+          REQUIRE(held_back[i] == held_values[i], "iteration %u: stream-ordered memory changed at word %zu", k, i);
+      }
       std::printf("iteration %u ok\n", k);
       std::fflush(stdout);
     }
@@ -106,8 +139,19 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(back.data(), keep, keep_bytes, cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < back.size(); i++) REQUIRE(back[i] == kept[i], "at the end: kept memory changed at word %zu", i);
   CHECK(cudaEventDestroy(done));
-  if (held != nullptr) CHECK(cudaFreeAsync(held, s));
+  if (held != nullptr) {
+    // After a move this memory is the new server's placement of it, no pool's: the free in
+    // stream order must still give it back (the test compares the free memory reported).
+    size_t free_before = 0, free_after = 0, total = 0;
+    CHECK(cudaMemGetInfo(&free_before, &total));
+    CHECK(cudaFreeAsync(held, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemGetInfo(&free_after, &total));
+    std::printf("freed the held memory: %lld bytes more free\n",
+                static_cast<long long>(free_after) - static_cast<long long>(free_before));
+  }
   CHECK(cudaStreamSynchronize(s));
+  if (pool != nullptr) CHECK(cudaMemPoolDestroy(pool));
   CHECK(cudaStreamDestroy(s));
   CHECK(cudaFree(keep));
   CHECK(cudaFree(b));

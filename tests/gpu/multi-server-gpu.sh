@@ -8,7 +8,8 @@
 # over tcp. Then a live migration over each transport: app_migrate_loop (a kernel in a loop,
 # every result checked, 256 MiB written at the start checked every 32 iterations) starts on
 # the first server, `remoractl session migrate` moves it to the second mid-loop and back,
-# and it goes on computing after each move. The clients see no local GPU
+# and it goes on computing after each move; once more with stream-ordered memory held and
+# allocated and freed every iteration ("async"). The clients see no local GPU
 # (CUDA_VISIBLE_DEVICES= and REMORA_ASSERT_NO_LOCAL_GPU=1).
 # Needs one NVIDIA GPU: otherwise a SKIP line and exit 77. Exit 0 when all passed, 1 otherwise.
 set -u
@@ -85,13 +86,18 @@ move() {
   "$bin/remoractl" --state-dir "$1" session migrate "$id" --to "$2" --token "$3" --wait 60 || return 1
   echo "moved in $((($(date +%s%N) - start) / 1000000)) ms"
 }
+# "async": the loop also holds stream-ordered memory and reads each result through memory
+# allocated and freed in stream order (moved, and placed, on the way there and back).
 for transport in shm tcp; do
+for mode in plain async; do
   if [ "$transport" = shm ]; then url_a=$shm_a url_b=$shm_b; else url_a=$tcp_a url_b=$tcp_b; fi
-  log=$work/migrate_loop.$transport.log
-  stop=$work/stop.$transport
+  log=$work/migrate_loop.$transport.$mode.log
+  stop=$work/stop.$transport.$mode
   rm -f "$stop"
+  args=("$stop" 256)
+  [ "$mode" = async ] && args+=(async)
   CUDA_VISIBLE_DEVICES= REMORA_ASSERT_NO_LOCAL_GPU=1 LD_PRELOAD=$shim REMORA_SERVER=$url_a REMORA_TOKEN=$token_a \
-    REMORA_LOG_LEVEL=info timeout 300 "$bin/app_migrate_loop" "$stop" 256 >"$log" 2>&1 &
+    REMORA_LOG_LEVEL=info timeout 300 "$bin/app_migrate_loop" "${args[@]}" >"$log" 2>&1 &
   app=$!
   ok=1 there= back=
   iterations_reach "$log" 3 || ok=0
@@ -106,12 +112,13 @@ for transport in shm tcp; do
   rc=$?
   line=$(grep -E '^(PASS|FAIL) migrate_loop' "$log" | tail -1)
   if [ $ok -eq 1 ] && [ $rc -eq 0 ] && [[ "$line" == "PASS "* ]] && [[ "$(head -1 "$log")$(grep '^ready' "$log")" == *"ready gpu"* ]]; then
-    echo "PASS multi-server $transport live migration: there ${there##*$'\n'}, back ${back##*$'\n'}; ${line#PASS }"
+    echo "PASS multi-server $transport live migration ($mode): there ${there##*$'\n'}, back ${back##*$'\n'}; ${line#PASS }"
   else
-    echo "FAIL multi-server $transport live migration (exit $rc, moves: '$there' '$back'): ${line:-no result line}"
+    echo "FAIL multi-server $transport live migration ($mode) (exit $rc, moves: '$there' '$back'): ${line:-no result line}"
     grep -v '^iteration' "$log" | tail -20
     failures=$((failures + 1))
   fi
+done
 done
 [ $failures -eq 0 ] && echo "multi-server-gpu: all passed" && exit 0
 echo "multi-server-gpu: $failures failure(s)"

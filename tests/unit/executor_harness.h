@@ -77,7 +77,9 @@ class ExecutorTest : public ::testing::Test {
     config.ledger = &*ledger_;
     config.ledger_slot = slot_;
     config.limits = limits_;
-    executor_ = std::make_unique<Executor>(*exec_conn_, *driver_, staging_, config, control_source_);
+    if (wrap_driver_) wrapped_driver_ = wrap_driver_(*driver_);
+    Driver& driver = wrapped_driver_ ? *wrapped_driver_ : *driver_;
+    executor_ = std::make_unique<Executor>(*exec_conn_, driver, staging_, config, control_source_);
     if (auto_start_) Start();
   }
 
@@ -95,6 +97,7 @@ class ExecutorTest : public ::testing::Test {
       thread_.join();
     }
     executor_.reset();
+    wrapped_driver_.reset();
     if (ledger_mem_ != MAP_FAILED) ::munmap(ledger_mem_, LedgerRegionBytes());
     ledger_mem_ = MAP_FAILED;
   }
@@ -285,6 +288,9 @@ class ExecutorTest : public ::testing::Test {
   // A derived fixture may put the executor's end of the connection behind a wrapper of its
   // own (a fault to inject), set in its constructor.
   std::function<std::unique_ptr<Connection>(std::unique_ptr<Connection>)> wrap_connection_;
+  // Likewise the executor's driver (a DriverWrapper around the host-emulated one, driver_).
+  std::function<std::unique_ptr<Driver>(Driver&)> wrap_driver_;
+  std::unique_ptr<Driver> wrapped_driver_;
 };
 
 }  // namespace remora::worker::unit

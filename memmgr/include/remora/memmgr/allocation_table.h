@@ -32,6 +32,7 @@ struct Allocation {
   AllocKind kind = AllocKind::kDevice;
   uint64_t reserved = 0;   // bytes charged to the ledger for it
   uint64_t cookie = 0;     // owner-defined (e.g. the host mapping of an emulated allocation)
+  bool placed = false;     // put at an address the owner chose (a migration), not the allocator's
 };
 
 class AllocationTable {

@@ -1,0 +1,192 @@
+// server/worker: a migration's import of stream-ordered memory (ops_migrate.cc). Where its
+// range is free it is placed, and its cudaFreeAsync frees the placement once the stream gets
+// there; where the driver's pools hold the range (the CUDA driver reserves its pools'
+// addresses in every process), the device's pool is asked for it, and answers below it are
+// given back. The driver is the host-emulated one behind a wrapper that plays the CUDA
+// driver's part: a range it refuses to place, and the pool's answers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "executor_harness.h"
+#include "test_util.h"
+#include "worker/driver_wrapper.h"
+
+namespace remora::worker::unit {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+class PoolsHoldRanges final : public DriverWrapper {
+ public:
+  explicit PoolsHoldRanges(Driver& host) : DriverWrapper(host) {}
+
+  Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& list) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& r : list)
+        if (std::find(held_.begin(), held_.end(), r.first) != held_.end())
+          return Error(Err::kMemoryAllocation, "device addresses 0x{:x} are not free on this server", r.first);
+    }
+    return target().MemPlace(list);
+  }
+  // The pool of the current device (null) answers from `answers_` while there are any, with
+  // memory placed at each answer so that it can be used and freed.
+  Result<DevPtr> MemAllocAsync(size_t bytes, DPool pool, DStream s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pool != nullptr || answers_.empty()) return target().MemAllocAsync(bytes, pool, s);
+    DevPtr p = answers_.front();
+    answers_.pop_front();
+    RETURN_IF_ERROR(target().MemPlace({{p, bytes}}));
+    return p;
+  }
+  Status MemFreeAsync(DevPtr p, DStream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    freed_async_.push_back(p);
+    return target().MemFree(p);
+  }
+  Status MemFree(DevPtr p) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    freed_.push_back(p);
+    return target().MemFree(p);
+  }
+
+  void Hold(DevPtr at) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.push_back(at);
+  }
+  void Answer(std::vector<DevPtr> a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answers_.assign(a.begin(), a.end());
+  }
+  void Forget() {
+    std::lock_guard<std::mutex> lock(mu_);
+    freed_async_.clear();
+    freed_.clear();
+  }
+  std::vector<DevPtr> freed_async() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return freed_async_;
+  }
+  std::vector<DevPtr> freed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return freed_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<DevPtr> held_;  // ranges the driver's pools hold: MemPlace refuses them
+  std::deque<DevPtr> answers_;
+  std::vector<DevPtr> freed_async_, freed_;
+};
+
+class MigrateImportTest : public ExecutorTest {
+ protected:
+  MigrateImportTest() {
+    wrap_driver_ = [this](Driver& host) {
+      auto d = std::make_unique<PoolsHoldRanges>(host);
+      pools_ = d.get();
+      return d;
+    };
+  }
+  void SetUp() override {
+    ExecutorTest::SetUp();
+    // An address range of the emulated GPU, free again: where the old server's memory was.
+    Reply a = Alloc(16 * kMiB);
+    ASSERT_EQ(a.error, Err::kSuccess) << a.message;
+    base_ = a.pointer;
+    ASSERT_EQ(Free(base_).error, Err::kSuccess);
+    ASSERT_EQ(Used(), 0u);
+    pools_->Forget();
+  }
+  Reply Import(DevPtr at, uint64_t size, bool stream_ordered) {
+    return Call([&](auto r) {
+      auto al = r.initMigrateImport().initAllocations(1);
+      al[0].setPtr(at);
+      al[0].setSize(size);
+      al[0].setOrdinal(0);
+      al[0].setStreamOrdered(stream_ordered);
+    });
+  }
+  Reply FreeAsync(DevPtr p) {
+    return Call([&](auto r) {
+      auto f = r.initFreeAsync();
+      f.setPtr(p);
+      f.initStream().setHandle(0);
+    });
+  }
+  // The memory at `p` holds what is written there.
+  void ExpectUsable(DevPtr p) {
+    auto data = test::RandomBytes(4096, 11);
+    ASSERT_EQ(HtoD(p, data).error, Err::kSuccess);
+    EXPECT_EQ(DtoH(p, 4096).bulk, data);
+  }
+
+  PoolsHoldRanges* pools_ = nullptr;
+  DevPtr base_ = 0;
+};
+
+TEST_F(MigrateImportTest, StreamOrderedMemoryIsPlacedWhereFreeAndItsFreeWaitsForTheStream) {
+  const DevPtr at = base_ + 4 * kMiB;
+  Reply r = Import(at, kMiB, true);
+  ASSERT_EQ(r.error, Err::kSuccess) << r.message;
+  EXPECT_EQ(Used(), kMiB);
+  ExpectUsable(at);
+  // No pool's: cudaFreeAsync frees the placement (MemFree), never the pool's free.
+  ASSERT_EQ(FreeAsync(at).error, Err::kSuccess);
+  ASSERT_EQ(StreamSync(0).error, Err::kSuccess);
+  ASSERT_EQ(Ping().error, Err::kSuccess);
+  // The op ran before the ping was read: the stream had passed its event when it was synchronised.
+  EXPECT_EQ(pools_->freed(), std::vector<DevPtr>{at});
+  EXPECT_TRUE(pools_->freed_async().empty());
+  EXPECT_EQ(Used(), 0u) << "the charge went back with the memory";
+  EXPECT_EQ(FreeAsync(at).error, Err::kInvalidValue) << "freed twice";
+  ExpectGpu0Empty();
+}
+
+TEST_F(MigrateImportTest, ARangeThePoolsHoldIsAskedOfThePoolAndAnswersBelowItGoBack) {
+  const DevPtr at = base_ + 8 * kMiB, below = base_ + 2 * kMiB;
+  pools_->Hold(at);
+  pools_->Answer({below, at});
+  Reply r = Import(at, kMiB, true);
+  ASSERT_EQ(r.error, Err::kSuccess) << r.message;
+  EXPECT_EQ(Used(), kMiB);
+  EXPECT_EQ(pools_->freed_async(), std::vector<DevPtr>{below}) << "the answer below was given back";
+  ExpectUsable(at);
+  // The pool's own memory now: its free goes back to the pool.
+  ASSERT_EQ(FreeAsync(at).error, Err::kSuccess);
+  ASSERT_EQ(StreamSync(0).error, Err::kSuccess);
+  EXPECT_EQ(pools_->freed_async(), (std::vector<DevPtr>{below, at}));
+  EXPECT_TRUE(pools_->freed().empty());
+}
+
+TEST_F(MigrateImportTest, APoolThatAnswersElsewhereFailsTheImportWithNothingCharged) {
+  const DevPtr at = base_ + 8 * kMiB, above = base_ + 12 * kMiB;
+  pools_->Hold(at);
+  pools_->Answer({above});
+  Reply r = Import(at, kMiB, true);
+  EXPECT_EQ(r.error, Err::kMemoryAllocation);
+  EXPECT_NE(r.message.find("cannot be had here"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("not free"), std::string::npos) << r.message;
+  EXPECT_EQ(pools_->freed_async(), std::vector<DevPtr>{above}) << "the wrong answer was given back";
+  EXPECT_EQ(Used(), 0u);
+  ExpectGpu0Empty();
+}
+
+// Memory of cudaMalloc stays placed as before: a range the driver will not place fails the
+// import (the pool is not asked for it).
+TEST_F(MigrateImportTest, PlainMemoryIsNeverAskedOfThePool) {
+  const DevPtr at = base_ + 8 * kMiB;
+  pools_->Hold(at);
+  pools_->Answer({at});
+  Reply r = Import(at, kMiB, false);
+  EXPECT_EQ(r.error, Err::kMemoryAllocation);
+  EXPECT_TRUE(pools_->freed_async().empty());
+  EXPECT_EQ(Used(), 0u);
+}
+
+}  // namespace
+}  // namespace remora::worker::unit
