@@ -68,36 +68,45 @@ Status Movable(Executor& ex) {
   return st;
 }
 
-// Puts stream-ordered memory of the old server at `at` here (the device current): placed
-// like any allocation where the range is free (true), else asked of the device's pool (false)
-// - the CUDA driver keeps the addresses of its pools reserved in every process, and a pool
-// of a fresh process hands out the addresses the old one did for the same requests. Blocks
-// until the pool's answer is known (the null stream synchronised).
-Result<bool> PlaceStreamOrdered(Executor& ex, DevPtr at, uint64_t size) {
+// Puts stream-ordered memory of the old server at `at` on `gpu` (current) here: placed like
+// any allocation where the range is free (true), else asked of the device's pool (false) -
+// the CUDA driver keeps the addresses of its pools reserved in every process, and a pool of
+// a fresh process hands out the addresses the old one did for the same requests. Answers
+// below `at` are held until it comes and charged to the tenant meanwhile (a client cannot
+// make the worker hold more than its quota), then given back. Blocks until the pool's
+// answers are known (the null stream synchronised).
+Result<bool> PlaceStreamOrdered(Executor& ex, int gpu, DevPtr at, uint64_t size) {
   Status placed = ex.driver().MemPlace({{at, size}});
   if (placed.ok()) return true;
   Driver& d = ex.driver();
-  std::vector<DevPtr> below;  // the pool's answers under `at`: given back once it is found
+  std::vector<DevPtr> below;
   std::optional<DevPtr> offered;
+  Status why = placed;
   bool found = false;
-  for (int tries = 0; tries < 64 && !found; tries++) {
+  while (!found && below.size() < 64) {
     auto p = d.MemAllocAsync(size, nullptr, nullptr);
-    if (!p.ok()) break;
+    if (!p.ok()) {
+      why = p.status();
+      break;
+    }
     offered = *p;
-    if (*p == at) found = true;
-    else if (*p + size <= at) below.push_back(*p);
-    else {
+    if (*p == at) {
+      found = true;
+    } else if (*p + size <= at && (why = ex.Charge(gpu, size)).ok()) {
+      below.push_back(*p);
+    } else {
       (void)d.MemFreeAsync(*p, nullptr);
       break;
     }
   }
   for (DevPtr p : below) (void)d.MemFreeAsync(p, nullptr);
   Status synced = d.StreamSynchronize(nullptr);
+  ex.ReleaseCharge(gpu, below.size() * size);
   if (found && synced.ok()) return false;
   if (found) (void)d.MemFree(at);
   if (!synced.ok()) return synced;
   return Error(Err::kMemoryAllocation, "stream-ordered memory at 0x{:x}+{} cannot be had here: {}; the device's pool offered {}",
-               at, FormatSize(size), placed.message(), offered ? fmt::format("0x{:x}", *offered) : "nothing");
+               at, FormatSize(size), why.message(), offered ? fmt::format("0x{:x}", *offered) : "nothing");
 }
 
 }  // namespace
@@ -205,11 +214,12 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
       ex.ReleaseCharge(gpu, bytes);
       return ex.PostReply(tag, st);  // what was placed before stays the session's: freed at its end
     }
+    const int device = gpu;  // (a structured binding: not captured by every compiler)
     auto insert = [&](DevPtr at, uint64_t size, AllocKind kind, bool placed) {
       Allocation a;
       a.base = at;
       a.size = size;
-      a.device = gpu;
+      a.device = device;
       a.kind = kind;
       a.reserved = size;
       a.placed = placed;
@@ -220,7 +230,7 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
     for (const auto& [at, size] : ordered) {
       // Stream-ordered memory stays so: cudaFreeAsync frees it in stream order, through its
       // placement if it was placed (Handlers::FreeAsync), else to the pool it came from.
-      auto placed = PlaceStreamOrdered(ex, at, size);
+      auto placed = PlaceStreamOrdered(ex, gpu, at, size);
       if (!placed.ok()) {
         ex.ReleaseCharge(gpu, bytes);
         return ex.PostReply(tag, placed.status());

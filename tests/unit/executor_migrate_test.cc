@@ -176,6 +176,23 @@ TEST_F(MigrateImportTest, APoolThatAnswersElsewhereFailsTheImportWithNothingChar
   ExpectGpu0Empty();
 }
 
+// Answers below the wanted address are charged while they are held: a client's import
+// cannot make the worker hold more than its tenant may (here 3 MiB: the memory itself and two
+// answers below, the third refused).
+TEST_F(MigrateImportTest, AnswersBelowAreHeldOnlyWithinTheQuota) {
+  ASSERT_TRUE(ledger_->SetLimit(tenant_, 0, 3 * kMiB).ok());
+  const DevPtr at = base_ + 8 * kMiB;
+  pools_->Hold(at);
+  pools_->Answer({base_, base_ + kMiB, base_ + 2 * kMiB, base_ + 3 * kMiB, at});
+  Reply r = Import(at, kMiB, true);
+  EXPECT_EQ(r.error, Err::kMemoryAllocation);
+  EXPECT_NE(r.message.find("cannot be had here"), std::string::npos) << r.message;
+  EXPECT_EQ(pools_->freed_async(), (std::vector<DevPtr>{base_ + 2 * kMiB, base_, base_ + kMiB}))
+      << "the answer over the quota at once, then those held";
+  EXPECT_EQ(Used(), 0u);
+  ExpectGpu0Empty();
+}
+
 // Memory of cudaMalloc stays placed as before: a range the driver will not place fails the
 // import (the pool is not asked for it).
 TEST_F(MigrateImportTest, PlainMemoryIsNeverAskedOfThePool) {
