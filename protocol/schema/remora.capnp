@@ -364,6 +364,16 @@ struct Migration {
   streams @1 :List(Object);
   events @2 :List(Object);
   modules @3 :List(Module);
+  pools @4 :List(Pool);
+  struct Pool {                # a device's own pool the application asked for (never one it
+    handle @0 :UInt64;         # created): its handle, device and settable attributes
+    ordinal @1 :Int32;
+    attributes @2 :List(PoolAttribute);
+  }
+  struct PoolAttribute {       # CUmemPool_attribute: the release threshold, the reuse policies
+    id @0 :Int32;
+    value @1 :UInt64;
+  }
   struct Allocation {
     ptr @0 :UInt64;
     size @1 :UInt64;

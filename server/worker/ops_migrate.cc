@@ -6,6 +6,8 @@
 #include <map>
 #include <optional>
 
+#include <cuda.h>
+
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "remora/protocol/auth.h"
@@ -22,16 +24,22 @@ Result<int> OrdinalOf(Executor& ex, int gpu) {
   return static_cast<int>(it - gpus.begin());
 }
 
+// The settable attributes of a device's own pool, carried with its handle.
+constexpr int kPoolAttributes[] = {CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES,
+                                   CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                   CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
+
 // Device memory a move carries: of cudaMalloc/cuMemAlloc (and pitched), and of
-// cudaMallocAsync from the device's own pool (a session that created or looked at a pool is
+// cudaMallocAsync from the device's own pool (memory of a pool the session created is
 // refused below). The target places both at the same addresses.
 bool Carried(const Allocation& a) {
   return a.kind == AllocKind::kDevice || (a.kind == AllocKind::kDeviceAsync && a.cookie == 0);
 }
 
 // Why the session cannot move yet (kNotSupported naming what it holds), or OK. What moves:
-// the device memory above, streams, events, modules and their functions. The rest stays
-// tied to this server until a later version carries it.
+// the device memory above, the devices' own pools it asked for (their handles and settable
+// attributes), streams, events, modules and their functions. The rest stays tied to this
+// server until a later version carries it.
 Status Movable(Executor& ex) {
   SessionState& s = ex.session();
   auto refuse = [](std::string what) {
@@ -51,7 +59,9 @@ Status Movable(Executor& ex) {
     }
   }
   if (!s.host_regions().empty()) return refuse("pinned or registered host memory");
-  if (s.pools().size() > 0) return refuse("memory pools (cudaMemPoolCreate, or a device's pool it asked for)");
+  bool own_pools = false;
+  s.pools().ForEach([&](uint64_t, Pool& p) { own_pools |= p.created || p.import_id != 0; });
+  if (own_pools) return refuse("memory pools it created (cudaMemPoolCreate) or opened from another process");
   if (s.physical().size() > 0 || !s.reservations().empty()) return refuse("virtual memory (cuMemCreate/cuMemAddressReserve)");
   if (s.graphs().graphs().size() > 0 || s.graphs().execs().size() > 0 || s.graphs().active_captures() > 0)
     return refuse("CUDA graphs or stream captures");
@@ -132,6 +142,17 @@ Status Handlers::MigrateExport(Executor& ex, uint64_t tag, Req) {
   s.streams().ForEach([&](uint64_t, Stream& x) { if (st.ok()) st = note(x.gpu); });
   s.events().ForEach([&](uint64_t, Event& x) { if (st.ok()) st = note(x.gpu); });
   s.modules().ForEach([&](uint64_t, Module& x) { if (st.ok()) st = note(x.gpu); });
+  s.pools().ForEach([&](uint64_t, Pool& x) { if (st.ok()) st = note(x.gpu); });
+  // The pools' attributes, read now: a pool that cannot say them does not move.
+  std::map<uint64_t, std::vector<std::pair<int, uint64_t>>> pool_attributes;
+  s.pools().ForEach([&](uint64_t id, Pool& x) {
+    for (int a : kPoolAttributes) {
+      if (!st.ok()) return;
+      auto v = ex.driver().MemPoolGetAttribute(x.pool, a);
+      if (v.ok()) pool_attributes[id].emplace_back(a, *v);
+      else st = v.status();
+    }
+  });
   if (!st.ok()) return ex.PostReply(tag, st);
   std::map<uint64_t, std::vector<std::pair<uint64_t, std::string>>> functions;  // by module
   for (const auto& [key, handle] : s.function_index()) functions[key.first].emplace_back(handle, key.second);
@@ -161,6 +182,19 @@ Status Handlers::MigrateExport(Executor& ex, uint64_t tag, Req) {
     };
     objects(m.initStreams(static_cast<unsigned>(s.streams().size())), s.streams());
     objects(m.initEvents(static_cast<unsigned>(s.events().size())), s.events());
+    auto pools = m.initPools(static_cast<unsigned>(s.pools().size()));
+    unsigned k = 0;
+    s.pools().ForEach([&](uint64_t id, Pool& x) {
+      pools[k].setHandle(id);
+      pools[k].setOrdinal(ordinal[x.gpu]);
+      const auto& attrs = pool_attributes[id];
+      auto al = pools[k].initAttributes(static_cast<unsigned>(attrs.size()));
+      for (unsigned j = 0; j < attrs.size(); j++) {
+        al[j].setId(attrs[j].first);
+        al[j].setValue(attrs[j].second);
+      }
+      k++;
+    });
     auto mods = m.initModules(static_cast<unsigned>(s.modules().size()));
     unsigned i = 0;
     s.modules().ForEach([&](uint64_t id, Module& x) {
@@ -182,7 +216,8 @@ Status Handlers::MigrateExport(Executor& ex, uint64_t tag, Req) {
 Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
   auto m = req.getMigrateImport();
   SessionState& s = ex.session();
-  if (s.allocations().size() > 0 || s.streams().size() > 0 || s.events().size() > 0 || s.modules().size() > 0)
+  if (s.allocations().size() > 0 || s.streams().size() > 0 || s.events().size() > 0 || s.modules().size() > 0 ||
+      s.pools().size() > 0)
     return ex.PostReply(tag, Error(Err::kInvalidValue, "a migration is imported into a new session only"));
   // Memory, per device: charged first (the ledger stays exact), then placed.
   std::map<int, std::vector<std::pair<DevPtr, uint64_t>>> by_gpu;
@@ -238,6 +273,25 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
       insert(at, size, AllocKind::kDeviceAsync, *placed);
     }
   }
+  // Each device's own pool under the handle the application holds, its attributes as they
+  // were (one per device: it is the same object whatever the application asked for).
+  for (auto x : m.getPools()) {
+    auto gpu = ex.GpuOf(x.getOrdinal());
+    Status st = gpu.ok() ? ex.SetDevice(*gpu) : gpu.status();
+    bool seen = false;
+    if (st.ok()) s.pools().ForEach([&](uint64_t, Pool& p) { seen |= p.gpu == *gpu; });
+    if (st.ok() && seen) st = Error(Err::kInvalidValue, "two migrated pools of device {}", x.getOrdinal());
+    auto pool = st.ok() ? ex.driver().DefaultMemPool(*gpu) : Result<DPool>(st);
+    if (!pool.ok()) return ex.PostReply(tag, pool.status());
+    for (auto a : x.getAttributes()) {
+      if (std::find(std::begin(kPoolAttributes), std::end(kPoolAttributes), a.getId()) == std::end(kPoolAttributes))
+        return ex.PostReply(tag, Error(Err::kInvalidValue, "pool attribute {} is not one a migration carries", a.getId()));
+      st = ex.driver().MemPoolSetAttribute(*pool, a.getId(), a.getValue());
+      if (!st.ok()) return ex.PostReply(tag, st);
+    }
+    st = s.pools().InsertAt(x.getHandle(), {*pool, *gpu, false, 0});
+    if (!st.ok()) return ex.PostReply(tag, st);
+  }
   for (auto x : m.getStreams()) {
     auto gpu = ex.GpuOf(x.getOrdinal());
     Status st = gpu.ok() ? ex.resources().Room(Resource::kStreams, s.streams().size()) : gpu.status();
@@ -264,8 +318,9 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
       return ex.PostReply(tag, st);
     }
   }
-  LOG_INFO("session {}: imported {} allocations, {} streams, {} events of a migrating session", ex.config().session_id,
-           m.getAllocations().size(), m.getStreams().size(), m.getEvents().size());
+  LOG_INFO("session {}: imported {} allocations, {} pools, {} streams, {} events of a migrating session",
+           ex.config().session_id, m.getAllocations().size(), m.getPools().size(), m.getStreams().size(),
+           m.getEvents().size());
   return ex.PostReply(tag, Status::Ok());
 }
 

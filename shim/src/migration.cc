@@ -43,6 +43,12 @@ struct Held {
   };
   std::vector<Object> streams, events;
   std::vector<Module> modules;
+  struct Pool {  // a device's own pool: handle, device, settable attributes (id, value)
+    uint64_t handle;
+    int ordinal;
+    std::vector<std::pair<int, uint64_t>> attributes;
+  };
+  std::vector<Pool> pools;
 };
 
 Status Export(Client& link, Held* held) {
@@ -52,6 +58,11 @@ Status Export(Client& link, Held* held) {
     for (auto a : m.getAllocations()) held->allocations.push_back({a.getPtr(), a.getSize(), a.getOrdinal(), a.getStreamOrdered()});
     for (auto x : m.getStreams()) held->streams.push_back({x.getHandle(), x.getOrdinal(), x.getFlags(), x.getPriority()});
     for (auto x : m.getEvents()) held->events.push_back({x.getHandle(), x.getOrdinal(), x.getFlags(), x.getPriority()});
+    for (auto x : m.getPools()) {
+      Held::Pool pool{x.getHandle(), x.getOrdinal(), {}};
+      for (auto a : x.getAttributes()) pool.attributes.emplace_back(a.getId(), a.getValue());
+      held->pools.push_back(std::move(pool));
+    }
     for (auto x : m.getModules()) {
       Held::Module mod{x.getHandle(), x.getOrdinal(), {x.getHash().begin(), x.getHash().end()}, x.getSize(), {}, nullptr};
       for (auto f : x.getFunctions()) mod.functions.emplace_back(f.getHandle(), f.getName());
@@ -81,6 +92,16 @@ Status Import(Client& target, const Held& held) {
     };
     objects(m.initStreams(static_cast<unsigned>(held.streams.size())), held.streams);
     objects(m.initEvents(static_cast<unsigned>(held.events.size())), held.events);
+    auto pools = m.initPools(static_cast<unsigned>(held.pools.size()));
+    for (unsigned i = 0; i < pools.size(); i++) {
+      pools[i].setHandle(held.pools[i].handle);
+      pools[i].setOrdinal(held.pools[i].ordinal);
+      auto al = pools[i].initAttributes(static_cast<unsigned>(held.pools[i].attributes.size()));
+      for (unsigned j = 0; j < al.size(); j++) {
+        al[j].setId(held.pools[i].attributes[j].first);
+        al[j].setValue(held.pools[i].attributes[j].second);
+      }
+    }
   }, [](wire::Reply::Reader&) { return Status::Ok(); });
 }
 

@@ -5,7 +5,8 @@
 // address). Runs until STOPFILE exists, then prints "PASS migrate_loop N" (N iterations).
 // "async" also holds 1 MiB of stream-ordered memory (cudaMallocAsync), written once and checked
 // with the kept memory, freed with cudaFreeAsync at the end, and reads each result through a
-// buffer allocated and freed in stream order every iteration. "pool" holds memory of a pool it
+// buffer allocated and freed in stream order every iteration; it sets the release threshold
+// of the device's own pool, and checks the pool still says it. "pool" holds memory of a pool it
 // created (cudaMemPoolCreate), which a migration does not carry: the move is refused and the
 // loop goes on where it is. "pinned": the loop's host buffers are pinned (cudaMallocHost),
 // which RDMA registers with the connection (and a move re-registers).
@@ -64,7 +65,12 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < held_words; i++) held_values[i] = KeepValue(i) ^ 0x00ff00ffu;
   uint32_t* held = nullptr;
   cudaMemPool_t pool = nullptr;
+  cudaMemPool_t own = nullptr;
+  const uint64_t threshold = (3 << 20) + 4096;
   if (hold_async) {
+    CHECK(cudaDeviceGetDefaultMemPool(&own, 0));
+    uint64_t t = threshold;
+    CHECK(cudaMemPoolSetAttribute(own, cudaMemPoolAttrReleaseThreshold, &t));
     CHECK(cudaMallocAsync(reinterpret_cast<void**>(&held), held_words * sizeof(uint32_t), s));
     CHECK(cudaMemcpyAsync(held, held_values.data(), held_words * sizeof(uint32_t), cudaMemcpyHostToDevice, s));
     CHECK(cudaStreamSynchronize(s));
@@ -131,6 +137,10 @@ int main(int argc, char** argv) {
         CHECK(cudaMemcpy(held_back.data(), held, held_words * sizeof(uint32_t), cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < held_words; i++)
           REQUIRE(held_back[i] == held_values[i], "iteration %u: stream-ordered memory changed at word %zu", k, i);
+        uint64_t t = 0;
+        CHECK(cudaMemPoolGetAttribute(own, cudaMemPoolAttrReleaseThreshold, &t));
+        REQUIRE(t == threshold, "iteration %u: the pool's release threshold is %llu, set %llu", k,
+                static_cast<unsigned long long>(t), static_cast<unsigned long long>(threshold));
       }
       std::printf("iteration %u ok\n", k);
       std::fflush(stdout);

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <vector>
 
+#include <cuda.h>
+
 #include "executor_harness.h"
 #include "test_util.h"
 #include "worker/driver_wrapper.h"
@@ -191,6 +193,63 @@ TEST_F(MigrateImportTest, AnswersBelowAreHeldOnlyWithinTheQuota) {
       << "the answer over the quota at once, then those held";
   EXPECT_EQ(Used(), 0u);
   ExpectGpu0Empty();
+}
+
+// A device's own pool the application asked for comes back under its handle, with the
+// attributes it had; an attribute a migration does not carry, and a second pool for one
+// device, are refused.
+constexpr uint64_t PoolHandle(uint64_t n) { return (uint64_t{static_cast<uint8_t>(HandleKind::kPool)} << 56) | (n << 4); }
+
+class MigratePoolTest : public ExecutorTest {
+ protected:
+  Reply ImportPools(const std::vector<std::vector<std::pair<int, uint64_t>>>& pools) {
+    return Call([&](auto r) {
+      auto list = r.initMigrateImport().initPools(static_cast<unsigned>(pools.size()));
+      for (unsigned i = 0; i < pools.size(); i++) {
+        list[i].setHandle(PoolHandle(5 + i));
+        list[i].setOrdinal(0);
+        auto al = list[i].initAttributes(static_cast<unsigned>(pools[i].size()));
+        for (unsigned j = 0; j < al.size(); j++) {
+          al[j].setId(pools[i][j].first);
+          al[j].setValue(pools[i][j].second);
+        }
+      }
+    });
+  }
+  uint64_t Threshold() {
+    EXPECT_TRUE(driver_->SetDevice(0).ok());
+    auto pool = driver_->DefaultMemPool(0);
+    EXPECT_TRUE(pool.ok());
+    auto v = driver_->MemPoolGetAttribute(*pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
+    EXPECT_TRUE(v.ok());
+    return v.ok() ? *v : 0;
+  }
+};
+
+TEST_F(MigratePoolTest, ADevicesOwnPoolComesBackUnderItsHandleWithItsAttributes) {
+  Reply r = ImportPools({{{CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 3 << 20}, {CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, 0}}});
+  ASSERT_EQ(r.error, Err::kSuccess) << r.message;
+  EXPECT_EQ(Threshold(), 3u << 20);
+  // The handle is live: the pool answers through it.
+  Reply a = Call([](auto q) {
+    auto m = q.initMallocAsync();
+    m.setSize(4096);
+    m.setPool(PoolHandle(5));
+    m.initStream().setHandle(0);
+  });
+  EXPECT_EQ(a.error, Err::kSuccess) << a.message;
+}
+
+TEST_F(MigratePoolTest, AttributesAMigrationDoesNotCarryAreRefused) {
+  Reply r = ImportPools({{{CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, 1}}});
+  EXPECT_EQ(r.error, Err::kInvalidValue);
+  EXPECT_NE(r.message.find("not one a migration carries"), std::string::npos) << r.message;
+}
+
+TEST_F(MigratePoolTest, ASecondPoolOfADeviceIsRefused) {
+  Reply r = ImportPools({{}, {}});
+  EXPECT_EQ(r.error, Err::kInvalidValue);
+  EXPECT_NE(r.message.find("two migrated pools"), std::string::npos) << r.message;
 }
 
 // Memory of cudaMalloc stays placed as before: a range the driver will not place fails the
