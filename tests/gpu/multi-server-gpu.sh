@@ -86,8 +86,9 @@ move() {
   "$bin/remoractl" --state-dir "$1" session migrate "$id" --to "$2" --token "$3" --wait 60 || return 1
   echo "moved in $((($(date +%s%N) - start) / 1000000)) ms"
 }
-# "async": the loop also holds stream-ordered memory and reads each result through memory
-# allocated and freed in stream order (moved, and placed, on the way there and back).
+# "async": the loop also holds stream-ordered memory, reads each result through memory
+# allocated and freed in stream order and sets its device pool's release threshold (all moved
+# there and back: the new worker's pool hands out the old addresses).
 for transport in shm tcp; do
 for mode in plain async; do
   if [ "$transport" = shm ]; then url_a=$shm_a url_b=$shm_b; else url_a=$tcp_a url_b=$tcp_b; fi

@@ -88,10 +88,11 @@ TEST_P(Migrate, ASessionMovesMidLoopWithEveryResultChecked) {
   EXPECT_TRUE(Eventually([&] { return b.SessionIds().empty(); }));
 }
 
-// Stream-ordered memory (cudaMallocAsync from the device's own pool) moves: 1 MiB held from
-// the start keeps its address and contents, each iteration allocates and frees more in stream
-// order on whichever server it is, and the held memory's cudaFreeAsync on the new server (no
-// pool's there: placed) gives it back.
+// Stream-ordered memory (cudaMallocAsync from the device's own pool) and that pool move: 1 MiB
+// held from the start keeps its address and contents, each iteration allocates and frees more
+// in stream order on whichever server it is, the pool's handle still answers with the release
+// threshold the loop set (it checks), and the held memory's cudaFreeAsync on the new server
+// (placed there: the host backend's pools hold no ranges) gives it back.
 TEST_P(Migrate, StreamOrderedMemoryMovesAndIsFreedInStreamOrderThere) {
   StartLoop({"1", "async"});
   ASSERT_TRUE(Eventually([&] { return Checkpoints() >= 2; }, 60000)) << app->Output();
