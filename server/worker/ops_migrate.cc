@@ -220,26 +220,30 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
       s.pools().size() > 0)
     return ex.PostReply(tag, Error(Err::kInvalidValue, "a migration is imported into a new session only"));
   // Memory, per device: charged first (the ledger stays exact), then placed.
-  std::map<int, std::vector<std::pair<DevPtr, uint64_t>>> by_gpu;
-  std::map<DevPtr, bool> stream_ordered;
+  struct Range {
+    DevPtr at;
+    uint64_t size;
+    bool stream_ordered;
+    bool operator<(const Range& o) const { return at < o.at; }
+  };
+  std::map<int, std::vector<Range>> by_gpu;
   for (auto a : m.getAllocations()) {
     auto gpu = ex.GpuOf(a.getOrdinal());
     if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
     if (a.getSize() == 0 || a.getSize() > (uint64_t{1} << 48) || a.getPtr() == 0 || a.getPtr() + a.getSize() < a.getPtr())
       return ex.PostReply(tag, Error(Err::kInvalidValue, "a migrated allocation of 0x{:x}+{}", a.getPtr(), a.getSize()));
-    by_gpu[*gpu].emplace_back(a.getPtr(), a.getSize());
-    stream_ordered[a.getPtr()] = a.getStreamOrdered();
+    by_gpu[*gpu].push_back({a.getPtr(), a.getSize(), a.getStreamOrdered()});
   }
   for (auto& [gpu, list] : by_gpu) {
     std::sort(list.begin(), list.end());
     for (size_t i = 1; i < list.size(); i++)
-      if (list[i - 1].first + list[i - 1].second > list[i].first)
-        return ex.PostReply(tag, Error(Err::kInvalidValue, "migrated allocations overlap at 0x{:x}", list[i].first));
+      if (list[i - 1].at + list[i - 1].size > list[i].at)
+        return ex.PostReply(tag, Error(Err::kInvalidValue, "migrated allocations overlap at 0x{:x}", list[i].at));
     uint64_t bytes = 0;
     std::vector<std::pair<DevPtr, uint64_t>> plain, ordered;
-    for (const auto& r : list) {
-      bytes += r.second;
-      (stream_ordered[r.first] ? ordered : plain).push_back(r);
+    for (const Range& r : list) {
+      bytes += r.size;
+      (r.stream_ordered ? ordered : plain).emplace_back(r.at, r.size);
     }
     Status st = ex.Charge(gpu, bytes);
     if (!st.ok()) return ex.PostReply(tag, st);
