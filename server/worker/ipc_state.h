@@ -40,6 +40,11 @@ class IpcState {
   std::map<uint64_t, Import>& imports() { return imports_; }               // by address here
   std::map<uint64_t, Export>& physical_exports() { return physical_exports_; }  // by session handle
   std::map<uint64_t, Export>& pool_exports() { return pool_exports_; }          // by session pool handle
+  // Memory of this session another process may read or write too: exported memory,
+  // physical memory or pools, or memory opened from another session's export.
+  bool SharesMemory() const {
+    return !memory_exports_.empty() || !imports_.empty() || !physical_exports_.empty() || !pool_exports_.empty();
+  }
   // A pool of this session destroyed: an export of it is revoked; an import of one closed.
   void PoolDestroyed(Executor& ex, uint64_t handle, uint64_t import_id);
 

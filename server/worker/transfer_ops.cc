@@ -8,6 +8,7 @@
 
 #include "remora/base/util.h"
 #include "worker/handlers.h"
+#include "worker/ipc_state.h"
 
 namespace remora::worker {
 namespace {
@@ -63,7 +64,8 @@ class HtoDOp final : public PendingOp {
   HtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst)
       : tag_(tag), stream_(stream), dst_(dst), total_(dst.total()) {}
 
-  bool HoldsQueue() const override { return HoldsTransport(); }
+  // Answered before its DMA finished (AnswerEarly): later requests wait until it has.
+  bool HoldsQueue() const override { return HoldsTransport() || (replied_ && !inflight_.empty()); }
   bool HoldsTransport() const override { return received_ < total_ || holds_transport_chunks_ > 0; }
   void Abandon(Executor& ex) override {
     for (auto& it : inflight_)
@@ -129,6 +131,10 @@ class HtoDOp final : public PendingOp {
       if (st.ok() && error_.ok()) st = Issue(ex, c->offset, c->size, const_cast<std::byte*>(src));
       bool waited = false;  // else still running: an event, as for any copy
       if (small && st.ok()) {
+        if (AnswerEarly(ex)) {
+          RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok()));
+          replied_ = true;
+        }
         Status done = SpinSmallCopy(ex, stream_.stream);
         waited = done.code() != Err::kNotReady;
         if (waited && !done.ok()) st = done;
@@ -160,12 +166,26 @@ class HtoDOp final : public PendingOp {
     if (received_ < total_ || !inflight_.empty()) return false;
     if (spill_ != nullptr) ex.driver().HostFree(spill_);
     spill_ = nullptr;
-    RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
+    if (replied_) ex.DeferError(error_);  // the DMA failed after its OK went out: a device fault
+    else RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
     return true;
   }
 
  private:
   static constexpr uint64_t kMaxSpill = 1ull << 30;  // larger copies keep the transport's memory
+
+  // A small synchronous copy whose bytes are all in the worker's own bounce buffer, issued
+  // onto an idle stream: its OK goes out before the DMA is done, which then runs while the
+  // reply crosses the network (a 4 KiB copy's DMA is most of a native call). Nothing can
+  // tell: the client's memory is no longer read, and this op holds the session's later
+  // requests until the DMA is done (HoldsQueue), so every later call - a kernel, a copy back,
+  // a synchronisation - finds the bytes in place, as after a native synchronous copy. Only
+  // a device fault during the DMA is seen later: as the session's pending error at its next
+  // call (the context is then broken, so no call can read what the copy left). Not done
+  // where another process might look first: memory shared through IPC or exported
+  // physical memory and pools; nor while a host function waits on the client (the DMA may
+  // wait on it, and the held queue would then hold the client's later calls behind it).
+  static bool AnswerEarly(Executor& ex) { return !ex.HostCallbacksOutstanding() && !ex.ipc().SharesMemory(); }
 
   Status Issue(Executor& ex, uint64_t off, uint64_t n, std::byte* src) {
     if (dst_.Linear()) return ex.driver().MemcpyHtoD(dst_.base + off, src, n, stream_.stream);
@@ -186,6 +206,7 @@ class HtoDOp final : public PendingOp {
   int holds_transport_chunks_ = 0;
   bool started_ = false;
   bool draining_ = false;       // failed part-way: the rest of the bulk is dropped (Recover)
+  bool replied_ = false;        // its OK went out before the DMA finished (AnswerEarly)
   std::byte* spill_ = nullptr;  // pinned, owned
   std::deque<Item> inflight_;
   Status error_;
