@@ -7,6 +7,7 @@
 #   - the tcp column negotiated data streams (its note says "N tcp data stream(s)", N > 0);
 #   - each 64 MiB copy over tcp is >= 10 GB/s, or >= 80% of the raw 4-stream ceiling;
 #   - each 4 KiB copy over tcp takes <= 3x native.
+# Then prints remora-copy-floor's table (the least a remoted 4 KiB copy takes here; not a check).
 # Prints each run's table. Without an NVIDIA GPU: SKIP line, exit 77.
 set -u
 build=$(cd "${1:?usage: tcp-stripes.sh BUILD_DIR [STREAMS...]}" && pwd)
@@ -48,5 +49,7 @@ for m in ("memcpy_h2d_pinned_4KiB", "memcpy_d2h_pinned_4KiB", "memcpy_h2d_pageab
 sys.exit(1 if bad else 0)
 PY
 done
+# Context, not a check: the least a remoted 4 KiB copy takes over loopback TCP on this machine.
+[ -x "$build/bin/remora-copy-floor" ] && "$build/bin/remora-copy-floor"
 [ "$failures" -eq 0 ] && echo "tcp-stripes: PASS" || echo "tcp-stripes: FAIL ($failures run(s))"
 [ "$failures" -eq 0 ]
