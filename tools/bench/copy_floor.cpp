@@ -1,8 +1,9 @@
 // remora-copy-floor: the least a 4 KiB cudaMemcpy remoted over loopback TCP can take on this
 // machine, measured beside the native copy in one process (issue 21's 4 KiB cells). No
 // Remora code: a server thread owns the GPU and a client thread (which never calls CUDA)
-// talks to it over one plain TCP connection (loopback.hpp), one blocking send and receive
-// per call on each side - the least any remoting layer does. Per mode:
+// talks to it over one plain TCP connection (loopback.hpp), one send and one receive per call
+// on each side, both waiting by spinning (as Remora does) - the least any remoting layer
+// does. Per mode:
 //   d2h        request 8 bytes; the server copies 4 KiB device -> pinned, replies with them
 //   h2d        request carries 4 KiB; the server copies pinned -> device, then replies
 //   h2d-early  the same, but the reply goes out once the DMA is issued and the server
@@ -56,7 +57,7 @@ double Median(const std::function<void(int)>& calls) {
 void Serve(int fd, Mode mode, void* dev, char* pinned, cudaStream_t stream) {
   Check(cudaSetDevice(0), "cudaSetDevice (server)");
   const size_t in = mode == Mode::kD2H ? 8 : kBytes, out = mode == Mode::kD2H ? kBytes : 8;
-  while (read_all(fd, pinned, in)) {
+  while (read_all_spinning(fd, pinned, in)) {
     switch (mode) {
       case Mode::kD2H: Check(cudaMemcpy(pinned, dev, kBytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H"); break;
       case Mode::kH2D: Check(cudaMemcpy(dev, pinned, kBytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D"); break;
@@ -78,7 +79,7 @@ double Remoted(Mode mode, void* dev, char* pinned, cudaStream_t stream) {
   const size_t out = mode == Mode::kD2H ? 8 : kBytes, in = mode == Mode::kD2H ? kBytes : 8;
   double us = Median([&](int n) {
     for (int i = 0; i < n; i++)
-      if (!write_all(tx[0].fd, buf.data(), out) || !read_all(tx[0].fd, buf.data(), in)) Die("the loopback connection failed");
+      if (!write_all(tx[0].fd, buf.data(), out) || !read_all_spinning(tx[0].fd, buf.data(), in)) Die("the loopback connection failed");
   });
   tx.clear();  // the server sees the close and returns
   server.join();

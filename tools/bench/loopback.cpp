@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,6 +31,20 @@ bool read_all(int fd, char* p, size_t n) {
   while (n > 0) {
     ssize_t r = ::recv(fd, p, n, MSG_WAITALL);
     if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool read_all_spinning(int fd, char* p, size_t n) {
+  struct pollfd w = {fd, POLLIN, 0};
+  while (n > 0) {
+    while (::poll(&w, 1, 0) == 0) {
+    }
+    ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (r <= 0) return false;
     p += r;
     n -= static_cast<size_t>(r);

@@ -27,6 +27,9 @@ struct Socket {
 // Blocking; false when the peer is gone or the call failed.
 bool write_all(int fd, const char* p, size_t n);
 bool read_all(int fd, char* p, size_t n);
+// read_all, but waits by spinning on poll() (no sleep, so no wake-up on arrival), as
+// Remora's transports do for a reply that comes within microseconds.
+bool read_all_spinning(int fd, char* p, size_t n);
 // N connected pairs (tx[i] to rx[i]); false with `error` set when one could not be made.
 bool connect_pairs(int n, std::vector<Socket>* tx, std::vector<Socket>* rx, std::string* error);
 
