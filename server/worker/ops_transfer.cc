@@ -8,6 +8,21 @@
 namespace remora::worker {
 namespace {
 
+// Memory only the device reads and writes (a host sees it only through this session's
+// calls): a small synchronous copy into it may be answered before its DMA (transfer_ops.h).
+// Not pinned, registered or mapped host memory, nor a graph's staging of host memory, nor
+// managed memory (the client keeps a view of it), nor memory mapped into a reserved range
+// (it may be another process's physical memory).
+bool DeviceOnly(AllocKind kind) {
+  switch (kind) {
+    case AllocKind::kDevice:
+    case AllocKind::kDeviceAsync:
+    case AllocKind::kModule:
+    case AllocKind::kGraphMemory: return true;
+    default: return false;
+  }
+}
+
 // Answers a device-to-host copy that went into a graph: no data, value 1 says so.
 Status ReplyCaptured(Executor& ex, uint64_t tag, const Status& st) {
   if (!st.ok() || tag == 0) return Handlers::ReplyOrDefer(ex, tag, st);
@@ -169,7 +184,7 @@ Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
     ex.AddPending(MakeDrainOp(tag, size, captured));
     return Status::Ok();
   }
-  ex.AddPending(MakeHtoDOp(tag, *stream, DeviceLayout::Linear(a.getDst(), size)));
+  ex.AddPending(MakeHtoDOp(tag, *stream, DeviceLayout::Linear(a.getDst(), size), DeviceOnly(range->kind)));
   return Status::Ok();
 }
 

@@ -61,8 +61,8 @@ Status SpinSmallCopy(Executor& ex, DStream s) {
 // memory of its own, so the transport keeps moving (the client's callbackDone is behind it).
 class HtoDOp final : public PendingOp {
  public:
-  HtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst)
-      : tag_(tag), stream_(stream), dst_(dst), total_(dst.total()) {}
+  HtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst, bool device_only)
+      : tag_(tag), stream_(stream), dst_(dst), total_(dst.total()), device_only_(device_only) {}
 
   // Answered before its DMA finished (AnswerEarly): later requests wait until it has.
   bool HoldsQueue() const override { return HoldsTransport() || (replied_ && !inflight_.empty()); }
@@ -131,7 +131,7 @@ class HtoDOp final : public PendingOp {
       if (st.ok() && error_.ok()) st = Issue(ex, c->offset, c->size, const_cast<std::byte*>(src));
       bool waited = false;  // else still running: an event, as for any copy
       if (small && st.ok()) {
-        if (AnswerEarly(ex)) {
+        if (device_only_ && AnswerEarly(ex)) {
           RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok()));
           replied_ = true;
         }
@@ -182,9 +182,10 @@ class HtoDOp final : public PendingOp {
   // a synchronisation - finds the bytes in place, as after a native synchronous copy. Only
   // a device fault during the DMA is seen later: as the session's pending error at its next
   // call (the context is then broken, so no call can read what the copy left). Not done
-  // where another process might look first: memory shared through IPC or exported
-  // physical memory and pools; nor while a host function waits on the client (the DMA may
-  // wait on it, and the held queue would then hold the client's later calls behind it).
+  // where anything but this session's calls might look first: host memory the device maps
+  // (device_only_), memory shared through IPC or exported physical memory and pools; nor
+  // while a host function waits on the client (the DMA may wait on it, and the held queue
+  // would then hold the client's later calls behind it).
   static bool AnswerEarly(Executor& ex) { return !ex.HostCallbacksOutstanding() && !ex.ipc().SharesMemory(); }
 
   Status Issue(Executor& ex, uint64_t off, uint64_t n, std::byte* src) {
@@ -203,6 +204,7 @@ class HtoDOp final : public PendingOp {
   Executor::Stream stream_;
   DeviceLayout dst_;
   uint64_t total_, received_ = 0;
+  bool device_only_;  // no host reads `dst_` directly (MakeHtoDOp)
   int holds_transport_chunks_ = 0;
   bool started_ = false;
   bool draining_ = false;       // failed part-way: the rest of the bulk is dropped (Recover)
@@ -322,8 +324,8 @@ std::unique_ptr<PendingOp> MakeDrainOp(uint64_t tag, uint64_t total, Status erro
   return std::make_unique<DrainOp>(tag, total, std::move(error));
 }
 
-std::unique_ptr<PendingOp> MakeHtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst) {
-  return std::make_unique<HtoDOp>(tag, stream, dst);
+std::unique_ptr<PendingOp> MakeHtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst, bool device_only) {
+  return std::make_unique<HtoDOp>(tag, stream, dst, device_only);
 }
 
 // On an idle stream a small copy is done at once (one synchronous DMA beats an event round

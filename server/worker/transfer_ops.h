@@ -72,8 +72,10 @@ struct DeviceLayout {
 // `tag` (0: none) with `error`: the transport stays in step with the client.
 std::unique_ptr<PendingOp> MakeDrainOp(uint64_t tag, uint64_t total, Status error);
 // A pending op that DMAs a request's bulk into `dst` on `stream` chunk by chunk as it
-// arrives, then answers `tag` (0: an asynchronous copy, errors deferred).
-std::unique_ptr<PendingOp> MakeHtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst);
+// arrives, then answers `tag` (0: an asynchronous copy, errors deferred). `device_only`:
+// `dst` is device memory no host can read directly (not pinned, registered or mapped host
+// memory), so a small synchronous copy may be answered before its DMA (AnswerEarly).
+std::unique_ptr<PendingOp> MakeHtoDOp(uint64_t tag, Executor::Stream stream, DeviceLayout dst, bool device_only = false);
 // Starts a device-to-host copy of `src` answered (`tag`) with the bytes as the reply's bulk.
 // Replies itself on every path; a non-OK return is a transport failure.
 Status StartDtoH(Executor& ex, uint64_t tag, const Executor::Stream& stream, const DeviceLayout& src);
