@@ -12,16 +12,17 @@
 // up), as remora-bench measures. Prints one line per mode with the ratio to native.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "loopback.hpp"
+#include "stats.hpp"
 
 namespace remora::bench {
 namespace {
@@ -49,8 +50,7 @@ double Median(const std::function<void(int)>& calls) {
     calls(kIters);
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kIters);
   }
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return median(std::move(us));
 }
 
 // The server's side of one mode: serves until the client closes. Owns the GPU.

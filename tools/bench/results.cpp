@@ -1,7 +1,6 @@
 // Results of one suite run and their JSON form (see results.hpp).
 #include "results.hpp"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -9,13 +8,6 @@
 #include <system_error>
 
 namespace remora::bench {
-
-double median(std::vector<double> samples) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  size_t n = samples.size();
-  return n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
-}
 
 json::Value to_json(const RunResult& r) {
   json::Value metrics = json::Value::object();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "json.hpp"
+#include "stats.hpp"  // median
 
 namespace remora::bench {
 
@@ -38,7 +39,6 @@ struct RunResult {
   bool failed() const { return !error.empty(); }
 };
 
-double median(std::vector<double> samples);
 
 json::Value to_json(const RunResult& r);
 RunResult run_from_json(const json::Value& v);
