@@ -2,7 +2,7 @@
 generated stubs inside the core) and the client stubs of libraries whose calls travel."""
 import re
 
-from model import ApiError
+from model import ApiError, shards
 import roles
 
 BANNER = "// Generated from %s by tools/gen/apigen - do not edit.\n"
@@ -243,13 +243,21 @@ def emit_client_h(lib):
     return "".join(out)
 
 
-def emit_client_cc(lib):
-    st = lib.status
+def emit_client_cc(lib, nshards=1):
+    """The client stubs, in `nshards` translation units (<lib>_client.cc, then
+    <lib>_client_<i>.cc for i = 2..nshards), so that a parallel build compiles a large
+    library's side by side. Returns the files' texts."""
+    stubs = [e for e in lib.entries if e.travels and not e.hand]  # a `hand` entry's stub is hand-written
+    parts = shards(stubs, nshards)
+    return [_client_cc_part(lib, part, i, len(parts)) for i, part in enumerate(parts, 1)]
+
+
+def _client_cc_part(lib, entries, i, n):
     out = [BANNER % lib.path, '#include "%s_client.h"\n\n' % lib.name, "namespace remora::gen::%s {\n\n" % lib.name,
            "using shim::CallClass;\n", using_hooks(lib), "\n"]
-    for e in lib.entries:
-        if not e.travels or e.hand:
-            continue  # a `hand` entry's client stub is hand-written (declared in <lib>_client.h)
+    if n > 1:
+        out.append("// Part %d of %d of the generated client stubs.\n\n" % (i, n))
+    for e in entries:
         params = "".join(", %s %s" % (p.ctype, p.name) for p in e.params)
         out.append("Status %s(const shim::CallCtx& cc%s) {\n" % (e.name, params))
         out.append("  shim::RemoteCall c(cc, kLibrary, %d, CallClass::k%s, Domain::k%s);\n" % (e.number, e.cls.capitalize(), _dom(lib)))

@@ -324,3 +324,15 @@ def validate(lib):
                     if v not in names:
                         raise ApiError("%s: %s's %s refers to unknown parameter '%s'" % (at, p.name, k, v))
     return lib
+
+
+def shards(entries, n):
+    """`entries` cut into `n` consecutive parts of nearly equal size (the first ones larger)."""
+    n = max(1, n)
+    size, extra = divmod(len(entries), n)
+    out, at = [], 0
+    for i in range(n):
+        take = size + (1 if i < extra else 0)
+        out.append(entries[at:at + take])
+        at += take
+    return out
