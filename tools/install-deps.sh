@@ -11,6 +11,8 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
+  # The compiler cache the build uses when installed (CMakeLists.txt, tools/ccache-env.sh).
+  ccache
   capnproto libcapnp-dev
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
   libfuse3-dev fuse3
