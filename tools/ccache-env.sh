@@ -10,15 +10,11 @@
 #  - CCACHE_SLOPPINESS: what ccache needs to cache compiles that use clang's precompiled headers
 #    (tools/pch.cmake, built with -fno-pch-timestamp), and a clone's fresh file times.
 #  - CCACHE_STATSLOG: this run's hits and misses, which tools/test.sh prints at the end.
+#  - The cache itself: CCACHE_DIR if set, else the cache_dir of ccache's configuration, else
+#    ccache's default ~/.cache/ccache (kept between clones and runs on one machine; 5 GB
+#    holds the three trees of a run several times over: about 0.1 GB each, compressed).
 # $1: the clone's root.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$1}
 export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 export CCACHE_STATSLOG=${CCACHE_STATSLOG:-$1/build/ccache-stats.log}
-if command -v ccache >/dev/null 2>&1; then
-  # Three trees (gcc, clang TSan, clang ASan+UBSan) must fit: ccache's default 5 GB does not
-  # hold them (docs/ROBUSTNESS.md, "CI cost"); a size set anywhere else is kept.
-  if [ -z "${CCACHE_MAXSIZE:-}" ] && [ "$(ccache -k max_size 2>/dev/null)" = "5.0G" ]; then
-    export CCACHE_MAXSIZE=20G
-  fi
-fi
