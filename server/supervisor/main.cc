@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   app.add_option("--ready-file", o.ready_file, "write the listening URLs here once ready");
   app.add_option("--drain-timeout", o.drain_timeout_s, "seconds sessions get to end after SIGTERM");
   app.add_option("--deadline", o.deadline_s, "seconds a session's worker waits without a sign of life from its client "
-                                            "(an idle client sends heartbeats) before it ends the session; 0: never")
+                                            "(an idle client sends heartbeats) before it ends the session (and, if longer "
+                                            "than 15 s, for its client's RDMA connection to be set up); 0: never")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_flag("--stable-addresses", o.stable_addresses,
                "start session workers without address-space randomisation, so that a session moved here "

@@ -9,6 +9,7 @@
 #include <cuda.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstring>
 
 #include "common/compute_region.h"
@@ -232,7 +233,9 @@ int main(int argc, char** argv) {
     for (Fd& d : *data) fds.push_back(std::move(d));
   }
   DriverStaging staging(**driver);
-  auto conn = AdoptConnection(kind, Fd(worker_args::kClientFd), std::move(fds), keys);
+  // A client slow to set its data path up (rdma://) is waited for as long as a silent one.
+  auto conn = AdoptConnection(kind, Fd(worker_args::kClientFd), std::move(fds), keys,
+                              static_cast<int>(std::min<uint64_t>(client_deadline_ms, 86'400'000)));
   if (!conn.ok()) {
     LOG_ERROR("cannot set up the {} connection: {}", transport, conn.status().ToString());
     return 3;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,8 +78,11 @@ Result<std::vector<std::optional<Token>>> TokensFromEnvironment(size_t servers) 
   return out;
 }
 
-// REMORA_ENCRYPT, REMORA_INSECURE_LOCAL and REMORA_TCP_STREAMS.
+// REMORA_ENCRYPT, REMORA_INSECURE_LOCAL, REMORA_TCP_STREAMS, and REMORA_DEADLINE_S: how long
+// the shim waits for a silent server also bounds how long a server's worker may take to set
+// its session up (0, no deadline: the connection's own 15 s).
 Status OptionsFromEnvironment(ConnectOptions* options) {
+  options->server_setup_ms = static_cast<int>(std::min<uint64_t>(DeadlineFromEnvironment() / 1'000'000, 86'400'000));
   if (const char* e = std::getenv("REMORA_ENCRYPT"); e != nullptr && *e) {
     ASSIGN_OR_RETURN(options->encrypt, ParseEncryptMode(e));
   }
