@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -184,12 +185,35 @@ void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo&
   auto link = std::make_unique<Client>(std::move(connection), s);
   Client* raw = link.get();  // the link a notice came by is the one to answer on
   link->SetCallbackSink([raw](Client::CallbackEvent e, uint64_t id) { HostCallbacks::Get().Notify(e, id, raw); });
+  link->SetGraphNodeSink([this, raw](wire::GraphHostNode::Reader n) { GraphHostNodeReached(n, raw); });
   link->Watch(DeadlineFromEnvironment());  // heartbeats and the deadline (watchdog.h)
   size_t window = links_.size();
   link->SetMigrationSink([this, raw, window](std::string url, std::string token) {
     StartMigration(raw, window, std::move(url), std::move(token));
   });
   links_.push_back(std::move(link));
+}
+
+void Runtime::GraphHostNodeReached(wire::GraphHostNode::Reader n, Client* from) {
+  // Only where the graph's own device-to-host copies write: a server writes nothing else of
+  // this process's memory.
+  std::vector<api::cuda::WireBinding> bindings = graphs().Bindings(n.getExec());
+  for (auto w : n.getWrites()) {
+    auto data = w.getData();
+    uint64_t addr = w.getAddr(), end = 0;
+    bool inside = !__builtin_add_overflow(addr, data.size(), &end);
+    bool written = false;
+    for (const auto& b : bindings)
+      if (inside && !b.to_device && addr >= b.client_addr && end <= b.client_addr + b.size) {
+        std::memcpy(reinterpret_cast<void*>(addr), data.begin(), data.size());
+        written = true;
+        break;
+      }
+    if (!written)
+      LOG_WARN("the server sent {} bytes for 0x{:x}, where no copy of executable graph 0x{:x} writes: ignored", data.size(),
+               addr, n.getExec());
+  }
+  HostCallbacks::Get().NotifyGraphNode(n.getId(), n.getExec(), from);
 }
 
 void Runtime::Publish() {

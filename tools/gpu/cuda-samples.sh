@@ -93,10 +93,13 @@ drop_sample() {
   printf '%s\t%s\n' "$name" "$why" >>"$notrun"
 }
 
+# Ninja where there is one (keep going: -k 0), else make (-k).
+if command -v ninja >/dev/null 2>&1; then generator=Ninja; keep_going=(-k 0); else generator="Unix Makefiles"; keep_going=(-k); fi
+
 configure() {  # configure RUNTIME (Shared|Static) in $src/build; drops samples CMake refuses, retrying
   local rt=$1 try dirs d
   for try in $(seq 1 20); do
-    if cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_RUNTIME_LIBRARY="$rt" \
+    if cmake -S "$src" -B "$src/build" -G "$generator" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_RUNTIME_LIBRARY="$rt" \
          -Wno-dev >"$work/configure.log" 2>&1; then
       return 0
     fi
@@ -133,6 +136,8 @@ stash() {  # stash VARIANT: keep each built executable as <its dir>/.remora-VARI
 }
 
 if [ "$do_build" = 1 ]; then
+  command -v cmake >/dev/null 2>&1 || { echo "cuda-samples.sh: no cmake on this machine (3.20 or newer is needed)" >&2; exit 2; }
+  command -v nvcc >/dev/null 2>&1 || { echo "cuda-samples.sh: no nvcc (CUDA toolkit) on PATH" >&2; exit 2; }
   t0=$(date +%s)
   rm -rf "$src" "$notrun"
   mkdir -p "$src"
@@ -150,9 +155,12 @@ if [ "$do_build" = 1 ]; then
     echo "building the $v-runtime samples ($build_jobs jobs)..." >&2
     # -k 0: keep going; what does not build is reported below.
     targets=()
-    for n in $only; do ninja -C "$src/build" -t query "$n" >/dev/null 2>&1 && targets+=(--target "$n"); done
+    for n in $only; do
+      if [ "$generator" = Ninja ]; then ninja -C "$src/build" -t query "$n" >/dev/null 2>&1 && targets+=(--target "$n")
+      else targets+=(--target "$n"); fi
+    done
     [ -n "$only" ] && [ ${#targets[@]} -eq 0 ] && { echo "cuda-samples.sh: no target among: $only" >&2; exit 2; }
-    nice cmake --build "$src/build" -j "$build_jobs" "${targets[@]}" -- -k 0 >"$work/build-$v.log" 2>&1
+    nice cmake --build "$src/build" -j "$build_jobs" "${targets[@]}" -- "${keep_going[@]}" >"$work/build-$v.log" 2>&1
     stash "$v"
   done
   # Every sample the CMake lists declare but that was not built gets its reason.
