@@ -185,6 +185,7 @@ class Runtime {
   std::mutex connect_mu_;
   std::vector<std::unique_ptr<Client>> links_;
   Routes routes_;
+  bool routed_ = false;  // ordinals go through routes_ (Publish): several servers, or CUDA_VISIBLE_DEVICES
   std::atomic<uint64_t> work_sequence_{1};  // shared by the links (Client::SetLinks)
   std::atomic<Client*> connected_{nullptr};  // client_ once connected (lock-free fast path)
   std::optional<Status> connect_error_;

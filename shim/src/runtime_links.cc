@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -115,7 +116,7 @@ int Runtime::DeviceOfHandle(uint64_t h) const {
 
 int Runtime::LocalOrdinal(int device) const {
   int local = device;
-  if (routes_.links.size() > 1) (void)routes_.Route(device, &local);
+  if (routed_) (void)routes_.Route(device, &local);
   return local;
 }
 
@@ -220,10 +221,12 @@ void Runtime::Publish() {
   std::vector<Client*> links;
   for (auto& l : links_) links.push_back(l.get());
   routes_.links = links;
-  if (links.size() > 1) {
+  // Ordinals are translated (application -> link and server ordinal) with several servers,
+  // and under CUDA_VISIBLE_DEVICES, which may hide and reorder one server's devices.
+  routed_ = links.size() > 1 || std::getenv("CUDA_VISIBLE_DEVICES") != nullptr;
+  if (routed_)
     for (Client* l : links) l->SetLinks(&routes_, &work_sequence_, links);
-    LOG_INFO("one session on {} servers", links.size());
-  }
+  if (links.size() > 1) LOG_INFO("one session on {} servers", links.size());
   connected_.store(links.front(), std::memory_order_release);
 }
 

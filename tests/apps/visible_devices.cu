@@ -4,11 +4,13 @@
 //   runtime <count> <cudaGetDeviceCount's error name> <uuid>...
 //   driver <count> <cuInit's error name> <uuid>...
 //   nvml <count> <uuid>...        (NVML is not filtered by CUDA_VISIBLE_DEVICES)
+// and, per visible device, "alloc <ordinal> <address of a new allocation / 2^40>".
 // Exits 0 unless a call fails in a way none of the three ever should.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -64,6 +66,16 @@ int main() {
     std::printf(" %s", Uuid(reinterpret_cast<const unsigned char*>(p.uuid.bytes)).c_str());
   }
   std::printf("\n");
+  // Where each visible device's memory comes from (on the host-emulated backend the address
+  // tells the server's GPU: 1 TiB apart), so a test can see that ordinals reach the devices
+  // they name.
+  for (int i = 0; i < n; i++) {
+    void* p = nullptr;
+    if (cudaSetDevice(i) != cudaSuccess || cudaMalloc(&p, 4096) != cudaSuccess) return 1;
+    std::printf("alloc %d %llu\n", i, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p) >> 40));
+    if (cudaFree(p) != cudaSuccess) return 1;
+  }
+  if (n > 0 && cudaSetDevice(0) != cudaSuccess) return 1;
   CUresult r = cuInit(0);
   const char* name = nullptr;
   cuGetErrorName(r, &name);

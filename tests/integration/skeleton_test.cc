@@ -103,6 +103,9 @@ TEST_P(Skeleton, CudaVisibleDevicesSelectsAmongTheSessionsDevices) {
   ASSERT_NE(a, b);
   EXPECT_EQ(line(all, "runtime"), "runtime 2 cudaSuccess " + a + " " + b) << all;
   EXPECT_EQ(line(all, "driver"), "driver 2 CUDA_SUCCESS " + a + " " + b) << all;
+  // The server GPU each ordinal's memory comes from (host backend: its address region).
+  std::string region_a = line(all, "alloc 0").substr(8), region_b = line(all, "alloc 1").substr(8);
+  ASSERT_NE(region_a, region_b) << all;
   struct Case {
     std::string value;
     std::vector<std::string> visible;
@@ -129,6 +132,9 @@ TEST_P(Skeleton, CudaVisibleDevicesSelectsAmongTheSessionsDevices) {
     } else {
       EXPECT_EQ(line(out, "runtime"), "runtime " + n + " cudaSuccess" + uuids) << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
       EXPECT_EQ(line(out, "driver"), "driver " + n + " CUDA_SUCCESS" + uuids) << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
+      // Ordinal 0 allocates on the device the variable named first.
+      EXPECT_EQ(line(out, "alloc 0").substr(8), c.visible[0] == a ? region_a : region_b)
+          << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
     }
     EXPECT_EQ(line(out, "nvml"), nvml) << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
   }
