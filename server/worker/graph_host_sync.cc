@@ -88,8 +88,14 @@ class StagingCopyOp final : public PendingOp {
     for (const Piece& p : pieces_) total += p.size;
     if (total == 0) return Status::Ok();
     ASSIGN_OR_RETURN(DStream s, SyncStream(ex, gpu_));
-    ASSIGN_OR_RETURN(void* host, ex.driver().HostAlloc(total));
-    pinned_ = static_cast<std::byte*>(host);
+    if (total <= BouncePool::kBytes) {
+      // The executor's pooled pinned buffers: no allocation per node and launch.
+      ASSIGN_OR_RETURN(pinned_, ex.AcquireBounce());
+      bounce_ = true;
+    } else {
+      ASSIGN_OR_RETURN(void* host, ex.driver().HostAlloc(total));
+      pinned_ = static_cast<std::byte*>(host);
+    }
     if (!read_) std::memcpy(pinned_, bytes_.data(), std::min<uint64_t>(total, bytes_.size()));
     uint64_t at = 0;
     for (const Piece& p : pieces_) {
@@ -129,8 +135,12 @@ class StagingCopyOp final : public PendingOp {
   void Release(Executor& ex) {
     if (event_ != nullptr) ex.ReleasePoolEvent(gpu_, event_);
     event_ = nullptr;
-    if (pinned_ != nullptr) ex.driver().HostFree(pinned_);
+    if (pinned_ != nullptr) {
+      if (bounce_) ex.ReleaseBounce(pinned_);
+      else ex.driver().HostFree(pinned_);
+    }
     pinned_ = nullptr;
+    bounce_ = false;
   }
 
   bool read_;
@@ -141,6 +151,7 @@ class StagingCopyOp final : public PendingOp {
   std::vector<std::byte> bytes_;
   bool started_ = false;
   std::byte* pinned_ = nullptr;
+  bool bounce_ = false;  // pinned_ is one of the executor's bounce buffers
   DEvent event_ = nullptr;
 };
 
