@@ -207,6 +207,9 @@ class Driver {
   virtual Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream s) = 0;
   virtual Result<DevPtr> MemAllocAsync(size_t bytes, DPool pool, DStream s) = 0;  // pool null: current
   virtual Status MemFreeAsync(DevPtr p, DStream s) = 0;
+  // Frees, in the order of `s`, memory a graph's allocation node handed out (the graph may
+  // allocate it again at its next launch, at the same address).
+  virtual Status FreeGraphMemory(DevPtr p, DStream s) { return MemFreeAsync(p, s); }
   virtual Result<DPool> DefaultMemPool(int device) = 0;
   virtual Result<DPool> GetMemPool(int device) = 0;
   virtual Status SetMemPool(int device, DPool pool) = 0;

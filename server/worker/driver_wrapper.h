@@ -71,6 +71,7 @@ class DriverWrapper : public Driver {
   Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream s) override { return t_.Memset2D8(dst, pitch, value, width, height, s); }
   Result<DevPtr> MemAllocAsync(size_t bytes, DPool pool, DStream s) override { return t_.MemAllocAsync(bytes, pool, s); }
   Status MemFreeAsync(DevPtr p, DStream s) override { return t_.MemFreeAsync(p, s); }
+  Status FreeGraphMemory(DevPtr p, DStream s) override { return t_.FreeGraphMemory(p, s); }
   Result<DPool> DefaultMemPool(int device) override { return t_.DefaultMemPool(device); }
   Result<DPool> GetMemPool(int device) override { return t_.GetMemPool(device); }
   Status SetMemPool(int device, DPool pool) override { return t_.SetMemPool(device, pool); }

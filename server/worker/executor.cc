@@ -161,6 +161,10 @@ void Executor::ApplyCaptureMode(uint64_t thread, int mode) {
 Result<bool> Executor::PostCallbackNotices() {
   auto items = session_.graphs().notices()->Take();
   for (const CallbackNotices::Item& it : items) {
+    if (it.sync != nullptr) {
+      RETURN_IF_ERROR(Handlers::AnnounceHostNode(*this, *it.sync));
+      continue;
+    }
     RETURN_IF_ERROR(PostNotice([&](wire::Notice::Builder& n) {
       if (it.repeat) n.setRepeatCallback(it.id);
       else n.setRunCallback(it.id);
@@ -247,6 +251,7 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::PEER_ACCESS: return Handlers::PeerAccess(*this, tag, req);
       case W::HOST_FUNC: return Handlers::HostFunc(*this, async_tag, req);
       case W::CALLBACK_DONE: return Handlers::CallbackDone(*this, async_tag, req);
+      case W::GRAPH_HOST_NODE_DONE: return Handlers::GraphHostNodeDone(*this, req);
       case W::REGISTER_HOST_REGION: return Handlers::RegisterHostRegion(*this, tag, req);
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
       case W::API_CALL: return DispatchApiCall(*this, frame, req);
@@ -289,7 +294,8 @@ bool Executor::IsControl(const InFrame& frame) {
   bool control = false;
   (void)GuardDecode("request", [&]() -> Status {
     BodyReader reader(frame.body);
-    control = reader.Root<wire::Request>().which() == wire::Request::CALLBACK_DONE;
+    auto which = reader.Root<wire::Request>().which();
+    control = which == wire::Request::CALLBACK_DONE || which == wire::Request::GRAPH_HOST_NODE_DONE;
     return Status::Ok();
   });
   return control;

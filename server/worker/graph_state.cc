@@ -13,6 +13,16 @@ void RepeatCallbackTrampoline(void* arg) {
   cb->cv.wait(lock, [&] { return cb->released || cb->done >= n; });
 }
 
+void HostNodeSyncTrampoline(void* arg) {
+  auto* sync = static_cast<HostNodeSync*>(arg);
+  RepeatCallback* cb = sync->cb;
+  std::unique_lock<std::mutex> lock(cb->mu);
+  if (cb->released) return;
+  uint64_t n = ++cb->reached;
+  cb->notices->Push({cb->id, true, sync});
+  cb->cv.wait(lock, [&] { return cb->released || cb->done >= n; });
+}
+
 void UserObjectTrampoline(void* arg) {
   auto* cb = static_cast<RepeatCallback*>(arg);
   std::lock_guard<std::mutex> lock(cb->mu);
@@ -139,6 +149,11 @@ RepeatCallback* GraphTables::Repeat(uint64_t id) {
   return cb.get();
 }
 
+HostNodeSync* GraphTables::NewSync(HostNodeSync s) {
+  syncs_.push_back(std::make_unique<HostNodeSync>(std::move(s)));
+  return syncs_.back().get();
+}
+
 void GraphTables::ReleaseCallbacks() {
   for (auto& [id, cb] : repeat_) {
     std::lock_guard<std::mutex> lock(cb->mu);
@@ -149,6 +164,9 @@ void GraphTables::ReleaseCallbacks() {
   static auto* leaked = new std::vector<std::shared_ptr<RepeatCallback>>();
   for (auto& [id, cb] : repeat_) leaked->push_back(std::move(cb));
   repeat_.clear();
+  static auto* leaked_syncs = new std::vector<std::unique_ptr<HostNodeSync>>();
+  for (auto& sync : syncs_) leaked_syncs->push_back(std::move(sync));
+  syncs_.clear();
 }
 
 void GraphTables::Clear() {

@@ -13,6 +13,7 @@
 #include "cuda_api.h"
 #include "cuda_graph_wire.h"
 #include "worker/api_op.h"
+#include "worker/handlers.h"
 
 namespace remora::worker::gen::cuda {
 namespace {
@@ -37,12 +38,23 @@ void PutBindings(OpContext& x, const std::vector<HostBinding>& bindings) {
   }
 }
 
+// Host nodes of an executable graph with staging move its host memory (graph_host_sync.cc).
+// The graph is made already: a failure here leaves those nodes as they were, and says so.
+void SetUpHostNodes(OpContext& x, uint64_t exec_id, uint64_t graph) {
+  const Graph* src = Tables(x).graphs().Find(graph);
+  if (src == nullptr) return;
+  Status st = Handlers::SetUpHostNodeSync(x.executor(), exec_id, src->graph);
+  if (!st.ok())
+    LOG_WARN("the host nodes of an executable graph will see its host memory only after each launch: {}", st.ToString());
+}
+
 // An executable graph's result: its handle and the host memory its launches move.
 Status PutExec(OpContext& x, CUgraphExec exec, uint64_t graph) {
   GraphTables& g = Tables(x);
   uint64_t id = g.AdoptExec(exec, x.gpu());
   GraphExec* e = g.execs().Find(id);
   if (const Graph* src = g.graphs().Find(graph)) e->bindings = src->bindings;
+  SetUpHostNodes(x, id, graph);
   x.out().Put<uint64_t>(id);
   PutBindings(x, e->bindings);
   return Status::Ok();
@@ -77,6 +89,13 @@ Status Op_cuGraphClone(OpContext& x) {
   uint64_t id = g.AdoptGraph(clone, x.gpu(), 0, true);
   if (const Graph* src = g.graphs().Find(x.graph())) {
     std::vector<HostBinding> copy = src->bindings;
+    // The clone's copies are its own nodes.
+    for (HostBinding& b : copy) {
+      CUgraphNode in_clone = nullptr;
+      if (b.node != nullptr && x.Library<Api>().cuGraphNodeFindInClone(&in_clone, static_cast<CUgraphNode>(b.node), clone) != CUDA_SUCCESS)
+        in_clone = nullptr;
+      b.node = in_clone;
+    }
     g.graphs().Find(id)->bindings = std::move(copy);
   }
   x.out().Put<uint64_t>(id);
@@ -160,6 +179,7 @@ Status Op_cuGraphExecUpdate_v2(OpContext& x) {
     std::vector<HostBinding> old = std::move(e->bindings);
     e->bindings = src->bindings;
     x.executor().FreeStaging(g.Unbound(old));
+    SetUpHostNodes(x, exec_id, graph_id);  // its host nodes are the new graph's
   }
   PutBindings(x, e != nullptr ? e->bindings : std::vector<HostBinding>{});
   // A failed update is a result the caller reads (resultInfo), with its own status.

@@ -237,11 +237,19 @@ Status DecodeNodeParams(OpContext& x, NodeParams* np) {
   }
 }
 
+// The host memory `node` binds (its copy's, or its child graph's as the node's own).
+void BindTo(GraphTables& g, uint64_t graph_id, void* node, std::vector<HostBinding>& bindings) {
+  for (HostBinding& b : bindings) {
+    b.node = node;
+    g.Bind(graph_id, b);
+  }
+}
+
 // What a new node's parameters produced: body graphs, graph memory, bound host memory.
-Status Adopted(OpContext& x, uint64_t graph_id, NodeParams& np) {
+Status Adopted(OpContext& x, uint64_t graph_id, void* node, NodeParams& np) {
   GraphTables& g = Tables(x);
   Executor& ex = x.executor();
-  for (const HostBinding& b : np.bindings) g.Bind(graph_id, b);
+  BindTo(g, graph_id, node, np.bindings);
   if (np.p.type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
     const CUgraph* bodies = np.p.conditional.phGraph_out;
     if (bodies == nullptr) return Error(Err::kUnknown, "cuGraphAddNode made a conditional node but returned no body graphs");
@@ -301,7 +309,7 @@ Status Op_cuGraphAddNode_v2(OpContext& x) {
     return Failed(x, r, "cuGraphAddNode");
   }
   x.out().Put<uint64_t>(Tables(x).AdoptNode(node, graph_id));
-  return Adopted(x, graph_id, np);
+  return Adopted(x, graph_id, node, np);
 }
 
 Status Op_cuGraphNodeSetParams(OpContext& x) {
@@ -323,7 +331,7 @@ Status Op_cuGraphNodeSetParams(OpContext& x) {
     x.executor().FreeStaging(np.staging);
     return Failed(x, r, "cuGraphNodeSetParams");
   }
-  for (const HostBinding& b : np.bindings) Tables(x).Bind(graph_id, b);
+  BindTo(Tables(x), graph_id, node, np.bindings);
   return Status::Ok();
 }
 
@@ -352,6 +360,7 @@ Status Op_cuGraphExecNodeSetParams(OpContext& x) {
     return Failed(x, r, "cuGraphExecNodeSetParams");
   }
   GraphExec* e = Tables(x).execs().Find(exec_id);
+  for (HostBinding& b : np.bindings) b.node = node;
   if (e != nullptr) e->bindings.insert(e->bindings.end(), np.bindings.begin(), np.bindings.end());
   x.out().Put<uint64_t>(e ? e->bindings.size() : 0);
   if (e != nullptr)

@@ -135,6 +135,10 @@ class Client {
   // kRun, run id once without answering.
   enum class CallbackEvent { kReached, kCancelled, kRepeat, kCaptured, kRun };
   void SetCallbackSink(std::function<void(CallbackEvent, uint64_t)> sink) { callback_sink_ = std::move(sink); }
+  // Where a graph host node's notice goes (Notice.graphHostNode: the bytes its graph's
+  // copies wrote into the application's memory before it, then run the function; called
+  // on the receiving thread, must not block).
+  void SetGraphNodeSink(std::function<void(wire::GraphHostNode::Reader)> sink) { graph_node_sink_ = std::move(sink); }
   // Receives one frame if no other thread is receiving, waiting at most timeout_ms; used by
   // the callback thread so a notice arrives even when no application thread waits.
   void Pump(int timeout_ms);
@@ -239,6 +243,7 @@ class Client {
   Status broken_;
   Status async_error_;
   std::function<void(CallbackEvent, uint64_t)> callback_sink_;
+  std::function<void(wire::GraphHostNode::Reader)> graph_node_sink_;
   std::atomic<uint32_t> captures_{0};
   SharedBounce bounce_;  // has its own lock
   Status sticky_;

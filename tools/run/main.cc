@@ -81,12 +81,15 @@ int ExitCodeOf(int status) {
   return 1;
 }
 
-// Starts argv with `env` added to this process's environment (in the child only).
+// Starts argv with `env` added to this process's environment and `unset` taken out of it
+// (in the child only).
 pid_t Start(const std::vector<std::string>& argv, const std::string& log,
-            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+            const std::vector<std::pair<std::string, std::string>>& env = {},
+            const std::vector<std::string>& unset = {}) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  for (const std::string& k : unset) unsetenv(k.c_str());
   if (!log.empty()) {
     FILE* f = std::fopen(log.c_str(), "w");
     if (f != nullptr) {
@@ -233,7 +236,9 @@ int main(int argc, char** argv) {
                                     tmp + "/ready", "--drain-timeout", "5", "--log-level", verbose ? "info" : "warn"};
   if (backend == "host") sargs.insert(sargs.end(), {"--host-gpus", host_gpus, "--host-gpu-memory", host_mem});
   std::string log = verbose ? "" : tmp + "/server.log";
-  pid_t srv = Start(sargs, log);
+  // CUDA_VISIBLE_DEVICES is the application's: it chooses among the session's devices (the
+  // shim applies it). The private server serves this machine's GPUs, all of them.
+  pid_t srv = Start(sargs, log, {}, {"CUDA_VISIBLE_DEVICES"});
   auto cleanup = [&] {
     std::error_code ec;
     fs::remove_all(tmp, ec);
