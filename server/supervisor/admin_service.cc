@@ -401,9 +401,11 @@ class ConnectionSet final : private kj::TaskSet::ErrorHandler {
 using ServeFn = std::function<void(kj::Own<kj::AsyncIoStream>)>;
 
 // Accepts until cancelled; an accept error (out of descriptors) is logged and retried after
-// a pause instead of ending the admin API.
+// a pause instead of ending the admin API. kj's accept() throws EMFILE synchronously, so it
+// is called inside evalNow: the error reaches the handler below on every round, the retry's
+// included (N1: the retry used to throw outside any handler and end the admin thread).
 kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, kj::Timer& timer, ConnectionSet& set, ServeFn serve) {
-  return listener.accept().then(
+  return kj::evalNow([&listener]() { return listener.accept(); }).then(
       [&listener, &timer, &set, serve](kj::Own<kj::AsyncIoStream> stream) {
         if (set.Full()) set.Warn(fmt::format("{} connections already: one refused", ConnectionSet::kMaxConnections));
         else serve(kj::mv(stream));

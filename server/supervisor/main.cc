@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
                  "0: none)");
   app.add_option("--session-limit", o.session_limits,
                  "a per-session limit, NAME=VALUE (repeatable): streams, events, modules, module-bytes, pools, "
-                 "graphs, callbacks, pinned-bytes, pending, spill-bytes (docs/SECURITY.md)");
+                 "graphs, callbacks, pinned-bytes, ipc-exports, library-objects, graph-nodes, pending, spill-bytes "
+                 "(docs/SECURITY.md)");
   std::string cache_bytes, tenant_cache_bytes;
   app.add_option("--module-cache-dir", o.module_cache_dir, "module image caches (default STATE_DIR/modules)");
   app.add_option("--module-cache-size", cache_bytes, "bytes all tenants' module caches may hold together (default 16GiB)");
@@ -69,6 +70,13 @@ int main(int argc, char** argv) {
                  "auto: schedule and measure a GPU's work only while a tenant attached to it has a compute share, "
                  "cap or priority (no cost otherwise); on: always, measuring GPU time on every GPU")
       ->check(CLI::IsMember({"auto", "on"}));
+  // Issue 40 (docs/SECURITY.md, N1 and N4).
+  app.add_option("--ipc-exports-per-tenant", o.ipc_exports_per_tenant,
+                 "CUDA IPC exports one tenant may hold, all its sessions together (default 16384)");
+  app.add_option("--worker-memory-max", o.worker_memory_max,
+                 "memory a session's worker process may take on beyond what it held at its start, e.g. 8GiB "
+                 "(RLIMIT_DATA): auto (the default: the emulated GPUs' memory plus 4GiB on the host backend, none on "
+                 "cuda) or off");
   CLI11_PARSE(app, argc, argv);
   o.auth_required = auth == "token";
   o.encrypt = *ParseEncryptMode(encrypt);

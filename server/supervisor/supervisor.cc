@@ -51,6 +51,26 @@ uint64_t DescriptorLimit() {
   return ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? static_cast<uint64_t>(rl.rlim_cur) : 1024;
 }
 
+// The memory wall of each worker process (N4): the bytes its data segment and private
+// writable mappings may grow by after its start (RLIMIT_DATA, set by the worker: its
+// --memory-max), which a client's objects grow; 0 for none. Not RLIMIT_AS:
+// the CUDA driver reserves far more address space than it uses. On the host backend the
+// emulated GPUs' memory is such a mapping, so "auto" allows it plus 4 GiB; on cuda "auto" is
+// no limit (device memory is the ledger's; an explicit size applies RLIMIT_DATA there too).
+Result<uint64_t> WorkerMemoryMax(const ServerOptions& o) {
+  const std::string& v = o.worker_memory_max;
+  if (v == "off" || v == "0") return uint64_t{0};
+  if (v != "auto") {
+    ASSIGN_OR_RETURN(std::optional<uint64_t> n, ParseSize(v));
+    if (n && *n < (64ull << 20)) return Error(Err::kInvalidValue, "--worker-memory-max {}: at least 64MiB", v);
+    return n.value_or(0);
+  }
+  if (o.backend != "host") return uint64_t{0};
+  ASSIGN_OR_RETURN(std::optional<uint64_t> per_gpu, ParseSize(o.host_gpu_memory));
+  if (!per_gpu) return uint64_t{0};
+  return *per_gpu * static_cast<uint64_t>(std::max(o.host_gpus, 1)) + (4ull << 30);
+}
+
 // The state directory holds the stored keys: this server's, and nobody else's to read.
 Status CheckStateDirectory(const std::string& dir) {
   struct stat st;
@@ -113,6 +133,20 @@ Status Supervisor::Start() {
     worker::SessionLimits limits;
     for (const std::string& a : options_.session_limits) RETURN_IF_ERROR(limits.Set(a));
     limits_arg_ = limits.Format();
+    // IPC exports: the worker's own check, again here where a compromised worker cannot skip
+    // it, per tenant, and within a quarter of this process's descriptors (N1).
+    IpcLimits ipc;
+    ipc.per_session = limits.limit(worker::Resource::kIpcExports);
+    ipc.per_tenant = options_.ipc_exports_per_tenant;
+    ipc.descriptors = std::max<uint64_t>(DescriptorLimit() / 4, 16);
+    ipc_.SetLimits(ipc);
+    ASSIGN_OR_RETURN(worker_memory_max_, WorkerMemoryMax(options_));
+    if (worker_memory_max_ > 0)
+      LOG_INFO("each session's worker may take on {} of memory (RLIMIT_DATA, --worker-memory-max)",
+               FormatSize(worker_memory_max_));
+    else
+      LOG_INFO("session workers have no memory limit of their own (--worker-memory-max {})",
+               options_.worker_memory_max);
   }
   RETURN_IF_ERROR(CheckStateDirectory(options_.state_dir));
   ASSIGN_OR_RETURN(store_, OpenSqliteStateStore(options_.state_dir));
@@ -447,6 +481,7 @@ Status Supervisor::MigrateSession(uint64_t id, const std::string& url, const std
       order.setUrl(url);
       order.setToken(token);
     }));
+    s.migrate_ordered = true;
     LOG_INFO("session {} (tenant '{}'): the administrator moves it to {}", id, s.tenant, url);
     return Status::Ok();
   }

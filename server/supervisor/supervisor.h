@@ -80,6 +80,10 @@ struct ServerOptions {
   // tcp:// data connections granted to a session at most (-1: one per core, at most 8;
   // 0: none, bulk stays on the control connection).
   int tcp_streams = -1;
+  // Issue 40 (N1, N4): IPC exports one tenant may hold (all its sessions), and the memory a
+  // session's worker process may use ("auto", "off" or a size; worker_launcher.h).
+  uint64_t ipc_exports_per_tenant = 16384;
+  std::string worker_memory_max = "auto";
 };
 
 struct TenantState {
@@ -104,6 +108,10 @@ struct SessionState {
   uint32_t data_streams = 0;    // tcp data connections granted (docs/PROTOCOL.md)
   uint32_t data_joined = 0;     // bit i: data connection i was accepted and handed over
   SessionKey data_key{};        // checks their DataHellos
+  // Issue 40 (N6): a move the administrator ordered and whose failure report is awaited
+  // (taken once), and the budget of the lines its client or worker can cause.
+  bool migrate_ordered = false;
+  LogBudget peer_log{5, 10};
 };
 
 // Event counts for /metrics. Written on the loop and handshake threads, read anywhere.
@@ -216,6 +224,7 @@ class Supervisor {
   std::optional<WorkerLauncher> launcher_;
   std::optional<WorkerRegistry> registry_;  // STATE_DIR/workers: found again after a crash
   std::string limits_arg_;  // SessionLimits::Format() for workers
+  uint64_t worker_memory_max_ = 0;  // RLIMIT_DATA of each worker (0: none); --worker-memory-max
   std::optional<Ledger> ledger_;
   ComputeRegion compute_;  // the compute board every worker maps
   std::vector<std::unique_ptr<Listener>> listeners_;
@@ -237,6 +246,7 @@ class Supervisor {
   Fd spare_fd_;  // kept open to accept (and drop) a connection when out of descriptors
   std::unique_ptr<Handshakes> handshakes_;
   LogBudget accept_log_{5, 10};
+  LogBudget data_log_{20, 10};  // refused tcp data connections (unauthenticated peers)
   std::mutex queue_mu_;
   std::deque<std::function<void()>> calls_;
   bool draining_ = false;

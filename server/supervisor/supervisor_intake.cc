@@ -135,6 +135,7 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
       "--client-deadline-ms", std::to_string(static_cast<uint64_t>(options_.deadline_s * 1000))};
   if (options_.backend == "host")
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
+  if (worker_memory_max_ > 0) args.insert(args.end(), {"--memory-max", std::to_string(worker_memory_max_)});
   if (peer.keys) args.push_back("--encrypted");
   if (peer.window != 0) args.insert(args.end(), {"--window", std::to_string(peer.window)});
   // tcp: data connections to stripe bulk over (none for encrypted sessions: their bulk stays
@@ -206,7 +207,8 @@ void Supervisor::OnDataConnection(PendingConnection conn, DataHello hello) {
   else if (found->data_joined & (1u << hello.index)) why = fmt::format("index {} already joined", hello.index);
   if (!why.empty()) {
     counters_.handshakes_refused++;
-    LOG_WARN("tcp data connection from {} for session {} refused: {}", conn.peer, hello.session_id, why);
+    LOG_PEER(data_log_, Warn, "tcp data connection from {} for session {} refused: {}", conn.peer, hello.session_id,
+             why);
     (void)SendRefusal(fs, Err::kNoDevice, "data connection refused: not a connection of a session of this server");
     return;
   }

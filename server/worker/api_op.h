@@ -102,8 +102,14 @@ class OpContext {
     *object = o;
     return Status::Ok();
   }
-  // The id a client minted for an object this call creates is well formed and unused.
-  Status CheckNewObject(HandleKind kind, uint64_t id) { return ex_.session().lib_objects().CheckNew(id, kind); }
+  // The id a client minted for an object this call creates is well formed and unused, and
+  // the session has room for one more (library-objects, worker/limits.h): else the library's
+  // own out-of-memory status (the generated code maps kMemoryAllocation to it).
+  Status CheckNewObject(HandleKind kind, uint64_t id) {
+    LibObjects& objects = ex_.session().lib_objects();
+    RETURN_IF_ERROR(objects.CheckNew(id, kind));
+    return ex_.resources().Room(Resource::kLibObjects, objects.size());
+  }
   // Registers what the library created under the client's id, on the call's GPU.
   template <typename T>
   LibObject* AdoptObject(HandleKind kind, uint64_t id, T handle) {

@@ -131,6 +131,9 @@ class Driver {
   // on another server ({address, bytes}, sorted by address, not overlapping), each freed by
   // MemFree later; kMemoryAllocation (and nothing allocated) where a range is not free here.
   virtual Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) = 0;
+  // The granule MemPlace maps on the current device (worker/placement.h: a placement holds
+  // whole granules, and is charged so).
+  virtual Result<uint64_t> PlacementGranularity() = 0;
   virtual Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream s) = 0;  // async on s
   virtual Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream s) = 0;        // async on s
   virtual Status MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream s) = 0;       // async on s

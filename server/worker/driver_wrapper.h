@@ -24,6 +24,7 @@ class DriverWrapper : public Driver {
   Result<DevPtr> MemAlloc(size_t bytes) override { return t_.MemAlloc(bytes); }
   Status MemFree(DevPtr ptr) override { return t_.MemFree(ptr); }
   Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& a) override { return t_.MemPlace(a); }
+  Result<uint64_t> PlacementGranularity() override { return t_.PlacementGranularity(); }
   void* CurrentContext() override { return t_.CurrentContext(); }
   Status SetCaptureMode(int mode) override { return t_.SetCaptureMode(mode); }
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream s) override { return t_.MemcpyHtoD(dst, src, n, s); }

@@ -15,6 +15,7 @@
 #include "worker/compute_hook.h"
 #include "worker/gen_tables.h"
 #include "worker/handlers.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 
@@ -228,10 +229,17 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MIGRATE_IMPORT: return Handlers::MigrateImport(*this, tag, req);
       case W::MIGRATE_MODULE: return Handlers::MigrateModule(*this, frame, req);
       case W::MIGRATE_FAILED: {
-        auto text = req.getMigrateFailed();
-        std::string why = Printable(std::string_view(text.cStr(), text.size()), 512);
-        LOG_WARN("session {}: the client did not move: {}", config_.session_id, why);
-        if (control_ != nullptr) control_->MigrateFailed(why);
+        // The answer to a move the administrator ordered, taken once (N6); a report nobody
+        // asked for is dropped (its client's to send, not to log or forward).
+        if (std::exchange(migrate_ordered_, false)) {
+          auto text = req.getMigrateFailed();
+          std::string why = Printable(std::string_view(text.cStr(), text.size()), 512);
+          LOG_WARN("session {}: the client did not move: {}", config_.session_id, why);
+          if (control_ != nullptr) control_->MigrateFailed(why);
+        } else {
+          LOG_PEER(PeerLog(), Info, "session {}: a report of a failed move nobody ordered: ignored",
+                   config_.session_id);
+        }
         return Handlers::ExpectsReply(frame) ? PostReply(tag, Status::Ok()) : Status::Ok();
       }
       case W::GET_GLOBAL: return Handlers::GetGlobal(*this, tag, req);
@@ -363,7 +371,8 @@ Result<bool> Executor::PollPending() {
       if (error.code() == Err::kDevicesUnavailable) return error;
       std::unique_ptr<PendingOp> rest = (*it)->Recover(*this, error);
       if (rest == nullptr) return error;
-      LOG_WARN("session {}: a transfer failed, its call fails and the session goes on: {}", config_.session_id, error.ToString());
+      LOG_PEER(PeerLog(), Warn, "session {}: a transfer failed, its call fails and the session goes on: {}",
+               config_.session_id, error.ToString());
       *it = std::move(rest);
       progressed = true;
       continue;  // polled again at once: it may finish now
@@ -386,6 +395,7 @@ Status Executor::ApplyControl(const ControlEvent& ev) {
   }
   if (ev.kind == ControlEvent::Kind::kMigrate) {
     LOG_INFO("session {}: the administrator moves it to {}", config_.session_id, ev.url);
+    migrate_ordered_ = true;
     return PostNotice([&](wire::Notice::Builder& n) {
       auto m = n.initMigrate();
       m.setUrl(ev.url);

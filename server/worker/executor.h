@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "remora.capnp.h"
@@ -237,6 +238,9 @@ class Executor {
   void FreeStaging(const std::vector<DevPtr>& buffers);
   // What the session holds against its limits (worker/limits.h).
   ResourceCounter& resources() { return resources_; }
+  // Planned migration (issue 40, N5): a session takes one migrateImport in its life (true
+  // the first time this is asked), and only while nothing else was made in it.
+  bool TakeMigrationImport() { return !std::exchange(migration_imported_, true); }
 
   // Libraries whose generated calls this session serves (the driver API always; others as
   // the worker loads them): the operations and the implementation they call.
@@ -282,6 +286,10 @@ class Executor {
   std::atomic<bool> stop_{false};
   bool goodbye_ = false;
   std::string end_reason_;
+  // N5, N6: a migrateImport was taken; the administrator ordered a move whose failure
+  // report (migrateFailed) is awaited, once.
+  bool migration_imported_ = false;
+  bool migrate_ordered_ = false;
   uint64_t generation_ = 1;
   int current_gpu_ = -1;
   Status deferred_;  // first asynchronous failure not yet reported

@@ -116,11 +116,13 @@ struct Graph {
   bool owned = false;         // the application's to destroy (else a capture's or a node's)
   std::vector<HostBinding> bindings;
   std::vector<DevPtr> memory;  // allocated by its memory nodes (session allocations)
+  uint64_t nodes = 0;          // nodes counted for it (node_count(), below)
 };
 struct GraphExec {
   void* exec = nullptr;       // CUgraphExec
   int gpu = 0;
   std::vector<HostBinding> bindings;
+  uint64_t nodes = 0;          // its graph's count when it was instantiated
 };
 struct GraphNode {
   void* node = nullptr;       // CUgraphNode
@@ -171,6 +173,19 @@ class GraphTables {
   // outermost graph refreshes it).
   void Bind(uint64_t graph, const HostBinding& b);
 
+  // ---- node accounting (the session limit graph-nodes, worker/limits.h; issue 40, N4) ----
+  // Nodes the session's graphs and executable graphs hold, as the worker counts them: one
+  // per node added (a child graph node: one plus its child's), a clone's and an
+  // instantiation's source count, a capture's graph's count from the driver at its end (a
+  // capture in progress is bounded by the worker's memory wall only); less a node destroyed,
+  // and a graph's or exec's count when it goes.
+  uint64_t node_count() const { return node_count_; }
+  void AddNodes(uint64_t graph, uint64_t n);
+  void SetExecNodes(uint64_t exec, uint64_t n);
+  uint64_t NodesOf(uint64_t graph) const;
+  // cuGraphDestroyNode of node `id`: one node less in its graph (then ForgetNode).
+  void NodeDestroyed(uint64_t id);
+
   // ---- captures ------------------------------------------------------------------------
   std::map<void*, Capture>& captures() { return captures_; }  // by driver stream
   int active_captures() const { return static_cast<int>(captures_.size()); }
@@ -207,6 +222,7 @@ class GraphTables {
   std::map<uint64_t, std::shared_ptr<RepeatCallback>> repeat_;
   std::vector<std::unique_ptr<HostNodeSync>> syncs_;
   std::map<int, DStream> sync_streams_;
+  uint64_t node_count_ = 0;
 };
 
 }  // namespace remora::worker

@@ -63,6 +63,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // still finds the memory mapped (Retire).
   Status MemFree(DevPtr p) override;
   Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) override;
+  // The emulated GPU's granule (cuMemGetAllocationGranularity's, 2 MiB): a placement is
+  // charged as the cuda backend holds it, though this heap holds only the allocations.
+  Result<uint64_t> PlacementGranularity() override { return uint64_t{2} << 20; }
 
   // Copies and memsets validate their ranges now and move bytes in stream order.
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream stream) override;

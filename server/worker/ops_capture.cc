@@ -186,7 +186,21 @@ Status Op_cuStreamEndCapture(OpContext& x) {
   }
   // Without phGraph the capture went into a graph the session already knows (or the driver
   // refused above); its staging stays bound to it.
-  x.out().Put<uint64_t>(graph == nullptr ? 0 : g.AdoptGraph(graph, x.gpu(), 0, true));
+  uint64_t id = graph == nullptr ? 0 : g.AdoptGraph(graph, x.gpu(), 0, true);
+  if (id != 0) {
+    // Its nodes count from now on (graph-nodes, worker/limits.h); past the limit the graph
+    // is not kept.
+    size_t nodes = 0;
+    (void)api.cuGraphGetNodes(graph, nullptr, &nodes);
+    Status room = ex.resources().Room(Resource::kGraphNodes, g.node_count(), nodes);
+    if (!room.ok()) {
+      (void)api.cuGraphDestroy(graph);
+      ex.FreeStaging(g.ForgetGraph(id));
+      return room;
+    }
+    g.AddNodes(id, nodes);
+  }
+  x.out().Put<uint64_t>(id);
   return Status::Ok();
 }
 

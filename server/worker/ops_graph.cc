@@ -48,10 +48,23 @@ void SetUpHostNodes(OpContext& x, uint64_t exec_id, uint64_t graph) {
     LOG_WARN("the host nodes of an executable graph will see its host memory only after each launch: {}", st.ToString());
 }
 
+// Room for `adding` more graph nodes in the session (graph-nodes, worker/limits.h).
+Status NodeRoom(OpContext& x, uint64_t adding) {
+  GraphTables& g = Tables(x);
+  return x.executor().resources().Room(Resource::kGraphNodes, g.node_count(), adding);
+}
+
+// Before an instantiation of `graph`: room for one more graph and for its nodes.
+Status ExecRoom(OpContext& x, uint64_t graph) {
+  RETURN_IF_ERROR(x.HandleRoom(HandleKind::kGraphExec));
+  return NodeRoom(x, Tables(x).NodesOf(graph));
+}
+
 // An executable graph's result: its handle and the host memory its launches move.
 Status PutExec(OpContext& x, CUgraphExec exec, uint64_t graph) {
   GraphTables& g = Tables(x);
   uint64_t id = g.AdoptExec(exec, x.gpu());
+  g.SetExecNodes(id, g.NodesOf(graph));
   GraphExec* e = g.execs().Find(id);
   if (const Graph* src = g.graphs().Find(graph)) e->bindings = src->bindings;
   SetUpHostNodes(x, id, graph);
@@ -82,11 +95,15 @@ Status Op_cuGraphClone(OpContext& x) {
   RETURN_IF_ERROR(x.Handle(HandleKind::kGraph, false, &original));
   RETURN_IF_ERROR(x.EndArgs());
   RETURN_IF_ERROR(x.Ready());
+  RETURN_IF_ERROR(x.HandleRoom(HandleKind::kGraph));
+  const uint64_t nodes = Tables(x).NodesOf(x.graph());
+  RETURN_IF_ERROR(NodeRoom(x, nodes));
   CUgraph clone = nullptr;
   CUresult r = x.Library<Api>().cuGraphClone(&clone, static_cast<CUgraph>(original));
   if (r != CUDA_SUCCESS) return Failed(x, r, "cuGraphClone");
   GraphTables& g = Tables(x);
   uint64_t id = g.AdoptGraph(clone, x.gpu(), 0, true);
+  g.AddNodes(id, nodes);
   if (const Graph* src = g.graphs().Find(x.graph())) {
     std::vector<HostBinding> copy = src->bindings;
     // The clone's copies are its own nodes.
@@ -108,6 +125,7 @@ Status Op_cuGraphInstantiateWithFlags(OpContext& x) {
   auto flags = x.in().Get<unsigned long long>();
   RETURN_IF_ERROR(x.EndArgs());
   RETURN_IF_ERROR(x.Ready());
+  RETURN_IF_ERROR(ExecRoom(x, x.graph()));
   CUgraphExec exec = nullptr;
   CUresult r = x.Library<Api>().cuGraphInstantiateWithFlags(&exec, static_cast<CUgraph>(graph), flags);
   if (r != CUDA_SUCCESS) return Failed(x, r, "cuGraphInstantiate");
@@ -125,6 +143,7 @@ Status Op_cuGraphInstantiateWithParams(OpContext& x) {
   RETURN_IF_ERROR(x.Stream(&stream));
   RETURN_IF_ERROR(x.EndArgs());
   RETURN_IF_ERROR(x.Ready());
+  RETURN_IF_ERROR(ExecRoom(x, graph_id));
   p.hUploadStream = static_cast<CUstream>(stream);
   CUgraphExec exec = nullptr;
   CUresult r = x.Library<Api>().cuGraphInstantiateWithParams(&exec, static_cast<CUgraph>(graph), &p);
@@ -280,6 +299,7 @@ Status Op_cuGraphDestroyNode(OpContext& x) {
   RETURN_IF_ERROR(x.Ready());
   CUresult r = x.Library<Api>().cuGraphDestroyNode(static_cast<CUgraphNode>(node));
   if (r != CUDA_SUCCESS) return Failed(x, r, "cuGraphDestroyNode");
+  Tables(x).NodeDestroyed(h);
   Tables(x).ForgetNode(h);
   return Status::Ok();
 }
@@ -294,6 +314,7 @@ Status Op_cuUserObjectCreate(OpContext& x) {
   if (id == 0) return Error(Err::kInvalidValue, "a user object needs a destructor");
   GraphTables& g = Tables(x);
   CUuserObject obj = nullptr;
+  RETURN_IF_ERROR(x.HandleRoom(HandleKind::kUserObject));
   CUresult r = x.Library<Api>().cuUserObjectCreate(&obj, g.Repeat(id), UserObjectTrampoline, count, flags);
   if (r != CUDA_SUCCESS) return Failed(x, r, "cuUserObjectCreate");
   x.out().Put<uint64_t>(g.AdoptUserObject(obj));

@@ -35,6 +35,7 @@ struct NodeParams {
   std::vector<CUgraph> bodies;
   std::vector<HostBinding> bindings;  // staging made for host sides (bound once the node exists)
   std::vector<DevPtr> staging;        // the same buffers, freed if the driver refuses the node
+  uint64_t child_nodes = 0;           // a child graph node: the nodes its graph brings along
 };
 
 // The bytes of a strided region [x, y, z] .. + [width, height, depth].
@@ -184,8 +185,10 @@ Status DecodeNodeParams(OpContext& x, NodeParams* np) {
       RETURN_IF_ERROR(x.Handle(HandleKind::kGraph, false, &child));
       p.graph.graph = static_cast<CUgraph>(child);
       p.graph.ownership = static_cast<CUgraphChildGraphNodeOwnership>(x.in().Get<uint32_t>());
-      // The parent graph copies the child's host memory (clone) or takes it over (move).
+      // The parent graph copies the child's host memory (clone) or takes it over (move), and
+      // holds its nodes.
       if (const Graph* c = Tables(x).graphs().Find(x.graph())) np->bindings = c->bindings;
+      np->child_nodes = Tables(x).NodesOf(x.graph());
       x.SetGraph(parent);
       return Status::Ok();
     }
@@ -297,6 +300,11 @@ Status Op_cuGraphAddNode_v2(OpContext& x) {
   if (decoded.ok()) decoded = x.EndArgs();
   if (decoded.ok() && has_edges && edges.size() != deps.size()) decoded = x.Malformed("edge data for a different number of dependencies");
   if (decoded.ok()) decoded = x.Ready();
+  // A graph's nodes are memory of the worker (and of the driver): bounded (graph-nodes).
+  GraphTables& tables = Tables(x);
+  if (decoded.ok())
+    decoded = x.executor().resources().Room(Resource::kGraphNodes, tables.node_count(),
+                                            1 + np.child_nodes);
   if (!decoded.ok()) {
     x.executor().FreeStaging(np.staging);
     return decoded;
@@ -308,7 +316,8 @@ Status Op_cuGraphAddNode_v2(OpContext& x) {
     x.executor().FreeStaging(np.staging);
     return Failed(x, r, "cuGraphAddNode");
   }
-  x.out().Put<uint64_t>(Tables(x).AdoptNode(node, graph_id));
+  x.out().Put<uint64_t>(tables.AdoptNode(node, graph_id));
+  tables.AddNodes(graph_id, 1 + np.child_nodes);
   return Adopted(x, graph_id, node, np);
 }
 

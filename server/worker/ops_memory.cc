@@ -15,6 +15,7 @@
 #include "worker/handlers.h"
 #include "worker/api_pool_ipc.h"
 #include "worker/ipc_state.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 namespace {
@@ -226,7 +227,7 @@ Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {
   if (ex.ledger() != nullptr) {
     Status q = ex.ledger()->Reserve(ex.ledger_slot(), static_cast<uint32_t>(*gpu), size);
     if (!q.ok()) {
-      LOG_INFO("refused {} on GPU {}: {}", FormatSize(size), *gpu, q.message());
+      LOG_PEER(PeerLog(), Info, "refused {} on GPU {}: {}", FormatSize(size), *gpu, q.message());
       return ex.PostReply(tag, q);
     }
   }
