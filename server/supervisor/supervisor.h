@@ -180,6 +180,9 @@ class Supervisor {
   void OnDataConnection(PendingConnection conn, DataHello hello);
   Status SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* out);
   void Reap();
+  // Sends a signal to a session worker (through WorkerLauncher: it may run as another user);
+  // failures other than "already gone" are logged.
+  void SignalWorker(pid_t pid, int sig);
   // ---- IPC between sessions (supervisor_ipc.cc) ----
   // Epoll tags of the workers' control sockets: kControlTag + pid (below Handshakes' tags).
   static constexpr uint64_t kControlTag = 1ull << 31;
