@@ -194,7 +194,7 @@ TEST_F(AdminTcp, IdlePeersCannotLockOutAnAdministrator) {
       }
       std::vector<struct pollfd> p;
       for (auto& [fd, h] : conns) p.push_back({fd.get(), POLLIN, 0});
-      ::poll(p.data(), p.size(), 50);
+      ::poll(p.data(), p.size(), 100);
       for (size_t i = 0; i < p.size(); i++)
         if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) {
           char buf[256];
