@@ -28,6 +28,8 @@ PKGS=(
   slurmctld slurmd slurm-client munge libslurm-dev
   prometheus curl
   dpkg-dev adduser systemd
+  # setcap/getcap: remora-worker-exec's file capabilities (security_test, the package's postinst).
+  libcap2-bin
   # Robustness stages (tools/robustness.sh): clang builds with ASan+UBSan and TSan, and the
   # libFuzzer targets; libclang-rt-dev has libFuzzer and the sanitizer runtimes.
   clang libclang-rt-dev

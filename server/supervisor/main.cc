@@ -64,8 +64,14 @@ int main(int argc, char** argv) {
   std::string shm_mode;
   app.add_option("--shm-mode", shm_mode, "mode of the shm:// socket, octal (default 0666 with --auth token, else 0600)");
   app.add_option("--metrics-listen", o.metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics (tcp://HOST:PORT; no authentication: "
-                 "bind it to a trusted network)");
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (tcp://HOST:PORT); without authentication "
+                 "only the server's and GPUs' series");
+  app.add_option("--metrics-token-file", o.metrics_token_file,
+                 "bearer token (created if missing) a scraper sends to get the per-tenant and per-session series too "
+                 "(Prometheus: authorization: {credentials_file: ...})");
+  app.add_flag("--metrics-public-details", o.metrics_public_details,
+               "give every scraper the per-tenant and per-session series (tenant names, quotas, usage; sessions' "
+               "program, user and host)");
   app.add_option("--compute-control", o.compute_control,
                  "auto: schedule and measure a GPU's work only while a tenant attached to it has a compute share, "
                  "cap or priority (no cost otherwise); on: always, measuring GPU time on every GPU")

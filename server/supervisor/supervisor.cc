@@ -152,17 +152,19 @@ Status Supervisor::Start() {
   ASSIGN_OR_RETURN(store_, OpenSqliteStateStore(options_.state_dir));
   // Workers a crashed predecessor left running (stopped, or stuck in a driver call) hold
   // memory no ledger counts any more: end them before counting anew.
-  registry_.emplace(options_.state_dir);
+  // (The launcher first: it knows how to signal workers of another user.)
+  if (options_.worker_path.empty()) options_.worker_path = DefaultWorkerPath();
+  std::string helper = options_.worker_path.substr(0, options_.worker_path.rfind('/') + 1) + "remora-worker-exec";
+  ASSIGN_OR_RETURN(WorkerUser wu, ResolveWorkerUser(options_.worker_user, helper));
+  ASSIGN_OR_RETURN(WorkerLauncher wl, WorkerLauncher::Create(options_.worker_path, std::move(wu), options_.stable_addresses));
+  launcher_.emplace(std::move(wl));
+  registry_.emplace(options_.state_dir, [this](pid_t pid, int sig) { return launcher_->Signal(pid, sig); });
   ASSIGN_OR_RETURN(int ended, registry_->EndPredecessors(10000));
   if (ended > 0) LOG_WARN("ended {} session worker(s) of a previous server on this state directory", ended);
   // Module images shipped by one session serve the tenant's next ones (worker/module_cache.h).
   std::string cache_root = options_.module_cache_dir.empty() ? options_.state_dir + "/modules" : options_.module_cache_dir;
   ASSIGN_OR_RETURN(ModuleStore ms, ModuleStore::Open(cache_root, options_.module_cache_bytes));
   modules_.emplace(std::move(ms));
-  if (options_.worker_path.empty()) options_.worker_path = DefaultWorkerPath();
-  ASSIGN_OR_RETURN(WorkerUser wu, ResolveWorkerUser(options_.worker_user));
-  ASSIGN_OR_RETURN(WorkerLauncher wl, WorkerLauncher::Create(options_.worker_path, std::move(wu), options_.stable_addresses));
-  launcher_.emplace(std::move(wl));
   std::vector<std::string> backend_args = {"--backend", options_.backend};
   if (options_.backend == "host") {
     backend_args.insert(backend_args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory",
@@ -334,7 +336,7 @@ int Supervisor::Run() {
       if (MonotonicNanos() > drain_deadline_ns_) {
         for (auto& [pid, s] : sessions_) {
           LOG_WARN("session {} did not end within {} s of shutdown: killing its worker", s.id, options_.drain_timeout_s);
-          ::kill(pid, SIGKILL);
+          SignalWorker(pid, SIGKILL);
         }
         drain_deadline_ns_ = UINT64_MAX;
       }
@@ -342,7 +344,10 @@ int Supervisor::Run() {
     // Workers asked to end that did not: force them.
     uint64_t now = MonotonicNanos();
     for (auto& [pid, s] : sessions_)
-      if (s.kill_after_ns != 0 && now > s.kill_after_ns) ::kill(pid, SIGKILL);
+      if (s.kill_after_ns != 0 && now > s.kill_after_ns) {
+        SignalWorker(pid, SIGKILL);
+        s.kill_after_ns = now + 1'000'000'000;  // again in a second while it has not ended
+      }
     int n = ::epoll_wait(epoll_.get(), events, 32, 200);
     for (int i = 0; i < n; i++) {
       uint64_t tag = events[i].data.u64;
@@ -432,6 +437,11 @@ void Supervisor::Reap() {
   }
 }
 
+void Supervisor::SignalWorker(pid_t pid, int sig) {
+  Status st = launcher_ ? launcher_->Signal(pid, sig) : Status(Err::kNotPermitted, "no launcher");
+  if (!st.ok() && st.code() != Err::kInvalidValue) LOG_WARN("{}", st.message());
+}
+
 void Supervisor::BeginDrain() {
   LOG_INFO("shutting down: no new sessions; ending {} session(s)", sessions_.size());
   draining_ = true;
@@ -443,7 +453,7 @@ void Supervisor::BeginDrain() {
     Status st = SendControl(s, [](void* m) {
       static_cast<control::ControlMessage::Builder*>(m)->setEndSession("the Remora server is shutting down");
     });
-    if (!st.ok()) ::kill(pid, SIGTERM);
+    if (!st.ok()) SignalWorker(pid, SIGTERM);
   }
 }
 
@@ -463,7 +473,7 @@ Status Supervisor::KillSession(uint64_t id, const std::string& reason) {
   for (auto& [pid, s] : sessions_) {
     if (s.id != id) continue;
     Status st = SendControl(s, [&](void* m) { static_cast<control::ControlMessage::Builder*>(m)->setEndSession(reason); });
-    if (!st.ok()) ::kill(pid, SIGKILL);
+    if (!st.ok()) SignalWorker(pid, SIGKILL);
     s.kill_after_ns = MonotonicNanos() + kKillGraceNs;
     LOG_INFO("session {} (tenant '{}') ended by the administrator: {}", id, s.tenant, reason);
     return Status::Ok();

@@ -73,6 +73,8 @@ struct ServerOptions {
   uint32_t handshakes_per_peer = 512;
   int shm_mode = -1;                    // of the shm socket; -1: 0666 with --auth token, else 0600
   std::string metrics_listen;           // "" or tcp://HOST:PORT (Prometheus /metrics)
+  std::string metrics_token_file;       // bearer token of the scrapers that get tenant and session series
+  bool metrics_public_details = false;  // every scraper gets them
   // Compute shares (server/sched/): "auto" schedules and measures a GPU's work only while a
   // tenant attached to it has a share, a cap or a priority; "on" always (every tenant then
   // has at least the default weight, and GPU time is measured on every GPU).
@@ -188,6 +190,9 @@ class Supervisor {
   void OnDataConnection(PendingConnection conn, DataHello hello);
   Status SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* out);
   void Reap();
+  // Sends a signal to a session worker (through WorkerLauncher: it may run as another user);
+  // failures other than "already gone" are logged.
+  void SignalWorker(pid_t pid, int sig);
   // ---- IPC between sessions (supervisor_ipc.cc) ----
   // Epoll tags of the workers' control sockets: kControlTag + pid (below Handshakes' tags).
   static constexpr uint64_t kControlTag = 1ull << 31;

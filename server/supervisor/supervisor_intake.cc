@@ -109,7 +109,8 @@ void Supervisor::OnHandshaken(PendingConnection conn, AuthenticatedPeer peer) {
 
 Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* s) {
   ASSIGN_OR_RETURN(TenantState * t, FindTenant(peer.tenant));
-  ASSIGN_OR_RETURN(Fd cache, modules_->TenantDir(t->record.name, launcher_->user().uid, launcher_->user().gid));
+  ASSIGN_OR_RETURN(Fd cache, modules_->TenantDir(t->record.name, launcher_->user().uid, launcher_->user().gid,
+                                                 !launcher_->user().helper.empty()));
   ASSIGN_OR_RETURN(s->id, store_->NextSessionId());
   ASSIGN_OR_RETURN(s->ledger_slot, ledger_->OpenSession(t->ledger_index, s->id));
   int ctl[2];
@@ -182,7 +183,7 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
       b.setServerToClient(capnp::Data::Reader(k.server_to_client.data(), k.server_to_client.size()));
     });
     if (!st.ok()) {
-      ::kill(s->pid, SIGKILL);
+      SignalWorker(s->pid, SIGKILL);
       return st;
     }
   }
@@ -219,7 +220,7 @@ void Supervisor::OnDataConnection(PendingConnection conn, DataHello hello) {
     }, conn.socket.get());
   if (!st.ok()) {
     LOG_WARN("session {}: cannot hand data connection {} to its worker: {}", found->id, hello.index, st.message());
-    ::kill(found->pid, SIGTERM);  // its worker waits for it: the session cannot work
+    SignalWorker(found->pid, SIGTERM);  // its worker waits for it: the session cannot work
     return;
   }
   found->data_joined |= 1u << hello.index;

@@ -145,7 +145,7 @@ void Supervisor::OnControl(pid_t pid) {
   });
   if (!st.ok()) {
     LOG_WARN("session {}: {}; ending it", s.id, st.message());
-    ::kill(pid, SIGKILL);
+    SignalWorker(pid, SIGKILL);
     return;
   }
   if (answer) {

@@ -84,7 +84,7 @@ move() {
   id=$(session_on "$1")
   [ -n "$id" ] || { echo "no session on $1"; return 1; }
   start=$(date +%s%N)
-  "$bin/remoractl" --state-dir "$1" session migrate "$id" --to "$2" --token "$3" --wait 60 || return 1
+  printf '%s\n' "$3" | "$bin/remoractl" --state-dir "$1" session migrate "$id" --to "$2" --token-file - --wait 60 || return 1
   echo "moved in $((($(date +%s%N) - start) / 1000000)) ms"
 }
 # "async": the loop also holds stream-ordered memory, reads each result through memory
