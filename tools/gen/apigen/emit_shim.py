@@ -284,7 +284,14 @@ def emit_wire_h(lib):
            "inline constexpr uint16_t kLibrary = %s;\n\n" % lib.props["wire"], "enum Fn : uint32_t {\n"]
     for e in sorted((e for e in lib.entries if e.travels), key=lambda e: e.number):
         out.append("  k_%s = %d,\n" % (e.name, e.number))
-    out.append("};\n\n}  // namespace remora::gen::%s\n" % lib.name)
+    out.append("};\n\n")
+    # The names and classes of the numbers, for the client's call census (shim/src/census.cc).
+    out.append("// The function a wire number stands for and its class ('s'ync, 'o'rdered, 'w'ait), or nullptr.\n")
+    out.append("inline const char* FnName(uint32_t n, char* cls = nullptr) {\n  switch (n) {\n")
+    for e in sorted((e for e in lib.entries if e.travels), key=lambda e: e.number):
+        out.append('    case %d: if (cls) *cls = \'%s\'; return "%s";\n' % (e.number, e.cls[0], e.name))
+    out.append("    default: return nullptr;\n  }\n}\n\n")
+    out.append("}  // namespace remora::gen::%s\n" % lib.name)
     return "".join(out)
 
 
