@@ -255,6 +255,10 @@ def emit_client_cc(lib):
         out.append("  shim::RemoteCall c(cc, kLibrary, %d, CallClass::k%s, Domain::k%s);\n" % (e.number, e.cls.capitalize(), _dom(lib)))
         if "memo" in e.attrs:
             out.append("  c.Memoize();\n")
+        if "answer_if" in e.attrs:
+            # An ordered call the client waits for when the description's hook says its status
+            # decides what the application does next (cuDNN's finalize of a plan, say).
+            out.append("  if (%s(%s)) c.Answer();\n" % (e.attrs["answer_if"], ", ".join(p.name for p in e.params)))
         for p in e.params:
             for s in roles.client_encode(e, p):
                 out.append("  %s\n" % s.replace("reinterpret_cast<uint64_t>((uintptr_t)", "static_cast<uint64_t>((uintptr_t)"))
