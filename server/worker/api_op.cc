@@ -326,6 +326,7 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
   }
   auto args = call.getArgs();
   OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api, lib->table->domain);
+  x.set_answered(expects_reply);
   Status st = op->run(x);
   if (op->launches && st.ok()) ex.NoteGpuWork(x.launch_stream());
   x.Settle(st.ok());

@@ -82,6 +82,10 @@ class OpContext {
   void SetGraph(uint64_t graph) { graph_ = graph; }
   // The client thread that made the call.
   uint64_t thread() const { return req_.getThread(); }
+  // Whether the client waits for this call's status (a posted call's failure is kept for
+  // later: the session's next synchronising call, or a library hook's own rule).
+  bool answered() const { return answered_; }
+  void set_answered(bool answered) { answered_ = answered; }
 
   // ---- math-library objects (lib_objects.h; roles handle(K), newhandle(K), scalar, ...) ----
   // A live object of `kind` (id 0 only if nullable), as the library's handle; its GPU is the
@@ -178,6 +182,7 @@ class OpContext {
   int gpu_ = -1;  // the GPU an argument chose
   uint64_t graph_ = 0;
   int64_t note_ = 0;
+  bool answered_ = true;
   std::function<void(bool)> settle_;
   Executor::Stream streams_[2];
   int num_streams_ = 0;

@@ -11,5 +11,6 @@ namespace remora::worker {
 std::shared_ptr<void> MakeHostCublas(EmulatedDevice& device);
 std::shared_ptr<void> MakeHostCublasLt(EmulatedDevice& device);
 std::shared_ptr<void> MakeHostCurand(EmulatedDevice& device);
+std::shared_ptr<void> MakeHostCudnn(EmulatedDevice& device);
 
 }  // namespace remora::worker

@@ -27,7 +27,7 @@ uint64_t ThreadId() {
 
 Client::Client(std::unique_ptr<Connection> conn, SessionInfo session)
     : conn_(std::move(conn)), session_(std::move(session)) {
-  if (Census::Wanted()) census_ = std::make_unique<Census>();
+  census_ = Census::Get();
   last_heard_ns_.store(MonotonicNanos());
 }
 

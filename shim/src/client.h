@@ -93,9 +93,10 @@ class Client {
   Status PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk);
   // Pushes out posted requests the transport may still be batching (see Connection::Flush).
   Status Flush();
-  // Prints the call census if REMORA_CALL_STATS=1 asked for one (at the session's end).
+  // Reports the call census if REMORA_CALL_STATS asked for one (at the session's end; the
+  // process's census is shared by its links and reports once).
   void ReportCensus() const {
-    if (census_) census_->Print();
+    if (census_) census_->Report();
   }
 
   // The first asynchronous failure not yet reported, cleared by the call. With several
@@ -247,7 +248,7 @@ class Client {
   std::atomic<uint32_t> captures_{0};
   SharedBounce bounce_;  // has its own lock
   Status sticky_;
-  std::unique_ptr<Census> census_;  // REMORA_CALL_STATS=1 only
+  Census* census_ = nullptr;  // the process's, when REMORA_CALL_STATS asks for one
   std::atomic<uint64_t> last_heard_ns_{0};
   std::unique_ptr<Watchdog> watchdog_;  // stopped first in ~Client
 

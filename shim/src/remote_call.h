@@ -65,6 +65,11 @@ class RemoteCall {
   // Answers the call from the process's memo when the same arguments (objects by content)
   // were asked on the same device before; remembers a successful answer.
   void Memoize() { memo_ = true; }
+  // An ordered call sent as a round trip this time: its status is waited for and returned
+  // (the description's `answer_if` hook decided the application needs it now).
+  void Answer() {
+    if (cls_ == CallClass::kOrdered) cls_ = CallClass::kSync;
+  }
 
   // Sends the call and, for sync and wait calls, waits for the reply and hands its results to
   // `results`. A wait call also reports the first failure of earlier asynchronous work.

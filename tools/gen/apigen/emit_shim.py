@@ -263,6 +263,10 @@ def _client_cc_part(lib, entries, i, n):
         out.append("  shim::RemoteCall c(cc, kLibrary, %d, CallClass::k%s, Domain::k%s);\n" % (e.number, e.cls.capitalize(), _dom(lib)))
         if "memo" in e.attrs:
             out.append("  c.Memoize();\n")
+        if "answer_if" in e.attrs:
+            # An ordered call the client waits for when the description's hook says its status
+            # decides what the application does next (cuDNN's finalize of a plan, say).
+            out.append("  if (%s(%s)) c.Answer();\n" % (e.attrs["answer_if"], ", ".join(p.name for p in e.params)))
         for p in e.params:
             for s in roles.client_encode(e, p):
                 out.append("  %s\n" % s.replace("reinterpret_cast<uint64_t>((uintptr_t)", "static_cast<uint64_t>((uintptr_t)"))
@@ -292,7 +296,14 @@ def emit_wire_h(lib):
            "inline constexpr uint16_t kLibrary = %s;\n\n" % lib.props["wire"], "enum Fn : uint32_t {\n"]
     for e in sorted((e for e in lib.entries if e.travels), key=lambda e: e.number):
         out.append("  k_%s = %d,\n" % (e.name, e.number))
-    out.append("};\n\n}  // namespace remora::gen::%s\n" % lib.name)
+    out.append("};\n\n")
+    # The names and classes of the numbers, for the client's call census (shim/src/census.cc).
+    out.append("// The function a wire number stands for and its class ('s'ync, 'o'rdered, 'w'ait), or nullptr.\n")
+    out.append("inline const char* FnName(uint32_t n, char* cls = nullptr) {\n  switch (n) {\n")
+    for e in sorted((e for e in lib.entries if e.travels), key=lambda e: e.number):
+        out.append('    case %d: if (cls) *cls = \'%s\'; return "%s";\n' % (e.number, e.cls[0], e.name))
+    out.append("    default: return nullptr;\n  }\n}\n\n")
+    out.append("}  // namespace remora::gen::%s\n" % lib.name)
     return "".join(out)
 
 

@@ -51,6 +51,9 @@ def _covered(e, creators):
     # answers patterns, not sizes; such entries are covered by their GPU tests.
     if any(p.role == "devptr" and "(x," in str(p.args.get("wsize", "")) for p in e.params):
         return False
+    # Likewise a count or size only the worker computes from the library (wcount=, wsize=).
+    if any(p.role in ("array", "out") and "(x," in str(p.args.get("wcount", p.args.get("wsize", ""))) for p in e.params):
+        return False
     for p in e.params:
         if p.role == "handle":
             k = _kind_of(p)

@@ -421,6 +421,8 @@ def validate(lib):
             raise ApiError("%s: an ordered call cannot return a scalar (make it sync)" % at)
         if "launches" in e.attrs and e.cls not in ("sync", "ordered"):
             raise ApiError("%s: `launches` (GPU work the compute scheduler admits) needs a sync or ordered call" % at)
+        if "answer_if" in e.attrs and e.cls != "ordered":
+            raise ApiError("%s: `answer_if` (answered when a client hook says so) needs an ordered call" % at)
         if e.cls == "wait" and not any(p.role in ("stream", "handle") for p in e.params):
             raise ApiError("%s: a wait call needs a stream or an event to wait for" % at)
         names = {p.name for p in e.params}

@@ -68,6 +68,17 @@ enum class HandleKind : uint8_t {
   kCusparseSpVecDescr = 0x8d,
   kCusparseSpGEMMDescr = 0x8e,
   kCusparseSpSVDescr = 0x8f,
+  // 0xa0-0xaf: cuDNN's other descriptors (issue 42), objects of the math libraries too.
+  kCudnnLrnDescriptor = 0xa0,
+  kCudnnOpTensorDescriptor = 0xa1,
+  kCudnnReduceTensorDescriptor = 0xa2,
+  kCudnnSpatialTransformerDescriptor = 0xa3,
+  kCudnnTensorTransformDescriptor = 0xa4,
+  kCudnnSeqDataDescriptor = 0xa5,
+  kCudnnAttnDescriptor = 0xa6,
+  kCudnnFusedOpsConstParamPack = 0xa7,
+  kCudnnFusedOpsVariantParamPack = 0xa8,
+  kCudnnFusedOpsPlan = 0xa9,
 };
 
 const char* HandleKindName(HandleKind kind);
