@@ -135,7 +135,9 @@ def emit_core(lib, libs):
                 out.append('extern "C" %s {\n' % e.decl(n))
                 out.append('  Status st = remora::gen::%s::%s(remora::shim::CallCtx{%s, "%s"}%s);\n' % (lib.name, e.name, per_thread, n, args))
                 if "nomem" in st:
-                    out.append('  return static_cast<%s>(remora::shim::FinishLib(remora::Domain::k%s, kCodes, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
+                    # `finish F`: the library's own FinishLib (NCCL keeps the message for ncclGetLastError).
+                    fin = lib.props.get("finish", "remora::shim::FinishLib")
+                    out.append('  return static_cast<%s>(%s(remora::Domain::k%s, kCodes, st, "%s"));\n}\n' % (st["type"], fin, _dom(lib), n))
                 else:
                     out.append('  return static_cast<%s>(remora::shim::FinishApi(remora::Domain::k%s, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
             continue
@@ -255,6 +257,9 @@ def emit_client_cc(lib):
         out.append("  shim::RemoteCall c(cc, kLibrary, %d, CallClass::k%s, Domain::k%s);\n" % (e.number, e.cls.capitalize(), _dom(lib)))
         if "memo" in e.attrs:
             out.append("  c.Memoize();\n")
+        if "check" in e.attrs:
+            # A hand-written check of the arguments in the library's vocabulary, before any is sent.
+            out.append("  RETURN_IF_ERROR(%s(c%s));\n" % (e.attrs["check"], "".join(", " + p.name for p in e.params)))
         for p in e.params:
             for s in roles.client_encode(e, p):
                 out.append("  %s\n" % s.replace("reinterpret_cast<uint64_t>((uintptr_t)", "static_cast<uint64_t>((uintptr_t)"))
