@@ -52,6 +52,9 @@ const char* HandleKindName(HandleKind kind) {
     case HandleKind::kCusparseSpVecDescr: return "cuSPARSE sparse vector descriptor";
     case HandleKind::kCusparseSpGEMMDescr: return "cuSPARSE SpGEMM descriptor";
     case HandleKind::kCusparseSpSVDescr: return "cuSPARSE SpSV descriptor";
+    case HandleKind::kNcclComm: return "NCCL communicator";
+    case HandleKind::kNcclRegistration: return "NCCL buffer registration";
+    case HandleKind::kNcclWindow: return "NCCL window";
   }
   return "handle";
 }

@@ -8,7 +8,8 @@ file(GLOB REMORA_API_FILES ${REMORA_API_DIR}/*.api)
 file(GLOB REMORA_APIGEN_SOURCES ${CMAKE_SOURCE_DIR}/tools/gen/apigen/*.py)
 # The math libraries remoted whole (protocol/api/<lib>.api): a client library each with the
 # real SONAME (shim/), the worker's table and dispatch (server/), round-trip tests (tests/unit).
-set(REMORA_MATH_LIBRARIES cublas cublasLt curand cudnn cufft cusolver cusparse)
+# NCCL (issue 44) is wired the same way, though not a math library.
+set(REMORA_MATH_LIBRARIES cublas cublasLt curand cudnn cufft cusolver cusparse nccl)
 
 function(remora_apigen lib)
   set(outputs "")
