@@ -9,14 +9,24 @@
  *   app_nccl_ranks foreign         rank 0 (the first server and token) makes an id; a process of
  *                                  the second token's tenant must be refused it, and one of the
  *                                  first tenant presenting it altered
+ *   app_nccl_ranks all             one process, ncclCommInitAll over its first two devices, a group
+ *                                  of all-reduces on both, results checked
  *   app_nccl_ranks kill N | stop N N ranks; after one all-reduce the last rank kills (SIGKILL) or
  *                                  stops (SIGSTOP) itself; every other rank's next all-reduce must
  *                                  fail (ncclCommGetAsyncError: ncclRemoteError) within
  *                                  NCCL_TEST_WITHIN seconds, and the stream it was on must drain
+ *   app_nccl_ranks lostserver N    N ranks; after one all-reduce the last rank holds back (so the
+ *                                  others' next all-reduce waits) and prints "rank R: holding back";
+ *                                  the test then kills a server: every other rank's all-reduce must
+ *                                  fail, ncclRemoteError (a rank lost) or ncclSystemError (its own
+ *                                  server lost), within NCCL_TEST_WITHIN seconds
  *
  * Rank i's server and token: the i-th entries of NCCL_TEST_SERVERS and NCCL_TEST_TOKENS
  * (comma-separated), set as REMORA_SERVER and REMORA_TOKEN before its first CUDA call. Each rank
- * uses device (i % its device count). Prints "rank R: ..." lines; exit 0 when every check held.
+ * uses device (i % its device count). NCCL_TEST_NONBLOCKING=1: the communicators are
+ * non-blocking (config.blocking = 0): init, split and finalize answer ncclInProgress and the
+ * ranks poll ncclCommGetAsyncError until ncclSuccess. Prints "rank R: ..." lines; exit 0 when
+ * every check held.
  */
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -60,6 +70,37 @@ static int g_fail;
       fprintf(stderr, "rank %d: FAIL %s: %s\n", g_rank, #call, cudaGetErrorString(e_));        \
       exit(2);                                                                                 \
     }                                                                                          \
+  } while (0)
+
+static int g_nonblocking;
+
+/* A non-blocking communicator: polls until its last call is done. */
+static void Ready(ncclComm_t comm, const char* what) {
+  ncclResult_t state = ncclInProgress;
+  double start;
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  start = (double)t.tv_sec;
+  while (state == ncclInProgress) {
+    NCCL(ncclCommGetAsyncError(comm, &state));
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((double)t.tv_sec - start > 60) break;
+    if (state == ncclInProgress) usleep(1000);
+  }
+  if (state != ncclSuccess) {
+    fprintf(stderr, "rank %d: FAIL %s: %s\n", g_rank, what, ncclGetErrorString(state));
+    exit(2);
+  }
+}
+/* Calls that answer ncclInProgress on a non-blocking communicator, then complete. */
+#define NCCL_NB(comm, call)                                                                                   \
+  do {                                                                                                        \
+    ncclResult_t r_ = (call);                                                                                 \
+    if (r_ != ncclSuccess && !(g_nonblocking && r_ == ncclInProgress)) {                                      \
+      fprintf(stderr, "rank %d: FAIL %s: %s (%s)\n", g_rank, #call, ncclGetErrorString(r_), ncclGetLastError(NULL)); \
+      exit(2);                                                                                                \
+    }                                                                                                         \
+    if (g_nonblocking) Ready(comm, #call);                                                                    \
   } while (0)
 
 static double Now(void) {
@@ -250,7 +291,7 @@ static void Collectives(ncclComm_t comm, Bufs b, cudaStream_t s) {
 
   /* a split: the even and the odd ranks */
   ncclComm_t half;
-  NCCL(ncclCommSplit(comm, r % 2, r, &half, NULL));
+  NCCL_NB(half, ncclCommSplit(comm, r % 2, r, &half, NULL));
   int hn = 0, hr = -1;
   NCCL(ncclCommCount(half, &hn));
   NCCL(ncclCommUserRank(half, &hr));
@@ -281,8 +322,10 @@ static int RunRank(int rank, int n, int mode, int id_fd, int* out_fds) {
   cudaStream_t s;
   CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   ncclComm_t comm;
-  NCCL(ncclCommInitRank(&comm, n, id, rank));
-  printf("rank %d: init ok\n", rank);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = g_nonblocking ? 0 : 1;
+  NCCL_NB(comm, ncclCommInitRankConfig(&comm, n, id, rank, &config));
+  printf("rank %d: init ok%s\n", rank, g_nonblocking ? " (non-blocking)" : "");
   fflush(stdout);
   if (mode == 0) {
     Collectives(comm, b, s);
@@ -293,7 +336,7 @@ static int RunRank(int rank, int n, int mode, int id_fd, int* out_fds) {
       struct stat st;
       while (stat(hold, &st) != 0) usleep(20000);
     }
-    NCCL(ncclCommFinalize(comm));
+    NCCL_NB(comm, ncclCommFinalize(comm));
     NCCL(ncclCommDestroy(comm));
     CUDA(cudaFree(g_block));
     CUDA(cudaStreamDestroy(s));
@@ -308,6 +351,11 @@ static int RunRank(int rank, int n, int mode, int id_fd, int* out_fds) {
   CUDA(cudaStreamSynchronize(s));
   printf("rank %d: first all-reduce ok\n", rank);
   fflush(stdout);
+  if (rank == n - 1 && mode == 3) {
+    printf("rank %d: holding back\n", rank);
+    fflush(stdout);
+    for (;;) pause();
+  }
   if (rank == n - 1) {
     usleep(200000);  /* the others are in their next all-reduce by now */
     printf("rank %d: %s itself\n", rank, mode == 1 ? "kills" : "stops");
@@ -319,6 +367,8 @@ static int RunRank(int rank, int n, int mode, int id_fd, int* out_fds) {
   double within = w ? atof(w) : 15.0;
   double start = Now();
   NCCL(ncclAllReduce(b.a, b.b, C, ncclFloat, ncclSum, comm, s));
+  printf("rank %d: waiting\n", rank);
+  fflush(stdout);
   ncclResult_t state = ncclSuccess;
   for (;;) {
     ncclResult_t r = ncclCommGetAsyncError(comm, &state);
@@ -329,8 +379,13 @@ static int RunRank(int rank, int n, int mode, int id_fd, int* out_fds) {
   }
   double took = Now() - start;
   printf("rank %d: lost rank seen after %.2f s: %s (%s)\n", rank, took, ncclGetErrorString(state), ncclGetLastError(comm));
-  CHECK(state == ncclRemoteError, "the all-reduce answered %d", (int)state);
+  CHECK(state == ncclRemoteError || (mode == 3 && state == ncclSystemError), "the all-reduce answered %d", (int)state);
   CHECK(took <= within, "%.2f s, beyond %.1f s", took, within);
+  if (state == ncclSystemError) {
+    /* Its own server is gone: nothing more to ask it. */
+    printf("rank %d: %s\n", rank, g_fail ? "FAILED" : "done");
+    return g_fail;
+  }
   /* Nothing hangs: the stream drains, the communicator is aborted, later calls fail. */
   double drain = Now();
   CUDA(cudaStreamSynchronize(s));
@@ -340,6 +395,46 @@ static int RunRank(int rank, int n, int mode, int id_fd, int* out_fds) {
         "a later call on the communicator succeeded");
   NCCL(ncclCommAbort(comm));
   printf("rank %d: %s\n", rank, g_fail ? "FAILED" : "done");
+  return g_fail;
+}
+
+static int All(void) {
+  BecomeRank(0, 0);
+  g_n = 2;
+  int count = 0;
+  CUDA(cudaGetDeviceCount(&count));
+  if (count < 2) {
+    fprintf(stderr, "all: FAIL needs two devices, has %d\n", count);
+    return 2;
+  }
+  ncclComm_t comms[2];
+  NCCL(ncclCommInitAll(comms, 2, NULL));
+  float *buf[2], h[C], g[C];
+  cudaStream_t s[2];
+  for (int d = 0; d < 2; d++) {
+    int dev = -1, rank = -1, n = 0;
+    NCCL(ncclCommCuDevice(comms[d], &dev));
+    NCCL(ncclCommUserRank(comms[d], &rank));
+    NCCL(ncclCommCount(comms[d], &n));
+    CHECK(dev == d && rank == d && n == 2, "comm %d: device %d rank %d of %d", d, dev, rank, n);
+    CUDA(cudaSetDevice(d));
+    CUDA(cudaMalloc((void**)&buf[d], C * sizeof(float)));
+    CUDA(cudaStreamCreate(&s[d]));
+    for (int i = 0; i < C; i++) h[i] = (float)(d * 10 + i);
+    CUDA(cudaMemcpy(buf[d], h, sizeof(h), cudaMemcpyHostToDevice));
+  }
+  /* One thread drives both ranks: their calls must be in one group. */
+  NCCL(ncclGroupStart());
+  for (int d = 0; d < 2; d++) NCCL(ncclAllReduce(buf[d], buf[d], C, ncclFloat, ncclSum, comms[d], s[d]));
+  NCCL(ncclGroupEnd());
+  for (int d = 0; d < 2; d++) {
+    CUDA(cudaSetDevice(d));
+    CUDA(cudaStreamSynchronize(s[d]));
+    CUDA(cudaMemcpy(g, buf[d], sizeof(g), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < C; i++) CHECK(g[i] == (float)(10 + 2 * i), "device %d [%d] = %g", d, i, g[i]);
+  }
+  for (int d = 0; d < 2; d++) NCCL(ncclCommDestroy(comms[d]));
+  printf("all: %s\n", g_fail ? "FAILED" : "ncclCommInitAll and a grouped all-reduce ok");
   return g_fail;
 }
 
@@ -393,14 +488,21 @@ static int Foreign(void) {
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: %s collectives N | foreign | kill N | stop N\n", argv[0]);
+    fprintf(stderr, "usage: %s collectives N | all | foreign | kill N | stop N | lostserver N\n", argv[0]);
     return 2;
   }
+  const char* nb = getenv("NCCL_TEST_NONBLOCKING");
+  g_nonblocking = nb != NULL && strcmp(nb, "1") == 0;
   if (strcmp(argv[1], "foreign") == 0) return Foreign();
-  int mode = strcmp(argv[1], "collectives") == 0 ? 0 : strcmp(argv[1], "kill") == 0 ? 1 : strcmp(argv[1], "stop") == 0 ? 2 : -1;
+  if (strcmp(argv[1], "all") == 0) return All();
+  int mode = strcmp(argv[1], "collectives") == 0 ? 0
+             : strcmp(argv[1], "kill") == 0      ? 1
+             : strcmp(argv[1], "stop") == 0      ? 2
+             : strcmp(argv[1], "lostserver") == 0 ? 3
+                                                  : -1;
   int n = argc > 2 ? atoi(argv[2]) : 0;
   if (mode < 0 || n < 2 || n > MAXR) {
-    fprintf(stderr, "usage: %s collectives N | foreign | kill N | stop N (2 <= N <= %d)\n", argv[0], MAXR);
+    fprintf(stderr, "usage: %s collectives N | all | foreign | kill N | stop N | lostserver N (2 <= N <= %d)\n", argv[0], MAXR);
     return 2;
   }
   int fds[MAXR][2];

@@ -1,8 +1,9 @@
 // NCCL through Remora (docs/ARCHITECTURE.md, "NCCL"): a C program of four ranks, each a process
 // and a session of its own, two on each of two real remora-server processes (host backend,
 // NCCL emulated across the workers), over shm and tcp: init by unique id, every collective and a
-// send/recv ring in a group, results checked; NCCL's buffers charged to the tenant while the
-// communicators live and returned after; another tenant given the id, and a forged id, are
+// send/recv ring in a group, results checked (blocking communicators over shm, non-blocking ones
+// over tcp); NCCL's buffers charged to the tenant while the communicators live and returned
+// after; ncclCommInitAll in one process; another tenant given the id, and a forged id, are
 // refused; a killed rank, and a stopped one, make the others' calls fail (ncclRemoteError)
 // within the deadline, and nothing hangs.
 #include <gtest/gtest.h>
@@ -74,6 +75,7 @@ TEST_P(Nccl, FourRanksOnTwoServersRunEveryCollectiveAndTheirBuffersAreCharged) {
   env["NCCL_TEST_TOKENS"] = ta + "," + ta + "," + tb + "," + tb;
   std::string hold = dir.path() + "/go";
   env["NCCL_TEST_HOLD"] = hold;
+  if (t == "tcp") env["NCCL_TEST_NONBLOCKING"] = "1";  // config.blocking = 0: ncclInProgress, polled
   BackgroundProcess app({BinDir() + "/app_nccl_ranks", "collectives", "4"}, env);
   for (int r = 0; r < 4; r++)
     ASSERT_TRUE(app.WaitForOutput("rank " + std::to_string(r) + " holding", 120)) << app.Output() << c.a.server.Log();
@@ -91,6 +93,18 @@ TEST_P(Nccl, FourRanksOnTwoServersRunEveryCollectiveAndTheirBuffersAreCharged) {
       EXPECT_NE(out.find("rank " + std::to_string(r) + ": " + check), std::string::npos) << check << "\n" << out;
   EXPECT_TRUE(Eventually([&] { return c.a.MemoryUsed("alice") == 0 && c.b.MemoryUsed("alice") == 0; }))
       << "returned: " << c.a.MemoryUsed("alice") << " " << c.b.MemoryUsed("alice");
+}
+
+TEST_P(Nccl, InitAllMakesOneCommunicatorPerDeviceOfOneProcess) {
+  TenancyServer s;
+  ASSERT_TRUE(s.Start(2));
+  std::string alice = s.CreateTenant("alice", {"--gpus", "0,1"});
+  auto env = AppEnv(s.server.Url(GetParam()));
+  env["REMORA_TOKEN"] = alice;
+  RunResult r = testing::Run({BinDir() + "/app_nccl_ranks", "all"}, env, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.output << s.server.Log();
+  EXPECT_NE(r.output.find("all: ncclCommInitAll and a grouped all-reduce ok"), std::string::npos) << r.output;
+  EXPECT_TRUE(Eventually([&] { return s.MemoryUsed("alice") == 0; }));
 }
 
 TEST_P(Nccl, AnotherTenantGivenTheIdAndAForgedIdAreRefused) {
@@ -136,6 +150,42 @@ void LostRank(const std::string& t, const std::string& how, double within) {
 
 TEST_P(Nccl, AKilledRankFailsTheOthersWithinTheDeadline) { LostRank(GetParam(), "kill", 5); }
 TEST_P(Nccl, AStoppedRankFailsTheOthersWithinTheDeadline) { LostRank(GetParam(), "stop", 2 + 4); }
+
+// A server lost (its supervisor and workers killed) while the ranks of both servers wait in an
+// all-reduce: the ranks on the other server fail with ncclRemoteError (the peer link to it is
+// down), the one on the lost server with ncclSystemError; nothing hangs.
+TEST_P(Nccl, ALostServerFailsTheOtherServersRanks) {
+  const std::string t = GetParam();
+  TempDir dir;
+  Cluster c;
+  ASSERT_TRUE(c.Start(dir.path(), 2));
+  std::string ta = c.a.CreateTenant("alice", {"--gpus", "0,1"}), tb = c.b.CreateTenant("alice", {"--gpus", "0,1"});
+  std::string ua = c.a.server.Url(t), ub = c.b.server.Url(t);
+  auto env = AppEnv(ua);
+  env["NCCL_TEST_SERVERS"] = ua + "," + ua + "," + ub + "," + ub;
+  env["NCCL_TEST_TOKENS"] = ta + "," + ta + "," + tb + "," + tb;
+  env["NCCL_TEST_WITHIN"] = "10";
+  env["REMORA_DEADLINE_S"] = "2";
+  BackgroundProcess app({BinDir() + "/app_nccl_ranks", "lostserver", "4"}, env);
+  for (const char* line : {"rank 0: waiting", "rank 1: waiting", "rank 2: waiting", "rank 3: holding back"})
+    ASSERT_TRUE(app.WaitForOutput(line, 60)) << line << "\n" << app.Output();
+  std::vector<pid_t> workers = ChildrenNamed(c.b.server.pid(), "remora-worker");
+  ::kill(c.b.server.pid(), SIGKILL);
+  for (pid_t w : workers) ::kill(w, SIGKILL);
+  EXPECT_EQ(app.Wait(90), 0) << app.Output() << c.a.server.Log();
+  std::string out = app.Output();
+  for (size_t at = out.find("lost rank seen"); at != std::string::npos; at = out.find("lost rank seen", at + 1))
+    std::cout << "  " << out.substr(at, out.find('\n', at) - at) << "\n";
+  for (const char* rank : {"rank 0: lost rank seen", "rank 1: lost rank seen"}) {
+    size_t at = out.find(rank);
+    ASSERT_NE(at, std::string::npos) << out;
+    EXPECT_NE(out.substr(at, out.find('\n', at) - at).find("remote process exited"), std::string::npos) << out;
+  }
+  size_t at = out.find("rank 2: lost rank seen");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_NE(out.substr(at, out.find('\n', at) - at).find("system error"), std::string::npos) << out;
+  EXPECT_TRUE(Eventually([&] { return c.a.MemoryUsed("alice") == 0; }, 15000)) << c.a.MemoryUsed("alice");
+}
 
 INSTANTIATE_TEST_SUITE_P(Transports, Nccl, ::testing::Values("shm", "tcp"));
 
