@@ -80,6 +80,14 @@ if [ ! -x "$CUDA_HOME/bin/nvcc" ] || [ ! -f "$CUDA_HOME/include/cuda_runtime_api
   echo "  repository or set CUDA_HOME; Remora builds its shim and test programs with it." >&2
   exit 1
 fi
+# NCCL's header and library (Remora's libnccl.so.2 is built against nccl.h; the host backend's
+# tests need no NVIDIA NCCL at run time): the toolkit's, or NVIDIA's nvidia-nccl-cu13 wheel's
+# files copied beside it.
+if [ ! -f "$CUDA_HOME/include/nccl.h" ]; then
+  echo "install-deps: ERROR: $CUDA_HOME/include/nccl.h (NCCL 2.28) was not found: install NVIDIA's libnccl-dev" >&2
+  echo "  (or the nvidia-nccl-cu13 wheel's include/ and lib/ into $CUDA_HOME)" >&2
+  exit 1
+fi
 nvv=$("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 case "$nvv" in 13.*) ;; *) echo "install-deps: WARNING: CUDA $nvv found; Remora targets CUDA 13.0" >&2 ;; esac
 echo "install-deps: ok (CUDA $nvv at $CUDA_HOME, capnproto $capver)"

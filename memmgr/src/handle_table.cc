@@ -62,6 +62,9 @@ const char* HandleKindName(HandleKind kind) {
     case HandleKind::kCudnnFusedOpsConstParamPack: return "cuDNN fused-ops constant parameter pack";
     case HandleKind::kCudnnFusedOpsVariantParamPack: return "cuDNN fused-ops variant parameter pack";
     case HandleKind::kCudnnFusedOpsPlan: return "cuDNN fused-ops plan";
+    case HandleKind::kNcclComm: return "NCCL communicator";
+    case HandleKind::kNcclRegistration: return "NCCL buffer registration";
+    case HandleKind::kNcclWindow: return "NCCL window";
   }
   return "handle";
 }

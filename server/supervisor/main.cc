@@ -83,6 +83,17 @@ int main(int argc, char** argv) {
                  "memory a session's worker process may take on beyond what it held at its start, e.g. 8GiB "
                  "(RLIMIT_DATA): auto (the default: the emulated GPUs' memory plus 4GiB on the host backend, none on "
                  "cuda) or off");
+  // NCCL (issue 44; docs/OPERATIONS.md, "NCCL").
+  app.add_option("--nccl-env", o.nccl_env,
+                 "a setting of the workers' NCCL, NCCL_NAME=VALUE (repeatable), e.g. NCCL_SOCKET_IFNAME=eth1: the "
+                 "interfaces the servers' NCCLs connect over (NCCL_* variables of the server's own environment pass too)");
+  app.add_option("--peer-listen", o.peer_listen,
+                 "serve the other servers of the cluster on tcp://HOST:PORT (NCCL unique ids made here are resolved "
+                 "there, and lost ranks reported)");
+  app.add_option("--peer-advertise", o.peer_advertise, "HOST:PORT other servers reach --peer-listen at (default: as given)");
+  app.add_option("--peer", o.peers, "HOST:PORT of another server's --peer-listen this server may connect to (repeatable)");
+  app.add_option("--peer-key-file", o.peer_key_file,
+                 "the cluster's shared key (mode 0600, at least 32 bytes), with which servers authenticate each other");
   CLI11_PARSE(app, argc, argv);
   o.auth_required = auth == "token";
   o.encrypt = *ParseEncryptMode(encrypt);

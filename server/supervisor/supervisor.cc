@@ -148,6 +148,14 @@ Status Supervisor::Start() {
       LOG_INFO("session workers have no memory limit of their own (--worker-memory-max {})",
                options_.worker_memory_max);
   }
+  // The workers' NCCL settings join the environment they inherit (worker_launcher.cc passes
+  // NCCL_* on): the operator's, never a client's.
+  for (const std::string& kv : options_.nccl_env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || kv.compare(0, 5, "NCCL_") != 0)
+      return Error(Err::kInvalidValue, "--nccl-env {}: expected NCCL_NAME=VALUE", kv);
+    ::setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+  }
   RETURN_IF_ERROR(CheckStateDirectory(options_.state_dir));
   ASSIGN_OR_RETURN(store_, OpenSqliteStateStore(options_.state_dir));
   // Workers a crashed predecessor left running (stopped, or stuck in a driver call) hold
@@ -302,6 +310,7 @@ Status Supervisor::Start() {
   admin.listen_url = options_.admin_listen;
   admin.token_file = options_.admin_token_file;
   ASSIGN_OR_RETURN(admin_, AdminServer::Start(*this, admin));
+  RETURN_IF_ERROR(StartNccl());
   RETURN_IF_ERROR(StartMetrics());
   return WriteReadyFile();
 }
@@ -398,6 +407,7 @@ void Supervisor::StopServices() {
   RunQueuedCalls();
   admin_.reset();
   metrics_.reset();
+  peers_.reset();  // its threads post nothing more
 }
 
 bool Supervisor::IsWorkerOrDescendant(pid_t pid) const {
@@ -432,6 +442,7 @@ void Supervisor::Reap() {
                FormatSize(total));
       counters_.sessions_lost++;
     }
+    NcclSessionEnded(s);
     sessions_.erase(it);
     modules_->Trim();  // the server-wide bound of the module caches
   }

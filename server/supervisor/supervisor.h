@@ -35,6 +35,8 @@
 #include "supervisor/handshakes.h"
 #include "supervisor/ipc_registry.h"
 #include "supervisor/module_store.h"
+#include "supervisor/nccl_registry.h"
+#include "supervisor/peer_link.h"
 #include "supervisor/metrics.h"
 #include "supervisor/state_store.h"
 #include "supervisor/worker_launcher.h"
@@ -86,6 +88,15 @@ struct ServerOptions {
   // session's worker process may use ("auto", "off" or a size; worker_launcher.h).
   uint64_t ipc_exports_per_tenant = 16384;
   std::string worker_memory_max = "auto";
+  // NCCL (issue 44; docs/ARCHITECTURE.md "NCCL", docs/OPERATIONS.md): the server-to-server link
+  // over which the servers of a cluster resolve each other's unique ids and report lost ranks
+  // (tcp://HOST:PORT served, HOST:PORT other servers reach it at, the peers this one may dial,
+  // the cluster's shared key), and settings for the workers' NCCL (NAME=VALUE, NCCL_* only).
+  std::string peer_listen;
+  std::string peer_advertise;
+  std::vector<std::string> peers;
+  std::string peer_key_file;
+  std::vector<std::string> nccl_env;
 };
 
 struct TenantState {
@@ -204,6 +215,16 @@ class Supervisor {
   // those bytes, until they are closed.
   bool IpcSessionEnded(SessionState& s);
   void ApplyIpcActions(const std::vector<IpcAction>& actions);
+  // ---- NCCL unique ids and cliques (supervisor_nccl.cc) ----
+  Status StartNccl();
+  void OnNcclAsk(pid_t pid, uint64_t request, uint8_t op, const NcclIdBytes& id, NcclClique clique);
+  void AnswerNccl(pid_t pid, uint64_t request, uint32_t status, const NcclIdBytes* id, NcclClique clique);
+  // A session ended: the cliques it was in learn it (here and on the origin servers).
+  void NcclSessionEnded(SessionState& s);
+  void DeliverNccl(const std::vector<NcclNotice>& notices);
+  void OnPeerMessage(uint64_t link, uint64_t server, std::vector<uint8_t> message);
+  void OnPeerDown(uint64_t link, uint64_t server, const std::string& why);
+  void SendPeer(uint64_t link, const std::function<void(void*)>& build);
   void BeginDrain();
   Status SendControl(SessionState& s, const std::function<void(void*)>& build, int fd = -1);
   void PushGpus(const std::string& tenant);
@@ -246,6 +267,16 @@ class Supervisor {
   std::map<pid_t, SessionState> sessions_;
   IpcRegistry ipc_;
   std::map<uint32_t, std::string> ipc_held_slots_;  // ended exporters' ledger slots -> tenant
+  std::unique_ptr<NcclRegistry> nccl_;
+  std::unique_ptr<PeerLinks> peers_;
+  struct RemoteResolve {
+    pid_t pid = -1;
+    uint64_t session = 0;
+    uint64_t request = 0;  // the worker's
+    uint64_t link = 0;
+  };
+  std::map<uint64_t, RemoteResolve> remote_resolves_;  // by the request sent over the link
+  uint64_t next_peer_request_ = 1;
 
   Fd epoll_, signal_fd_, wake_fd_;
   Fd spare_fd_;  // kept open to accept (and drop) a connection when out of descriptors

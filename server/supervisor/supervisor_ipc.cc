@@ -108,6 +108,14 @@ void Supervisor::OnControl(pid_t pid) {
         opened_fd = o->fd;
         return Status::Ok();
       }
+      case control::ControlMessage::NCCL_ASK: {
+        auto x = m.getNcclAsk();
+        NcclIdBytes id{};
+        if (x.getId().size() == id.size()) std::copy(x.getId().begin(), x.getId().end(), id.begin());
+        else if (x.getOp() != 2) return Error(Err::kInvalidValue, "an NCCL unique id of {} bytes", x.getId().size());
+        OnNcclAsk(pid, x.getRequestId(), x.getOp(), id, NcclClique{x.getCliqueServer(), x.getCliqueId()});
+        return Status::Ok();
+      }
       case control::ControlMessage::IPC_CLOSE:
         actions = ipc_.Close(pid, m.getIpcClose());
         return Status::Ok();

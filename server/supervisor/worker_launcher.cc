@@ -115,7 +115,10 @@ std::vector<std::string> WorkerEnvironment() {
     std::string_view v(*e);
     if (v.starts_with("CUDA_") || v.starts_with("NVIDIA_") || v.starts_with("__GL_") ||
         v.starts_with("LD_LIBRARY_PATH=") || v.starts_with("REMORA_LIBRARY_PATH=") || v.starts_with("REMORA_RDMA_") ||
-        v.starts_with("TZ="))
+        v.starts_with("TZ=") ||
+        // NCCL (issue 44): the operator's settings for the servers' NCCL (NCCL_SOCKET_IFNAME,
+        // NCCL_IB_HCA, ...) and where its library is; never the client's.
+        v.starts_with("NCCL_") || v.starts_with("REMORA_NCCL_PATH="))
       env.emplace_back(v);
   }
   return env;

@@ -327,6 +327,7 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
   auto args = call.getArgs();
   OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api, lib->table->domain);
   x.set_answered(expects_reply);
+  x.set_tag(expects_reply ? tag : 0);
   Status st = op->run(x);
   if (op->launches && st.ok()) ex.NoteGpuWork(x.launch_stream());
   x.Settle(st.ok());
@@ -335,6 +336,7 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
       return answer(st);
     case CallClass::kSync: {
       if (!st.ok()) return ex.PostReply(tag, st);
+      if (x.answers_later()) return Status::Ok();  // its operation answers (AnswerLater)
       const std::vector<std::byte>& out = x.out().bytes();
       if (out.empty()) return ex.PostReply(tag, Status::Ok());  // nothing to return
       return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {

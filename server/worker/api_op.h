@@ -86,6 +86,14 @@ class OpContext {
   // later: the session's next synchronising call, or a library hook's own rule).
   bool answered() const { return answered_; }
   void set_answered(bool answered) { answered_ = answered; }
+  // The request this call came in (an operation that runs calls nested in it: NCCL's groups).
+  wire::Request::Reader request() const { return req_; }
+  // A sync call the operation answers itself, later (a pending operation posts the reply to
+  // tag()): the dispatch posts nothing when it succeeds.
+  void AnswerLater() { later_ = true; }
+  bool answers_later() const { return later_; }
+  uint64_t tag() const { return tag_; }
+  void set_tag(uint64_t tag) { tag_ = tag; }
 
   // ---- math-library objects (lib_objects.h; roles handle(K), newhandle(K), scalar, ...) ----
   // A live object of `kind` (id 0 only if nullable), as the library's handle; its GPU is the
@@ -183,6 +191,8 @@ class OpContext {
   uint64_t graph_ = 0;
   int64_t note_ = 0;
   bool answered_ = true;
+  uint64_t tag_ = 0;
+  bool later_ = false;
   std::function<void(bool)> settle_;
   Executor::Stream streams_[2];
   int num_streams_ = 0;

@@ -38,6 +38,11 @@ Result<const Executor::LibraryBinding*> Executor::Library(uint16_t id) {
   const OpTable* ops = MathLibraryOps(id);
   if (ops == nullptr) return Error(Err::kNotSupported, "library {} is not served by this server", id);
   ASSIGN_OR_RETURN(void* api, driver_.Library(static_cast<Domain>(id)));
+  if (static_cast<Domain>(id) == Domain::kNccl) {
+    // NCCL: the generated operations call the session's NCCL, which calls the real one.
+    nccl_ = MakeNcclSession(*this, api);
+    api = NcclSessionApi(nccl_.get());
+  }
   BindLibrary(id, ops, api);
   LOG_INFO("session {}: serving {} ({})", config_.session_id, ops->name, driver_.name());
   return library(id);
@@ -389,6 +394,10 @@ Result<bool> Executor::PollPending() {
 }
 
 Status Executor::ApplyControl(const ControlEvent& ev) {
+  if (ev.kind == ControlEvent::Kind::kNcclAnswer || ev.kind == ControlEvent::Kind::kNcclLost) {
+    if (nccl_) NcclControl(nccl_.get(), ev);
+    return Status::Ok();
+  }
   if (ev.kind == ControlEvent::Kind::kIpcRelease) {
     ipc_->Release(*this, ev.export_id);
     return Status::Ok();

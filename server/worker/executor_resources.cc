@@ -89,6 +89,7 @@ void Executor::ReleaseEverything() {
   // session's objects, then what the loop itself created (pooled events and buffers, the
   // transport's pinned regions). Host functions the client will never run are let go first:
   // abandoning a transfer waits for its stream, which such a function would block forever.
+  if (nccl_) NcclTeardown(nccl_.get());  // aborted first: work blocked in a collective ends
   session_.ReleaseHostCallbacks();
   driver_.AbandonStreamWaits();  // waits for values that will never come: before memory goes
   if (compute_) compute_->Close();

@@ -126,6 +126,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // ---- EmulatedDevice: for the emulated libraries (Translate is EmuGraphHost's, below) ----
   // A library call on a capturing stream is captured as a kernel node, as on a GPU.
   Status InOrder(DStream s, std::function<void()> task) override;
+  Status InOrderBlocking(DStream s, std::function<void()> task) override {
+    return InOrder(s, std::move(task), CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);  // (never inline)
+  }
   Status Synchronize(DStream s) override { return StreamSynchronize(s); }
   Result<DevPtr> Alloc(size_t bytes) override { return MemAlloc(bytes); }
   Status Free(DevPtr p) override { return MemFree(p); }

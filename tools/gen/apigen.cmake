@@ -8,7 +8,8 @@ file(GLOB REMORA_API_FILES ${REMORA_API_DIR}/*.api)
 file(GLOB REMORA_APIGEN_SOURCES ${CMAKE_SOURCE_DIR}/tools/gen/apigen/*.py)
 # The math libraries remoted whole (protocol/api/<lib>.api): a client library each with the
 # real SONAME (shim/), the worker's table and dispatch (server/), round-trip tests (tests/unit).
-set(REMORA_MATH_LIBRARIES cublas cublasLt curand cudnn cufft cusolver cusparse)
+# NCCL (issue 44) is wired the same way, though not a math library.
+set(REMORA_MATH_LIBRARIES cublas cublasLt curand cudnn cufft cusolver cusparse nccl)
 # A description's client stubs and worker dispatch are generated as one translation unit per
 # REMORA_APIGEN_SHARD_ENTRIES travelling (@N) entries, counted here when CMake configures, so
 # that a parallel build compiles a large library's side by side (cuBLAS's 464 were two single

@@ -135,7 +135,9 @@ def emit_core(lib, libs):
                 out.append('extern "C" %s {\n' % e.decl(n))
                 out.append('  Status st = remora::gen::%s::%s(remora::shim::CallCtx{%s, "%s"}%s);\n' % (lib.name, e.name, per_thread, n, args))
                 if "nomem" in st:
-                    out.append('  return static_cast<%s>(remora::shim::FinishLib(remora::Domain::k%s, kCodes, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
+                    # `finish F`: the library's own FinishLib (NCCL keeps the message for ncclGetLastError).
+                    fin = lib.props.get("finish", "remora::shim::FinishLib")
+                    out.append('  return static_cast<%s>(%s(remora::Domain::k%s, kCodes, st, "%s"));\n}\n' % (st["type"], fin, _dom(lib), n))
                 else:
                     out.append('  return static_cast<%s>(remora::shim::FinishApi(remora::Domain::k%s, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
             continue
@@ -267,6 +269,9 @@ def _client_cc_part(lib, entries, i, n):
             # An ordered call the client waits for when the description's hook says its status
             # decides what the application does next (cuDNN's finalize of a plan, say).
             out.append("  if (%s(%s)) c.Answer();\n" % (e.attrs["answer_if"], ", ".join(p.name for p in e.params)))
+        if "check" in e.attrs:
+            # A hand-written check of the arguments in the library's vocabulary, before any is sent.
+            out.append("  RETURN_IF_ERROR(%s(c%s));\n" % (e.attrs["check"], "".join(", " + p.name for p in e.params)))
         for p in e.params:
             for s in roles.client_encode(e, p):
                 out.append("  %s\n" % s.replace("reinterpret_cast<uint64_t>((uintptr_t)", "static_cast<uint64_t>((uintptr_t)"))

@@ -292,7 +292,11 @@ def _emit_dispatch_table(lib, out):
             out.append("      %s r = a.%s(LibObject::FromBits<%s>(bits));\n" % (e.ret, e.name, p.ctype))
             out.append("      if (r != %s) return Status(Domain::k%s, static_cast<uint32_t>(r), \"%s\");\n" % (st["ok"], _dom(lib), e.name))
             out.append("      return Status::Ok();\n    }\n")
-    out.append("    default:\n      return Error(Err::kNotSupported, \"%s has no destroy call for this kind\");\n  }\n}\n\n" % lib.name)
+    if lib.props.get("wdestroy"):
+        # A hand-written end for the kinds no single-argument call ends (NCCL's registrations).
+        out.append("    default:\n      return %s(api, kind, bits);\n  }\n}\n\n" % lib.props["wdestroy"])
+    else:
+        out.append("    default:\n      return Error(Err::kNotSupported, \"%s has no destroy call for this kind\");\n  }\n}\n\n" % lib.name)
     out.append("constexpr OpEntry kOps[] = {\n")
     for e in travelling(lib):
         out.append('    {%d, "%s", CallClass::k%s, &Op_%s, %s},\n' % (e.number, e.name, e.cls.capitalize(), e.name,

@@ -133,7 +133,13 @@ class Entry:
     def exported_names(self):
         if self.internal:
             return []
-        return [self.name] + self.twins
+        names = [self.name] + self.twins
+        # `alias_prefix P` (NCCL's pncclX profiling names): every function is exported under
+        # a second name too, the same function, unless the entry says `noalias`.
+        prefix = self.lib.props.get("alias_prefix")
+        if prefix and "noalias" not in self.attrs:
+            names += [prefix + n for n in names]
+        return names
 
     @property
     def remoted(self):

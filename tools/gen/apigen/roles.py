@@ -57,7 +57,7 @@ Math libraries (their objects are LIB_KINDS below: session-owned, client-minted 
 from model import ApiError
 
 # Handle kinds of math-library objects (memmgr/include/remora/memmgr/handle_table.h, range
-# 0x70-0x8f): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
+# 0x70-0x9f): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
 # the session's LibObjects (server/worker/lib_objects.h).
 LIB_KINDS = {
     "CublasHandle": 0x70, "CublasLtHandle": 0x71, "CublasLtMatmulDesc": 0x72, "CublasLtMatrixLayout": 0x73,
@@ -70,6 +70,8 @@ LIB_KINDS = {
     "CusolverSyevjInfo": 0x86, "CusolverGesvdjInfo": 0x87, "CusparseHandle": 0x88, "CusparseMatDescr": 0x89,
     "CusparseSpMatDescr": 0x8a, "CusparseDnMatDescr": 0x8b, "CusparseDnVecDescr": 0x8c,
     "CusparseSpVecDescr": 0x8d, "CusparseSpGEMMDescr": 0x8e, "CusparseSpSVDescr": 0x8f,
+    # NCCL (issue 44): 0x90-0x9f
+    "NcclComm": 0x90, "NcclRegistration": 0x91, "NcclWindow": 0x92,
 }
 # cuDNN's other descriptors (0xa0-0xaf).
 LIB_KINDS.update({

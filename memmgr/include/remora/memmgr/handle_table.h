@@ -33,7 +33,7 @@ enum class HandleKind : uint8_t {
   kMipmappedArray = 0x65,
   kTexObject = 0x66,
   kSurfObject = 0x67,
-  // 0x70-0x8f: objects of the math libraries (issue 13), kept in the worker's LibObjects
+  // 0x70-0x9f: objects of the math libraries (issue 13), kept in the worker's LibObjects
   // (server/worker/lib_objects.h) under ids the client mints; tools/gen/apigen/roles.py
   // LIB_KINDS lists the same values.
   kCublasHandle = 0x70,
@@ -79,6 +79,10 @@ enum class HandleKind : uint8_t {
   kCudnnFusedOpsConstParamPack = 0xa7,
   kCudnnFusedOpsVariantParamPack = 0xa8,
   kCudnnFusedOpsPlan = 0xa9,
+  // 0x90-0x9f: NCCL's objects (issue 44), kept like the math libraries' (same LibObjects).
+  kNcclComm = 0x90,          // a communicator
+  kNcclRegistration = 0x91,  // a buffer registered with ncclCommRegister
+  kNcclWindow = 0x92,        // a window of ncclCommWindowRegister
 };
 
 const char* HandleKindName(HandleKind kind);
