@@ -103,6 +103,11 @@ Status SetNow(OpContext& x, LibObject* desc, cudnnBackendAttributeName_t name, c
   }
   cudnnStatus_t r = x.Library<Api>().cudnnBackendSetAttribute(desc->As<cudnnBackendDescriptor_t>(), name, type, count, arg);
   if (r != CUDNN_STATUS_SUCCESS) return Failed(x, r, "cudnnBackendSetAttribute");
+  if (IsVariantPack(desc) && api::dnn::AttributeElementBytes(type) == sizeof(uint64_t)) {
+    std::vector<uint64_t>& kept = Desc(desc)->pack[static_cast<int>(name)];
+    kept.assign(static_cast<size_t>(count > 0 ? count : 0), 0);
+    if (!kept.empty()) std::memcpy(kept.data(), elements, kept.size() * sizeof(uint64_t));
+  }
   return Status::Ok();
 }
 
@@ -144,12 +149,26 @@ Status WithCheckedPack(OpContext& x, LibObject* plan, LibObject* pack, const std
   for (LibObject* o : {plan, pack})
     if (Status e = TakeError(o); !e.ok()) return e;
   constexpr int64_t kMaxTensors = 4096;
+  // The pack's attributes as they were set (the worker saw every set; cuDNN 9 reads none of a
+  // variant pack back), else as the library answers them (the host backend's).
+  const DnnDescriptor* kept = Desc(pack);
+  auto attr = [&](cudnnBackendAttributeName_t n, cudnnBackendAttributeType_t t, int64_t max, bool* ok = nullptr) {
+    if (kept != nullptr) {
+      auto it = kept->pack.find(static_cast<int>(n));
+      if (it != kept->pack.end()) {
+        if (ok != nullptr) *ok = true;
+        return it->second;
+      }
+    }
+    return Attribute<uint64_t>(x, pack, n, t, max, ok);
+  };
   bool readable = false;
-  auto ptrs = Attribute<uint64_t>(x, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, kMaxTensors, &readable);
+  auto ptrs = attr(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, kMaxTensors, &readable);
   // Pointers nobody checked never reach an execution.
   if (!readable)
     return Refused(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "the variant pack's data pointers cannot be read back (is it finalized?)");
-  auto uids = Attribute<int64_t>(x, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, kMaxTensors);
+  std::vector<int64_t> uids;
+  for (uint64_t u : attr(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, kMaxTensors)) uids.push_back(static_cast<int64_t>(u));
   std::map<int64_t, const api::dnn::ByValue*> by_uid;
   for (const auto& v : values)
     if (!by_uid.emplace(v.uid, &v).second) return x.Malformed("a by-value tensor is sent twice");
@@ -171,14 +190,14 @@ Status WithCheckedPack(OpContext& x, LibObject* plan, LibObject* pack, const std
   }
   if (used != values.size())
     return Refused(CUDNN_STATUS_BAD_PARAM, "a by-value tensor's unique id is not in the variant pack");
-  auto ws = Attribute<uint64_t>(x, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1);
+  auto ws = attr(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1);
   auto ws_size = Attribute<int64_t>(x, plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1);
   if (!ws.empty() && ws[0] != 0)
     RETURN_IF_ERROR(CheckPointer(x, ws[0], ws_size.empty() || ws_size[0] <= 0 ? 1 : static_cast<uint64_t>(ws_size[0]),
                                  "a variant pack's workspace"));
   else if (!ws_size.empty() && ws_size[0] > 0)
     return Refused(CUDNN_STATUS_BAD_PARAM, fmt::format("the plan needs a workspace of {} bytes and the variant pack has none", ws_size[0]));
-  auto inter = Attribute<uint64_t>(x, pack, CUDNN_ATTR_VARIANT_PACK_INTERMEDIATES, CUDNN_TYPE_VOID_PTR, kMaxTensors);
+  auto inter = attr(CUDNN_ATTR_VARIANT_PACK_INTERMEDIATES, CUDNN_TYPE_VOID_PTR, kMaxTensors);
   for (uint64_t p : inter) RETURN_IF_ERROR(CheckPointer(x, p, 1, "a variant pack's intermediate"));
   Api& api = x.Library<Api>();
   if (used == 0) {

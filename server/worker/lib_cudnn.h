@@ -27,6 +27,9 @@
 #include <cstdint>
 #include <vector>
 
+#include <map>
+#include <vector>
+
 #include "remora/base/status.h"
 #include "worker/lib_objects.h"
 
@@ -40,6 +43,10 @@ namespace remora::worker::gen::cudnn {
 struct DnnDescriptor : LibExtra {
   cudnnBackendDescriptorType_t type{};
   Status error;  // the first failure of a posted call on it, not reported yet
+  // A variant pack's attributes as the application set them (data pointers, unique ids,
+  // workspace, intermediates; 8-byte elements), by attribute name: cuDNN 9 answers no
+  // cudnnBackendGetAttribute on a variant pack, and every execute checks them.
+  std::map<int, std::vector<uint64_t>> pack;
 };
 
 // Bytes of device memory a tensor (filter) of `desc` spans (0 if it cannot be read: the
