@@ -328,7 +328,12 @@ Result<float> HostDriver::EventElapsedMs(DEvent a, DEvent b) {
 }
 
 Status HostDriver::LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) {
-  if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, CU_GRAPH_NODE_TYPE_HOST, [fn, arg] { fn(arg); });
+  if (graphs_.Capturing(s)) {
+    CUgraphNodeParams p{};
+    p.host.fn = fn;
+    p.host.userData = arg;
+    return graphs_.CaptureWork(s, CU_GRAPH_NODE_TYPE_HOST, [fn, arg] { fn(arg); }, &p);
+  }
   if (s == nullptr) RETURN_IF_ERROR(graphs_.LegacyAllowed());
   ASSIGN_OR_RETURN(std::shared_ptr<EmuStream> st, Stream(s));
   st->Submit(st, DepsOf(s, st), [fn, arg] { fn(arg); }, /*inline_ok=*/false);

@@ -156,7 +156,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
                 DStream stream) override;
   Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream stream) override;
   // Stream-ordered: allowed in a capture (the graph's allocation node).
-  Result<DevPtr> MemAllocAsync(size_t bytes, DPool, DStream) override { return HeapAlloc(bytes); }
+  Result<DevPtr> MemAllocAsync(size_t bytes, DPool, DStream s) override;
   Status MemFreeAsync(DevPtr p, DStream s) override;
   // The emulated graph memory stays with its graph (the emulator allocates it once, when
   // the node is made, and keeps it as long as the graph).

@@ -83,6 +83,20 @@ Status HostDriver::Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t wid
   }, CU_GRAPH_NODE_TYPE_MEMSET);
 }
 
+Result<DevPtr> HostDriver::MemAllocAsync(size_t bytes, DPool, DStream s) {
+  ASSIGN_OR_RETURN(DevPtr p, HeapAlloc(bytes));
+  if (!graphs_.Capturing(s)) return p;
+  // Captured: the graph's allocation node (its address usable from now on, as the driver's).
+  CUgraphNodeParams np{};
+  np.alloc.dptr = static_cast<CUdeviceptr>(p);
+  np.alloc.bytesize = bytes;
+  if (Status st = graphs_.CaptureWork(s, CU_GRAPH_NODE_TYPE_MEM_ALLOC, [] {}, &np); !st.ok()) {
+    (void)MemFree(p);
+    return st;
+  }
+  return p;
+}
+
 Status HostDriver::MemFreeAsync(DevPtr p, DStream s) {
   // Captured: the graph's free node; the emulated memory stays (graphs keep theirs).
   if (graphs_.Capturing(s)) return graphs_.CaptureWork(s, CU_GRAPH_NODE_TYPE_MEM_FREE, [] {});

@@ -81,7 +81,9 @@ class HostGraphs {
   bool Capturing(DStream s) const { return streams_.count(s) > 0; }
   Status LegacyAllowed() const;
   // Captures `work` (a copy, memset, kernel or host function) on capturing stream `s`.
-  Status CaptureWork(DStream s, CUgraphNodeType type, std::function<void()> work);
+  // `params` (optional): the node's parameters as cuGraph*NodeGetParams reads them back (a
+  // captured host function's fn and userData, which the worker's host-node sync looks for).
+  Status CaptureWork(DStream s, CUgraphNodeType type, std::function<void()> work, const CUgraphNodeParams* params = nullptr);
   Status CaptureEventRecord(DEvent e, DStream s);
   // `s` waits for `e`: joins e's capture if e was recorded in one. False if `e` belongs to no
   // capture (an ordinary wait).

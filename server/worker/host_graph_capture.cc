@@ -40,12 +40,16 @@ Status HostGraphs::LegacyAllowed() const {
   return Status::Ok();
 }
 
-Status HostGraphs::CaptureWork(DStream s, CUgraphNodeType type, std::function<void()> work) {
+Status HostGraphs::CaptureWork(DStream s, CUgraphNodeType type, std::function<void()> work, const CUgraphNodeParams* params) {
   Capture* c = CaptureOf(s);
   if (c == nullptr) return Error(Err::kUnknown, "internal: capture work on a stream that does not capture");
   if (c->invalidated) return Status(Domain::kCuda, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the capture was invalidated");
   EmuNode* n = Append(c->graph, c->deps[s], type);
   n->work = std::move(work);
+  if (params != nullptr) {
+    n->params = *params;
+    n->params.type = type;
+  }
   c->deps[s] = {n};
   return Status::Ok();
 }
