@@ -11,5 +11,7 @@ namespace remora::worker {
 std::shared_ptr<void> MakeHostCublas(EmulatedDevice& device);
 std::shared_ptr<void> MakeHostCublasLt(EmulatedDevice& device);
 std::shared_ptr<void> MakeHostCurand(EmulatedDevice& device);
+std::shared_ptr<void> MakeHostCusolver(EmulatedDevice& device);
+std::shared_ptr<void> MakeHostCusparse(EmulatedDevice& device);
 
 }  // namespace remora::worker

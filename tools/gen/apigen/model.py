@@ -12,18 +12,34 @@ A description file has one `library` header followed by one entry per exported f
     @7 cuStreamGetId  sync  ptsz
         CUresult (CUstream hStream : stream, unsigned long long* streamId : out)
 
+Header keys beside those: `hooks` (headers of size expressions), `hooks_ns`, `client_include`,
+`worker_include`, `include` (headers of the description's own the generated code includes
+after NVIDIA's: types a library header cannot bring in beside the others), `status_header`.
+
 An entry line is `[@N] name attribute...`; its indented continuation lines hold the C
 signature `ret (type name [: role], ...)`. `#` starts a comment. See docs/ARCHITECTURE.md,
 "How to add an API function", for the vocabulary.
 """
 import re
 
-CLASSES = ("sync", "ordered", "wait", "custom", "unsupported", "local", "via")
+CLASSES = ("sync", "ordered", "wait", "custom", "unsupported", "local", "via",
+           # exported, answers the library's "not supported" for a written reason no server could
+           # ever serve it (`reason=KEY`, one of REFUSAL_REASONS; listed in docs/COMPATIBILITY.md)
+           "refused")
+# Why a function is refused (class `refused`, attribute `reason=`): kept short, each one a
+# reason no GPU server could ever serve such a call. docs/COMPATIBILITY.md ("Math libraries")
+# lists the same keys; tests/integration/lib_served_test.py checks both.
+REFUSAL_REASONS = {
+    "undeclared": "declared in no public header: no application is built against it, and its "
+                  "arguments (what to check, what travels) are unknown",
+}
 # Parameter roles: how a parameter crosses the wire (see roles.py for what each generates).
 ROLES = ("value", "stream", "handle", "device", "devptr", "out", "in", "inout", "array",
          "outarray", "string", "outstring", "fixup",
          # math libraries (roles.py says what each generates)
-         "newhandle", "scalar", "scalarout", "devptrs", "inbytes")
+         "newhandle", "scalar", "scalarout", "scalarinout", "devptrs", "inbytes",
+         # the application's host workspace, replaced by one the worker keeps (roles.py)
+         "hostwork")
 
 
 class ApiError(Exception):
@@ -45,7 +61,8 @@ class Param:
         if not t.endswith("*"):
             raise ApiError("parameter %s (%s) is not a pointer" % (self.name, t))
         t = t[:-1].strip()
-        t = re.sub(r"^const\s+", "", t)
+        if not t.endswith("*"):  # (`const void**` points at a `const void*`: that const stays)
+            t = re.sub(r"^const\s+", "", t)
         t = re.sub(r"\s+const$", "", t)
         return t
 
@@ -81,7 +98,7 @@ class Entry:
 
     @property
     def remoted(self):
-        return self.cls != "unsupported"
+        return self.cls not in ("unsupported", "refused")
 
     @property
     def hand(self):
@@ -304,13 +321,17 @@ def validate(lib):
             seen_numbers[e.number] = e.name
         if e.remoted and not e.signed:
             raise ApiError("%s: a remoted entry needs its signature" % at)
+        if e.cls == "refused" and e.attrs.get("reason") not in REFUSAL_REASONS:
+            raise ApiError("%s: a refused entry needs reason= one of %s" % (at, ", ".join(sorted(REFUSAL_REASONS))))
+        if "reason" in e.attrs and e.cls != "refused":
+            raise ApiError("%s: reason= is for refused entries" % at)
         if e.cls == "ordered":
             for p in e.params:
                 if p.role in ("out", "inout", "outarray", "outstring"):
                     raise ApiError("%s: an ordered call cannot return %s (make it sync)" % (at, p.name))
         if e.internal and not e.travels:
             raise ApiError("%s: an internal entry must travel (sync, ordered or wait)" % at)
-        if e.cls == "ordered" and any(p.role == "scalarout" for p in e.params):
+        if e.cls == "ordered" and any(p.role in ("scalarout", "scalarinout") for p in e.params):
             raise ApiError("%s: an ordered call cannot return a scalar (make it sync)" % at)
         if "launches" in e.attrs and e.cls not in ("sync", "ordered"):
             raise ApiError("%s: `launches` (GPU work the compute scheduler admits) needs a sync or ordered call" % at)
