@@ -89,7 +89,7 @@ Status Supervisor::DeleteTenant(const std::string& name, bool force) {
     (void)SendControl(s, [](void* m) {
       static_cast<control::ControlMessage::Builder*>(m)->setEndSession("the tenant was deleted by the administrator");
     });
-    ::kill(pid, SIGKILL);
+    SignalWorker(pid, SIGKILL);
     int status;
     ::waitpid(pid, &status, 0);
     (void)registry_->Remove(pid);

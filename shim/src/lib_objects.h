@@ -29,10 +29,10 @@
 
 namespace remora::shim {
 
-// Whether `kind` is a math-library object kind (0x70-0x8f, 0xa0-0xbf).
+// Whether `kind` is a library object kind (0x70-0x8f math libraries, 0x90-0x9f NCCL, 0xa0-0xaf
+// cuDNN's other descriptors, 0xb0-0xcf more objects of the math libraries (issue 42)).
 constexpr bool IsLibraryKind(HandleKind kind) {
-  const auto k = static_cast<uint8_t>(kind);
-  return (k >= 0x70 && k <= 0x8f) || (k >= 0xa0 && k <= 0xbf);
+  return static_cast<uint8_t>(kind) >= 0x70 && static_cast<uint8_t>(kind) <= 0xcf;
 }
 constexpr uint64_t LibraryObjectId(HandleKind kind, uint64_t n) { return (uint64_t{static_cast<uint8_t>(kind)} << 56) | (n << 4); }
 

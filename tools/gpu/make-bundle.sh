@@ -36,6 +36,7 @@ ln -s libcuda.so.1 "$out/lib/libcuda.so"
 cp -L "$(ldconfig -p | awk '/libsodium.so.23 / {print $NF; exit}')" "$out/deps/"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cp "$root"/tests/gpu/*.sh "$root/tools/gpu/gpu-session.sh" "$root/tools/gpu/tcp-loopback.py" "$root/tools/gpu/compare-bench.sh" \
+  "$root/tools/gpu/cuda-samples.sh" "$root"/tests/gpu/*.py \
   "$out/scripts/"
 mkdir -p "$out/scripts/torch"
 cp "$root"/tests/gpu/torch/*.py "$root"/tests/gpu/torch/*.sh "$out/scripts/torch/"

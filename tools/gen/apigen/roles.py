@@ -16,6 +16,10 @@ declaration order, each as below; scalars are the little-endian bytes of the C t
                elements are session handles of kind K (u64), translated by the worker;
                wcount=W: the worker checks the count with its own expression W
   outarray(count, handle=K): the elements come back as session handles of kind K
+  array(.., ccount=C, wcount=W), out(size=S, csize=C, wsize=W)
+               as above; C/W replace the count (size) on the client/worker side only, where
+               only that side can compute it (the client from what it mirrors, the worker from
+               the library's own answer): the worker checks what arrived against W
   string       u64 length, then the bytes (no NUL)
   out, outarray(count), outstring(len): nothing on the way in (outarray/outstring and a
                sized out send their capacity as u64; out(csize=, wsize=): each end's own
@@ -66,7 +70,7 @@ Multi-phase calls and workspaces (cuSOLVER, cuSPARSE):
                the extent, on the worker, is what the library's own size query F answers for
                this call's arguments (F's parameters matched by name; its last parameter is
                the answer, times U bytes): for a buffer the call takes without its size
-  hostwork(size=S, owner=O)
+  hostwork(size=S or query=F[, unit=U], owner=O)
                the application's host workspace: nothing travels; the worker passes S bytes
                of its own, kept with object O (grown as needed, at most 256 MiB), so the
                application's address never reaches the library
@@ -78,8 +82,9 @@ Multi-phase calls and workspaces (cuSOLVER, cuSPARSE):
 """
 from model import ApiError
 
-# Handle kinds of math-library objects (memmgr/include/remora/memmgr/handle_table.h, ranges
-# 0x70-0x8f and 0xa0-0xbf): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
+# Handle kinds of library objects (memmgr/include/remora/memmgr/handle_table.h, ranges
+# 0x70-0x8f math libraries, 0x90-0x9f NCCL, 0xa0-0xaf cuDNN's other descriptors, 0xb0-0xcf more
+# objects of the math libraries): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
 # the session's LibObjects (server/worker/lib_objects.h).
 LIB_KINDS = {
     "CublasHandle": 0x70, "CublasLtHandle": 0x71, "CublasLtMatmulDesc": 0x72, "CublasLtMatrixLayout": 0x73,
@@ -92,36 +97,45 @@ LIB_KINDS = {
     "CusolverSyevjInfo": 0x86, "CusolverGesvdjInfo": 0x87, "CusparseHandle": 0x88, "CusparseMatDescr": 0x89,
     "CusparseSpMatDescr": 0x8a, "CusparseDnMatDescr": 0x8b, "CusparseDnVecDescr": 0x8c,
     "CusparseSpVecDescr": 0x8d, "CusparseSpGEMMDescr": 0x8e, "CusparseSpSVDescr": 0x8f,
+    # NCCL (issue 44): 0x90-0x9f
+    "NcclComm": 0x90, "NcclRegistration": 0x91, "NcclWindow": 0x92,
 }
-# Issue 42 (0xa0-0xbf): more objects of cuSOLVER, cuSPARSE, cuRAND, cuFFT and cuBLAS.
+# cuDNN's other descriptors (0xa0-0xaf).
 LIB_KINDS.update({
-    "CusolverSpHandle": 0xa0,
-    "CusolverRfHandle": 0xa1,
-    "CusolverMgHandle": 0xa2,
-    "CusolverCsrqrInfo": 0xa3,
-    "CusolverIrsParams": 0xa4,
-    "CusolverIrsInfos": 0xa5,
-    "CusolverMgGrid": 0xa6,
-    "CusolverMgMatDesc": 0xa7,
-    "CusparseSpSMDescr": 0xa8,
-    "CusparseSpMMOpPlan": 0xa9,
-    "CusparseCsric02Info": 0xaa,
-    "CusparseCsrilu02Info": 0xab,
-    "CusparseBsrsv2Info": 0xac,
-    "CusparseBsrsm2Info": 0xad,
-    "CusparseBsric02Info": 0xae,
-    "CusparseBsrilu02Info": 0xaf,
-    "CusparseColorInfo": 0xb0,
-    "CusparsePruneInfo": 0xb1,
-    "CusparseCsru2csrInfo": 0xb2,
-    "CurandDistribution": 0xb3,
-    "CufftXtDescriptor": 0xb4,
-    "CublasXtHandle": 0xb5,
-    "CusolverCsrqrInfoHost": 0xb6,
-    "CusolverCsrcholInfo": 0xb7,
-    "CusolverCsrcholInfoHost": 0xb8,
-    "CusolverCsrluInfoHost": 0xb9,
-    "CublasLtEmulationDesc": 0xba,
+    "CudnnLrnDescriptor": 0xa0, "CudnnOpTensorDescriptor": 0xa1, "CudnnReduceTensorDescriptor": 0xa2,
+    "CudnnSpatialTransformerDescriptor": 0xa3, "CudnnTensorTransformDescriptor": 0xa4, "CudnnSeqDataDescriptor": 0xa5,
+    "CudnnAttnDescriptor": 0xa6, "CudnnFusedOpsConstParamPack": 0xa7, "CudnnFusedOpsVariantParamPack": 0xa8,
+    "CudnnFusedOpsPlan": 0xa9,
+})
+# Issue 42 (0xb0-0xcf): more objects of cuSOLVER, cuSPARSE, cuRAND, cuFFT and cuBLAS.
+LIB_KINDS.update({
+    "CusolverSpHandle": 0xb0,
+    "CusolverRfHandle": 0xb1,
+    "CusolverMgHandle": 0xb2,
+    "CusolverCsrqrInfo": 0xb3,
+    "CusolverIrsParams": 0xb4,
+    "CusolverIrsInfos": 0xb5,
+    "CusolverMgGrid": 0xb6,
+    "CusolverMgMatDesc": 0xb7,
+    "CusparseSpSMDescr": 0xb8,
+    "CusparseSpMMOpPlan": 0xb9,
+    "CusparseCsric02Info": 0xba,
+    "CusparseCsrilu02Info": 0xbb,
+    "CusparseBsrsv2Info": 0xbc,
+    "CusparseBsrsm2Info": 0xbd,
+    "CusparseBsric02Info": 0xbe,
+    "CusparseBsrilu02Info": 0xbf,
+    "CusparseColorInfo": 0xc0,
+    "CusparsePruneInfo": 0xc1,
+    "CusparseCsru2csrInfo": 0xc2,
+    "CurandDistribution": 0xc3,
+    "CufftXtDescriptor": 0xc4,
+    "CublasXtHandle": 0xc5,
+    "CusolverCsrqrInfoHost": 0xc6,
+    "CusolverCsrcholInfo": 0xc7,
+    "CusolverCsrcholInfoHost": 0xc8,
+    "CusolverCsrluInfoHost": 0xc9,
+    "CublasLtEmulationDesc": 0xca,
 })
 
 
@@ -176,11 +190,11 @@ def client_encode(e, p):
         lines.append("c.PutOptional(%s, %s);" % (n, _size(p)))
         return lines
     if r == "array" and "nullable" in p.flags:
-        count = p.args["count"]
+        count = p.args.get("ccount", p.args["count"])
         return ["c.Put<uint8_t>(%s != nullptr);" % n,
                 "if (%s != nullptr) c.PutArray(%s, static_cast<uint64_t>(%s), sizeof(%s));" % (n, n, count, p.pointee)]
     if r == "array":
-        count = p.args["count"]
+        count = p.args.get("ccount", p.args["count"])
         return ['if (%s == nullptr && (%s) != 0) return c.Fail(%s, "%s is NULL");' % (n, count, err, n),
                 "c.PutArray(%s, static_cast<uint64_t>(%s), sizeof(%s));" % (n, count, p.pointee)]
     if r == "string":
