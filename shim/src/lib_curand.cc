@@ -52,6 +52,10 @@ bool IsQuasi(int64_t t) {
          t == CURAND_RNG_QUASI_SOBOL64 || t == CURAND_RNG_QUASI_SCRAMBLED_SOBOL64;
 }
 
+// The most bytes one reply carries: an shm reply, header included, must fit in half the
+// session's ring (2 MiB by default; protocol/src/shm/segment.h), well below api::kMaxArgBytes.
+constexpr uint64_t kPieceBytes = 512u << 10;
+
 // One generate call of `n` numbers of `elem` bytes into `out`: whole where it can be (a device
 // generator, or a reply that fits), else in pieces (lib_curand.h). `pairs`: a pseudo-random
 // generator draws this distribution in pairs (normal, log-normal: n must be even). `call`
@@ -59,7 +63,7 @@ bool IsQuasi(int64_t t) {
 template <typename Call>
 curandStatus_t Generate(curandGenerator_t g, void* out, size_t n, size_t elem, bool pairs, const char* name, Call&& call) {
   auto finish = [&](const Status& st) { return static_cast<curandStatus_t>(shim::FinishLib(remora::Domain::kCurand, kCodes, st, name)); };
-  const uint64_t piece_bytes = remora::api::kMaxArgBytes;
+  const uint64_t piece_bytes = kPieceBytes;
   auto view = shim::Process::Get().lib_objects().Find(shim::HandleBits(remora::HandleKind::kCurandGenerator, g));
   if (!view || (view->mode & 1u) != 0 || out == nullptr || n <= piece_bytes / elem) return finish(call(out, n));
   const bool quasi = IsQuasi(view->aux[0]);
@@ -138,7 +142,7 @@ const void* FetchTable(int which, int set, curandStatus_t* status) {
   const uint64_t size = remora::api::rand::TableBytes(which);
   std::vector<std::byte> bytes(size);
   for (uint64_t at = 0; at < size;) {
-    const uint64_t n = std::min<uint64_t>(remora::api::kMaxArgBytes, size - at);
+    const uint64_t n = std::min<uint64_t>(kPieceBytes, size - at);
     Status st = remora::gen::curand::remoraCurandTable(Ctx("curandGet* (table)"), which, set, at, n, bytes.data() + at);
     if (!st.ok()) {
       *status = static_cast<curandStatus_t>(shim::FinishLib(remora::Domain::kCurand, kCodes, st, "curandGet* (table)"));

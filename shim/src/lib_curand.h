@@ -2,7 +2,7 @@
 // calls of host generators in pieces. A generator made by curandCreateGenerator writes into
 // device memory: bit 0 of its mirrored mode says so, and decides whether a generate call
 // sends the output's device address or has the reply carry the numbers back into host memory.
-// A reply holds at most api::kMaxArgBytes, so a host generator's larger request is asked for
+// A reply holds at most what an shm ring takes (lib_curand.cc kPieceBytes, 512 KiB), so a host generator's larger request is asked for
 // in pieces, each a call of the real library on the server: cuRAND's host generators continue
 // one sequence across calls, so the pieces hold exactly what one call would have (checked
 // against NVIDIA's libcurand for every generator type, ordering and distribution; a
