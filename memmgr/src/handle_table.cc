@@ -65,6 +65,33 @@ const char* HandleKindName(HandleKind kind) {
     case HandleKind::kNcclComm: return "NCCL communicator";
     case HandleKind::kNcclRegistration: return "NCCL buffer registration";
     case HandleKind::kNcclWindow: return "NCCL window";
+    case HandleKind::kCusolverSpHandle: return "cuSOLVER sparse handle";
+    case HandleKind::kCusolverRfHandle: return "cuSOLVER refactorization handle";
+    case HandleKind::kCusolverMgHandle: return "cuSOLVER multi-GPU handle";
+    case HandleKind::kCusolverCsrqrInfo: return "cuSOLVER csrqr info";
+    case HandleKind::kCusolverIrsParams: return "cuSOLVER IRS params";
+    case HandleKind::kCusolverIrsInfos: return "cuSOLVER IRS infos";
+    case HandleKind::kCusolverMgGrid: return "cuSOLVER multi-GPU grid";
+    case HandleKind::kCusolverMgMatDesc: return "cuSOLVER multi-GPU matrix descriptor";
+    case HandleKind::kCusparseSpSMDescr: return "cuSPARSE SpSM descriptor";
+    case HandleKind::kCusparseSpMMOpPlan: return "cuSPARSE SpMMOp plan";
+    case HandleKind::kCusparseCsric02Info: return "cuSPARSE csric02 info";
+    case HandleKind::kCusparseCsrilu02Info: return "cuSPARSE csrilu02 info";
+    case HandleKind::kCusparseBsrsv2Info: return "cuSPARSE bsrsv2 info";
+    case HandleKind::kCusparseBsrsm2Info: return "cuSPARSE bsrsm2 info";
+    case HandleKind::kCusparseBsric02Info: return "cuSPARSE bsric02 info";
+    case HandleKind::kCusparseBsrilu02Info: return "cuSPARSE bsrilu02 info";
+    case HandleKind::kCusparseColorInfo: return "cuSPARSE color info";
+    case HandleKind::kCusparsePruneInfo: return "cuSPARSE prune info";
+    case HandleKind::kCusparseCsru2csrInfo: return "cuSPARSE csru2csr info";
+    case HandleKind::kCurandDistribution: return "cuRAND discrete distribution";
+    case HandleKind::kCufftXtDescriptor: return "cuFFT multi-GPU data descriptor";
+    case HandleKind::kCublasXtHandle: return "cuBLASXt handle";
+    case HandleKind::kCusolverCsrqrInfoHost: return "cuSOLVER csrqr info (host)";
+    case HandleKind::kCusolverCsrcholInfo: return "cuSOLVER csrchol info";
+    case HandleKind::kCusolverCsrcholInfoHost: return "cuSOLVER csrchol info (host)";
+    case HandleKind::kCusolverCsrluInfoHost: return "cuSOLVER csrlu info (host)";
+    case HandleKind::kCublasLtEmulationDesc: return "cuBLASLt emulation descriptor";
   }
   return "handle";
 }

@@ -13,6 +13,10 @@ namespace remora::api::sparse {
 
 using blas::Elems;
 using blas::Mat;
+using blas::MatOp;  // (cusparseOperation_t: 0 is "not transposed", as in BLAS)
+using blas::Max;
+using blas::Min;
+using blas::Strided;
 using blas::TypeBytes;
 
 // Bytes of one index of `type` (0 for a type Remora does not know).

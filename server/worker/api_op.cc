@@ -1,6 +1,7 @@
 #include "worker/api_op.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "remora/base/log.h"
 #include "worker/handlers.h"
@@ -39,17 +40,61 @@ Status OpContext::ScalarMode(const LibObject* object, int bit, bool on_device, c
 }
 
 Status OpContext::DevPtrArray(uint64_t addr, uint64_t count, uint64_t bytes, const LibObject* owner, uint64_t* checked) {
+  RETURN_IF_ERROR(DevPtrArrayOf(addr, count, owner, [bytes](uint64_t) { return bytes; }));
+  *checked = addr;
+  return Status::Ok();
+}
+
+Status OpContext::DevPtrArrayOf(uint64_t addr, uint64_t count, const LibObject* owner, const std::function<uint64_t(uint64_t)>& bytes_of) {
   if (count > api::kMaxArgBytes / sizeof(uint64_t)) return Malformed("an array of device pointers is too long");
-  RETURN_IF_ERROR(DevPtr(addr, count * sizeof(uint64_t), checked));
+  uint64_t checked = 0;
+  RETURN_IF_ERROR(DevPtr(addr, count * sizeof(uint64_t), &checked));
   std::vector<uint64_t> ptrs(static_cast<size_t>(count));
   DStream s = owner != nullptr ? owner->stream : nullptr;
   RETURN_IF_ERROR(ex_.driver().MemcpyDtoH(ptrs.data(), addr, count * sizeof(uint64_t), s));
   RETURN_IF_ERROR(ex_.driver().StreamSynchronize(s));
-  for (uint64_t p : ptrs) {
-    auto a = ex_.session().allocations().CheckRange(p, bytes == 0 ? 1 : bytes);
-    if (!a.ok()) return Error(Err::kInvalidValue, "an array of device pointers holds 0x{:x}: {}", p, a.status().message());
+  for (uint64_t i = 0; i < count; i++) {
+    const uint64_t bytes = bytes_of(i);
+    auto a = ex_.session().allocations().CheckRange(ptrs[i], bytes == 0 ? 1 : bytes);
+    if (!a.ok()) return Error(Err::kInvalidValue, "an array of device pointers holds 0x{:x}: {}", ptrs[i], a.status().message());
   }
   return Status::Ok();
+}
+
+void OpContext::KeepRange(LibObject* object, const char* slot, uint64_t addr, uint64_t bytes) {
+  if (object == nullptr) return;
+  auto& kept = object->kept;
+  auto it = std::find_if(kept.begin(), kept.end(), [&](const LibObject::KeptRange& k) { return std::strcmp(k.slot, slot) == 0; });
+  if (addr == 0) {
+    if (it != kept.end()) kept.erase(it);
+    return;
+  }
+  const LibObject::KeptRange range{slot, addr, bytes == 0 ? 1 : bytes};
+  if (it != kept.end()) {
+    *it = range;
+  } else {
+    kept.push_back(range);
+  }
+}
+
+Status OpContext::RecheckObject(const LibObject* object, const char* what) {
+  if (object == nullptr) return Status::Ok();
+  for (const LibObject::KeptRange& k : object->kept) {
+    auto a = ex_.session().allocations().CheckRange(k.addr, k.bytes);
+    if (!a.ok())
+      return Error(Err::kInvalidValue, "{}'s {} (0x{:x}, {} bytes, given by an earlier call) is no longer device memory of this session: {}",
+                   what, k.slot, k.addr, k.bytes, a.status().message());
+  }
+  return Status::Ok();
+}
+
+Result<void*> OpContext::HostWork(LibObject* owner, uint64_t bytes) {
+  if (bytes == 0) return static_cast<void*>(nullptr);
+  if (owner == nullptr) return Error(Err::kInvalidValue, "a host workspace without the object it belongs to");
+  if (bytes > kMaxHostWork)
+    return Error(Err::kMemoryAllocation, "a host workspace of {} bytes is larger than the worker keeps ({} bytes)", bytes, kMaxHostWork);
+  if (owner->host_work.size() < bytes) owner->host_work.resize(static_cast<size_t>(bytes));
+  return static_cast<void*>(owner->host_work.data());
 }
 
 namespace {

@@ -146,6 +146,18 @@ class OpContext {
   // in the stream order of `owner` (its mirrored stream; waits for that stream) and every
   // pointer checked against the session's allocations.
   Status DevPtrArray(uint64_t addr, uint64_t count, uint64_t bytes, const LibObject* owner, uint64_t* checked);
+  // The same with an extent per element (`bytes_of(i)`: a grouped batch's groups differ).
+  Status DevPtrArrayOf(uint64_t addr, uint64_t count, const LibObject* owner, const std::function<uint64_t(uint64_t)>& bytes_of);
+  // Keeps `addr`+`bytes` with `object` under `slot` (replacing what that slot held; addr 0
+  // forgets it), after a call that succeeded (role keep=).
+  void KeepRange(LibObject* object, const char* slot, uint64_t addr, uint64_t bytes);
+  // Every range kept with `object` is still device memory of this session, else the library's
+  // invalid status naming `what` (a freed descriptor array, a buffer freed between phases).
+  Status RecheckObject(const LibObject* object, const char* what);
+  // The host workspace of `bytes` the worker passes for `owner`'s call (role hostwork): kept
+  // with the object, grown as needed, at most kMaxHostWork; nullptr for 0 bytes.
+  static constexpr uint64_t kMaxHostWork = 256ull << 20;
+  Result<void*> HostWork(LibObject* owner, uint64_t bytes);
   // Device memory a library call allocates internally: the process's usage on the call's GPU
   // before the call (a sentinel where it cannot be measured), and after it the growth
   // charged to `object` (or, with none, to the session). When the quota refuses it, a

@@ -128,7 +128,7 @@ class HostCublas final : public gen::cublas::Api {
     return CUBLAS_STATUS_SUCCESS;
   }
   cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int* version) override {
-    if (!Of(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (handle != nullptr && !Of(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;  // (NULL is legal, as in cuBLAS)
     *version = CUBLAS_VERSION;
     return CUBLAS_STATUS_SUCCESS;
   }

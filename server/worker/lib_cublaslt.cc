@@ -108,6 +108,25 @@ uint64_t LtScalarBytes(OpContext& x, const LibObject* desc, const LibObject* d_l
   return vector ? ShapeOf(x, d_layout).rows * elem : elem;
 }
 
+Status TransformAttributeSet(OpContext&, LibObject* desc, cublasLtMatrixTransformDescAttributes_t attr, const void* buf, size_t size) {
+  if (attr == CUBLASLT_MATRIX_TRANSFORM_DESC_POINTER_MODE && buf != nullptr && size >= sizeof(int32_t)) {
+    int32_t mode;
+    std::memcpy(&mode, buf, sizeof(mode));
+    desc->mode = mode == CUBLASLT_POINTER_MODE_HOST ? 0u : 3u;
+  }
+  return Status::Ok();
+}
+
+uint64_t TransformScaleBytesW(OpContext& x, const LibObject* desc) {
+  if (desc == nullptr) return 4;
+  int32_t scale = CUDA_R_32F;
+  size_t written = 0;
+  (void)x.Library<Api>().cublasLtMatrixTransformDescGetAttribute(desc->As<cublasLtMatrixTransformDesc_t>(),
+                                                                 CUBLASLT_MATRIX_TRANSFORM_DESC_SCALE_TYPE, &scale, sizeof(scale), &written);
+  const size_t n = TypeBytes(scale);
+  return n == 0 ? 4 : n;
+}
+
 Status LtVersion(OpContext& x, size_t* version) {
   *version = x.Library<Api>().cublasLtGetVersion();
   return Status::Ok();
@@ -119,8 +138,21 @@ Status LtDescCreated(OpContext&, LibObject* desc, cublasComputeType_t, cudaDataT
 }
 
 Status LtDescSetAttribute(OpContext& x, LibObject* desc, cublasLtMatmulDescAttributes_t attr, const void* buf, size_t size) {
-  if (attr == CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR)
-    return Status(Domain::kCublasLt, CUBLAS_STATUS_NOT_SUPPORTED, "cuBLASLt emulation descriptors are not remoted");
+  if (attr == CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR && buf != nullptr && size == sizeof(uint64_t)) {
+    // The application's handle of an emulation descriptor of this session: the library's.
+    // (Its kind has the top bit set, which the application's value has cleared.)
+    uint64_t id;
+    std::memcpy(&id, buf, sizeof(id));
+    void* real = nullptr;
+    if (id != 0) {
+      id |= uint64_t{1} << 63;
+      ASSIGN_OR_RETURN(LibObject * o, x.executor().session().lib_objects().Get(id, HandleKind::kCublasLtEmulationDesc));
+      real = o->As<void*>();
+    }
+    cublasStatus_t r = x.Library<Api>().cublasLtMatmulDescSetAttribute(desc->As<cublasLtMatmulDesc_t>(), attr, &real, sizeof(real));
+    if (r != CUBLAS_STATUS_SUCCESS) return Failed(x, r, "cublasLtMatmulDescSetAttribute");
+    return Status::Ok();
+  }
   if (IsPointerAttribute(attr) && buf != nullptr && size == sizeof(uint64_t)) {
     uint64_t p;
     std::memcpy(&p, buf, sizeof(p));

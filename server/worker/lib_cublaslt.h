@@ -26,6 +26,10 @@ uint64_t LayoutBytes(OpContext& x, const LibObject* layout);
 // element, or one per row of D in the vector pointer modes.
 uint64_t LtScalarBytes(OpContext& x, const LibObject* desc, const LibObject* d_layout, int slot);
 
+// A matrix transform descriptor: its pointer mode mirrored (both scalars), its scalars' bytes.
+Status TransformAttributeSet(OpContext& x, LibObject* desc, cublasLtMatrixTransformDescAttributes_t attr, const void* buf, size_t size);
+uint64_t TransformScaleBytesW(OpContext& x, const LibObject* desc);
+
 Status LtVersion(OpContext& x, size_t* version);
 Status LtDescCreated(OpContext& x, LibObject* desc, cublasComputeType_t compute, cudaDataType_t scale);
 Status LtDescSetAttribute(OpContext& x, LibObject* desc, cublasLtMatmulDescAttributes_t attr, const void* buf, size_t size);

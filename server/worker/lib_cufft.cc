@@ -1,5 +1,6 @@
 #include "worker/lib_cufft.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "blas_hooks.h"
@@ -11,6 +12,7 @@ namespace {
 
 struct FftShape final : LibExtra {
   uint64_t in = 0, out = 0;
+  int gpus = 1;  // the GPUs cufftXtSetGPUs gave the plan
 };
 
 constexpr uint64_t kHuge = ~0ull >> 1;  // an extent no allocation has: the check refuses it
@@ -150,6 +152,72 @@ Status Shape3dNew(OpContext& x, LibObject* plan, int nx, int ny, int nz, cufftTy
 Status ShapeManyNew(OpContext& x, LibObject* plan, int rank, int* n, int* inembed, int istride, int idist, int* onembed, int ostride,
                     int odist, cufftType type, int batch) {
   return ShapeMany(x, plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, nullptr);
+}
+
+Status FftGpu(OpContext& x, int* ordinal) {
+  ASSIGN_OR_RETURN(int gpu, x.executor().GpuOf(*ordinal));
+  *ordinal = gpu;
+  return Status::Ok();
+}
+
+Status FftDevicePointer(OpContext& x, void** p) {
+  if (*p == nullptr) return Status::Ok();
+  uint64_t checked = 0;
+  return x.DevPtr(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(*p)), 1, &checked);
+}
+
+Status FftXtSizes(OpContext&, LibObject* plan, int format, long long* sizes) {
+  const FftShape* s = ShapeOf(plan);
+  if (s == nullptr || s->in == 0 || s->out == 0) return Status(Domain::kCufft, CUFFT_INVALID_PLAN, "cufftXtMalloc: the plan is not made");
+  if (s->gpus > 1)
+    return Status(Domain::kCufft, CUFFT_NOT_SUPPORTED,
+                  fmt::format("cufftXtMalloc: descriptors of a plan on {} GPUs are not remoted", s->gpus));
+  if (s->in >= kHuge || s->out >= kHuge) return Status(Domain::kCufft, CUFFT_INVALID_SIZE, "cufftXtMalloc: the plan's data is too large");
+  uint64_t bytes = 0;
+  switch (format) {
+    case CUFFT_XT_FORMAT_INPUT:
+    case CUFFT_XT_FORMAT_1D_INPUT_SHUFFLED: bytes = s->in; break;
+    case CUFFT_XT_FORMAT_OUTPUT: bytes = s->out; break;
+    case CUFFT_XT_FORMAT_INPLACE:
+    case CUFFT_XT_FORMAT_INPLACE_SHUFFLED: bytes = std::max(s->in, s->out); break;
+    default: return Status(Domain::kCufft, CUFFT_INVALID_VALUE, fmt::format("cufftXtMalloc: unknown format {}", format));
+  }
+  sizes[0] = static_cast<long long>(bytes);
+  sizes[1] = static_cast<long long>(s->in);
+  sizes[2] = static_cast<long long>(s->out);
+  return Status::Ok();
+}
+
+Status GpusSet(OpContext&, LibObject* plan, int n, int*) {
+  plan->Extra<FftShape>().gpus = n;
+  return Status::Ok();
+}
+
+namespace {
+
+// A callback's arrays hold one element per GPU of the plan; Remora sends one.
+Status SingleGpu(const LibObject* plan, const char* call) {
+  const auto* s = dynamic_cast<const FftShape*>(plan->extra.get());
+  if (s != nullptr && s->gpus > 1)
+    return Status(Domain::kCufft, CUFFT_NOT_SUPPORTED, fmt::format("{}: callbacks of a plan on {} GPUs are not remoted", call, s->gpus));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status XtSetCallback(OpContext& x, LibObject* plan, void** routines, cufftXtCallbackType type, void** info) {
+  RETURN_IF_ERROR(SingleGpu(plan, "cufftXtSetCallback"));
+  cufftResult r = x.Library<Api>().cufftXtSetCallback(plan->As<cufftHandle>(), routines, type, info);
+  if (r != CUFFT_SUCCESS) return x.LibraryError(Domain::kCufft, r, Api::StatusName(r), "cufftXtSetCallback");
+  return Status::Ok();
+}
+
+Status XtSetJITCallback(OpContext& x, LibObject* plan, const char* symbol, const void* fatbin, size_t bytes, cufftXtCallbackType type,
+                        void** info) {
+  RETURN_IF_ERROR(SingleGpu(plan, "cufftXtSetJITCallback"));
+  cufftResult r = x.Library<Api>().cufftXtSetJITCallback(plan->As<cufftHandle>(), symbol, fatbin, bytes, type, info);
+  if (r != CUFFT_SUCCESS) return x.LibraryError(Domain::kCufft, r, Api::StatusName(r), "cufftXtSetJITCallback");
+  return Status::Ok();
 }
 
 }  // namespace remora::worker::gen::cufft

@@ -44,4 +44,18 @@ Status Shape3dNew(OpContext& x, LibObject* plan, int nx, int ny, int nz, cufftTy
 Status ShapeManyNew(OpContext& x, LibObject* plan, int rank, int* n, int* inembed, int istride, int idist, int* onembed, int ostride,
                     int odist, cufftType type, int batch);
 
+// Multi-GPU settings and callbacks: an application's device ordinal made the server's GPU; a
+// pointer the library keeps for a plan (caller data, a work area) checked against the
+// session's allocations; the GPUs a plan was given (a callback's arrays hold one element per
+// GPU: callbacks of a plan on several GPUs are refused with CUFFT_NOT_SUPPORTED).
+Status FftGpu(OpContext& x, int* ordinal);
+Status FftDevicePointer(OpContext& x, void** p);
+Status GpusSet(OpContext& x, LibObject* plan, int n, int* gpus);
+// cufftXtMalloc's sizes for a plan on one GPU (the client builds the descriptor): the bytes of
+// its data for `format`, of the plan's input and of its output.
+Status FftXtSizes(OpContext& x, LibObject* plan, int format, long long* sizes);
+Status XtSetCallback(OpContext& x, LibObject* plan, void** routines, cufftXtCallbackType type, void** info);
+Status XtSetJITCallback(OpContext& x, LibObject* plan, const char* symbol, const void* fatbin, size_t bytes, cufftXtCallbackType type,
+                        void** info);
+
 }  // namespace remora::worker::gen::cufft

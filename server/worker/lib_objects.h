@@ -12,6 +12,7 @@
 // Used by the executor's single thread only.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -41,6 +42,18 @@ struct LibObject {
   uint64_t workspace_bytes = 0;
   uint64_t charged = 0;     // bytes charged for what the library allocated for it (measured)
   std::unique_ptr<LibExtra> extra;
+  // Device ranges earlier calls left with the object (a descriptor's arrays, the buffer of a
+  // multi-phase call), by the name of the parameter that gave each (`slot`, a string literal
+  // of the generated code): every later call that hands the object to its library checks
+  // them again (OpContext::RecheckObject; protocol/api roles `keep=`).
+  struct KeptRange {
+    const char* slot;
+    uint64_t addr, bytes;
+  };
+  std::vector<KeptRange> kept;
+  // The worker's own host workspace for the object's calls (role `hostwork`): the
+  // application's host address never reaches the library.
+  std::vector<std::byte> host_work;
 
   template <typename T>
   static T FromBits(uint64_t bits) {

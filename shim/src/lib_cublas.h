@@ -15,4 +15,14 @@ void MirrorMathMode(cublasHandle_t handle, cublasMath_t mode);
 void MirrorAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode);
 void MirrorSmCountTarget(cublasHandle_t handle, int target);
 
+// The legacy API (lib_cublas_legacy.cc): the implicit handle (nullptr before cublasInit), the
+// status of a legacy call kept for cublasGetError, and the legacy characters as enums (an
+// unknown one as a value the library refuses).
+cublasHandle_t LegacyHandle();
+void LegacyStatus(cublasStatus_t status);
+cublasOperation_t LegacyOp(char c);
+cublasFillMode_t LegacyFill(char c);
+cublasDiagType_t LegacyDiag(char c);
+cublasSideMode_t LegacySide(char c);
+
 }  // namespace remora::gen::cublas

@@ -46,6 +46,29 @@ void MirrorDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttribu
   }
 }
 
+namespace {
+uint64_t TransformId(cublasLtMatrixTransformDesc_t d) { return shim::HandleBits(HandleKind::kCublasLtMatrixTransformDesc, d); }
+}  // namespace
+
+size_t TransformScaleBytes(cublasLtMatrixTransformDesc_t desc) {
+  auto v = shim::Process::Get().lib_objects().Find(TransformId(desc));
+  const size_t n = v ? api::blas::TypeBytes(static_cast<int>(v->aux[kScaleType])) : 0;
+  return n == 0 ? 4 : n;
+}
+
+void MirrorTransformCreate(cublasLtMatrixTransformDesc_t* desc, cudaDataType scale) {
+  shim::Process::Get().lib_objects().SetAux(TransformId(*desc), kScaleType, scale);
+}
+
+void MirrorTransformSetAttribute(cublasLtMatrixTransformDesc_t desc, cublasLtMatrixTransformDescAttributes_t attr, const void* buf,
+                                 size_t size) {
+  if (buf == nullptr || size < sizeof(int32_t)) return;
+  int32_t v;
+  std::memcpy(&v, buf, sizeof(v));
+  if (attr == CUBLASLT_MATRIX_TRANSFORM_DESC_POINTER_MODE) shim::Process::Get().lib_objects().SetMode(TransformId(desc), v == 0 ? 0u : 3u);
+  if (attr == CUBLASLT_MATRIX_TRANSFORM_DESC_SCALE_TYPE) shim::Process::Get().lib_objects().SetAux(TransformId(desc), kScaleType, v);
+}
+
 }  // namespace remora::gen::cublasLt
 
 // The server's cuBLASLt version (memoised: asked once per process).

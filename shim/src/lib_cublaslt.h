@@ -15,6 +15,12 @@ size_t ScaleBytes(cublasLtMatmulDesc_t desc);
 void MirrorDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale);
 void MirrorDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* buf, size_t size);
 
+// A matrix transform descriptor's scale type (aux 0) and pointer mode (both scalars).
+size_t TransformScaleBytes(cublasLtMatrixTransformDesc_t desc);
+void MirrorTransformCreate(cublasLtMatrixTransformDesc_t* desc, cudaDataType scale);
+void MirrorTransformSetAttribute(cublasLtMatrixTransformDesc_t desc, cublasLtMatrixTransformDescAttributes_t attr, const void* buf,
+                                 size_t size);
+
 // Which scalars of a cublasLtPointerMode_t are device pointers (bit 0 alpha, bit 1 beta).
 constexpr unsigned LtModeBits(int mode) {
   switch (mode) {

@@ -2,8 +2,10 @@
 // (lib_cusparse.h).
 #include "lib_cusparse.h"
 
+#include <cstdio>
 #include <optional>
 
+#include "cusparse_hooks.h"
 #include "lib_objects.h"
 #include "process.h"
 #include "remote_call.h"
@@ -18,6 +20,36 @@ void MirrorStream(cusparseHandle_t h, cudaStream_t s) {
 void MirrorPointerMode(cusparseHandle_t h, cusparsePointerMode_t mode) {
   shim::Process::Get().lib_objects().SetMode(shim::HandleBits(HandleKind::kCusparseHandle, h),
                                              mode == CUSPARSE_POINTER_MODE_DEVICE ? 3u : 0u);
+}
+
+namespace {
+
+enum MatAux : size_t { kType = 0, kFill = 1, kDiag = 2, kBase = 3 };
+
+void SetMat(cusparseMatDescr_t d, MatAux slot, int64_t v) {
+  shim::Process::Get().lib_objects().SetAux(shim::HandleBits(HandleKind::kCusparseMatDescr, d), slot, v);
+}
+
+}  // namespace
+
+void MirrorMatType(cusparseMatDescr_t d, cusparseMatrixType_t v) { SetMat(d, kType, v); }
+void MirrorMatFillMode(cusparseMatDescr_t d, cusparseFillMode_t v) { SetMat(d, kFill, v); }
+void MirrorMatDiagType(cusparseMatDescr_t d, cusparseDiagType_t v) { SetMat(d, kDiag, v); }
+void MirrorMatIndexBase(cusparseMatDescr_t d, cusparseIndexBase_t v) { SetMat(d, kBase, v); }
+
+void MirrorSpVec(cusparseSpVecDescr_t* vec, int64_t, int64_t, void*, void*, cusparseIndexType_t, cusparseIndexBase_t, cudaDataType type) {
+  shim::Process::Get().lib_objects().SetAux(shim::HandleBits(HandleKind::kCusparseSpVecDescr, *vec), 0, type);
+}
+
+void MirrorConstSpVec(cusparseConstSpVecDescr_t* vec, int64_t, int64_t, const void*, const void*, cusparseIndexType_t, cusparseIndexBase_t,
+                      cudaDataType type) {
+  shim::Process::Get().lib_objects().SetAux(shim::HandleBits(HandleKind::kCusparseSpVecDescr, *vec), 0, type);
+}
+
+uint64_t SpVecBytes(cusparseConstSpVecDescr_t vec) {
+  auto v = shim::Process::Get().lib_objects().Find(shim::HandleBits(HandleKind::kCusparseSpVecDescr, vec));
+  const size_t n = v ? api::sparse::TypeBytes(static_cast<int>(v->aux[0])) : 0;
+  return n == 0 ? 16 : n;
 }
 
 }  // namespace remora::gen::cusparse
@@ -85,3 +117,37 @@ extern "C" const char* cusparseGetErrorString(cusparseStatus_t s) {
     default: return "unknown error";
   }
 }
+
+namespace {
+
+// A legacy descriptor's mirrored setting (its default where the descriptor is unknown: the
+// library's getters have no error to answer with).
+int64_t MatSetting(cusparseMatDescr_t d, size_t slot) {
+  auto v = remora::shim::Process::Get().lib_objects().Find(remora::shim::HandleBits(remora::HandleKind::kCusparseMatDescr, d));
+  return v ? v->aux[slot] : 0;
+}
+
+}  // namespace
+
+extern "C" cusparseMatrixType_t cusparseGetMatType(const cusparseMatDescr_t d) { return static_cast<cusparseMatrixType_t>(MatSetting(d, 0)); }
+extern "C" cusparseFillMode_t cusparseGetMatFillMode(const cusparseMatDescr_t d) { return static_cast<cusparseFillMode_t>(MatSetting(d, 1)); }
+extern "C" cusparseDiagType_t cusparseGetMatDiagType(const cusparseMatDescr_t d) { return static_cast<cusparseDiagType_t>(MatSetting(d, 2)); }
+extern "C" cusparseIndexBase_t cusparseGetMatIndexBase(const cusparseMatDescr_t d) { return static_cast<cusparseIndexBase_t>(MatSetting(d, 3)); }
+
+// The logger: cuSPARSE logs where it runs, on the server, so its settings are accepted here and
+// change nothing the application sees (a file it names is created, as cuSPARSE would, and left
+// empty; a callback is never called).
+extern "C" cusparseStatus_t cusparseLoggerSetCallback(cusparseLoggerCallback_t) { return CUSPARSE_STATUS_SUCCESS; }
+extern "C" cusparseStatus_t cusparseLoggerSetFile(FILE* file) { return file == nullptr ? CUSPARSE_STATUS_INVALID_VALUE : CUSPARSE_STATUS_SUCCESS; }
+extern "C" cusparseStatus_t cusparseLoggerOpenFile(const char* path) {
+  if (path == nullptr) return CUSPARSE_STATUS_INVALID_VALUE;
+  FILE* f = std::fopen(path, "a");
+  if (f == nullptr) return CUSPARSE_STATUS_INVALID_VALUE;
+  std::fclose(f);
+  return CUSPARSE_STATUS_SUCCESS;
+}
+extern "C" cusparseStatus_t cusparseLoggerSetLevel(int level) {
+  return level < 0 || level > 5 ? CUSPARSE_STATUS_INVALID_VALUE : CUSPARSE_STATUS_SUCCESS;
+}
+extern "C" cusparseStatus_t cusparseLoggerSetMask(int) { return CUSPARSE_STATUS_SUCCESS; }
+extern "C" cusparseStatus_t cusparseLoggerForceDisable() { return CUSPARSE_STATUS_SUCCESS; }

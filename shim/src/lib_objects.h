@@ -30,9 +30,9 @@
 namespace remora::shim {
 
 // Whether `kind` is a library object kind (0x70-0x8f math libraries, 0x90-0x9f NCCL, 0xa0-0xaf
-// cuDNN's other descriptors).
+// cuDNN's other descriptors, 0xb0-0xcf more objects of the math libraries (issue 42)).
 constexpr bool IsLibraryKind(HandleKind kind) {
-  return static_cast<uint8_t>(kind) >= 0x70 && static_cast<uint8_t>(kind) <= 0xaf;
+  return static_cast<uint8_t>(kind) >= 0x70 && static_cast<uint8_t>(kind) <= 0xcf;
 }
 constexpr uint64_t LibraryObjectId(HandleKind kind, uint64_t n) { return (uint64_t{static_cast<uint8_t>(kind)} << 56) | (n << 4); }
 
@@ -57,6 +57,11 @@ class LibObjects {
   void SetContent(uint64_t id, uint64_t content);
   void SetMode(uint64_t id, uint32_t mode);
   void SetAux(uint64_t id, size_t slot, int64_t value);
+  // Lets `alias` (the address of descriptor storage the application owns: cublasLt*Init)
+  // stand for the object `id` in every lookup above (replacing what it stood for).
+  void Alias(uint64_t alias, uint64_t id);
+  // The object an id or an alias names (the id itself when it is no alias).
+  uint64_t Resolve(uint64_t id) const;
   // Forgets every object (a device reset): the server's went with them.
   void Clear();
   // In a forked child: the parent's objects are not the child's (another thread of the
@@ -72,7 +77,12 @@ class LibObjects {
   static constexpr size_t kMaxMemo = 4096;
   mutable std::mutex mu_;
   std::atomic<uint64_t> next_{1};
+  uint64_t ResolveLocked(uint64_t id) const {
+    auto a = aliases_.find(id);
+    return a == aliases_.end() ? id : a->second;
+  }
   std::unordered_map<uint64_t, LibObjectView> objects_;
+  std::unordered_map<uint64_t, uint64_t> aliases_;  // application storage -> object id
   std::unordered_map<std::string, std::vector<std::byte>> memo_;
 };
 

@@ -103,6 +103,7 @@ Status RemoteCall::Object(HandleKind kind, uint64_t id, bool nullable, bool ends
     args_.Put<uint64_t>(0);
     return Status::Ok();
   }
+  id = Process::Get().lib_objects().Resolve(id);  // (descriptor storage the application owns: its object)
   auto o = Process::Get().lib_objects().Get(id, kind);
   if (!o.ok()) return Error(Err::kInvalidResourceHandle, "{}: {}", cc_.name, o.status().message());
   if (ends && o->kind != kind)
@@ -153,6 +154,7 @@ void RemoteCall::AdoptObject(uint64_t id, HandleKind kind) {
 void RemoteCall::ForgetObject(uint64_t id) { Process::Get().lib_objects().Remove(id); }
 
 void RemoteCall::TouchObject(uint64_t id) {
+  id = Process::Get().lib_objects().Resolve(id);
   for (const ObjectArg& o : objects_)
     if (o.id == id) Process::Get().lib_objects().SetContent(id, Digest(id, o.content));
 }
@@ -265,6 +267,13 @@ uint32_t FinishLib(Domain caller, const LibCodes& codes, const Status& st, const
 uint32_t NotSupported(Domain caller, uint32_t code, const char* call) {
   if (Process::Get().FirstTime(call)) LOG_WARN("{} is not supported by Remora yet", call);
   if (caller == Domain::kCuda || caller == Domain::kCudart) Process::Get().error_log().Record(call, "not supported by Remora");
+  if (caller == Domain::kCudart) Thread().last_error = static_cast<cudaError_t>(code);
+  return code;
+}
+
+uint32_t Refused(Domain caller, uint32_t code, const char* call, const char* reason) {
+  if (Process::Get().FirstTime(call)) LOG_WARN("{} is refused by Remora: {}", call, reason);
+  if (caller == Domain::kCuda || caller == Domain::kCudart) Process::Get().error_log().Record(call, "refused by Remora");
   if (caller == Domain::kCudart) Thread().last_error = static_cast<cudaError_t>(code);
   return code;
 }

@@ -150,12 +150,17 @@ struct LibCodes {
 uint32_t FinishLib(Domain caller, const LibCodes& codes, const Status& st, const char* call);
 
 // A library object handle as the id that travels, and back: pointer handles are the id
-// itself; int handles (cufftHandle) are the id's counter.
+// itself, except that the top bit of a kind of 0x80 and above is cleared in what the
+// application sees: a handle must read as a positive intptr_t (CuPy keeps its cuSOLVER and
+// cuSPARSE handles as intptr_t and passes them on as size_t, which refuses a negative value);
+// int handles (cufftHandle) are the id's counter.
 template <typename T>
 uint64_t HandleBits(HandleKind kind, T v) {
   if constexpr (std::is_pointer_v<T>) {
-    (void)kind;
-    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(v));
+    uint64_t u = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(v));
+    const auto k = static_cast<uint8_t>(kind);
+    if ((k & 0x80u) != 0 && (u >> 56) == (k & 0x7fu)) u |= uint64_t{1} << 63;
+    return u;
   } else {
     static_assert(std::is_integral_v<T>, "a library handle is a pointer or an integer");
     return v <= 0 ? 0 : (uint64_t{static_cast<uint8_t>(kind)} << 56) | (static_cast<uint64_t>(v) << 4);
@@ -165,12 +170,15 @@ template <typename T>
 T HandleFromBits(HandleKind kind, uint64_t id) {
   (void)kind;
   if constexpr (std::is_pointer_v<T>) {
-    return reinterpret_cast<T>(static_cast<uintptr_t>(id));
+    return reinterpret_cast<T>(static_cast<uintptr_t>(id & ~(uint64_t{1} << 63)));
   } else {
     return static_cast<T>((id >> 4) & 0x7fffffffull);
   }
 }
 // An entry the description marks unsupported: logs its name once, returns `code`.
 uint32_t NotSupported(Domain caller, uint32_t code, const char* call);
+// An entry the description marks refused (model.py REFUSAL_REASONS): logs its name and why
+// once, returns `code`.
+uint32_t Refused(Domain caller, uint32_t code, const char* call, const char* reason);
 
 }  // namespace remora::shim

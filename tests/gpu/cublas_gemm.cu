@@ -1,7 +1,7 @@
 // cuBLAS GEMMs against a CPU reference: SGEMM, DGEMM, HGEMM, cublasGemmEx (bf16 and fp16
 // inputs into fp32, fp32 throughout), strided-batched and batched (arrays of device pointers)
 // GEMM, each in host and in device pointer mode, with transposes; SDOT into host and device
-// memory; the handle's settings read back; cublasSetMatrix/GetMatrix; and an operand the
+// memory; the version without a handle; the handle's settings read back; cublasSetMatrix/GetMatrix; and an operand the
 // application never allocated refused. No kernels of its own: it runs unchanged natively,
 // under Remora on a GPU, and under Remora's host-emulated backend in CI.
 #define GPU_TEST_NAME "cublas_gemm"
@@ -99,6 +99,11 @@ cublasOperation_t Op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 }  // namespace
 
 int main() {
+  // The version needs no handle (JAX's plugin asks before it makes one): cublasGetVersion is
+  // cublasGetVersion_v2 in cublas_v2.h.
+  int version = 0;
+  CB(cublasGetVersion(nullptr, &version));
+  if (version / 10000 != CUBLAS_VER_MAJOR) fail("cublasGetVersion(NULL) answered %d", version);
   cublasHandle_t h = nullptr;
   CB(cublasCreate(&h));
   cudaStream_t stream;

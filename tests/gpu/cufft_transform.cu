@@ -2,10 +2,13 @@
 // (cufftPlan1d), a 2D one (cufftPlan2d), a batched real-to-complex and complex-to-real pair
 // with padded layouts (cufftPlanMany), PyTorch's path (cufftCreate, cufftXtMakePlanMany,
 // cufftXtExec) on the application's stream, and a plan without auto-allocation whose work
-// area the application gives (cufftSetWorkArea). Under Remora, an output smaller than the
-// plan writes is refused before the library sees it.
+// area the application gives (cufftSetWorkArea), and the data descriptors of a plan on one GPU
+// (cufftXtMalloc, cufftXtMemcpy both ways and between descriptors, cufftXtExecDescriptor*,
+// cufftXtFree). Under Remora, an output smaller than the plan writes is refused before the
+// library sees it, and a descriptor the process did not get from cufftXtMalloc is refused.
 // On Remora's host-emulated backend (REMORA_TEST_HOST_BACKEND=1, CI), which does not emulate
-// cuFFT, it checks that cuFFT answers CUFFT_NOT_SUPPORTED and nothing else.
+// cuFFT, it checks that cuFFT answers CUFFT_NOT_SUPPORTED, and that forged descriptors are
+// refused in the client (CUFFT_INVALID_VALUE).
 #define GPU_TEST_NAME "cufft_transform"
 #include <cufftXt.h>
 
@@ -157,6 +160,57 @@ void XtMany(cudaStream_t stream) {
   CB(cufftDestroy(plan));
 }
 
+// The descriptor API on one GPU: in-place C2C forward through descriptors, a copy between
+// descriptors, the inverse through the generic cufftXtExecDescriptor. Returns false (with a
+// note) where NVIDIA's own library does not give a single-GPU plan descriptors.
+bool Descriptors() {
+  const int n = 64, batch = 2;
+  auto in = RandomComplex(n * batch, 5);
+  std::vector<cufftComplex> host = ToDevice(in), back(n * batch);
+  cufftHandle plan;
+  CB(cufftPlan1d(&plan, n, CUFFT_C2C, batch));
+  cudaLibXtDesc *d = nullptr, *e = nullptr;
+  cufftResult r = cufftXtMalloc(plan, &d, CUFFT_XT_FORMAT_INPLACE);
+  if (r != CUFFT_SUCCESS && !OnRemora()) {
+    std::printf("note: NVIDIA's cuFFT gives no descriptor to a plan on one GPU (cufftXtMalloc: %d)\n", r);
+    CB(cufftDestroy(plan));
+    return false;
+  }
+  CB(r);
+  if (d == nullptr || d->descriptor == nullptr || d->descriptor->nGPUs != 1 || d->descriptor->size[0] < sizeof(cufftComplex) * n * batch)
+    fail("cufftXtMalloc: a descriptor of %d GPUs", d && d->descriptor ? d->descriptor->nGPUs : -1);
+  CB(cufftXtMalloc(plan, &e, CUFFT_XT_FORMAT_INPLACE));
+  CB(cufftXtMemcpy(plan, d, host.data(), CUFFT_COPY_HOST_TO_DEVICE));
+  CB(cufftXtExecDescriptorC2C(plan, d, d, CUFFT_FORWARD));
+  CB(cufftXtMemcpy(plan, back.data(), d, CUFFT_COPY_DEVICE_TO_HOST));
+  Check("descriptors: cufftXtExecDescriptorC2C forward", back, Dft(in, {n}, batch, -1));
+  CB(cufftXtMemcpy(plan, e, d, CUFFT_COPY_DEVICE_TO_DEVICE));
+  CB(cufftXtExecDescriptor(plan, e, e, CUFFT_INVERSE));
+  CB(cufftXtMemcpy(plan, back.data(), e, CUFFT_COPY_DEVICE_TO_HOST));
+  Check("descriptors: copied, cufftXtExecDescriptor inverse", back, in, 1.0 / n);
+  CB(cufftXtFree(d));
+  CB(cufftXtFree(e));
+  CB(cufftDestroy(plan));
+  return true;
+}
+
+// A descriptor the process did not get from cufftXtMalloc (Remora only: NVIDIA's library
+// would follow its pointers).
+void ForgedDescriptors() {
+  cudaXtDesc xt{};
+  cudaLibXtDesc forged{};
+  forged.descriptor = &xt;
+  xt.nGPUs = 1;
+  xt.data[0] = reinterpret_cast<void*>(0x7000d000);
+  xt.size[0] = 4096;
+  std::vector<char> host(4096);
+  cufftResult f = cufftXtFree(&forged);
+  cufftResult m = cufftXtMemcpy(0, &forged, host.data(), CUFFT_COPY_HOST_TO_DEVICE);
+  cufftResult x = cufftXtExecDescriptorC2C(0, &forged, &forged, CUFFT_FORWARD);
+  if (f != CUFFT_INVALID_VALUE || m != CUFFT_INVALID_VALUE || x != CUFFT_INVALID_VALUE)
+    fail("a forged descriptor: cufftXtFree %d, cufftXtMemcpy %d, cufftXtExecDescriptorC2C %d (not CUFFT_INVALID_VALUE)", f, m, x);
+}
+
 }  // namespace
 
 int main() {
@@ -168,7 +222,8 @@ int main() {
     cufftResult made = cufftPlan1d(&plan, 16, CUFFT_C2C, 1);
     if (v != CUFFT_NOT_SUPPORTED || made != CUFFT_NOT_SUPPORTED)
       fail("cuFFT on the host backend answered %d (version) and %d (plan), not CUFFT_NOT_SUPPORTED", v, made);
-    gpu_test::pass("host backend: cuFFT answers CUFFT_NOT_SUPPORTED (cufftGetVersion, cufftPlan1d)");
+    ForgedDescriptors();
+    gpu_test::pass("host backend: cuFFT answers CUFFT_NOT_SUPPORTED (cufftGetVersion, cufftPlan1d); forged descriptors refused");
     return 0;
   }
   CB(v);
@@ -179,8 +234,11 @@ int main() {
   TwoD();
   RealMany();
   XtMany(stream);
+  bool descriptors = Descriptors();
+  if (OnRemora()) ForgedDescriptors();
   CK(cudaStreamDestroy(stream));
   gpu_test::pass("cuFFT %d: 1D batched C2C and inverse, 2D C2C, batched padded R2C/C2R, cufftXtMakePlanMany with a given "
-                 "work area match the CPU DFT%s", version, OnRemora() ? "; a short output refused" : "");
+                 "work area%s match the CPU DFT%s", version, descriptors ? ", descriptors" : "",
+                 OnRemora() ? "; a short output and forged descriptors refused" : "");
   return 0;
 }

@@ -36,11 +36,16 @@ def _names(names):
 def section(lib):
     exported = [(n, e) for e in lib.entries for n in e.exported_names]
     remoted = [(n, e) for n, e in exported if e.remoted]
-    unsupported = [n for n, e in exported if not e.remoted]
+    unsupported = [n for n, e in exported if e.cls == "unsupported"]
+    refused = [(n, e) for n, e in exported if e.cls == "refused"]
     st = lib.status
     out = [begin(lib), ""]
-    out.append("%s: **%d of %d functions are implemented**; %d return `%s` and log their name once."
-               % (lib.props["soname"], len(remoted), len(exported), len(unsupported), st["unsupported"]))
+    if unsupported:
+        out.append("%s: **%d of %d functions are implemented**; %d return `%s` and log their name once."
+                   % (lib.props["soname"], len(remoted), len(exported), len(unsupported), st["unsupported"]))
+    else:
+        out.append("%s: **served %d of %d**: %d implemented, %d refused for a reason below (`%s`, logged once)."
+                   % (lib.props["soname"], len(exported), len(exported), len(remoted), len(refused), st["unsupported"]))
     out.append("")
     by_class = {}
     for n, e in remoted:
@@ -50,7 +55,10 @@ def section(lib):
     for cls in ("custom", "local", "via", "sync", "ordered", "wait"):
         if cls in by_class:
             out.append("| %s | %d |" % (CLASS_TEXT[cls], len(by_class[cls])))
-    out.append("| not supported | %d |" % len(unsupported))
+    if refused:
+        out.append("| refused (reason below) | %d |" % len(refused))
+    if unsupported:
+        out.append("| not supported | %d |" % len(unsupported))
     out.append("")
     for cls in ("custom", "local", "via", "sync", "ordered", "wait"):
         if cls not in by_class:
@@ -61,12 +69,24 @@ def section(lib):
         out.append("")
         out.append("</details>")
         out.append("")
-    out.append("<details><summary>Not supported yet (%d)</summary>" % len(unsupported))
-    out.append("")
-    out.append(_names(sorted(unsupported, key=str.lower)))
-    out.append("")
-    out.append("</details>")
-    out.append("")
+    by_reason = {}
+    for n, e in refused:
+        by_reason.setdefault(e.attrs["reason"], []).append(n)
+    for reason in sorted(by_reason):
+        names = by_reason[reason]
+        out.append("<details><summary>Refused, reason `%s` (%d)</summary>" % (reason, len(names)))
+        out.append("")
+        out.append(_names(sorted(names, key=str.lower)))
+        out.append("")
+        out.append("</details>")
+        out.append("")
+    if unsupported:
+        out.append("<details><summary>Not supported yet (%d)</summary>" % len(unsupported))
+        out.append("")
+        out.append(_names(sorted(unsupported, key=str.lower)))
+        out.append("")
+        out.append("</details>")
+        out.append("")
     out.append(end(lib))
     return "\n".join(out)
 

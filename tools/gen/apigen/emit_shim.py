@@ -3,13 +3,17 @@ generated stubs inside the core) and the client stubs of libraries whose calls t
 import re
 
 from model import ApiError, shards
+import emit_legacy
 import roles
 
 BANNER = "// Generated from %s by tools/gen/apigen - do not edit.\n"
 
 
 def includes(lib):
-    return "".join("#include <%s>\n" % h for h in lib.props.get("header", "").split())
+    """NVIDIA's headers, then the description's own (`include`: types a header cannot bring
+    in beside the others, cublas.api's cuBLASXt types)."""
+    return "".join("#include <%s>\n" % h for h in lib.props.get("header", "").split()) + \
+        "".join('#include "%s"\n' % h for h in lib.props.get("include", "").split())
 
 
 def using_hooks(lib):
@@ -106,7 +110,7 @@ def emit_core(lib, libs):
     st = lib.status
     out = [BANNER % lib.path, "// The ABI includes deprecated functions, which must still be defined.\n",
            '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
-           '#include "%s_table.h"\n' % lib.name, '#include "remote_call.h"\n']
+           "#include <cstring>\n\n", '#include "%s_table.h"\n' % lib.name, '#include "remote_call.h"\n']
     targets = sorted({_via_lib(e, libs).name for e in lib.entries if e.cls == "via" and _via_entry(e, libs).travels})
     if any(e.travels and not e.internal for e in lib.entries):
         targets = sorted(set(targets) | {lib.name})
@@ -120,6 +124,10 @@ def emit_core(lib, libs):
     for e in lib.entries:
         names = e.exported_names
         if e.internal:
+            continue
+        if e.cls == "local" and "legacy" in e.attrs:
+            out.append("// %s: the legacy API on top of %s (emit_legacy.py)\n" % (e.name, e.attrs["legacy"]))
+            out.append(emit_legacy.emit(e, lib))
             continue
         if e.cls in ("custom", "local") or (e.travels and e.attrs.get("export") == "hand"):
             out.append("// %s: %s\n" % (e.name, "hand-written (custom)" if e.cls == "custom" else
@@ -141,7 +149,7 @@ def emit_core(lib, libs):
                 else:
                     out.append('  return static_cast<%s>(remora::shim::FinishApi(remora::Domain::k%s, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
             continue
-        if e.cls == "unsupported":
+        if e.cls in ("unsupported", "refused"):
             for n in names:
                 if e.signed and e.ret != st["type"] and "nomem" in st:
                     # Not a status (a legacy BLAS routine, a name query): logged once, and
@@ -149,7 +157,7 @@ def emit_core(lib, libs):
                     out.append('extern "C" %s {\n' % e.decl(n))
                     for p in e.params:
                         out.append("  (void)%s;\n" % p.name)
-                    out.append('  (void)remora::shim::NotSupported(remora::Domain::k%s, %s, "%s");\n' % (_dom(lib), st["unsupported"], n))
+                    out.append('  (void)%s;\n' % _not_served(e, lib, n))
                     if e.ret != "void":
                         out.append("  return {};\n")
                     out.append("}\n")
@@ -160,8 +168,7 @@ def emit_core(lib, libs):
                     out.append('extern "C" %s {\n' % e.decl(n))
                     for p in e.params:
                         out.append("  (void)%s;\n" % p.name)
-                    out.append('  return static_cast<%s>(remora::shim::NotSupported(remora::Domain::k%s, %s, "%s"));\n}\n'
-                               % (st["type"], _dom(lib), st["unsupported"], n))
+                    out.append('  return static_cast<%s>(%s);\n}\n' % (st["type"], _not_served(e, lib, n)))
             continue
         if e.cls == "via":
             target = _via_entry(e, libs)
@@ -195,7 +202,16 @@ def emit_core(lib, libs):
         raise ApiError("%s: class %s cannot be exported from %s" % (e.name, e.cls, lib.name))
     # The table.
     out.append("\nnamespace {\n")
+    refused = [(n, e.attrs["reason"]) for e in lib.entries if e.cls == "refused" and not e.signed for n in e.exported_names]
+    out.append("// The exports without a signature that are refused, and why (model.py REFUSAL_REASONS).\n")
+    out.append("const char* const kRefused[][2] = {\n")
+    for n, reason in refused:
+        out.append('    {"%s", "%s"},\n' % (n, reason))
+    out.append('    {nullptr, nullptr}};\n')
     out.append("int UnsupportedUntyped(const char* name) {\n")
+    out.append("  for (auto* r = kRefused; r[0][0] != nullptr; r++)\n")
+    out.append("    if (std::strcmp(r[0][0], name) == 0)\n")
+    out.append("      return static_cast<int>(remora::shim::Refused(remora::Domain::k%s, %s, name, r[0][1]));\n" % (_dom(lib), st["unsupported"]))
     out.append("  return static_cast<int>(remora::shim::NotSupported(remora::Domain::k%s, %s, name));\n}\n" % (_dom(lib), st["unsupported"]))
     out.append("const %s kTable = {\n" % table_name(lib))
     out.append("    sizeof(%s),\n    &UnsupportedUntyped,\n" % table_name(lib))
@@ -207,6 +223,14 @@ def emit_core(lib, libs):
     out.append("};\n}  // namespace\n\n")
     out.append('extern "C" __attribute__((visibility("default"))) const %s* %s(void) { return &kTable; }\n' % (table_name(lib), getter(lib)))
     return "".join(out)
+
+
+def _not_served(e, lib, n):
+    """The call that answers an unsupported or refused entry (logged once)."""
+    st = lib.status
+    if e.cls == "refused":
+        return 'remora::shim::Refused(remora::Domain::k%s, %s, "%s", "%s")' % (_dom(lib), st["unsupported"], n, e.attrs["reason"])
+    return 'remora::shim::NotSupported(remora::Domain::k%s, %s, "%s")' % (_dom(lib), st["unsupported"], n)
 
 
 def _dom(lib):
@@ -231,7 +255,10 @@ def emit_client_h(lib):
     out = [BANNER % lib.path,
            "// Client stubs of %s's remoted calls: validate, encode, send, decode. They return a\n" % lib.name,
            "// Status (domain %s); the exported entry points convert it to the caller's type.\n" % lib.props.get("domain", lib.name),
-           "#pragma once\n", includes(lib), lib.props.get("prelude", "").replace("\\n", "\n"), "\n",
+           "#pragma once\n",
+           "// (The ABI includes deprecated types and functions.)\n",
+           '#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
+           includes(lib), lib.props.get("prelude", "").replace("\\n", "\n"), "\n",
            "".join('#include "%s"\n' % h for h in lib.props.get("hooks", "").split()),
            '#include "remote_call.h"\n', '#include "%s_wire.h"\n' % lib.name,
            "".join('#include "%s"\n' % h for h in lib.props.get("client_include", "").split()),
@@ -242,6 +269,7 @@ def emit_client_h(lib):
         params = "".join(", %s %s" % (p.ctype, p.name) for p in e.params)
         out.append("Status %s(const shim::CallCtx& cc%s);\n" % (e.name, params))
     out.append("\n}  // namespace remora::gen::%s\n" % lib.name)
+    out.append("#pragma GCC diagnostic pop\n")
     return "".join(out)
 
 
@@ -255,7 +283,7 @@ def emit_client_cc(lib, nshards=1):
 
 
 def _client_cc_part(lib, entries, i, n):
-    out = [BANNER % lib.path, '#include "%s_client.h"\n\n' % lib.name, "namespace remora::gen::%s {\n\n" % lib.name,
+    out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n', '#include "%s_client.h"\n\n' % lib.name, "namespace remora::gen::%s {\n\n" % lib.name,
            "using shim::CallClass;\n", using_hooks(lib), "\n"]
     if n > 1:
         out.append("// Part %d of %d of the generated client stubs.\n\n" % (i, n))

@@ -10,7 +10,8 @@ BANNER = "// Generated from %s by tools/gen/apigen - do not edit.\n"
 
 
 def includes(lib):
-    return "".join("#include <%s>\n" % h for h in lib.props.get("header", "").split())
+    return "".join("#include <%s>\n" % h for h in lib.props.get("header", "").split()) + \
+        "".join('#include "%s"\n' % h for h in lib.props.get("include", "").split())
 
 
 def _dom(lib):
@@ -226,7 +227,9 @@ def _emit_op(lib, e, out):
         for s in roles.worker_decode(e, p):
             out.append("  %s\n" % s)
     out.append("  RETURN_IF_ERROR(x.EndArgs());\n")
-    for p in e.params:
+    # (Arrays are checked first: other extents may read them; an extent the library's size
+    # query answers is computed last: the query may take any other argument, checked first.)
+    for p in sorted(e.params, key=lambda p: 0 if p.role == "array" else 2 if p.role in ("devptr", "hostwork") and "query" in p.args else 1):
         for s in roles.worker_check(e, p):
             out.append("  %s\n" % s)
     out.append("  RETURN_IF_ERROR(x.Ready());\n")
@@ -262,6 +265,9 @@ def _emit_op(lib, e, out):
                    % (obj, _dom(lib), "true" if created else "false", st.get("nomem", st["lost"])))
     if "wafter" in e.attrs:
         out.append("  RETURN_IF_ERROR(%s(%s));\n" % (e.attrs["wafter"], _hook_args(e, lambda p: "%s_obj" % p.name)))
+    for p, obj in roles.keeps(e):
+        for s in roles.worker_keep(e, p, obj):
+            out.append("  %s\n" % s)
     for p in e.params:
         if _is_obj(p) and p.role == "handle" and "destroys" in p.flags:
             out.append("  x.ForgetObject(%s_obj);\n" % p.name)

@@ -12,6 +12,10 @@ A description file has one `library` header followed by one entry per exported f
     @7 cuStreamGetId  sync  ptsz
         CUresult (CUstream hStream : stream, unsigned long long* streamId : out)
 
+Header keys beside those: `hooks` (headers of size expressions), `hooks_ns`, `client_include`,
+`worker_include`, `include` (headers of the description's own the generated code includes
+after NVIDIA's: types a library header cannot bring in beside the others), `status_header`.
+
 An entry line is `[@N] name attribute...`; its indented continuation lines hold the C
 signature `ret (type name [: role], ...)`. `#` starts a comment. See docs/ARCHITECTURE.md,
 "How to add an API function", for the vocabulary.
@@ -25,7 +29,17 @@ import re
 # registered here and documented there (unit.apigen_test, tools/gen/tests, checks that every
 # registered word is documented).
 
-CLASSES = ("sync", "ordered", "wait", "custom", "unsupported", "local", "via")
+CLASSES = ("sync", "ordered", "wait", "custom", "unsupported", "local", "via",
+           # exported, answers the library's "not supported" for a written reason no server could
+           # ever serve it (`reason=KEY`, one of REFUSAL_REASONS; listed in docs/COMPATIBILITY.md)
+           "refused")
+# Why a function is refused (class `refused`, attribute `reason=`): kept short, each one a
+# reason no GPU server could ever serve such a call. docs/COMPATIBILITY.md ("Math libraries")
+# lists the same keys; tests/integration/libs_served_test.py checks both.
+REFUSAL_REASONS = {
+    "undeclared": "declared in no public header: no application is built against it, and its "
+                  "arguments (what to check, what travels) are unknown",
+}
 
 # Entry attributes beside the class: name -> the values it takes (None: a bare word; "*": any
 # value, written name=VALUE; a tuple: one of those values). `via` is a class with a value.
@@ -45,15 +59,17 @@ ATTRIBUTES = {
     "wafter": "*",       # worker hook after a successful library call
     "wapi": None,        # the worker's library interface includes this function for a hook
     "libs": "*",         # the (sub-)libraries that export it (front,NAME...; default front)
-    "answer_if": "*",    # an ordered call the client waits for when this client hook says so
-    "check": "*",        # a hand-written client check of the arguments before anything is sent
-    "noalias": None,     # not exported under the library's alias_prefix too
+    "reason": tuple(sorted(REFUSAL_REASONS)),  # why a `refused` entry is refused (issue 42)
+    "legacy": "*",       # a `local` entry of cuBLAS's legacy API answered on top of this handle-API entry
+    "answer_if": "*",    # an ordered call the client answers itself when this hook says so (cuDNN)
+    "check": "*",        # a client hook that refuses bad arguments before the call is posted (NCCL)
+    "noalias": None,     # not exported under the library's alias_prefix too (NCCL)
 }
 
 # Keys of the `library` header; `status` and `sublibrary` take NAME key=value... lines.
 HEADER_KEYS = ("soname", "version", "header", "status_header", "hooks", "hooks_ns", "client_include",
                "worker_include", "domain", "wire", "procs", "document", "prelude", "status", "sublibrary",
-               "alias_prefix", "finish", "wdestroy")
+               "include", "alias_prefix", "finish", "wdestroy")
 STATUS_KEYS = ("ok", "lost", "unsupported", "invalid", "nomem", "internal")
 STATUS_REQUIRED = ("ok", "lost", "unsupported", "invalid")
 SUBLIBRARY_KEYS = ("soname", "version")
@@ -67,11 +83,11 @@ ROLE_WORDS = {
     "stream":    ((),                                         (),                                 (),                           None),
     "handle":    (("kind",),                                  ("nullable", "sets", "destroys"),   (),                           "kind"),
     "device":    ((),                                         (),                                 (),                           None),
-    "devptr":    (("size", "wsize", "csize"),                 ("nullable", "empty"),              (),                           None),
-    "out":       (("size", "handle", "csize", "wsize"),                         ("nullable",),                      (),                           None),
+    "devptr":    (("size", "wsize", "csize", "keep", "query", "unit"), ("nullable", "empty"),              (),                           None),
+    "out":       (("size", "csize", "wsize", "handle"),       ("nullable",),                      (),                           None),
     "in":        (("size", "fixup"),                          ("nullable",),                      (),                           None),
     "inout":     (("size", "fixup"),                          ("nullable",),                      (),                           None),
-    "array":     (("count", "fixup", "handle", "ccount", "wcount"),               ("nullable",),                      ("count",),                   None),
+    "array":     (("count", "ccount", "wcount", "fixup", "handle"), ("nullable",),                      ("count",),                   None),
     "outarray":  (("count", "handle"),                        (),                                 ("count",),                   None),
     "string":    ((),                                         (),                                 (),                           None),
     "outstring": (("len",),                                   (),                                 ("len",),                     None),
@@ -82,6 +98,9 @@ ROLE_WORDS = {
     "scalarout": (("size", "mode", "bit", "csize", "wsize"),  ("nullable",),                      ("mode",),                    None),
     "devptrs":   (("count", "size", "stream"),                (),                                 ("count", "size", "stream"),  None),
     "inbytes":   (("size",),                                  ("nullable",),                      ("size",),                    None),
+    "scalarinout": (("size", "mode", "bit", "csize", "wsize"), ("nullable",),                     ("mode",),                    None),
+    # the application's host workspace, replaced by one the worker keeps (issue 42)
+    "hostwork":  (("size", "query", "unit", "owner"),         (),                                 ("owner",),                   None),
 }
 ROLES = tuple(ROLE_WORDS)
 
@@ -105,7 +124,8 @@ class Param:
         if not t.endswith("*"):
             raise ApiError("parameter %s (%s) is not a pointer" % (self.name, t))
         t = t[:-1].strip()
-        t = re.sub(r"^const\s+", "", t)
+        if not t.endswith("*"):  # (`const void**` points at a `const void*`: that const stays)
+            t = re.sub(r"^const\s+", "", t)
         t = re.sub(r"\s+const$", "", t)
         return t
 
@@ -147,7 +167,7 @@ class Entry:
 
     @property
     def remoted(self):
-        return self.cls != "unsupported"
+        return self.cls not in ("unsupported", "refused")
 
     @property
     def hand(self):
@@ -421,13 +441,17 @@ def validate(lib):
             seen_numbers[e.number] = e.name
         if e.remoted and not e.signed:
             raise ApiError("%s: a remoted entry needs its signature" % at)
+        if e.cls == "refused" and e.attrs.get("reason") not in REFUSAL_REASONS:
+            raise ApiError("%s: a refused entry needs reason= one of %s" % (at, ", ".join(sorted(REFUSAL_REASONS))))
+        if "reason" in e.attrs and e.cls != "refused":
+            raise ApiError("%s: reason= is for refused entries" % at)
         if e.cls == "ordered":
             for p in e.params:
                 if p.role in ("out", "inout", "outarray", "outstring"):
                     raise ApiError("%s: an ordered call cannot return %s (make it sync)" % (at, p.name))
         if e.internal and not e.travels:
             raise ApiError("%s: an internal entry must travel (sync, ordered or wait)" % at)
-        if e.cls == "ordered" and any(p.role == "scalarout" for p in e.params):
+        if e.cls == "ordered" and any(p.role in ("scalarout", "scalarinout") for p in e.params):
             raise ApiError("%s: an ordered call cannot return a scalar (make it sync)" % at)
         if "launches" in e.attrs and e.cls not in ("sync", "ordered"):
             raise ApiError("%s: `launches` (GPU work the compute scheduler admits) needs a sync or ordered call" % at)

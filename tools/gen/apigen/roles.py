@@ -13,15 +13,17 @@ declaration order, each as below; scalars are the little-endian bytes of the C t
   inout        as in; the result carries sizeof(T) bytes back
   array(count) u64 element count, then count * sizeof(T) bytes (`nullable`: u8 present
                first, the array only if present); with handle=K the
-               elements are session handles of kind K (u64), translated by the worker
+               elements are session handles of kind K (u64), translated by the worker;
+               wcount=W: the worker checks the count with its own expression W
   outarray(count, handle=K): the elements come back as session handles of kind K
   array(.., ccount=C, wcount=W), out(size=S, csize=C, wsize=W)
                as above; C/W replace the count (size) on the client/worker side only, where
                only that side can compute it (the client from what it mirrors, the worker from
                the library's own answer): the worker checks what arrived against W
   string       u64 length, then the bytes (no NUL)
-  out, outarray(count), outstring(len): nothing on the way in (outarray/outstring send
-               their capacity as u64); the result carries the bytes back
+  out, outarray(count), outstring(len): nothing on the way in (outarray/outstring and a
+               sized out send their capacity as u64; out(csize=, wsize=): each end's own
+               expression of it); the result carries the bytes back
                (out(handle=K): the worker first checks the session's limit for kind K)
   fixup(F)     sizeof(T) bytes of a by-value struct the worker adjusts with the hand-written
                hook F (e.g. device ordinals inside a CUmemLocation)
@@ -44,6 +46,9 @@ Math libraries (their objects are LIB_KINDS below: session-owned, client-minted 
   scalarout(size=S, mode=H, bit=B)
                a scalar result: u8 on-device flag, then the u64 device address, or the u64
                size of the host result, which the reply carries back
+  scalarinout(size=S, mode=H, bit=B)
+               a scalar the library reads and writes (rotg's a and b): sent as a scalar, and
+               in host mode the reply carries its S bytes back
   devptr(.., wsize=W, csize=C, empty)
                as devptr; W/C replace the extent on the worker/client side only (where only
                that side can compute it); `empty`: NULL is accepted when the extent is 0;
@@ -53,11 +58,33 @@ Math libraries (their objects are LIB_KINDS below: session-owned, client-minted 
   devptrs(count=N, size=S, stream=H)
                u64 address of a device array of N device pointers, each to S bytes: the
                worker reads the array in H's stream order and checks every pointer
+
+Multi-phase calls and workspaces (cuSOLVER, cuSPARSE):
+  devptr(.., keep=O)
+               after the call succeeded, the checked range is kept with library object O (a
+               handle or newhandle parameter), under the parameter's name (a later call's
+               range of the same name replaces it; NULL forgets it). Every later call naming
+               O checks its kept ranges again (below), so a descriptor's arrays or a
+               multi-phase buffer freed between the phases never reach the library
+  devptr(.., query=F[, unit=U])
+               the extent, on the worker, is what the library's own size query F answers for
+               this call's arguments (F's parameters matched by name; its last parameter is
+               the answer, times U bytes): for a buffer the call takes without its size
+  hostwork(size=S or query=F[, unit=U], owner=O)
+               the application's host workspace: nothing travels; the worker passes S bytes
+               of its own, kept with object O (grown as needed, at most 256 MiB), so the
+               application's address never reaches the library
+  A library object named by a call is checked again with its kept ranges unless the
+  parameter `destroys` or `sets` the object, or the call only asks (a `memo` query, or a
+  sync call with results and no device pointer).
+  in, inout (unsized): on the worker a pointer named like the parameter points at the value
+               received (NULL if none), so another parameter's size may say `*name`
 """
 from model import ApiError
 
-# Handle kinds of math-library objects (memmgr/include/remora/memmgr/handle_table.h, range
-# 0x70-0x9f): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
+# Handle kinds of library objects (memmgr/include/remora/memmgr/handle_table.h, ranges
+# 0x70-0x8f math libraries, 0x90-0x9f NCCL, 0xa0-0xaf cuDNN's other descriptors, 0xb0-0xcf more
+# objects of the math libraries): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
 # the session's LibObjects (server/worker/lib_objects.h).
 LIB_KINDS = {
     "CublasHandle": 0x70, "CublasLtHandle": 0x71, "CublasLtMatmulDesc": 0x72, "CublasLtMatrixLayout": 0x73,
@@ -79,6 +106,36 @@ LIB_KINDS.update({
     "CudnnSpatialTransformerDescriptor": 0xa3, "CudnnTensorTransformDescriptor": 0xa4, "CudnnSeqDataDescriptor": 0xa5,
     "CudnnAttnDescriptor": 0xa6, "CudnnFusedOpsConstParamPack": 0xa7, "CudnnFusedOpsVariantParamPack": 0xa8,
     "CudnnFusedOpsPlan": 0xa9,
+})
+# Issue 42 (0xb0-0xcf): more objects of cuSOLVER, cuSPARSE, cuRAND, cuFFT and cuBLAS.
+LIB_KINDS.update({
+    "CusolverSpHandle": 0xb0,
+    "CusolverRfHandle": 0xb1,
+    "CusolverMgHandle": 0xb2,
+    "CusolverCsrqrInfo": 0xb3,
+    "CusolverIrsParams": 0xb4,
+    "CusolverIrsInfos": 0xb5,
+    "CusolverMgGrid": 0xb6,
+    "CusolverMgMatDesc": 0xb7,
+    "CusparseSpSMDescr": 0xb8,
+    "CusparseSpMMOpPlan": 0xb9,
+    "CusparseCsric02Info": 0xba,
+    "CusparseCsrilu02Info": 0xbb,
+    "CusparseBsrsv2Info": 0xbc,
+    "CusparseBsrsm2Info": 0xbd,
+    "CusparseBsric02Info": 0xbe,
+    "CusparseBsrilu02Info": 0xbf,
+    "CusparseColorInfo": 0xc0,
+    "CusparsePruneInfo": 0xc1,
+    "CusparseCsru2csrInfo": 0xc2,
+    "CurandDistribution": 0xc3,
+    "CufftXtDescriptor": 0xc4,
+    "CublasXtHandle": 0xc5,
+    "CusolverCsrqrInfoHost": 0xc6,
+    "CusolverCsrcholInfo": 0xc7,
+    "CusolverCsrcholInfoHost": 0xc8,
+    "CusolverCsrluInfoHost": 0xc9,
+    "CublasLtEmulationDesc": 0xca,
 })
 
 
@@ -146,8 +203,10 @@ def client_encode(e, p):
         lines = []
         if "nullable" not in p.flags:
             lines.append('if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n))
-        if "size" in p.args:
-            lines.append("c.Put<uint64_t>(static_cast<uint64_t>(%s));" % p.args.get("csize", p.args["size"]))
+        if ("size" in p.args or "csize" in p.args) and "nullable" in p.flags:
+            lines.append("c.Put<uint64_t>(%s == nullptr ? 0 : static_cast<uint64_t>(%s));" % (n, _csize(p)))
+        elif "size" in p.args or "csize" in p.args:
+            lines.append("c.Put<uint64_t>(static_cast<uint64_t>(%s));" % _csize(p))
         return lines
     if r == "outarray":
         count = p.args["count"]
@@ -163,10 +222,13 @@ def client_encode(e, p):
 def client_decode(e, p):
     """Statements that copy `p`'s result from the reply (`r`, an ArgReader) to the caller."""
     n, r = p.name, p.role
-    if r == "scalarout":
+    if r in ("scalarout", "scalarinout"):
         return ["if (!%s_dev) r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, n, _csize(p))]
-    if r == "out" and "size" in p.args:
-        return ["r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, p.args.get("csize", p.args["size"]))]
+    if r == "out" and ("size" in p.args or "csize" in p.args) and "nullable" in p.flags:
+        return ["if (%s) r.GetArray(%s, static_cast<uint64_t>(%s), 1); else { std::vector<std::byte> skip; (void)r.GetArray(&skip); }"
+                % (n, n, _csize(p))]
+    if r == "out" and ("size" in p.args or "csize" in p.args):
+        return ["r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, _csize(p))]
     if r == "out":
         if p.role == "out" and "handle" in p.args:
             return ["{ uint64_t h = r.Get<uint64_t>(); if (%s) *%s = (%s)(h); }" % (n, n, p.pointee)]
@@ -193,9 +255,9 @@ def worker_decode(e, p):
     if lib is not None:
         return lib
     if r == "value":
-        return ["%s %s = x.in().Get<%s>();" % (p.ctype, n, p.ctype)]
+        return ["%s %s = x.in().Get<%s>();" % (_local(p), n, _local(p))]
     if r == "fixup":
-        return ["%s %s = x.in().Get<%s>();" % (p.ctype, n, p.ctype)]
+        return ["%s %s = x.in().Get<%s>();" % (_local(p), n, _local(p))]
     if r == "stream":
         return ["%s %s = nullptr;" % (p.ctype, n), "RETURN_IF_ERROR(x.Stream(reinterpret_cast<void**>(&%s)));" % n]
     if r == "handle":
@@ -212,15 +274,18 @@ def worker_decode(e, p):
                 "RETURN_IF_ERROR(x.Buffer(&%s_v, static_cast<uint64_t>(%s)));" % (n, p.args["size"]),
                 "bool %s_has = x.in().GetOptional(%s_v.data(), %s_v.size());" % (n, n, n)]
     if r in ("in", "inout"):
-        return ["%s %s_v{};" % (p.pointee, n), "bool %s_has = x.in().GetOptional(&%s_v, sizeof(%s_v));" % (n, n, n)]
+        return ["%s %s_v{};" % (p.pointee, n), "bool %s_has = x.in().GetOptional(&%s_v, sizeof(%s_v));" % (n, n, n),
+                "[[maybe_unused]] %s* %s = %s_has ? &%s_v : nullptr;" % (p.pointee, n, n, n)]
     if r == "array" and "nullable" in p.flags:
         return ["std::vector<%s> %s_v;" % (p.pointee, n), "bool %s_has = x.in().Get<uint8_t>() != 0;" % n,
-                "if (%s_has) RETURN_IF_ERROR(x.in().GetArray(&%s_v));" % (n, n)]
+                "if (%s_has) RETURN_IF_ERROR(x.in().GetArray(&%s_v));" % (n, n),
+                "[[maybe_unused]] const auto* %s = %s_has ? %s_v.data() : nullptr;  // (for extents that read it)" % (n, n, n)]
     if r == "array":
-        return ["std::vector<%s> %s_v;" % (p.pointee, n), "RETURN_IF_ERROR(x.in().GetArray(&%s_v));" % n]
+        return ["std::vector<%s> %s_v;" % (p.pointee, n), "RETURN_IF_ERROR(x.in().GetArray(&%s_v));" % n,
+                "[[maybe_unused]] const auto* %s = %s_v.data();  // (for extents that read it)" % (n, n)]
     if r == "string":
         return ["std::string %s_v;" % n, "RETURN_IF_ERROR(x.in().GetString(&%s_v));" % n]
-    if r == "out" and "size" in p.args:
+    if r == "out" and ("size" in p.args or "wsize" in p.args):
         return ["std::vector<std::byte> %s_v;" % n, "RETURN_IF_ERROR(x.OutArray(&%s_v));" % n]
     if r == "out":
         return ["%s %s_v{};" % (p.pointee, n)]
@@ -237,6 +302,8 @@ def worker_check(e, p):
     lib = _worker_lib_check(e, p)
     if lib is not None:
         return lib
+    if r == "devptr" and "query" in p.args:
+        return _query_check(e, p)
     if r == "devptr" and ("wsize" in p.args or "empty" in p.flags or "nullable" in p.flags):
         size = p.args.get("wsize", p.args.get("size", "1"))
         check = "RETURN_IF_ERROR(x.DevPtr(%s_addr, static_cast<uint64_t>(%s), reinterpret_cast<uint64_t*>(&%s)));" % (n, size, n)
@@ -252,7 +319,7 @@ def worker_check(e, p):
     if r == "fixup":
         return ["RETURN_IF_ERROR(%s(x, &%s));" % (p.args.get("hook") or _first(p.args), n)]
     if r in ("array", "outarray"):
-        count = p.args.get("wcount", p.args["count"])
+        count = p.args.get("wcount", p.args["count"])  # (wcount: the worker's own expression of it)
         lines = ["if (%s%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s holds fewer elements than %s\");"
                  % ("%s_has && " % n if "nullable" in p.flags else "", n, count, n, count.replace('"', ''))]
         if r == "array" and "fixup" in p.args:
@@ -263,8 +330,9 @@ def worker_check(e, p):
         return lines
     if r == "outstring":
         return ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than %s\");" % (n, p.args["len"], n, p.args["len"])]
-    if r == "out" and "size" in p.args:
-        return ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than its size\");" % (n, p.args.get("wsize", p.args["size"]), n)]
+    if r == "out" and ("size" in p.args or "wsize" in p.args):
+        empty_ok = "!%s_v.empty() && " % n if "nullable" in p.flags else ""
+        return ["if (%s%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than its size\");" % (empty_ok, n, _wsize(p), n)]
     if r == "out" and "handle" in p.args:
         # A created handle counts against the session's limit for its kind (worker/limits.h).
         return ["RETURN_IF_ERROR(x.HandleRoom(HandleKind::k%s));" % p.args["handle"]]
@@ -280,14 +348,16 @@ def worker_arg(e, p):
     n, r = p.name, p.role
     if r == "newhandle":
         return "&%s_v" % n
-    if r in ("value", "stream", "handle", "device", "devptr", "fixup", "scalar", "scalarout", "devptrs", "inbytes"):
+    if r in ("value", "stream", "handle", "device", "devptr", "fixup", "scalar", "scalarout", "scalarinout", "devptrs", "inbytes", "hostwork"):
         return n
     if r in ("in", "inout") and "size" in p.args:
-        return "(%s_has ? static_cast<void*>(%s_v.data()) : nullptr)" % (n, n)
+        return "(%s_has ? (%s)(%s_v.data()) : nullptr)" % (n, p.ctype, n)
     if r in ("in", "inout"):
         return "(%s_has ? &%s_v : nullptr)" % (n, n)
-    if r == "out" and "size" in p.args:
-        return "static_cast<void*>(%s_v.data())" % n
+    if r == "out" and ("size" in p.args or "wsize" in p.args) and "nullable" in p.flags:
+        return "(%s_v.empty() ? nullptr : (%s)(%s_v.data()))" % (n, p.ctype, n)
+    if r == "out" and ("size" in p.args or "wsize" in p.args):
+        return "(%s)(%s_v.data())" % (p.ctype, n)
     if r == "array" and "nullable" in p.flags:
         return "(%s_has ? %s_v.data() : nullptr)" % (n, n)
     if r == "array":
@@ -304,9 +374,9 @@ def worker_arg(e, p):
 def worker_encode(e, p):
     """Statements appending `p`'s result to the reply after a successful call."""
     n, r = p.name, p.role
-    if r == "scalarout":
+    if r in ("scalarout", "scalarinout"):
         return ["if (!%s_dev) x.out().PutArray(%s_h.data(), %s_n, 1);" % (n, n, n)]
-    if (r == "out" or r == "inout") and "size" in p.args:
+    if (r == "out" or r == "inout") and ("size" in p.args or "wsize" in p.args):
         return ["x.out().PutArray(%s_v.data(), %s_v.size(), 1);" % (n, n)]
     if r == "out":
         if "handle" in p.args:
@@ -324,6 +394,15 @@ def worker_encode(e, p):
 
 def _size(p):
     return p.args["size"] if "size" in p.args else "sizeof(%s)" % p.pointee
+
+
+def _local(p):
+    """The type of the worker's local for a by-value parameter: a top-level const dropped
+    (`const int blockSize`, `const cusparseMatDescr_t descrA`: the local is assigned)."""
+    t = p.ctype.strip()
+    if t.startswith("const ") and not t.endswith("*"):
+        return t[len("const "):].strip()
+    return t
 
 
 def _kind(e, p):
@@ -374,7 +453,7 @@ def _client_lib_encode(e, p, err):
     if r == "newhandle":
         return ['if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n),
                 "const uint64_t %s_id = c.NewObject(HandleKind::k%s);" % (n, _kind(e, p))]
-    if r in ("scalar", "scalarout"):
+    if r in ("scalar", "scalarout", "scalarinout"):
         h = _mode_param(e, p)
         hk = _kind(e, h)
         size = _csize(p)
@@ -388,7 +467,7 @@ def _client_lib_encode(e, p, err):
         lines.append("} else {")
         if r == "scalar" and "nullable" in p.flags:
             lines.append("  c.PutArray(%s, %s != nullptr ? static_cast<uint64_t>(%s) : 0, 1);" % (n, n, size))
-        elif r == "scalar":
+        elif r in ("scalar", "scalarinout"):
             lines.append('  if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n))
             lines.append("  c.PutArray(%s, static_cast<uint64_t>(%s), 1);" % (n, size))
         else:
@@ -402,6 +481,8 @@ def _client_lib_encode(e, p, err):
             return ["c.PutArray(%s, %s != nullptr ? static_cast<uint64_t>(%s) : 0, 1);" % (n, n, size)]
         return ['if (%s == nullptr && static_cast<uint64_t>(%s) != 0) return c.Fail(%s, "%s is NULL");' % (n, size, err, n),
                 "c.PutArray(%s, static_cast<uint64_t>(%s), 1);" % (n, size)]
+    if r == "hostwork":
+        return ["(void)%s;  // the worker passes a host workspace of its own" % n]
     if r == "devptrs":
         count = p.args["count"]
         check = "RETURN_IF_ERROR(c.DevPtr(static_cast<uint64_t>((uintptr_t)(%s)), static_cast<uint64_t>(%s) * sizeof(void*)));" % (n, count)
@@ -413,16 +494,20 @@ def _worker_lib_decode(e, p):
     n, r = p.name, p.role
     if r == "handle" and is_lib_handle(p):
         nul = "true" if "nullable" in p.flags else "false"
-        out = ["%s %s{};" % (p.ctype, n), "[[maybe_unused]] LibObject* %s_obj = nullptr;" % n,
+        out = ["%s %s{};" % (_local(p), n), "[[maybe_unused]] LibObject* %s_obj = nullptr;" % n,
                "RETURN_IF_ERROR(x.Object(HandleKind::k%s, %s, &%s, &%s_obj));" % (_kind(e, p), nul, n, n)]
         if "destroys" in p.flags:
             # Only an object's own kind ends it (another kind may serve for it: HandleKindServes).
             out.append("if (%s_obj != nullptr && %s_obj->kind != HandleKind::k%s) return Error(Err::kInvalidValue, \"%s is not a %s\");"
                        % (n, n, _kind(e, p), n, _kind(e, p)))
+        if rechecks(e, p):
+            out.append("RETURN_IF_ERROR(x.RecheckObject(%s_obj, \"%s\"));" % (n, n))
         return out
+    if r == "hostwork":
+        return []
     if r == "newhandle":
-        return ["const uint64_t %s_id = x.in().Get<uint64_t>();" % n, "%s %s_v{};" % (p.pointee, n)]
-    if r == "scalar":
+        return ["const uint64_t %s_id = x.in().Get<uint64_t>();" % n, "[[maybe_unused]] %s %s_v{};" % (p.pointee, n)]
+    if r in ("scalar", "scalarinout"):
         return ["const uint8_t %s_dev = x.in().Get<uint8_t>();" % n, "uint64_t %s_addr = 0;" % n,
                 "std::vector<std::byte> %s_h;" % n,
                 "if (%s_dev) %s_addr = x.in().Get<uint64_t>(); else RETURN_IF_ERROR(x.in().GetArray(&%s_h));" % (n, n, n)]
@@ -438,19 +523,31 @@ def _worker_lib_decode(e, p):
 
 def _worker_lib_check(e, p):
     n, r = p.name, p.role
+    if r == "hostwork":
+        owner = _object_param(e, p, "owner")
+        lines = []
+        size = p.args.get("size")
+        if "query" in p.args:
+            lines += _query_size(e, p)
+            size = "%s_q" % n
+        return lines + ["%s %s = nullptr;" % (p.ctype, n),
+                        "{ auto hw = x.HostWork(%s_obj, static_cast<uint64_t>(%s)); if (!hw.ok()) return hw.take_status(); %s = static_cast<%s>(*hw); }"
+                        % (owner.name, size, n, p.ctype)]
     if r == "newhandle":
         return ["RETURN_IF_ERROR(x.CheckNewObject(HandleKind::k%s, %s_id));" % (_kind(e, p), n)]
-    if r in ("scalar", "scalarout"):
+    if r in ("scalar", "scalarout", "scalarinout"):
         h = _mode_param(e, p)
         size = _wsize(p)
         lines = ["RETURN_IF_ERROR(x.ScalarMode(%s_obj, %s, %s_dev != 0, \"%s\"));" % (h.name, p.args.get("bit", "0"), n, n),
                  "%s %s = nullptr;" % (p.ctype, n)]
+        if r == "scalarinout":  # the host value comes back with as many bytes as it came
+            lines.insert(0, "const uint64_t %s_n = %s_h.size();" % (n, n))
         dev = "{ uint64_t u = 0; RETURN_IF_ERROR(x.DevPtr(%s_addr, static_cast<uint64_t>(%s), &u)); %s = (%s)(uintptr_t)u; }" % (n, size, n, p.ctype)
         if "nullable" in p.flags:
             dev = "if (%s_addr != 0) %s" % (n, dev)
         lines.append("if (%s_dev) {" % n)
         lines.append("  " + dev)
-        if r == "scalar":
+        if r in ("scalar", "scalarinout"):
             host = "{ x.PadScalar(&%s_h); %s = (%s)(%s_h.data()); }" % (n, n, p.ctype, n)
             if "nullable" in p.flags:
                 host = "if (!%s_h.empty()) %s" % (n, host)
@@ -475,3 +572,74 @@ def _worker_lib_check(e, p):
                 % (n, p.args["count"], p.args["size"], h),
                 "  %s = (%s)(uintptr_t)u;" % (n, p.ctype), "}"]
     return None
+
+
+# ---- multi-phase calls: kept ranges, size queries, host workspaces ------------------------------
+
+
+def _object_param(e, p, arg):
+    """The library-object parameter `p`'s argument `arg` names."""
+    want = p.args.get(arg)
+    for q in e.params:
+        if q.name == want and (is_lib_handle(q) or q.role == "newhandle"):
+            return q
+    raise ApiError("%s: %s's %s=%s must name a library handle parameter" % (e.name, p.name, arg, want))
+
+
+def rechecks(e, p):
+    """Whether a call naming library object `p` checks the object's kept ranges again first."""
+    if "destroys" in p.flags or "sets" in p.flags:
+        return False
+    if "memo" in e.attrs:
+        return False
+    if e.cls == "sync" and any(q.role in ("out", "outarray", "outstring") for q in e.params) and \
+            not any(q.role in ("devptr", "devptrs", "scalar", "scalarout") for q in e.params):
+        return False
+    return True
+
+
+def keeps(e):
+    """(parameter, object parameter) pairs of the call's ranges kept with an object."""
+    return [(p, _object_param(e, p, "keep")) for p in e.params if p.role == "devptr" and "keep" in p.args]
+
+
+def worker_keep(e, p, obj):
+    """After the call succeeded: `p`'s range kept with `obj` (NULL forgets it)."""
+    size = "%s_q" % p.name if "query" in p.args else p.args.get("wsize", p.args.get("size", "1"))
+    return ["x.KeepRange(%s_obj, \"%s\", %s_addr, static_cast<uint64_t>(%s));" % (obj.name, p.name, p.name, size)]
+
+
+def _query_size(e, p):
+    """`<name>_q`: the bytes the library's size query (query=F, unit=U) answers for this call's
+    arguments. F's parameters are matched by name; its last is the answer; another output of
+    F that this call does not have is answered into a scratch value."""
+    n = p.name
+    q = e.lib.entry(p.args["query"])
+    if q is None or not q.signed:
+        raise ApiError("%s: %s's query=%s names no entry with a signature" % (e.name, n, p.args["query"]))
+    names = {x.name: x for x in e.params}
+    args, scratch = [], []
+    for i, qp in enumerate(q.params[:-1]):
+        if qp.name in names:
+            args.append(worker_arg(e, names[qp.name]))
+        elif qp.role in ("out", "inout") or (qp.role == "value" and qp.ctype.endswith("*") and not qp.ctype.startswith("const")):
+            scratch.append("%s scratch%d{};" % (qp.pointee, i))
+            args.append("&scratch%d" % i)
+        else:
+            raise ApiError("%s: query %s's parameter %s is not one of this call's" % (e.name, q.name, qp.name))
+    last = q.params[-1]
+    unit = p.args.get("unit", "1")
+    return ["uint64_t %s_q = 0;" % n,
+            "{ %s%s got{}; if (x.Library<Api>().%s(%s&got) == %s && got > 0) %s_q = static_cast<uint64_t>(got) * %s; }"
+            % ("".join(x + " " for x in scratch), last.pointee, q.name, "".join(a + ", " for a in args), e.lib.status["ok"], n, unit)]
+
+
+def _query_check(e, p):
+    """A devptr whose extent the library's size query answers (query=F, unit=U)."""
+    n = p.name
+    lines = _query_size(e, p) + ["%s %s{};" % (p.ctype, n)]
+    check = "RETURN_IF_ERROR(x.DevPtr(%s_addr, %s_q, reinterpret_cast<uint64_t*>(&%s)));" % (n, n, n)
+    if "nullable" in p.flags:
+        check = "if (%s_addr != 0) %s" % (n, check)
+    lines.append(check)
+    return lines

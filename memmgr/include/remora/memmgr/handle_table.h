@@ -83,6 +83,34 @@ enum class HandleKind : uint8_t {
   kNcclComm = 0x90,          // a communicator
   kNcclRegistration = 0x91,  // a buffer registered with ncclCommRegister
   kNcclWindow = 0x92,        // a window of ncclCommWindowRegister
+  // 0xb0-0xcf: more objects of cuSOLVER, cuSPARSE, cuRAND, cuFFT and cuBLAS (issue 42).
+  kCusolverSpHandle = 0xb0,
+  kCusolverRfHandle = 0xb1,
+  kCusolverMgHandle = 0xb2,
+  kCusolverCsrqrInfo = 0xb3,
+  kCusolverIrsParams = 0xb4,
+  kCusolverIrsInfos = 0xb5,
+  kCusolverMgGrid = 0xb6,
+  kCusolverMgMatDesc = 0xb7,
+  kCusparseSpSMDescr = 0xb8,
+  kCusparseSpMMOpPlan = 0xb9,
+  kCusparseCsric02Info = 0xba,
+  kCusparseCsrilu02Info = 0xbb,
+  kCusparseBsrsv2Info = 0xbc,
+  kCusparseBsrsm2Info = 0xbd,
+  kCusparseBsric02Info = 0xbe,
+  kCusparseBsrilu02Info = 0xbf,
+  kCusparseColorInfo = 0xc0,
+  kCusparsePruneInfo = 0xc1,
+  kCusparseCsru2csrInfo = 0xc2,
+  kCurandDistribution = 0xc3,
+  kCufftXtDescriptor = 0xc4,
+  kCublasXtHandle = 0xc5,
+  kCusolverCsrqrInfoHost = 0xc6,
+  kCusolverCsrcholInfo = 0xc7,
+  kCusolverCsrcholInfoHost = 0xc8,
+  kCusolverCsrluInfoHost = 0xc9,
+  kCublasLtEmulationDesc = 0xca,
 };
 
 const char* HandleKindName(HandleKind kind);
