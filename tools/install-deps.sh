@@ -11,6 +11,8 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
+  # The compiler cache the build uses when installed (CMakeLists.txt, tools/ccache-env.sh).
+  ccache
   capnproto libcapnp-dev
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
   libfuse3-dev fuse3
@@ -26,6 +28,8 @@ PKGS=(
   slurmctld slurmd slurm-client munge libslurm-dev
   prometheus curl
   dpkg-dev adduser systemd
+  # setcap/getcap: remora-worker-exec's file capabilities (security_test, the package's postinst).
+  libcap2-bin
   # Robustness stages (tools/robustness.sh): clang builds with ASan+UBSan and TSan, and the
   # libFuzzer targets; libclang-rt-dev has libFuzzer and the sanitizer runtimes.
   clang libclang-rt-dev
@@ -81,6 +85,14 @@ if [ ! -x "$CUDA_HOME/bin/nvcc" ] || [ ! -f "$CUDA_HOME/include/cuda_runtime_api
   echo "install-deps: ERROR: the CUDA Toolkit 13.0 was not found at $CUDA_HOME" >&2
   echo "  (need $CUDA_HOME/bin/nvcc and $CUDA_HOME/include). Install it from NVIDIA's" >&2
   echo "  repository or set CUDA_HOME; Remora builds its shim and test programs with it." >&2
+  exit 1
+fi
+# NCCL's header and library (Remora's libnccl.so.2 is built against nccl.h; the host backend's
+# tests need no NVIDIA NCCL at run time): the toolkit's, or NVIDIA's nvidia-nccl-cu13 wheel's
+# files copied beside it.
+if [ ! -f "$CUDA_HOME/include/nccl.h" ]; then
+  echo "install-deps: ERROR: $CUDA_HOME/include/nccl.h (NCCL 2.28) was not found: install NVIDIA's libnccl-dev" >&2
+  echo "  (or the nvidia-nccl-cu13 wheel's include/ and lib/ into $CUDA_HOME)" >&2
   exit 1
 fi
 nvv=$("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')

@@ -35,4 +35,9 @@ function(remora_precompile target)
     endif()
   endforeach()
   target_precompile_headers(${target} PRIVATE ${headers})
+  # Through ccache (CMakeLists.txt), a precompiled header restored from the cache must not
+  # carry the times of the headers it was built from: a clone's headers have other times.
+  if(CMAKE_CXX_COMPILER_LAUNCHER MATCHES "ccache" AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:SHELL:-Xclang -fno-pch-timestamp>")
+  endif()
 endfunction()

@@ -17,9 +17,13 @@
 # that would need more than is left before it (its usual cost on a 2-core machine, below) is
 # skipped with the reason printed, so that the whole run stays inside the budget; skipping is
 # not a failure, and is said in the summary.
+# REMORA_STAGE_TIMES (a file; tools/test.sh sets it): a line "stage: N s" per stage is appended.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
+# The compiler cache's settings (tools/ccache-env.sh); tools/test.sh has already set them.
+# shellcheck source=tools/ccache-env.sh
+. tools/ccache-env.sh "$root"
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(asan tsan chaos)
 failed=()
@@ -87,18 +91,24 @@ run_stage() {
     if [ "$left" -lt "$need" ]; then
       echo "==== robustness stage: $name SKIPPED: $left s of the time budget left, it needs about $need s"
       summary+=("$name: SKIPPED ($left s of the budget left, needs about $need s)")
+      if [ -n "${REMORA_STAGE_TIMES:-}" ]; then
+        printf '%-18s SKIPPED (%d s left of the budget)\n' "$name" "$left" >>"$REMORA_STAGE_TIMES"
+      fi
       return
     fi
   fi
   echo "==== robustness stage: $name"
   details=()
-  if "stage_$name"; then
-    summary+=("$name: passed in $(( $(now) - t0 )) s")
-  else
-    summary+=("$name: FAILED after $(( $(now) - t0 )) s")
-    failed+=("$name")
-  fi
+  built=""
+  local outcome=passed
+  "stage_$name" || outcome=FAILED
+  local took=$(( $(now) - t0 ))
+  summary+=("$name: $outcome in $took s${built:+ (built in $built s)}")
+  [ $outcome = passed ] || failed+=("$name")
   summary+=("${details[@]}")
+  if [ -n "${REMORA_STAGE_TIMES:-}" ]; then
+    printf '%-18s %5d s%s\n' "$name" "$took" "${built:+ (build $built s)}$([ $outcome = passed ] || echo ' FAILED')" >>"$REMORA_STAGE_TIMES"
+  fi
 }
 
 stage_asan() {
@@ -108,7 +118,8 @@ stage_asan() {
   # cold) and its tests run as fast (107 s against 112: what dominates them is waiting); long
   # fuzzing runs want -O1 (docs/ROBUSTNESS.md).
   san_build build-asan address,undefined "${REMORA_ASAN_OPT:--O0}" -DREMORA_FUZZ=ON || return 1
-  echo "asan: built in $(( $(now) - t0 )) s"
+  built=$(( $(now) - t0 ))
+  echo "asan: built in $built s"
   # Every unit and integration test: remora-run, the process harness and local_gpu_check put
   # the ASan runtime ahead of the shim in LD_PRELOAD (REMORA_SANITIZER_PRELOAD).
   ASAN_OPTIONS=log_path=$root/build-asan/reports/asan:detect_leaks=1 \
@@ -126,7 +137,8 @@ stage_tsan() {
   local t0
   t0=$(now)
   san_build build-tsan thread -O1 || return 1
-  echo "tsan: built in $(( $(now) - t0 )) s"
+  built=$(( $(now) - t0 ))
+  echo "tsan: built in $built s"
   # die_after_fork=0: a test that forks a multi-threaded process whose child starts threads
   # (transport_peer_loss_test's shm requester) is otherwise killed by TSan itself.
   # integration.local_gpu_check is left out: its fake driver library is built instrumented

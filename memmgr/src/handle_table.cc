@@ -52,6 +52,19 @@ const char* HandleKindName(HandleKind kind) {
     case HandleKind::kCusparseSpVecDescr: return "cuSPARSE sparse vector descriptor";
     case HandleKind::kCusparseSpGEMMDescr: return "cuSPARSE SpGEMM descriptor";
     case HandleKind::kCusparseSpSVDescr: return "cuSPARSE SpSV descriptor";
+    case HandleKind::kCudnnLrnDescriptor: return "cuDNN LRN descriptor";
+    case HandleKind::kCudnnOpTensorDescriptor: return "cuDNN op-tensor descriptor";
+    case HandleKind::kCudnnReduceTensorDescriptor: return "cuDNN reduce-tensor descriptor";
+    case HandleKind::kCudnnSpatialTransformerDescriptor: return "cuDNN spatial transformer descriptor";
+    case HandleKind::kCudnnTensorTransformDescriptor: return "cuDNN tensor transform descriptor";
+    case HandleKind::kCudnnSeqDataDescriptor: return "cuDNN sequence data descriptor";
+    case HandleKind::kCudnnAttnDescriptor: return "cuDNN attention descriptor";
+    case HandleKind::kCudnnFusedOpsConstParamPack: return "cuDNN fused-ops constant parameter pack";
+    case HandleKind::kCudnnFusedOpsVariantParamPack: return "cuDNN fused-ops variant parameter pack";
+    case HandleKind::kCudnnFusedOpsPlan: return "cuDNN fused-ops plan";
+    case HandleKind::kNcclComm: return "NCCL communicator";
+    case HandleKind::kNcclRegistration: return "NCCL buffer registration";
+    case HandleKind::kNcclWindow: return "NCCL window";
   }
   return "handle";
 }

@@ -11,7 +11,7 @@
 namespace remora {
 
 namespace {
-constexpr uint64_t kLedgerMagic = 0x335247444c524d52ull;  // "RMRLDGR3"
+constexpr uint64_t kLedgerMagic = 0x345247444c524d52ull;  // "RMRLDGR4"
 constexpr size_t kPage = 4096;
 constexpr uint64_t kMaxReservation = 1ull << 50;  // no GPU has a PiB: refused outright
 constexpr uint32_t kBitmapWords = kLedgerMaxSessions / 64;
@@ -29,17 +29,24 @@ struct LedgerTenantRow {
   uint64_t slots[kBitmapWords];   // the tenant's open session slots
 };
 
-// One page each: the owning worker maps only this page writable. Fields a worker writes
-// are changed with single atomic stores.
+// Written by the supervisor only (under the mutex), in the part every worker maps
+// read-only: who holds a slot. A worker can never free its slot, move it to another tenant
+// or rename its session (docs/SECURITY.md, N2).
+struct LedgerSessionInfo {
+  uint32_t in_use;
+  uint32_t tenant;
+  uint64_t session_id;
+};
+
+// One page each: the owning worker maps only this page writable, and it holds only what that
+// worker owns - so every value in it may be anything a compromised worker chose, and every
+// reader bounds it (Worker()) before use. Fields are changed with single atomic stores.
 struct alignas(kPage) LedgerSessionRow {
-  uint32_t in_use;                 // supervisor
-  uint32_t tenant;                 // supervisor
-  uint64_t session_id;             // supervisor
-  uint64_t changes;                // worker: incremented after each change of `used`
-  uint64_t used[kLedgerMaxGpus];   // worker: charged and committed
-  uint64_t pending[kLedgerMaxGpus];  // worker: a reservation being checked
+  uint64_t changes;                // incremented after each change of `used`
+  uint64_t used[kLedgerMaxGpus];   // charged and committed
+  uint64_t pending[kLedgerMaxGpus];  // a reservation being checked
   uint64_t overhead[kLedgerMaxGpus];
-  uint64_t refused;                // worker
+  uint64_t refused;
 };
 static_assert(sizeof(LedgerSessionRow) == kPage);
 
@@ -48,6 +55,7 @@ struct LedgerRegion {
   uint64_t bytes;
   pthread_mutex_t mu;
   LedgerTenantRow tenants[kLedgerMaxTenants];
+  LedgerSessionInfo infos[kLedgerMaxSessions];
   LedgerSessionRow sessions[kLedgerMaxSessions];
 };
 
@@ -80,9 +88,13 @@ class RegionLock {
 };
 
 bool SlotOfTenant(const LedgerRegion* r, uint32_t slot, uint32_t tenant) {
-  const LedgerSessionRow& s = r->sessions[slot];
+  const LedgerSessionInfo& s = r->infos[slot];
   return Load(s.in_use) != 0 && Load(s.tenant) == tenant;
 }
+
+// A byte count read from a worker's page: whatever it holds, at most kMaxReservation, so that
+// sums over all slots cannot wrap and no reader is misled beyond that worker's own tenant.
+uint64_t Bounded(uint64_t v) { return v > kMaxReservation ? kMaxReservation : v; }
 
 template <typename Fn>
 void ForEachTenantSlot(const LedgerRegion* r, uint32_t tenant, Fn&& fn) {
@@ -103,8 +115,8 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UIN
 uint64_t TenantClaimed(const LedgerRegion* r, uint32_t tenant, uint32_t gpu) {
   uint64_t sum = 0;
   ForEachTenantSlot(r, tenant, [&](uint32_t, const LedgerSessionRow& s) {
-    sum = SaturatingAdd(sum, Load(s.used[gpu]));
-    sum = SaturatingAdd(sum, Load(s.pending[gpu]));
+    sum = SaturatingAdd(sum, Bounded(Load(s.used[gpu])));
+    sum = SaturatingAdd(sum, Bounded(Load(s.pending[gpu])));
   });
   return sum;
 }
@@ -114,8 +126,8 @@ uint64_t TenantClaimedAll(const LedgerRegion* r, uint32_t tenant) {
   uint64_t sum = 0;
   ForEachTenantSlot(r, tenant, [&](uint32_t, const LedgerSessionRow& s) {
     for (uint32_t g = 0; g < kLedgerMaxGpus; g++) {
-      sum = SaturatingAdd(sum, Load(s.used[g]));
-      sum = SaturatingAdd(sum, Load(s.pending[g]));
+      sum = SaturatingAdd(sum, Bounded(Load(s.used[g])));
+      sum = SaturatingAdd(sum, Bounded(Load(s.pending[g])));
     }
   });
   return sum;
@@ -185,7 +197,7 @@ Result<uint32_t> Ledger::AddTenant(std::string_view name) {
 Status Ledger::RemoveTenant(uint32_t tenant) {
   if (tenant >= kLedgerMaxTenants) return Error(Err::kInvalidValue, "bad tenant index");
   RegionLock lock(r_);
-  for (const auto& s : r_->sessions)
+  for (const auto& s : r_->infos)
     if (s.in_use && s.tenant == tenant) return Error(Err::kNotPermitted, "tenant has open sessions");
   Store(r_->tenants[tenant].in_use, 0u);
   return Status::Ok();
@@ -222,12 +234,12 @@ Result<uint32_t> Ledger::OpenSession(uint32_t tenant, uint64_t session_id) {
   RegionLock lock(r_);
   if (!r_->tenants[tenant].in_use) return Error(Err::kInvalidValue, "no such tenant");
   for (uint32_t i = 0; i < kLedgerMaxSessions; i++) {
-    auto& s = r_->sessions[i];
-    if (s.in_use) continue;
-    std::memset(&s, 0, sizeof(s));
-    s.tenant = tenant;
-    s.session_id = session_id;
-    Store(s.in_use, 1u);
+    auto& info = r_->infos[i];
+    if (info.in_use) continue;
+    std::memset(&r_->sessions[i], 0, sizeof(LedgerSessionRow));
+    info.tenant = tenant;
+    info.session_id = session_id;
+    Store(info.in_use, 1u);
     uint64_t& word = r_->tenants[tenant].slots[i / 64];
     Store(word, Load(word) | (1ull << (i % 64)));
     return i;
@@ -239,14 +251,18 @@ std::vector<uint64_t> Ledger::CloseSession(uint32_t slot) {
   std::vector<uint64_t> held(kLedgerMaxGpus, 0);
   if (slot >= kLedgerMaxSessions) return held;
   RegionLock lock(r_);
-  auto& s = r_->sessions[slot];
-  if (!s.in_use) return held;
-  for (uint32_t g = 0; g < kLedgerMaxGpus; g++) held[g] = Load(s.used[g]);
-  auto& t = r_->tenants[s.tenant];
-  Store(t.refused, Load(t.refused) + Load(s.refused));
-  uint64_t& word = t.slots[slot / 64];
-  Store(word, Load(word) & ~(1ull << (slot % 64)));
-  Store(s.in_use, 0u);
+  auto& info = r_->infos[slot];
+  if (!info.in_use) return held;
+  const auto& s = r_->sessions[slot];
+  for (uint32_t g = 0; g < kLedgerMaxGpus; g++) held[g] = Bounded(Load(s.used[g]));
+  // The tenant is the supervisor's own word; checked all the same (no index is used unchecked).
+  if (info.tenant < kLedgerMaxTenants) {
+    auto& t = r_->tenants[info.tenant];
+    Store(t.refused, SaturatingAdd(Load(t.refused), Bounded(Load(s.refused))));
+    uint64_t& word = t.slots[slot / 64];
+    Store(word, Load(word) & ~(1ull << (slot % 64)));
+  }
+  Store(info.in_use, 0u);
   return held;
 }
 
@@ -255,8 +271,9 @@ Status Ledger::Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes, uint64_t* to
   if (slot >= kLedgerMaxSessions || gpu >= kLedgerMaxGpus) return Error(Err::kInvalidValue, "bad session or GPU index");
   LedgerSessionRow* s = Writable(slot);
   if (s == nullptr) return Error(Err::kInvalidValue, "session slot {} is not this worker's", slot);
-  if (!Load(s->in_use)) return Error(Err::kDevicesUnavailable, "session is closed");
-  uint32_t tenant = Load(s->tenant);
+  const LedgerSessionInfo& info = r_->infos[slot];
+  if (!Load(info.in_use)) return Error(Err::kDevicesUnavailable, "session is closed");
+  uint32_t tenant = Load(info.tenant);
   if (tenant >= kLedgerMaxTenants) return Error(Err::kInvalidValue, "bad tenant index");
   const LedgerTenantRow& t = r_->tenants[tenant];
   std::string_view name(t.name, strnlen(t.name, sizeof(t.name)));
@@ -270,18 +287,19 @@ Status Ledger::Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes, uint64_t* to
   // Announce, then read the limits and check everything announced or committed: of two
   // racing reservations, at least one sees the other; and a supervisor that lowers a limit
   // and then sums the claims (SetTotalLimit, TenantClaimedTotal) either sees this one or
-  // is seen by it.
-  Store(s->pending[gpu], Load(s->pending[gpu]) + bytes);
+  // is seen by it. (This worker's own words, bounded like everyone's.)
+  const uint64_t pending = Bounded(Load(s->pending[gpu]));
+  Store(s->pending[gpu], pending + bytes);
   uint64_t limit = Load(t.limit[gpu]);
   uint64_t claimed = TenantClaimed(r_, tenant, gpu);
   if (claimed > limit) {
-    Store(s->pending[gpu], Load(s->pending[gpu]) - bytes);
+    Store(s->pending[gpu], pending);
     return refuse(claimed - bytes, limit);
   }
   if (uint64_t total_limit = Load(t.total_limit); total_limit != kUnlimited) {
     uint64_t total = TenantClaimedAll(r_, tenant);
     if (total > total_limit) {
-      Store(s->pending[gpu], Load(s->pending[gpu]) - bytes);
+      Store(s->pending[gpu], pending);
       Store(s->refused, Load(s->refused) + 1);
       if (total_short != nullptr) *total_short = total - total_limit;
       return Error(Err::kMemoryAllocation,
@@ -290,17 +308,17 @@ Status Ledger::Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes, uint64_t* to
     }
   }
   // Commit before withdrawing the announcement: the bytes are never counted zero times.
-  Store(s->used[gpu], Load(s->used[gpu]) + bytes);
+  Store(s->used[gpu], Bounded(Load(s->used[gpu])) + bytes);
   Store(s->changes, Load(s->changes) + 1);
-  Store(s->pending[gpu], Load(s->pending[gpu]) - bytes);
+  Store(s->pending[gpu], pending);
   return Status::Ok();
 }
 
 void Ledger::Release(uint32_t slot, uint32_t gpu, uint64_t bytes) {
   if (slot >= kLedgerMaxSessions || gpu >= kLedgerMaxGpus) return;
   LedgerSessionRow* s = Writable(slot);
-  if (s == nullptr || !Load(s->in_use)) return;
-  uint64_t used = Load(s->used[gpu]);
+  if (s == nullptr || !Load(r_->infos[slot].in_use)) return;
+  uint64_t used = Bounded(Load(s->used[gpu]));
   Store(s->used[gpu], bytes > used ? 0 : used - bytes);
   Store(s->changes, Load(s->changes) + 1);
 }
@@ -308,7 +326,7 @@ void Ledger::Release(uint32_t slot, uint32_t gpu, uint64_t bytes) {
 void Ledger::SetContextOverhead(uint32_t slot, uint32_t gpu, uint64_t bytes) {
   if (slot >= kLedgerMaxSessions || gpu >= kLedgerMaxGpus) return;
   LedgerSessionRow* s = Writable(slot);
-  if (s != nullptr && Load(s->in_use)) Store(s->overhead[gpu], bytes);
+  if (s != nullptr && Load(r_->infos[slot].in_use)) Store(s->overhead[gpu], bytes);
 }
 
 TenantUsage Ledger::Tenant(uint32_t tenant, uint32_t gpu) const {
@@ -330,9 +348,9 @@ TenantUsage Ledger::Tenant(uint32_t tenant, uint32_t gpu) const {
     uint64_t refused = Load(t.refused);
     ForEachTenantSlot(r_, tenant, [&](uint32_t slot, const LedgerSessionRow& s) {
       seen.push_back({slot, Load(s.changes)});
-      pass.used = SaturatingAdd(pass.used, Load(s.used[gpu]));
-      pass.context_overhead += Load(s.overhead[gpu]);
-      refused += Load(s.refused);
+      pass.used = SaturatingAdd(pass.used, Bounded(Load(s.used[gpu])));
+      pass.context_overhead = SaturatingAdd(pass.context_overhead, Bounded(Load(s.overhead[gpu])));
+      refused = SaturatingAdd(refused, Bounded(Load(s.refused)));
       pass.sessions++;
     });
     pass.refused = refused;
@@ -346,12 +364,12 @@ TenantUsage Ledger::Tenant(uint32_t tenant, uint32_t gpu) const {
 uint64_t Ledger::SessionUsed(uint32_t slot, uint32_t gpu) const {
   if (slot >= kLedgerMaxSessions || gpu >= kLedgerMaxGpus) return 0;
   const LedgerSessionRow& s = own_ != nullptr && slot == own_slot_ ? *own_ : r_->sessions[slot];
-  return Load(s.in_use) ? Load(s.used[gpu]) : 0;
+  return Load(r_->infos[slot].in_use) ? Bounded(Load(s.used[gpu])) : 0;
 }
 
 uint32_t Ledger::SessionTenant(uint32_t slot) const {
   if (slot >= kLedgerMaxSessions) return UINT32_MAX;
-  const LedgerSessionRow& s = r_->sessions[slot];
+  const LedgerSessionInfo& s = r_->infos[slot];
   return Load(s.in_use) ? Load(s.tenant) : UINT32_MAX;
 }
 

@@ -409,6 +409,32 @@ struct HostFunc {
   id @1 :UInt64;               # the shim's callback id, echoed in Notice.hostCallback
 }
 
+# Bytes of the application's host memory at `addr` (graph host nodes, below).
+struct HostBytes {
+  addr @0 :UInt64;
+  data @1 :Data;
+}
+
+# A host node was reached in an executable graph that moves host memory the worker cannot
+# reach through device staging (docs/ARCHITECTURE.md, "Stream capture and graphs"): the
+# client writes `writes` - what the graph's copies before the node put into the application's
+# memory - runs host function `id`, and answers graphHostNodeDone.
+struct GraphHostNode {
+  id @0 :UInt64;               # the client's callback id
+  exec @1 :UInt64;             # the executable graph's handle
+  writes @2 :List(HostBytes);  # each inside a device-to-host binding of `exec`
+}
+
+# The client ran a graph host node's function: `reads` are the application's bytes that the
+# graph's host-to-device copies read (each binding of `exec` whole); the worker refreshes
+# their staging before the graph goes on. Handled like callbackDone: even while a transfer
+# holds the request queue.
+struct GraphHostNodeDone {
+  id @0 :UInt64;
+  exec @1 :UInt64;
+  reads @2 :List(HostBytes);
+}
+
 # A call generated from an API description (protocol/api/*.api): the library, the entry's
 # stable number in it, and the arguments in the flat encoding of
 # protocol/include/remora/protocol/api_args.h. Whether it is answered is the entry's call
@@ -488,6 +514,7 @@ struct Request {
                                           # under the same module and function handles
     migrateFailed @61 :Text;   # on the source: why the move the administrator asked for did
                                # not happen (the session goes on here); posted, no reply
+    graphHostNodeDone @62 :GraphHostNodeDone;  # posted, no reply (Notice.graphHostNode)
   }
   captureMode @57 :UInt8;      # the calling thread's cudaStreamCaptureMode (0: global)
 }
@@ -570,6 +597,7 @@ struct Reply {
     apiResult @18 :Data;       # an apiCall's results (flat encoding)
     linked @21 :Linked;
     migration @23 :Migration;
+    graphPointer @24 :UInt64;  # mallocAsync in a stream capture: memory of the capture's graph
   }
   errorDomain @19 :UInt16;     # remora::Domain of `error` (0: cudart)
   asyncErrorDomain @20 :UInt16;
@@ -590,6 +618,7 @@ struct Notice {
                                   # each launch (repeatCallback), not now
     runCallback @6 :UInt64;    # run callback id once (a user object's destructor), no answer
     migrate @7 :MigrateTo;     # the administrator moves this session to another server
+    graphHostNode @8 :GraphHostNode;  # like repeatCallback, with the graph's host memory
   }
 }
 

@@ -144,10 +144,11 @@ bool VerifyServerSignature(const Key& server_key, std::string_view auth_message,
   return sodium_memcmp(expected.data(), signature.data(), expected.size()) == 0;
 }
 
-std::string AdminAuthMessage(const Nonce& cn, const Nonce& sn) {
-  std::string m = "remora-admin-v1|";
+std::string AdminAuthMessage(const Nonce& cn, const Nonce& sn, const std::array<uint8_t, 32>& binding) {
+  std::string m = "remora-admin-v2|";
   m.append(reinterpret_cast<const char*>(cn.data()), cn.size());
   m.append(reinterpret_cast<const char*>(sn.data()), sn.size());
+  m.append(reinterpret_cast<const char*>(binding.data()), binding.size());
   return m;
 }
 

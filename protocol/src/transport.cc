@@ -144,10 +144,10 @@ Result<std::unique_ptr<Listener>> Listen(const Endpoint& ep, const ListenOptions
 }
 
 Result<std::unique_ptr<Connection>> AdoptConnection(TransportKind kind, Fd socket, std::vector<Fd> fds,
-                                                    const std::optional<SessionKeys>& keys) {
+                                                    const std::optional<SessionKeys>& keys, int client_setup_ms) {
   const TransportOps* t = Find(kind);
   if (t == nullptr) return Error(Err::kInvalidValue, "unknown transport");
-  return t->adopt(std::move(socket), std::move(fds), keys);
+  return t->adopt(std::move(socket), std::move(fds), keys, client_setup_ms);
 }
 
 std::string TransportUnavailable(TransportKind kind) {

@@ -23,8 +23,10 @@ struct TransportOps {
   // Server: bind and listen.
   Result<std::unique_ptr<Listener>> (*listen)(const Endpoint& ep, const ListenOptions& options);
   // Worker: the executor side of an authenticated connection (socket and Hello descriptors),
-  // encrypted with `keys` if given (kInvalidValue on a transport that cannot).
-  Result<std::unique_ptr<Connection>> (*adopt)(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys);
+  // encrypted with `keys` if given (kInvalidValue on a transport that cannot); a data path set
+  // up with the client waits for it up to client_setup_ms (AdoptConnection).
+  Result<std::unique_ptr<Connection>> (*adopt)(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys,
+                                               int client_setup_ms);
   // Why this transport cannot be used here, or empty.
   std::string (*unavailable)();
 };

@@ -55,6 +55,54 @@ struct MigrateOrder {
   token @1 :Text;
 }
 
+# NCCL (server/supervisor/nccl_registry.h, docs/ARCHITECTURE.md "NCCL"): a worker registers
+# the real ncclUniqueId it made and gets the capability its application sees; it presents a
+# capability to get the real id; the supervisor tells it when a member of a communicator's
+# clique is gone. Answers come as ncclAnswer with the question's requestId, in any order.
+struct NcclAsk {               # worker -> supervisor
+  requestId @0 :UInt64;
+  op @1 :UInt8;                # 0: register a real id, 1: resolve a capability, 2: leave (no answer)
+  id @2 :Data;                 # 128 bytes: the real id (register) or the capability (resolve)
+  cliqueServer @3 :UInt64;     # leave: the session destroyed its last communicator of this clique
+  cliqueId @4 :UInt64;
+}
+struct NcclAnswer {            # supervisor -> worker; also origin server -> member server
+  requestId @0 :UInt64;
+  status @1 :UInt32;           # ncclResult_t
+  id @2 :Data;                 # register: the capability; resolve: the real id
+  cliqueServer @3 :UInt64;     # the id's clique: its origin server and number
+  cliqueId @4 :UInt64;
+}
+struct NcclLost {              # supervisor -> worker: a member of the clique is gone
+  cliqueServer @0 :UInt64;
+  cliqueId @1 :UInt64;
+  reason @2 :Text;
+}
+
+# Between the supervisors of two servers (server/supervisor/peer_link.h): sealed frames after
+# an authenticated exchange on the cluster key.
+struct PeerResolve {           # member server -> origin server
+  requestId @0 :UInt64;
+  capability @1 :Data;
+  tenant @2 :Text;
+  session @3 :UInt64;          # the member's session on its server
+}
+struct PeerLost {              # either way: a member session (or all of a server's) is gone
+  cliqueServer @0 :UInt64;
+  cliqueId @1 :UInt64;
+  session @2 :UInt64;          # the member's session on the sending server
+  reason @3 :Text;
+  left @4 :Bool;               # member -> origin: it left cleanly (destroyed its communicators)
+}
+struct PeerMessage {
+  union {
+    heartbeat @0 :Void;
+    resolve @1 :PeerResolve;
+    resolved @2 :NcclAnswer;
+    lost @3 :PeerLost;
+  }
+}
+
 struct ControlMessage {
   union {
     setGpus @0 :List(Int32);   # the tenant's GPUs on this server, now (attach/detach)
@@ -69,6 +117,9 @@ struct ControlMessage {
     ipcRelease @9 :UInt64;     # supervisor -> exporter: the last importer of freed export ID closed it
     migrate @10 :MigrateOrder; # supervisor -> worker: tell the client to move to another server
     migrateFailed @11 :Text;   # worker -> supervisor: why its client did not move (shown to the admin)
-    quotaBorrow @12 :QuotaBorrow;  # worker -> supervisor: more of a pool-wide limit (answered: ipcReply)
+    ncclAsk @12 :NcclAsk;
+    ncclAnswer @13 :NcclAnswer;
+    ncclLost @14 :NcclLost;
+    quotaBorrow @15 :QuotaBorrow;  # worker -> supervisor: more of a pool-wide limit (answered: ipcReply)
   }
 }

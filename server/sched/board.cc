@@ -20,7 +20,8 @@ static_assert(kBoardMaxSessions < kOwnerMask, "turn word owner field");
 Turn Turn::Decode(uint64_t w) {
   Turn t;
   uint64_t o = w & kOwnerMask;
-  t.owner = o == 0 ? kNoSession : static_cast<uint32_t>(o - 1);
+  // Any word a worker wrote: an owner beyond the slots is nobody (board_region.h).
+  t.owner = o == 0 || o > kBoardMaxSessions ? kNoSession : static_cast<uint32_t>(o - 1);
   t.idle = (w & kIdleBit) != 0;
   t.generation = w >> kGenerationShift;
   return t;
@@ -31,6 +32,8 @@ uint64_t Turn::Encode() const {
   return o | (idle ? kIdleBit : 0) | (generation << kGenerationShift);
 }
 
+using board_internal::BoardPriority;
+using board_internal::BoardTenantOf;
 using board_internal::Diff;
 using board_internal::GpuLock;
 using board_internal::GpuOps;
@@ -173,11 +176,7 @@ uint32_t ComputeBoard::Waiting(uint32_t gpu) const {
   return gpu < kBoardMaxGpus ? r_->gpus[gpu].waiting.load(std::memory_order_relaxed) : 0;
 }
 
-uint32_t ComputeBoard::SessionTenant(uint32_t slot) const {
-  if (slot >= kBoardMaxSessions) return kNoSession;
-  uint32_t t = r_->session_tenant[slot].load(std::memory_order_acquire);
-  return t == 0 ? kNoSession : t - 1;
-}
+uint32_t ComputeBoard::SessionTenant(uint32_t slot) const { return BoardTenantOf(r_, slot); }
 
 RunState ComputeBoard::SessionState(uint32_t slot, uint32_t gpu) const {
   if (slot >= kBoardMaxSessions || gpu >= kBoardMaxGpus) return RunState::kClosed;
@@ -198,7 +197,7 @@ bool ComputeBoard::YieldRequested(uint32_t gpu) const {
 
 bool ComputeBoard::HigherClassPresent(uint32_t gpu, uint32_t tenant, uint64_t now) const {
   const GpuRow& g = r_->gpus[gpu];
-  uint32_t mine = r_->settings[tenant].priority.load(std::memory_order_relaxed);
+  uint32_t mine = BoardPriority(r_, tenant);
   for (uint32_t p = mine + 1; p < kNumPriorities; p++) {
     uint64_t seen = g.class_seen_ns[p].load(std::memory_order_relaxed);
     if (seen != 0 && Diff(now, seen) < static_cast<int64_t>(r_->tunables.presence_ns)) return true;
@@ -207,12 +206,13 @@ bool ComputeBoard::HigherClassPresent(uint32_t gpu, uint32_t tenant, uint64_t no
 }
 
 int64_t ComputeBoard::CapTokens(uint32_t gpu, uint32_t tenant) const {
-  if (r_->settings[tenant].quota_ns.load(std::memory_order_relaxed) == 0) return INT64_MAX;
+  if (tenant >= kBoardMaxTenants || r_->settings[tenant].quota_ns.load(std::memory_order_relaxed) == 0)
+    return INT64_MAX;
   return r_->gpus[gpu].tenants[tenant].tokens_ns.load(std::memory_order_relaxed);
 }
 
 Priority ComputeBoard::TenantPriority(uint32_t tenant) const {
-  return static_cast<Priority>(r_->settings[tenant].priority.load(std::memory_order_relaxed));
+  return static_cast<Priority>(BoardPriority(r_, tenant));
 }
 
 ComputeBoard::Outcome ComputeBoard::Request(uint32_t gpu, uint32_t slot, uint64_t now) {

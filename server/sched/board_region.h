@@ -1,6 +1,13 @@
 // The compute board's shared-memory layout and the decisions taken on one GPU's row of it:
 // private to remora_sched (board.cc, board_gpu.cc). The layout is plain data that the
 // supervisor and every worker map; ComputeBoard (board.h) is its only interface.
+//
+// Every worker maps the whole board writable, so every value in it may be anything a
+// compromised worker wrote (docs/SECURITY.md, N3). A value read from the board is never used
+// as an index before it is bounded: session slots, tenants, priorities, weights and the turn
+// word's owner go through the accessors below (TenantOf, Prio, Weight, S, T; Turn::Decode),
+// which map anything out of range to "no session" or to a valid row. The worst a worker can
+// do is misplace turns and GPU time on its GPUs.
 #pragma once
 
 #include <pthread.h>
@@ -64,8 +71,27 @@ namespace board_internal {
 
 inline int64_t Diff(uint64_t a, uint64_t b) { return static_cast<int64_t>(a - b); }
 
-// The GPU row's mutex: tried (workers) or waited for with a timeout (supervisor). A dead
-// holder's lock is taken over and marked consistent: every mutation is a single store.
+// Values read from the board, bounded (see the top of this file).
+inline uint32_t BoardTenantOf(const BoardRegion* r, uint32_t slot) {
+  if (slot >= kBoardMaxSessions) return kNoSession;
+  uint32_t t = r->session_tenant[slot].load(std::memory_order_acquire);
+  return t == 0 || t > kBoardMaxTenants ? kNoSession : t - 1;
+}
+inline uint32_t BoardWeight(const BoardRegion* r, uint32_t t) {
+  if (t >= kBoardMaxTenants) return kDefaultWeight;
+  uint32_t w = r->settings[t].weight.load(std::memory_order_relaxed);
+  return w == 0 ? kDefaultWeight : w > kMaxWeight ? kMaxWeight : w;
+}
+inline uint32_t BoardPriority(const BoardRegion* r, uint32_t t) {
+  if (t >= kBoardMaxTenants) return static_cast<uint32_t>(Priority::kNormal);
+  uint32_t p = r->settings[t].priority.load(std::memory_order_relaxed);
+  return p < static_cast<uint32_t>(kNumPriorities) ? p : static_cast<uint32_t>(Priority::kNormal);
+}
+
+// The GPU row's mutex: tried (workers) or waited for with a timeout (supervisor: a quarter of
+// a second, so that a compromised worker holding it delays the supervisor that long per GPU at
+// most; an honest holder keeps it for microseconds). A dead holder's lock is taken over and
+// marked consistent: every mutation is a single store.
 class GpuLock {
  public:
   GpuLock(GpuRow& g, bool wait) : mu_(&g.mu) {
@@ -73,7 +99,11 @@ class GpuLock {
     if (wait) {
       struct timespec deadline;
       clock_gettime(CLOCK_REALTIME, &deadline);
-      deadline.tv_sec += 2;
+      deadline.tv_nsec += 250'000'000;
+      if (deadline.tv_nsec >= 1'000'000'000) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1'000'000'000;
+      }
       rc = pthread_mutex_timedlock(mu_, &deadline);
     } else {
       rc = pthread_mutex_trylock(mu_);
@@ -101,17 +131,17 @@ class GpuOps {
  public:
   GpuOps(BoardRegion* r, uint32_t gpu) : r_(r), g_(r->gpus[gpu]) {}
 
-  uint32_t TenantOf(uint32_t slot) const {
-    uint32_t t = r_->session_tenant[slot].load(std::memory_order_acquire);
-    return t == 0 ? kNoSession : t - 1;
-  }
-  uint32_t Weight(uint32_t t) const {
-    uint32_t w = r_->settings[t].weight.load(std::memory_order_relaxed);
-    return w == 0 ? kDefaultWeight : w;
-  }
-  uint32_t Prio(uint32_t t) const { return r_->settings[t].priority.load(std::memory_order_relaxed); }
-  SessionRunRow& S(uint32_t slot) { return g_.sessions[slot]; }
-  TenantRunRow& T(uint32_t t) { return g_.tenants[t]; }
+  // The tenant of `slot`: kNoSession for a closed slot, a slot out of range, or a tenant
+  // word out of range.
+  uint32_t TenantOf(uint32_t slot) const { return BoardTenantOf(r_, slot); }
+  // A tenant's weight, 1..kMaxWeight (`t` a valid tenant, as TenantOf returns).
+  uint32_t Weight(uint32_t t) const { return BoardWeight(r_, t); }
+  // A tenant's class, < kNumPriorities.
+  uint32_t Prio(uint32_t t) const { return BoardPriority(r_, t); }
+  // Rows of a slot or tenant: callers pass a slot below kBoardMaxSessions (a loop index, the
+  // caller's own slot, or an owner Turn::Decode bounded) and a tenant TenantOf returned.
+  SessionRunRow& S(uint32_t slot) { return g_.sessions[slot % kBoardMaxSessions]; }
+  TenantRunRow& T(uint32_t t) { return g_.tenants[t % kBoardMaxTenants]; }
 
   // Refills a capped tenant's bucket up to now. Lock held (charges subtract concurrently).
   void Refill(uint32_t t, uint64_t now);

@@ -63,7 +63,8 @@ Result<Fd> BindTcp(const std::string& url, std::string* bound_url) {
   rc = fd ? ::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) : -1;
   int err = errno;
   ::freeaddrinfo(ai);
-  if (rc != 0 || ::listen(fd.get(), 16) != 0)
+  // A backlog for bursts: who is served is decided after accept, by per-peer shares.
+  if (rc != 0 || ::listen(fd.get(), 128) != 0)
     return ErrnoStatus(Err::kInitializationError, "bind(" + url + ")", rc != 0 ? err : errno);
   struct sockaddr_storage ss = {};
   socklen_t len = sizeof(ss);

@@ -8,6 +8,7 @@
 #include <kj/async-io.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -21,6 +22,8 @@
 #include "remora/protocol/transport.h"
 #include "supervisor/admin_endpoints.h"
 #include "supervisor/admin_pool.h"
+
+#include "supervisor/admin_tcp.h"
 #include "supervisor/handshakes.h"
 #include "supervisor/supervisor.h"
 
@@ -333,16 +336,12 @@ class AdminImpl final : public rpc::Admin::Server {
   Supervisor& sup_;
 };
 
-// One TCP connection's login state: one challenge per connection, one proof per challenge.
-struct LoginState {
-  bool challenged = false;
-  bool logged_in = false;
-};
-
-// One challenge: checks one proof, once, and proves the server in return.
+// One challenge: checks one proof, once, and proves the server in return. The proof and the
+// signature cover the sealed channel's binding (admin_channel.h), so neither can be used on
+// another channel.
 class ProverImpl final : public rpc::AdminProver::Server {
  public:
-  ProverImpl(Supervisor& sup, const Verifier& key, std::string auth_message, std::shared_ptr<LoginState> state)
+  ProverImpl(Supervisor& sup, const Verifier& key, std::string auth_message, std::shared_ptr<AdminLoginState> state)
       : sup_(sup), key_(key), auth_message_(std::move(auth_message)), state_(std::move(state)) {}
 
   kj::Promise<void> prove(ProveContext ctx) override {
@@ -361,6 +360,7 @@ class ProverImpl final : public rpc::AdminProver::Server {
       return kj::READY_NOW;
     }
     state_->logged_in = true;
+    if (state_->on_login) state_->on_login();
     Key sig = ServerSignature(key_.server_key, auth_message_ + "|server");
     SetOutcome(res.initOutcome(), Status::Ok());
     res.setServerSignature(capnp::Data::Reader(sig.data(), sig.size()));
@@ -372,13 +372,13 @@ class ProverImpl final : public rpc::AdminProver::Server {
   Supervisor& sup_;
   Verifier key_;
   std::string auth_message_;
-  std::shared_ptr<LoginState> state_;
+  std::shared_ptr<AdminLoginState> state_;
   bool used_ = false;
 };
 
 class LoginImpl final : public rpc::AdminLogin::Server {
  public:
-  LoginImpl(Supervisor& sup, const Verifier& key, std::shared_ptr<LoginState> state)
+  LoginImpl(Supervisor& sup, const Verifier& key, std::shared_ptr<AdminLoginState> state)
       : sup_(sup), key_(key), state_(std::move(state)) {}
 
   kj::Promise<void> challenge(ChallengeContext ctx) override {
@@ -391,18 +391,19 @@ class LoginImpl final : public rpc::AdminLogin::Server {
     Nonce sn = RandomNonce();
     auto res = ctx.getResults();
     res.setServerNonce(capnp::Data::Reader(sn.data(), sn.size()));
-    res.setProver(kj::heap<ProverImpl>(sup_, key_, AdminAuthMessage(cn, sn), state_));
+    res.setProver(kj::heap<ProverImpl>(sup_, key_, AdminAuthMessage(cn, sn, state_->keys.binding), state_));
     return kj::READY_NOW;
   }
 
  private:
   Supervisor& sup_;
   Verifier key_;
-  std::shared_ptr<LoginState> state_;
+  std::shared_ptr<AdminLoginState> state_;
 };
 
-// Admin connections of one listener: at most kMaxConnections at once, each served by its
-// own RPC system; TCP ones must log in within kLoginDeadline.
+// Admin connections of one listener: at most `max` at once (kMaxConnections on the unix
+// socket), each served by its own RPC system. The TCP listener's are TcpAdminConnections'
+// (admin_tcp.h: sealed, per-peer shares, a login deadline), so its set is never full.
 class ConnectionSet final : private kj::TaskSet::ErrorHandler {
   // One connection's objects, destroyed in reverse order of their members (the RPC system
   // before the network before the stream it reads).
@@ -417,23 +418,15 @@ class ConnectionSet final : private kj::TaskSet::ErrorHandler {
 
  public:
   static constexpr int kMaxConnections = 16;
-  ConnectionSet(const char* what, kj::Timer& timer) : what_(what), timer_(timer), tasks_(*this) {}
+  ConnectionSet(const char* what, int max = kMaxConnections) : what_(what), max_(max), tasks_(*this) {}
 
-  bool Full() const { return active_ >= kMaxConnections; }
+  bool Full() const { return active_ >= max_; }
 
-  // Serves `stream` with `bootstrap`; with a `state` (TCP) the connection is dropped if it
-  // has not logged in in time.
-  void Serve(kj::Own<kj::AsyncIoStream> stream, capnp::Capability::Client bootstrap, std::shared_ptr<LoginState> state) {
+  // Serves `stream` with `bootstrap`.
+  void Serve(kj::Own<kj::AsyncIoStream> stream, capnp::Capability::Client bootstrap) {
     active_++;
     auto conn = kj::heap<Connection>(kj::mv(stream), kj::mv(bootstrap));
     kj::Promise<void> done = conn->network.onDisconnect();
-    if (state) {
-      done = done.exclusiveJoin(timer_.afterDelay(kLoginDeadline).then([state]() -> kj::Promise<void> {
-        if (state->logged_in) return kj::NEVER_DONE;
-        LOG_WARN("admin connection over TCP dropped: no login within {} s", kLoginDeadline / kj::SECONDS);
-        return kj::READY_NOW;
-      }));
-    }
     tasks_.add(done.attach(kj::mv(conn)).then([this]() { active_--; }, [this](kj::Exception&&) { active_--; }));
   }
 
@@ -445,10 +438,9 @@ class ConnectionSet final : private kj::TaskSet::ErrorHandler {
   }
 
  private:
-  static constexpr kj::Duration kLoginDeadline = 10 * kj::SECONDS;
   void taskFailed(kj::Exception&&) override {}
   const char* what_;
-  kj::Timer& timer_;
+  int max_;
   int active_ = 0;
   LogBudget budget_{5, 10};
   kj::TaskSet tasks_;
@@ -457,9 +449,11 @@ class ConnectionSet final : private kj::TaskSet::ErrorHandler {
 using ServeFn = std::function<void(kj::Own<kj::AsyncIoStream>)>;
 
 // Accepts until cancelled; an accept error (out of descriptors) is logged and retried after
-// a pause instead of ending the admin API.
+// a pause instead of ending the admin API. kj's accept() throws EMFILE synchronously, so it
+// is called inside evalNow: the error reaches the handler below on every round, the retry's
+// included (N1: the retry used to throw outside any handler and end the admin thread).
 kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, kj::Timer& timer, ConnectionSet& set, ServeFn serve) {
-  return listener.accept().then(
+  return kj::evalNow([&listener]() { return listener.accept(); }).then(
       [&listener, &timer, &set, serve](kj::Own<kj::AsyncIoStream> stream) {
         if (set.Full()) set.Warn(fmt::format("{} connections already: one refused", ConnectionSet::kMaxConnections));
         else serve(kj::mv(stream));
@@ -524,7 +518,7 @@ void AdminServer::ThreadMain() {
                             kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK;
     kj::Timer& timer = io.provider->getTimer();
     Supervisor& sup = sup_;
-    ConnectionSet unix_set("unix socket", timer);
+    ConnectionSet unix_set("unix socket");
     capnp::Capability::Client admin = kj::heap<AdminImpl>(sup_);
     auto unix_listener = io.lowLevelProvider->wrapListenSocketFd(unix_fd_.release(), kFlags);
     kj::Promise<void> serving = AcceptLoop(*unix_listener, timer, unix_set, [&](kj::Own<kj::AsyncIoStream> stream) {
@@ -541,16 +535,18 @@ void AdminServer::ThreadMain() {
         LOG_WARN("admin connection from pid {} refused: it is a session worker (or was started by one)", cred.pid);
         return;
       }
-      unix_set.Serve(kj::mv(stream), admin, nullptr);
+      unix_set.Serve(kj::mv(stream), admin);
     });
-    ConnectionSet tcp_set("tcp", timer);
+    ConnectionSet tcp_set("tcp", INT_MAX);
+    Verifier key = admin_key_;
+    TcpAdminConnections tcp_conns(timer, [&sup, key](std::shared_ptr<AdminLoginState> state) {
+      return capnp::Capability::Client(kj::heap<LoginImpl>(sup, key, std::move(state)));
+    });
     kj::Maybe<kj::Own<kj::ConnectionReceiver>> tcp_listener;
     if (tcp_fd_) {
       auto listener = io.lowLevelProvider->wrapListenSocketFd(tcp_fd_.release(), kFlags);
-      Verifier key = admin_key_;
-      serving = serving.exclusiveJoin(AcceptLoop(*listener, timer, tcp_set, [&sup, &tcp_set, key](kj::Own<kj::AsyncIoStream> stream) {
-        auto state = std::make_shared<LoginState>();
-        tcp_set.Serve(kj::mv(stream), kj::heap<LoginImpl>(sup, key, state), state);
+      serving = serving.exclusiveJoin(AcceptLoop(*listener, timer, tcp_set, [&tcp_conns](kj::Own<kj::AsyncIoStream> stream) {
+        tcp_conns.Admit(kj::mv(stream));
       }));
       tcp_listener = kj::mv(listener);
     }

@@ -3,10 +3,14 @@
 // Contract:
 //  - Serves <state-dir>/admin.sock (mode 0600; a connecting peer must be root or the
 //    server's own uid, checked with SO_PEERCRED, and not a session worker; others are
-//    disconnected and logged) and, with an admin listen URL, tcp://HOST:PORT where clients
-//    log in with the admin token by challenge-response (one challenge per connection, within
-//    10 s, and the server proves itself in return).
-//  - At most 16 connections per listener; accept errors (out of descriptors) are retried
+//    disconnected and logged) and, with an admin listen URL, tcp://HOST:PORT where every
+//    connection is a sealed channel (common/admin_channel.h: an X25519 exchange, then every
+//    byte encrypted and authenticated) in which clients log in with the admin token by
+//    challenge-response bound to the channel (one challenge per connection, within 10 s of
+//    accept, and the server proves itself in return).
+//  - At most 16 connections on the unix socket; on TCP per-peer shares (admin_tcp.h: at most
+//    4 connections per address not logged in, 32 in all, a peer holding fewer evicts from the
+//    one holding most; refusals say why). Accept errors (out of descriptors) are retried
 //    after a pause, never the end of the admin API; warnings are rate-limited.
 //  - Runs Cap'n Proto RPC on its own thread with its own kj event loop. Every request runs
 //    on the supervisor's loop thread through Supervisor::Call, one at a time.

@@ -16,22 +16,6 @@
 
 namespace remora::server {
 
-bool LogBudget::Allow(uint64_t* suppressed) {
-  uint64_t now = MonotonicNanos();
-  if (now - window_start_ > period_ns_) {
-    window_start_ = now;
-    used_ = 0;
-  }
-  if (used_ >= burst_) {
-    dropped_++;
-    return false;
-  }
-  used_++;
-  if (suppressed != nullptr) *suppressed = dropped_;
-  dropped_ = 0;
-  return true;
-}
-
 std::string PeerKey(const PendingConnection& pc) {
   int fd = pc.socket.get();
   if (pc.kind == TransportKind::kShm) {

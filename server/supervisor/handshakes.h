@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "remora/base/log_budget.h"
 #include "remora/protocol/handshake.h"
 #include "remora/protocol/transport.h"
 
@@ -32,22 +33,6 @@ struct HandshakeLimits {
   int deadline_ms = 5000;
   size_t per_peer = 512;
   size_t per_transport = 1024;
-};
-
-// At most `burst` lines per `period_s`; then one line saying how many were left out.
-class LogBudget {
- public:
-  LogBudget(int burst, int period_s) : burst_(burst), period_ns_(uint64_t(period_s) * 1'000'000'000) {}
-  // True if this line may be logged; `suppressed` (when not null) gets the count of lines
-  // left out since the last allowed one.
-  bool Allow(uint64_t* suppressed = nullptr);
-
- private:
-  int burst_;
-  uint64_t period_ns_;
-  uint64_t window_start_ = 0;
-  int used_ = 0;
-  uint64_t dropped_ = 0;
 };
 
 class Handshakes {

@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "remora/base/log.h"
@@ -35,7 +36,36 @@ Status Refused() { return Status(Domain::kCuda, kCuInvalidHandle, "not an IPC ha
 
 IpcRegistry::IpcRegistry() { Random(server_id_.data(), server_id_.size()); }
 
-IpcHandle IpcRegistry::Export(const IpcParty& exporter, IpcExportRequest req, uint64_t* export_id) {
+Result<IpcHandle> IpcRegistry::Export(const IpcParty& exporter, IpcExportRequest req, uint64_t* export_id,
+                                      std::string* why) {
+  const bool fd = static_cast<bool>(req.fd);
+  uint64_t& session = per_session_[exporter.pid];
+  uint64_t& tenant = per_tenant_[exporter.tenant];
+  uint64_t& tenant_fds = tenant_descriptors_[exporter.tenant];
+  const uint64_t tenant_fd_share = std::max<uint64_t>(limits_.descriptors / 2, 1);
+  std::string refusal;
+  if (session >= limits_.per_session)
+    refusal = fmt::format("the session holds {} IPC exports, its limit (remora-server --session-limit ipc-exports=N)",
+                          session);
+  else if (tenant >= limits_.per_tenant)
+    refusal = fmt::format("tenant '{}' holds {} IPC exports, its limit (remora-server --ipc-exports-per-tenant)",
+                          exporter.tenant, tenant);
+  else if (fd && tenant_fds >= tenant_fd_share)
+    refusal = fmt::format("tenant '{}' holds {} IPC exports that keep a descriptor open in the server, its share of "
+                          "the server's descriptor limit", exporter.tenant, tenant_fds);
+  else if (fd && descriptors_ >= limits_.descriptors)
+    refusal = fmt::format("the server holds {} IPC exports that keep a descriptor open, its share of the descriptor "
+                          "limit", descriptors_);
+  if (!refusal.empty()) {
+    *why = refusal;
+    return Status(Domain::kCuda, kCuOutOfMemory, "too many IPC exports: " + refusal);
+  }
+  session++;
+  tenant++;
+  if (fd) {
+    tenant_fds++;
+    descriptors_++;
+  }
   uint64_t id = next_id_++;
   Entry e;
   e.kind = req.kind;
@@ -55,6 +85,27 @@ IpcHandle IpcRegistry::Export(const IpcParty& exporter, IpcExportRequest req, ui
   exports_.emplace(id, std::move(e));
   *export_id = id;
   return h;
+}
+
+void IpcRegistry::Erase(std::map<uint64_t, Entry>::iterator it) {
+  const Entry& e = it->second;
+  auto down = [](auto& map, const auto& key) {
+    auto c = map.find(key);
+    if (c == map.end()) return;
+    if (--c->second == 0) map.erase(c);
+  };
+  if (!e.exporter_gone) down(per_session_, e.exporter.pid);
+  down(per_tenant_, e.exporter.tenant);
+  if (e.fd) {
+    down(tenant_descriptors_, e.exporter.tenant);
+    descriptors_--;
+  }
+  exports_.erase(it);
+}
+
+uint64_t IpcRegistry::TenantExports(const std::string& tenant) const {
+  auto it = per_tenant_.find(tenant);
+  return it == per_tenant_.end() ? 0 : it->second;
 }
 
 std::optional<IpcKind> IpcKindOf(uint32_t wire) {
@@ -142,7 +193,7 @@ void IpcRegistry::Settle(std::map<uint64_t, Entry>::iterator it, std::vector<Ipc
     a.export_id = it->first;
     out->push_back(a);
   }
-  exports_.erase(it);
+  Erase(it);
 }
 
 std::vector<IpcAction> IpcRegistry::Close(pid_t importer, uint64_t export_id) {
@@ -162,7 +213,7 @@ int IpcRegistry::Unexport(pid_t exporter, uint64_t export_id) {
   it->second.revoked = true;
   uint32_t opens = 0;
   for (auto& [pid, n] : it->second.importers) opens += n;
-  if (opens == 0) exports_.erase(it);
+  if (opens == 0) Erase(it);
   return static_cast<int>(opens);
 }
 
@@ -172,11 +223,12 @@ std::vector<IpcAction> IpcRegistry::SessionEnded(pid_t pid) {
   for (auto& [id, e] : exports_) {
     e.importers.erase(pid);
     if (e.exporter.pid == pid) {
-      e.exporter_gone = true;
+      e.exporter_gone = true;  // (no longer counted for the session: its pid may be reused)
       e.kept_charged = HoldsMemory(e.kind) && e.size > 0 && !e.importers.empty();
     }
     ids.push_back(id);
   }
+  per_session_.erase(pid);
   for (uint64_t id : ids) {
     auto it = exports_.find(id);
     if (it != exports_.end()) Settle(it, &out);

@@ -15,6 +15,14 @@
 // ends while some of its memory is open leaves those bytes charged in its ledger slot (the
 // supervisor keeps the slot open) until the importers close them (Action uncharge).
 //
+// Bounds (docs/SECURITY.md, N1): every export holds something of the supervisor's (a
+// descriptor on the host backend and for pools and physical memory, heap for the others), so
+// a session may hold at most `per_session` live exports, a tenant `per_tenant` (all its
+// sessions, ended exporters' kept exports included), and exports holding a descriptor are
+// bounded for all tenants together (`descriptors`, a share of the supervisor's descriptor
+// limit), a tenant getting at most half of that. Past a bound Export refuses with
+// CUDA_ERROR_OUT_OF_MEMORY, as the driver does when it cannot make a handle.
+//
 // Pure bookkeeping: no sockets, no ledger. The supervisor's loop thread only.
 #pragma once
 
@@ -38,6 +46,7 @@ using IpcHandle = std::array<uint8_t, kIpcHandleBytes>;
 
 // CUresult values the registry answers (the supervisor never includes CUDA's headers).
 inline constexpr uint32_t kCuSuccess = 0;
+inline constexpr uint32_t kCuOutOfMemory = 2;       // CUDA_ERROR_OUT_OF_MEMORY
 inline constexpr uint32_t kCuInvalidContext = 201;  // CUDA_ERROR_INVALID_CONTEXT
 inline constexpr uint32_t kCuInvalidHandle = 400;   // CUDA_ERROR_INVALID_HANDLE
 
@@ -93,12 +102,22 @@ struct IpcAction {
   bool slot_empty = false;   // kUncharge: nothing of that slot is held any more (close it)
 };
 
+struct IpcLimits {
+  uint64_t per_session = 4096;  // --session-limit ipc-exports
+  uint64_t per_tenant = 16384;  // --ipc-exports-per-tenant
+  uint64_t descriptors = 1024;  // exports holding a descriptor, all tenants together
+};
+
 class IpcRegistry {
  public:
   IpcRegistry();
 
-  // Registers an export of `exporter`; returns the client's handle.
-  IpcHandle Export(const IpcParty& exporter, IpcExportRequest req, uint64_t* export_id);
+  void SetLimits(const IpcLimits& limits) { limits_ = limits; }
+  const IpcLimits& limits() const { return limits_; }
+
+  // Registers an export of `exporter`; returns the client's handle. Past a bound (above):
+  // CUDA_ERROR_OUT_OF_MEMORY, with the bound named in *why (for the log and the client).
+  Result<IpcHandle> Export(const IpcParty& exporter, IpcExportRequest req, uint64_t* export_id, std::string* why);
   // Checks `handle` for `importer` and counts the open. On refusal returns
   // CUDA_ERROR_INVALID_HANDLE and says why in *why (for the log, never for the client).
   Result<IpcOpened> Open(const IpcParty& importer, IpcKind kind, std::span<const uint8_t> handle, std::string* why);
@@ -115,6 +134,10 @@ class IpcRegistry {
   std::map<int, uint64_t> OpenBytesOf(pid_t pid) const;
 
   size_t size() const { return exports_.size(); }
+  // Live exports of a tenant (its ended sessions' kept ones included), and exports holding a
+  // descriptor, all tenants.
+  uint64_t TenantExports(const std::string& tenant) const;
+  uint64_t DescriptorExports() const { return descriptors_; }
 
  private:
   struct Entry {
@@ -133,10 +156,17 @@ class IpcRegistry {
   };
   // Erases `it` if nothing holds it any more, adding the actions that follows.
   void Settle(std::map<uint64_t, Entry>::iterator it, std::vector<IpcAction>* out);
+  // Erases `it`, uncounting it.
+  void Erase(std::map<uint64_t, Entry>::iterator it);
 
   std::array<uint8_t, 16> server_id_{};
   uint64_t next_id_ = 1;
   std::map<uint64_t, Entry> exports_;
+  IpcLimits limits_;
+  std::map<pid_t, uint64_t> per_session_;         // live exporters only
+  std::map<std::string, uint64_t> per_tenant_;
+  std::map<std::string, uint64_t> tenant_descriptors_;
+  uint64_t descriptors_ = 0;
 };
 
 }  // namespace remora::server

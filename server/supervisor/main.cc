@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   app.add_option("--ready-file", o.ready_file, "write the listening URLs here once ready");
   app.add_option("--drain-timeout", o.drain_timeout_s, "seconds sessions get to end after SIGTERM");
   app.add_option("--deadline", o.deadline_s, "seconds a session's worker waits without a sign of life from its client "
-                                            "(an idle client sends heartbeats) before it ends the session; 0: never")
+                                            "(an idle client sends heartbeats) before it ends the session (and, if longer "
+                                            "than 15 s, for its client's RDMA connection to be set up); 0: never")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_flag("--stable-addresses", o.stable_addresses,
                "start session workers without address-space randomisation, so that a session moved here "
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
                  "0: none)");
   app.add_option("--session-limit", o.session_limits,
                  "a per-session limit, NAME=VALUE (repeatable): streams, events, modules, module-bytes, pools, "
-                 "graphs, callbacks, pinned-bytes, pending, spill-bytes (docs/SECURITY.md)");
+                 "graphs, callbacks, pinned-bytes, ipc-exports, library-objects, graph-nodes, pending, spill-bytes "
+                 "(docs/SECURITY.md)");
   std::string cache_bytes, tenant_cache_bytes;
   app.add_option("--module-cache-dir", o.module_cache_dir, "module image caches (default STATE_DIR/modules)");
   app.add_option("--module-cache-size", cache_bytes, "bytes all tenants' module caches may hold together (default 16GiB)");
@@ -62,8 +64,14 @@ int main(int argc, char** argv) {
   std::string shm_mode;
   app.add_option("--shm-mode", shm_mode, "mode of the shm:// socket, octal (default 0666 with --auth token, else 0600)");
   app.add_option("--metrics-listen", o.metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics (tcp://HOST:PORT; no authentication: "
-                 "bind it to a trusted network)");
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (tcp://HOST:PORT); without authentication "
+                 "only the server's and GPUs' series");
+  app.add_option("--metrics-token-file", o.metrics_token_file,
+                 "bearer token (created if missing) a scraper sends to get the per-tenant and per-session series too "
+                 "(Prometheus: authorization: {credentials_file: ...})");
+  app.add_flag("--metrics-public-details", o.metrics_public_details,
+               "give every scraper the per-tenant and per-session series (tenant names, quotas, usage; sessions' "
+               "program, user and host)");
   app.add_option("--compute-control", o.compute_control,
                  "auto: schedule and measure a GPU's work only while a tenant attached to it has a compute share, "
                  "cap or priority (no cost otherwise); on: always, measuring GPU time on every GPU")
@@ -82,6 +90,25 @@ int main(int argc, char** argv) {
   app.add_option("--pool-ca", o.pool_ca, "CA bundle (PEM) of etcd's certificates (https:// endpoints)");
   app.add_option("--pool-cert", o.pool_cert, "this server's client certificate for etcd (PEM)");
   app.add_option("--pool-key", o.pool_key, "its private key (PEM)");
+
+  // Issue 40 (docs/SECURITY.md, N1 and N4).
+  app.add_option("--ipc-exports-per-tenant", o.ipc_exports_per_tenant,
+                 "CUDA IPC exports one tenant may hold, all its sessions together (default 16384)");
+  app.add_option("--worker-memory-max", o.worker_memory_max,
+                 "memory a session's worker process may take on beyond what it held at its start, e.g. 8GiB "
+                 "(RLIMIT_DATA): auto (the default: the emulated GPUs' memory plus 4GiB on the host backend, none on "
+                 "cuda) or off");
+  // NCCL (issue 44; docs/OPERATIONS.md, "NCCL").
+  app.add_option("--nccl-env", o.nccl_env,
+                 "a setting of the workers' NCCL, NCCL_NAME=VALUE (repeatable), e.g. NCCL_SOCKET_IFNAME=eth1: the "
+                 "interfaces the servers' NCCLs connect over (NCCL_* variables of the server's own environment pass too)");
+  app.add_option("--peer-listen", o.peer_listen,
+                 "serve the other servers of the cluster on tcp://HOST:PORT (NCCL unique ids made here are resolved "
+                 "there, and lost ranks reported)");
+  app.add_option("--peer-advertise", o.peer_advertise, "HOST:PORT other servers reach --peer-listen at (default: as given)");
+  app.add_option("--peer", o.peers, "HOST:PORT of another server's --peer-listen this server may connect to (repeatable)");
+  app.add_option("--peer-key-file", o.peer_key_file,
+                 "the cluster's shared key (mode 0600, at least 32 bytes), with which servers authenticate each other");
   CLI11_PARSE(app, argc, argv);
   for (size_t pos = 0; pos < pool.size();) {
     size_t comma = pool.find(',', pos);

@@ -98,8 +98,11 @@ struct GpuSample {
   std::optional<uint64_t> memory_used;  // bytes in use on the device, every process included
 };
 
-// The exposition text (Content-Type: text/plain; version=0.0.4).
-std::string RenderMetrics(const MetricsSnapshot& snapshot, const std::vector<GpuSample>& samples);
+// The exposition text (Content-Type: text/plain; version=0.0.4). Without `details` only the
+// server's and the GPUs' series: no tenant and no session series (their names, quotas,
+// usage, and each session's program, user and host), which only an authenticated scraper
+// (--metrics-token-file) or everyone (--metrics-public-details) gets.
+std::string RenderMetrics(const MetricsSnapshot& snapshot, const std::vector<GpuSample>& samples, bool details = true);
 
 // A label value made safe for the exposition format and for the people reading it:
 // printable ASCII kept (with \ and " escaped), anything else becomes '?', at most 128 bytes.

@@ -64,7 +64,7 @@ std::string LabelValue(std::string_view raw) {
   return out;
 }
 
-std::string RenderMetrics(const MetricsSnapshot& s, const std::vector<GpuSample>& samples) {
+std::string RenderMetrics(const MetricsSnapshot& s, const std::vector<GpuSample>& samples, bool details) {
   Exposition e;
   e.Family("remora_build_info", "gauge", "Remora server version and GPU backend; always 1.");
   e.Sample({{"version", LabelValue(s.version)}, {"backend", LabelValue(s.backend)},
@@ -123,6 +123,10 @@ std::string RenderMetrics(const MetricsSnapshot& s, const std::vector<GpuSample>
     for (const auto& g : s.gpus)
       if (const GpuSample* x = sample_of(g); x && x->memory_used) e.Sample({{"gpu", Str(g.index)}}, *x->memory_used);
   }
+
+  // Who uses the server, how much and for what are the authenticated scraper's only
+  // (docs/SECURITY.md, N9): the aggregates above are anyone's.
+  if (!details) return e.Take();
 
   // ---- tenants --------------------------------------------------------------------------
   auto each_tenant_gpu = [&](const std::function<void(const MetricsSnapshot::Tenant&, const MetricsSnapshot::TenantGpu&)>& fn) {

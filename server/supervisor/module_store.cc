@@ -79,13 +79,25 @@ Result<ModuleStore> ModuleStore::Open(const std::string& root, uint64_t budget) 
   return s;
 }
 
-Result<Fd> ModuleStore::TenantDir(const std::string& tenant, uid_t uid, gid_t gid) {
+Result<Fd> ModuleStore::TenantDir(const std::string& tenant, uid_t uid, gid_t gid, bool share_by_group) {
   RETURN_IF_ERROR(ValidateTenantName(tenant));
   if (::mkdirat(fd_.get(), tenant.c_str(), 0700) != 0 && errno != EEXIST)
     return ErrnoStatus(Err::kUnknown, "create the module cache of tenant " + tenant, errno);
   Fd d(::openat(fd_.get(), tenant.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!d) return ErrnoStatus(Err::kUnknown, "open the module cache of tenant " + tenant, errno);
   struct stat st;
+  if (share_by_group) {
+    if (::fstat(d.get(), &st) != 0) return ErrnoStatus(Err::kUnknown, "stat the module cache of tenant " + tenant, errno);
+    if (st.st_uid != ::geteuid())
+      return Error(Err::kInitializationError,
+                   "the module cache of tenant {} belongs to uid {} (a server that ran as root made it): as root, "
+                   "chown {}:{} it and chmod 0770 it, or remove it",
+                   tenant, st.st_uid, ::geteuid(), gid);
+    if ((st.st_gid != gid || (st.st_mode & 0777) != 0770) && (::fchown(d.get(), static_cast<uid_t>(-1), gid) != 0 ||
+                                                                ::fchmod(d.get(), 0770) != 0))
+      return ErrnoStatus(Err::kUnknown, "share the module cache of tenant " + tenant + " with the workers' group", errno);
+    return d;
+  }
   if (::fstat(d.get(), &st) == 0 && (st.st_uid != uid || st.st_gid != gid || (st.st_mode & 0777) != 0700)) {
     if (::fchown(d.get(), uid, gid) != 0 || ::fchmod(d.get(), 0700) != 0)
       return ErrnoStatus(Err::kUnknown, "give the module cache of tenant " + tenant + " to the worker user", errno);

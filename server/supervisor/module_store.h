@@ -20,9 +20,11 @@ class ModuleStore {
   // shared cache of files named by a non-cryptographic hash).
   static Result<ModuleStore> Open(const std::string& root, uint64_t budget_bytes);
 
-  // The tenant's directory, created (0700, owned by uid:gid) if missing; opened without
-  // following links. For a worker to inherit.
-  Result<Fd> TenantDir(const std::string& tenant, uid_t uid, gid_t gid);
+  // The tenant's directory, created if missing and opened without following links, for a
+  // worker (uid:gid) to inherit: owned by uid:gid, mode 0700 (a root server); or, with
+  // `share_by_group` (a server that is not root, which cannot give files away), the server's
+  // own, group gid, mode 0770.
+  Result<Fd> TenantDir(const std::string& tenant, uid_t uid, gid_t gid, bool share_by_group = false);
   // Deletes a tenant's directory and everything in it.
   void RemoveTenant(const std::string& tenant);
   // Evicts the least recently used entries of all tenants until the total fits the budget.

@@ -115,7 +115,7 @@ Result<pid_t> Spawn(const std::string& path, const std::vector<std::string>& arg
     }
     // Best effort: a container's seccomp profile may refuse it (a later move then fails cleanly).
     if (o.no_address_randomisation) (void)::personality(ADDR_NO_RANDOMIZE);
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail("prctl(PR_SET_NO_NEW_PRIVS)");
+    if (o.no_new_privs && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail("prctl(PR_SET_NO_NEW_PRIVS)");
     if (o.exec_fd >= 0) ::syscall(SYS_execveat, exec_at, "", argv.data(), envv, AT_EMPTY_PATH);
     else ::execve(path.c_str(), argv.data(), envv);
     ChildFail(path.c_str());
@@ -123,11 +123,12 @@ Result<pid_t> Spawn(const std::string& path, const std::vector<std::string>& arg
   return pid;
 }
 
-Result<std::string> RunAndCapture(const std::string& path, const std::vector<std::string>& args, int timeout_ms) {
+Result<std::string> RunAndCapture(const std::string& path, const std::vector<std::string>& args, int timeout_ms,
+                                  const SpawnOptions& options) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return ErrnoStatus(Err::kUnknown, "pipe", errno);
   Fd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
-  ASSIGN_OR_RETURN(pid_t pid, Spawn(path, args, {{out_w.get(), 1}, {err_w.get(), 2}}));
+  ASSIGN_OR_RETURN(pid_t pid, Spawn(path, args, {{out_w.get(), 1}, {err_w.get(), 2}}, options));
   out_w.reset();
   err_w.reset();
   std::string stdout_text, stderr_text;

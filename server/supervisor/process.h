@@ -20,18 +20,23 @@ struct SpawnOptions {
   gid_t gid = 0;
   std::vector<gid_t> groups;
   bool no_address_randomisation = false;  // personality(ADDR_NO_RANDOMIZE) for the executable
+  // no_new_privs before the exec. Off only to start remora-worker-exec, whose file
+  // capabilities (or setuid bit) it would void; that helper sets it itself.
+  bool no_new_privs = true;
 };
 
 // Starts `path` with `args` (argv[1..]). Each pair (from, to) in `fds` makes the child's
 // descriptor `to` a copy of this process's `from`; every other descriptor but 0, 1 and 2 is
-// closed in the child, whatever its close-on-exec flag. The child gets no_new_privs, and
-// default signal dispositions and mask. A child that cannot take on its user exits 126.
+// closed in the child, whatever its close-on-exec flag. The child gets no_new_privs (unless
+// options say otherwise), and default signal dispositions and mask. A child that cannot take
+// on its user exits 126.
 Result<pid_t> Spawn(const std::string& path, const std::vector<std::string>& args,
                     const std::vector<std::pair<int, int>>& fds, const SpawnOptions& options = {});
 
 // Runs `path args` to completion and returns its standard output; a non-zero exit is an
 // error carrying its standard error. Gives up after timeout_ms.
-Result<std::string> RunAndCapture(const std::string& path, const std::vector<std::string>& args, int timeout_ms);
+Result<std::string> RunAndCapture(const std::string& path, const std::vector<std::string>& args, int timeout_ms,
+                                  const SpawnOptions& options = {});
 
 // Directory of this executable (for finding remora-worker next to remora-server).
 std::string SelfDirectory();

@@ -55,6 +55,26 @@ uint64_t DescriptorLimit() {
   return ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? static_cast<uint64_t>(rl.rlim_cur) : 1024;
 }
 
+// The memory wall of each worker process (N4): the bytes its data segment and private
+// writable mappings may grow by after its start (RLIMIT_DATA, set by the worker: its
+// --memory-max), which a client's objects grow; 0 for none. Not RLIMIT_AS:
+// the CUDA driver reserves far more address space than it uses. On the host backend the
+// emulated GPUs' memory is such a mapping, so "auto" allows it plus 4 GiB; on cuda "auto" is
+// no limit (device memory is the ledger's; an explicit size applies RLIMIT_DATA there too).
+Result<uint64_t> WorkerMemoryMax(const ServerOptions& o) {
+  const std::string& v = o.worker_memory_max;
+  if (v == "off" || v == "0") return uint64_t{0};
+  if (v != "auto") {
+    ASSIGN_OR_RETURN(std::optional<uint64_t> n, ParseSize(v));
+    if (n && *n < (64ull << 20)) return Error(Err::kInvalidValue, "--worker-memory-max {}: at least 64MiB", v);
+    return n.value_or(0);
+  }
+  if (o.backend != "host") return uint64_t{0};
+  ASSIGN_OR_RETURN(std::optional<uint64_t> per_gpu, ParseSize(o.host_gpu_memory));
+  if (!per_gpu) return uint64_t{0};
+  return *per_gpu * static_cast<uint64_t>(std::max(o.host_gpus, 1)) + (4ull << 30);
+}
+
 // The state directory holds the stored keys: this server's, and nobody else's to read.
 Status CheckStateDirectory(const std::string& dir) {
   struct stat st;
@@ -118,22 +138,46 @@ Status Supervisor::Start() {
     worker::SessionLimits limits;
     for (const std::string& a : options_.session_limits) RETURN_IF_ERROR(limits.Set(a));
     limits_arg_ = limits.Format();
+    // IPC exports: the worker's own check, again here where a compromised worker cannot skip
+    // it, per tenant, and within a quarter of this process's descriptors (N1).
+    IpcLimits ipc;
+    ipc.per_session = limits.limit(worker::Resource::kIpcExports);
+    ipc.per_tenant = options_.ipc_exports_per_tenant;
+    ipc.descriptors = std::max<uint64_t>(DescriptorLimit() / 4, 16);
+    ipc_.SetLimits(ipc);
+    ASSIGN_OR_RETURN(worker_memory_max_, WorkerMemoryMax(options_));
+    if (worker_memory_max_ > 0)
+      LOG_INFO("each session's worker may take on {} of memory (RLIMIT_DATA, --worker-memory-max)",
+               FormatSize(worker_memory_max_));
+    else
+      LOG_INFO("session workers have no memory limit of their own (--worker-memory-max {})",
+               options_.worker_memory_max);
+  }
+  // The workers' NCCL settings join the environment they inherit (worker_launcher.cc passes
+  // NCCL_* on): the operator's, never a client's.
+  for (const std::string& kv : options_.nccl_env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || kv.compare(0, 5, "NCCL_") != 0)
+      return Error(Err::kInvalidValue, "--nccl-env {}: expected NCCL_NAME=VALUE", kv);
+    ::setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
   }
   RETURN_IF_ERROR(CheckStateDirectory(options_.state_dir));
   ASSIGN_OR_RETURN(store_, OpenSqliteStateStore(options_.state_dir));
   // Workers a crashed predecessor left running (stopped, or stuck in a driver call) hold
   // memory no ledger counts any more: end them before counting anew.
-  registry_.emplace(options_.state_dir);
+  // (The launcher first: it knows how to signal workers of another user.)
+  if (options_.worker_path.empty()) options_.worker_path = DefaultWorkerPath();
+  std::string helper = options_.worker_path.substr(0, options_.worker_path.rfind('/') + 1) + "remora-worker-exec";
+  ASSIGN_OR_RETURN(WorkerUser wu, ResolveWorkerUser(options_.worker_user, helper));
+  ASSIGN_OR_RETURN(WorkerLauncher wl, WorkerLauncher::Create(options_.worker_path, std::move(wu), options_.stable_addresses));
+  launcher_.emplace(std::move(wl));
+  registry_.emplace(options_.state_dir, [this](pid_t pid, int sig) { return launcher_->Signal(pid, sig); });
   ASSIGN_OR_RETURN(int ended, registry_->EndPredecessors(10000));
   if (ended > 0) LOG_WARN("ended {} session worker(s) of a previous server on this state directory", ended);
   // Module images shipped by one session serve the tenant's next ones (worker/module_cache.h).
   std::string cache_root = options_.module_cache_dir.empty() ? options_.state_dir + "/modules" : options_.module_cache_dir;
   ASSIGN_OR_RETURN(ModuleStore ms, ModuleStore::Open(cache_root, options_.module_cache_bytes));
   modules_.emplace(std::move(ms));
-  if (options_.worker_path.empty()) options_.worker_path = DefaultWorkerPath();
-  ASSIGN_OR_RETURN(WorkerUser wu, ResolveWorkerUser(options_.worker_user));
-  ASSIGN_OR_RETURN(WorkerLauncher wl, WorkerLauncher::Create(options_.worker_path, std::move(wu), options_.stable_addresses));
-  launcher_.emplace(std::move(wl));
   std::vector<std::string> backend_args = {"--backend", options_.backend};
   if (options_.backend == "host") {
     backend_args.insert(backend_args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory",
@@ -276,6 +320,7 @@ Status Supervisor::Start() {
   admin.listen_url = options_.admin_listen;
   admin.token_file = options_.admin_token_file;
   ASSIGN_OR_RETURN(admin_, AdminServer::Start(*this, admin));
+  RETURN_IF_ERROR(StartNccl());
   RETURN_IF_ERROR(StartMetrics());
   return WriteReadyFile();
 }
@@ -310,7 +355,7 @@ int Supervisor::Run() {
       if (MonotonicNanos() > drain_deadline_ns_) {
         for (auto& [pid, s] : sessions_) {
           LOG_WARN("session {} did not end within {} s of shutdown: killing its worker", s.id, options_.drain_timeout_s);
-          ::kill(pid, SIGKILL);
+          SignalWorker(pid, SIGKILL);
         }
         drain_deadline_ns_ = UINT64_MAX;
       }
@@ -318,7 +363,10 @@ int Supervisor::Run() {
     // Workers asked to end that did not: force them.
     uint64_t now = MonotonicNanos();
     for (auto& [pid, s] : sessions_)
-      if (s.kill_after_ns != 0 && now > s.kill_after_ns) ::kill(pid, SIGKILL);
+      if (s.kill_after_ns != 0 && now > s.kill_after_ns) {
+        SignalWorker(pid, SIGKILL);
+        s.kill_after_ns = now + 1'000'000'000;  // again in a second while it has not ended
+      }
     int n = ::epoll_wait(epoll_.get(), events, 32, 200);
     for (int i = 0; i < n; i++) {
       uint64_t tag = events[i].data.u64;
@@ -370,6 +418,7 @@ void Supervisor::StopServices() {
   RunQueuedCalls();
   admin_.reset();
   metrics_.reset();
+  peers_.reset();  // its threads post nothing more
 }
 
 bool Supervisor::IsWorkerOrDescendant(pid_t pid) const {
@@ -404,9 +453,15 @@ void Supervisor::Reap() {
                FormatSize(total));
       counters_.sessions_lost++;
     }
+    NcclSessionEnded(s);
     sessions_.erase(it);
     modules_->Trim();  // the server-wide bound of the module caches
   }
+}
+
+void Supervisor::SignalWorker(pid_t pid, int sig) {
+  Status st = launcher_ ? launcher_->Signal(pid, sig) : Status(Err::kNotPermitted, "no launcher");
+  if (!st.ok() && st.code() != Err::kInvalidValue) LOG_WARN("{}", st.message());
 }
 
 void Supervisor::BeginDrain() {
@@ -420,7 +475,7 @@ void Supervisor::BeginDrain() {
     Status st = SendControl(s, [](void* m) {
       static_cast<control::ControlMessage::Builder*>(m)->setEndSession("the Remora server is shutting down");
     });
-    if (!st.ok()) ::kill(pid, SIGTERM);
+    if (!st.ok()) SignalWorker(pid, SIGTERM);
   }
 }
 
@@ -440,7 +495,7 @@ Status Supervisor::KillSession(uint64_t id, const std::string& reason) {
   for (auto& [pid, s] : sessions_) {
     if (s.id != id) continue;
     Status st = SendControl(s, [&](void* m) { static_cast<control::ControlMessage::Builder*>(m)->setEndSession(reason); });
-    if (!st.ok()) ::kill(pid, SIGKILL);
+    if (!st.ok()) SignalWorker(pid, SIGKILL);
     s.kill_after_ns = MonotonicNanos() + kKillGraceNs;
     LOG_INFO("session {} (tenant '{}') ended by the administrator: {}", id, s.tenant, reason);
     return Status::Ok();
@@ -458,6 +513,7 @@ Status Supervisor::MigrateSession(uint64_t id, const std::string& url, const std
       order.setUrl(url);
       order.setToken(token);
     }));
+    s.migrate_ordered = true;
     LOG_INFO("session {} (tenant '{}'): the administrator moves it to {}", id, s.tenant, url);
     return Status::Ok();
   }

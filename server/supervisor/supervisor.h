@@ -35,6 +35,8 @@
 #include "supervisor/handshakes.h"
 #include "supervisor/ipc_registry.h"
 #include "supervisor/module_store.h"
+#include "supervisor/nccl_registry.h"
+#include "supervisor/peer_link.h"
 #include "supervisor/metrics.h"
 #include "supervisor/state_store.h"
 #include "supervisor/worker_launcher.h"
@@ -81,6 +83,8 @@ struct ServerOptions {
   uint32_t handshakes_per_peer = 512;
   int shm_mode = -1;                    // of the shm socket; -1: 0666 with --auth token, else 0600
   std::string metrics_listen;           // "" or tcp://HOST:PORT (Prometheus /metrics)
+  std::string metrics_token_file;       // bearer token of the scrapers that get tenant and session series
+  bool metrics_public_details = false;  // every scraper gets them
   // Compute shares (server/sched/): "auto" schedules and measures a GPU's work only while a
   // tenant attached to it has a share, a cap or a priority; "on" always (every tenant then
   // has at least the default weight, and GPU time is measured on every GPU).
@@ -96,6 +100,20 @@ struct ServerOptions {
   int pool_ttl_s = 10;                      // its lease: how soon the pool notices its loss
   std::vector<std::string> advertise;       // URLs clients reach it at (default: its tcp listeners)
   std::string pool_ca, pool_cert, pool_key; // TLS towards etcd (https:// endpoints)
+
+  // Issue 40 (N1, N4): IPC exports one tenant may hold (all its sessions), and the memory a
+  // session's worker process may use ("auto", "off" or a size; worker_launcher.h).
+  uint64_t ipc_exports_per_tenant = 16384;
+  std::string worker_memory_max = "auto";
+  // NCCL (issue 44; docs/ARCHITECTURE.md "NCCL", docs/OPERATIONS.md): the server-to-server link
+  // over which the servers of a cluster resolve each other's unique ids and report lost ranks
+  // (tcp://HOST:PORT served, HOST:PORT other servers reach it at, the peers this one may dial,
+  // the cluster's shared key), and settings for the workers' NCCL (NAME=VALUE, NCCL_* only).
+  std::string peer_listen;
+  std::string peer_advertise;
+  std::vector<std::string> peers;
+  std::string peer_key_file;
+  std::vector<std::string> nccl_env;
 };
 
 struct TenantState {
@@ -120,6 +138,10 @@ struct SessionState {
   uint32_t data_streams = 0;    // tcp data connections granted (docs/PROTOCOL.md)
   uint32_t data_joined = 0;     // bit i: data connection i was accepted and handed over
   SessionKey data_key{};        // checks their DataHellos
+  // Issue 40 (N6): a move the administrator ordered and whose failure report is awaited
+  // (taken once), and the budget of the lines its client or worker can cause.
+  bool migrate_ordered = false;
+  LogBudget peer_log{5, 10};
 };
 
 // Event counts for /metrics. Written on the loop and handshake threads, read anywhere.
@@ -230,6 +252,9 @@ class Supervisor {
   // A client's locate handshake (a pool:// address): the tenant's servers, then close.
   void OnLocate(PendingConnection& conn, const AuthenticatedPeer& peer);
   void Reap();
+  // Sends a signal to a session worker (through WorkerLauncher: it may run as another user);
+  // failures other than "already gone" are logged.
+  void SignalWorker(pid_t pid, int sig);
   // ---- IPC between sessions (supervisor_ipc.cc) ----
   // Epoll tags of the workers' control sockets: kControlTag + pid (below Handshakes' tags).
   static constexpr uint64_t kControlTag = 1ull << 31;
@@ -241,6 +266,16 @@ class Supervisor {
   // those bytes, until they are closed.
   bool IpcSessionEnded(SessionState& s);
   void ApplyIpcActions(const std::vector<IpcAction>& actions);
+  // ---- NCCL unique ids and cliques (supervisor_nccl.cc) ----
+  Status StartNccl();
+  void OnNcclAsk(pid_t pid, uint64_t request, uint8_t op, const NcclIdBytes& id, NcclClique clique);
+  void AnswerNccl(pid_t pid, uint64_t request, uint32_t status, const NcclIdBytes* id, NcclClique clique);
+  // A session ended: the cliques it was in learn it (here and on the origin servers).
+  void NcclSessionEnded(SessionState& s);
+  void DeliverNccl(const std::vector<NcclNotice>& notices);
+  void OnPeerMessage(uint64_t link, uint64_t server, std::vector<uint8_t> message);
+  void OnPeerDown(uint64_t link, uint64_t server, const std::string& why);
+  void SendPeer(uint64_t link, const std::function<void(void*)>& build);
   void BeginDrain();
   Status SendControl(SessionState& s, const std::function<void(void*)>& build, int fd = -1);
   void PushGpus(const std::string& tenant);
@@ -266,6 +301,7 @@ class Supervisor {
   std::optional<WorkerLauncher> launcher_;
   std::optional<WorkerRegistry> registry_;  // STATE_DIR/workers: found again after a crash
   std::string limits_arg_;  // SessionLimits::Format() for workers
+  uint64_t worker_memory_max_ = 0;  // RLIMIT_DATA of each worker (0: none); --worker-memory-max
   std::optional<Ledger> ledger_;
   ComputeRegion compute_;  // the compute board every worker maps
   std::vector<std::unique_ptr<Listener>> listeners_;
@@ -282,11 +318,22 @@ class Supervisor {
   std::map<pid_t, SessionState> sessions_;
   IpcRegistry ipc_;
   std::map<uint32_t, std::string> ipc_held_slots_;  // ended exporters' ledger slots -> tenant
+  std::unique_ptr<NcclRegistry> nccl_;
+  std::unique_ptr<PeerLinks> peers_;
+  struct RemoteResolve {
+    pid_t pid = -1;
+    uint64_t session = 0;
+    uint64_t request = 0;  // the worker's
+    uint64_t link = 0;
+  };
+  std::map<uint64_t, RemoteResolve> remote_resolves_;  // by the request sent over the link
+  uint64_t next_peer_request_ = 1;
 
   Fd epoll_, signal_fd_, wake_fd_;
   Fd spare_fd_;  // kept open to accept (and drop) a connection when out of descriptors
   std::unique_ptr<Handshakes> handshakes_;
   LogBudget accept_log_{5, 10};
+  LogBudget data_log_{20, 10};  // refused tcp data connections (unauthenticated peers)
   std::mutex queue_mu_;
   std::deque<std::function<void()>> calls_;
   bool draining_ = false;

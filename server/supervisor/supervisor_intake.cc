@@ -113,7 +113,8 @@ void Supervisor::OnHandshaken(PendingConnection conn, AuthenticatedPeer peer) {
 
 Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* s) {
   ASSIGN_OR_RETURN(TenantState * t, FindTenant(peer.tenant));
-  ASSIGN_OR_RETURN(Fd cache, modules_->TenantDir(t->record.name, launcher_->user().uid, launcher_->user().gid));
+  ASSIGN_OR_RETURN(Fd cache, modules_->TenantDir(t->record.name, launcher_->user().uid, launcher_->user().gid,
+                                                 !launcher_->user().helper.empty()));
   ASSIGN_OR_RETURN(s->id, store_->NextSessionId());
   ASSIGN_OR_RETURN(s->ledger_slot, ledger_->OpenSession(t->ledger_index, s->id));
   int ctl[2];
@@ -139,6 +140,7 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
       "--client-deadline-ms", std::to_string(static_cast<uint64_t>(options_.deadline_s * 1000))};
   if (options_.backend == "host")
     args.insert(args.end(), {"--host-gpus", std::to_string(options_.host_gpus), "--host-gpu-memory", options_.host_gpu_memory});
+  if (worker_memory_max_ > 0) args.insert(args.end(), {"--memory-max", std::to_string(worker_memory_max_)});
   if (peer.keys) args.push_back("--encrypted");
   if (peer.window != 0) args.insert(args.end(), {"--window", std::to_string(peer.window)});
   // tcp: data connections to stripe bulk over (none for encrypted sessions: their bulk stays
@@ -185,7 +187,7 @@ Status Supervisor::SpawnSession(PendingConnection& conn, const AuthenticatedPeer
       b.setServerToClient(capnp::Data::Reader(k.server_to_client.data(), k.server_to_client.size()));
     });
     if (!st.ok()) {
-      ::kill(s->pid, SIGKILL);
+      SignalWorker(s->pid, SIGKILL);
       return st;
     }
   }
@@ -210,7 +212,8 @@ void Supervisor::OnDataConnection(PendingConnection conn, DataHello hello) {
   else if (found->data_joined & (1u << hello.index)) why = fmt::format("index {} already joined", hello.index);
   if (!why.empty()) {
     counters_.handshakes_refused++;
-    LOG_WARN("tcp data connection from {} for session {} refused: {}", conn.peer, hello.session_id, why);
+    LOG_PEER(data_log_, Warn, "tcp data connection from {} for session {} refused: {}", conn.peer, hello.session_id,
+             why);
     (void)SendRefusal(fs, Err::kNoDevice, "data connection refused: not a connection of a session of this server");
     return;
   }
@@ -221,7 +224,7 @@ void Supervisor::OnDataConnection(PendingConnection conn, DataHello hello) {
     }, conn.socket.get());
   if (!st.ok()) {
     LOG_WARN("session {}: cannot hand data connection {} to its worker: {}", found->id, hello.index, st.message());
-    ::kill(found->pid, SIGTERM);  // its worker waits for it: the session cannot work
+    SignalWorker(found->pid, SIGTERM);  // its worker waits for it: the session cannot work
     return;
   }
   found->data_joined |= 1u << hello.index;

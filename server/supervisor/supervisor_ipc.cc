@@ -78,7 +78,15 @@ void Supervisor::OnControl(pid_t pid) {
         req.local_id = x.getLocalId();
         if (fds.size() > 1) return Error(Err::kInvalidValue, "an export with {} descriptors", fds.size());
         if (!fds.empty()) req.fd = std::move(fds[0]);
-        handle = ipc_.Export(PartyOf(s), std::move(req), &export_id);
+        std::string why;
+        auto made = ipc_.Export(PartyOf(s), std::move(req), &export_id, &why);
+        if (!made.ok()) {
+          result = made.status().raw();
+          LOG_PEER(s.peer_log, Warn, "session {} (tenant '{}', {}@{} pid {}) was refused an IPC export: {}", s.id,
+                   s.tenant, s.client.user, s.client.hostname, s.client.pid, why);
+          return Status::Ok();
+        }
+        handle = *made;
         has_handle = true;
         LOG_DEBUG("session {} (tenant '{}') exported {} {} as IPC export {}", s.id, s.tenant,
                   x.getKind() == 1 ? "an event" : x.getKind() == 3 ? "a memory pool" : "memory of",
@@ -96,8 +104,8 @@ void Supervisor::OnControl(pid_t pid) {
         auto o = ipc_.Open(PartyOf(s), *kind, std::span<const uint8_t>(data.begin(), data.size()), &why);
         if (!o.ok()) {
           result = o.status().raw();
-          LOG_WARN("session {} (tenant '{}', {}@{} pid {}) was refused an IPC open: {}", s.id, s.tenant, s.client.user,
-                   s.client.hostname, s.client.pid, why);
+          LOG_PEER(s.peer_log, Warn, "session {} (tenant '{}', {}@{} pid {}) was refused an IPC open: {}", s.id,
+                   s.tenant, s.client.user, s.client.hostname, s.client.pid, why);
           return Status::Ok();
         }
         opened = *o;
@@ -105,10 +113,26 @@ void Supervisor::OnControl(pid_t pid) {
         opened_fd = o->fd;
         return Status::Ok();
       }
+      case control::ControlMessage::NCCL_ASK: {
+        auto x = m.getNcclAsk();
+        NcclIdBytes id{};
+        if (x.getId().size() == id.size()) std::copy(x.getId().begin(), x.getId().end(), id.begin());
+        else if (x.getOp() != 2) return Error(Err::kInvalidValue, "an NCCL unique id of {} bytes", x.getId().size());
+        OnNcclAsk(pid, x.getRequestId(), x.getOp(), id, NcclClique{x.getCliqueServer(), x.getCliqueId()});
+        return Status::Ok();
+      }
       case control::ControlMessage::IPC_CLOSE:
         actions = ipc_.Close(pid, m.getIpcClose());
         return Status::Ok();
       case control::ControlMessage::MIGRATE_FAILED:
+        // Taken only as the answer to a move the administrator ordered, once (N6): a report
+        // nobody asked for is the client's (or a compromised worker's) and is dropped.
+        if (!s.migrate_ordered) {
+          LOG_PEER(s.peer_log, Info, "session {} (tenant '{}'): a report of a failed move nobody ordered: ignored",
+                   s.id, s.tenant);
+          return Status::Ok();
+        }
+        s.migrate_ordered = false;
         // The client's words: escaped and bounded before they are kept, logged or shown.
         s.migrate_failed = Printable(std::string_view(m.getMigrateFailed().cStr(), m.getMigrateFailed().size()), 512);
         if (s.migrate_failed.empty()) s.migrate_failed = "the move failed (no reason given)";
@@ -134,7 +158,7 @@ void Supervisor::OnControl(pid_t pid) {
   });
   if (!st.ok()) {
     LOG_WARN("session {}: {}; ending it", s.id, st.message());
-    ::kill(pid, SIGKILL);
+    SignalWorker(pid, SIGKILL);
     return;
   }
   if (answer) {

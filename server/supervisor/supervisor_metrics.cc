@@ -116,10 +116,14 @@ Status Supervisor::StartMetrics() {
   for (const GpuInfo& g : inventory_.gpus) buses.push_back(g.pci_bus_id);
   MetricsServerOptions o;
   o.listen_url = options_.metrics_listen;
+  o.public_details = options_.metrics_public_details;
+  if (!options_.metrics_token_file.empty()) {
+    ASSIGN_OR_RETURN(o.bearer_token, LoadOrCreateMetricsToken(options_.metrics_token_file));
+  }
   // The endpoint's thread: a snapshot from the loop thread, then NVML and the text outside it.
-  auto render = [this, telemetry, buses] {
+  auto render = [this, telemetry, buses](bool details) {
     MetricsSnapshot snapshot = Call([this] { return CollectMetrics(); });
-    return RenderMetrics(snapshot, telemetry ? telemetry->Sample(buses) : std::vector<GpuSample>{});
+    return RenderMetrics(snapshot, telemetry ? telemetry->Sample(buses) : std::vector<GpuSample>{}, details);
   };
   ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(o, std::move(render)));
   return Status::Ok();

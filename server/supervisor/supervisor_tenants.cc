@@ -80,7 +80,7 @@ Result<std::string> Supervisor::CreateTenant(const std::string& name, std::optio
 void Supervisor::EndSessionNow(pid_t pid, const std::string& reason) {
   SessionState& s = sessions_.at(pid);
   (void)SendControl(s, [&](void* m) { static_cast<control::ControlMessage::Builder*>(m)->setEndSession(reason); });
-  ::kill(pid, SIGKILL);
+  SignalWorker(pid, SIGKILL);
   int status;
   ::waitpid(pid, &status, 0);
   (void)registry_->Remove(pid);

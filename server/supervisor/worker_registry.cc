@@ -53,8 +53,8 @@ uint64_t ProcessStartTime(pid_t pid) {
   return ReadStat(pid, &comm, &state, &start) ? start : 0;
 }
 
-WorkerRegistry::WorkerRegistry(std::string state_dir, std::string worker_name)
-    : path_(std::move(state_dir) + "/workers"), worker_name_(std::move(worker_name)) {}
+WorkerRegistry::WorkerRegistry(std::string state_dir, SignalFn signal, std::string worker_name)
+    : path_(std::move(state_dir) + "/workers"), signal_(std::move(signal)), worker_name_(std::move(worker_name)) {}
 
 Result<int> WorkerRegistry::EndPredecessors(int timeout_ms) {
   std::map<pid_t, uint64_t> old;
@@ -70,7 +70,8 @@ Result<int> WorkerRegistry::EndPredecessors(int timeout_ms) {
     if (!Running(pid, start, worker_name_)) continue;
     LOG_WARN("worker {} of a previous server still runs (its server died while it was stopped or stuck): ending it",
              pid);
-    ::kill(pid, SIGKILL);  // SIGKILL: it may be stopped; the driver frees its GPU memory
+    // SIGKILL: it may be stopped; the driver frees its GPU memory.
+    if (Status st = signal_(pid, SIGKILL); !st.ok()) LOG_WARN("{}", st.message());
     ended++;
   }
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);

@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -22,8 +23,10 @@ namespace remora::server {
 
 class WorkerRegistry {
  public:
+  // How a worker is sent a signal (WorkerLauncher::Signal: workers may run as another user).
+  using SignalFn = std::function<Status(pid_t, int)>;
   // Opens STATE_DIR/workers; `worker_name` is the workers' process name (comm).
-  explicit WorkerRegistry(std::string state_dir, std::string worker_name = "remora-worker");
+  explicit WorkerRegistry(std::string state_dir, SignalFn signal, std::string worker_name = "remora-worker");
 
   // SIGKILLs every worker listed by a predecessor that still runs (same pid, same start
   // time, named like a worker) and waits up to timeout_ms for them to go. The new list keeps
@@ -37,6 +40,7 @@ class WorkerRegistry {
   Status Save();
 
   std::string path_;
+  SignalFn signal_;
   std::string worker_name_;
   std::map<pid_t, uint64_t> workers_;  // pid -> start time
 };

@@ -5,6 +5,7 @@
 #include "cuda_api.h"
 #include "remora/base/log.h"
 #include "worker/api_op.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 namespace {
@@ -13,7 +14,7 @@ gen::cuda::Api& Api(OpContext& x) { return x.Library<gen::cuda::Api>(); }
 ArrayTables& Tables(OpContext& x) { return x.executor().session().array_objects(); }
 
 CUresult Refuse(const Status& st, const char* call) {
-  LOG_INFO("{} refused: {}", call, st.message());
+  LOG_PEER(PeerLog(), Info, "{} refused: {}", call, st.message());
   return static_cast<CUresult>(st.raw());
 }
 
@@ -43,7 +44,8 @@ class StorageCharge {
     uint64_t extra = *after - before_ - charged_;
     Status st = x_.executor().Charge(x_.gpu(), extra);
     if (!st.ok()) {
-      LOG_INFO("an array the driver gave {} more bytes than its size is refused: {}", extra, st.message());
+      LOG_PEER(PeerLog(), Info, "an array the driver gave {} more bytes than its size is refused: {}", extra,
+               st.message());
       Undo();
       return false;
     }

@@ -4,6 +4,7 @@
 
 #include "remora/base/log.h"
 #include "worker/handlers.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 
@@ -23,7 +24,7 @@ void OpContext::DestroyObject(LibObject* object) {
   const Executor::LibraryBinding* lib = ex_.library(static_cast<uint16_t>(object->library));
   if (lib != nullptr && lib->table->destroy != nullptr && object->bits != 0) {
     Status st = lib->table->destroy(lib->api, object->kind, object->bits);
-    if (!st.ok()) LOG_WARN("destroying a {}: {}", HandleKindName(object->kind), st.ToString());
+    if (!st.ok()) LOG_PEER(PeerLog(), Warn, "destroying a {}: {}", HandleKindName(object->kind), st.ToString());
   }
   ForgetObject(object);
 }
@@ -230,9 +231,20 @@ Status OpContext::HandleRoom(HandleKind kind) {
       return ex_.resources().Room(Resource::kStreams, s.streams().size() + s.per_thread_streams().size());
     case HandleKind::kEvent:
       return ex_.resources().Room(Resource::kEvents, s.events().size());
+    case HandleKind::kGraph:
+    case HandleKind::kGraphExec:
+    case HandleKind::kUserObject: {
+      // Graphs (child and capture graphs included), executable graphs and user objects.
+      GraphTables& g = s.graphs();
+      return ex_.resources().Room(Resource::kGraphs, g.graphs().size() + g.execs().size() + g.user_objects().size());
+    }
+    case HandleKind::kGraphNode:
+      return ex_.resources().Room(Resource::kGraphNodes, s.graphs().node_count());
     default:
       // Pools come back as the device's own (bounded by the devices) or from the MemPool
-      // handler, which counts them; other kinds have no generated constructor yet.
+      // handler, which counts them; physical memory is charged to the quota (or, imported,
+      // bounded by its exporter's IPC exports); math-library objects are counted by
+      // CheckNewObject.
       return Status::Ok();
   }
 }
@@ -314,6 +326,8 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
   }
   auto args = call.getArgs();
   OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api, lib->table->domain);
+  x.set_answered(expects_reply);
+  x.set_tag(expects_reply ? tag : 0);
   Status st = op->run(x);
   if (op->launches && st.ok()) ex.NoteGpuWork(x.launch_stream());
   x.Settle(st.ok());
@@ -322,6 +336,7 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
       return answer(st);
     case CallClass::kSync: {
       if (!st.ok()) return ex.PostReply(tag, st);
+      if (x.answers_later()) return Status::Ok();  // its operation answers (AnswerLater)
       const std::vector<std::byte>& out = x.out().bytes();
       if (out.empty()) return ex.PostReply(tag, Status::Ok());  // nothing to return
       return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {

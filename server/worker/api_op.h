@@ -82,6 +82,18 @@ class OpContext {
   void SetGraph(uint64_t graph) { graph_ = graph; }
   // The client thread that made the call.
   uint64_t thread() const { return req_.getThread(); }
+  // Whether the client waits for this call's status (a posted call's failure is kept for
+  // later: the session's next synchronising call, or a library hook's own rule).
+  bool answered() const { return answered_; }
+  void set_answered(bool answered) { answered_ = answered; }
+  // The request this call came in (an operation that runs calls nested in it: NCCL's groups).
+  wire::Request::Reader request() const { return req_; }
+  // A sync call the operation answers itself, later (a pending operation posts the reply to
+  // tag()): the dispatch posts nothing when it succeeds.
+  void AnswerLater() { later_ = true; }
+  bool answers_later() const { return later_; }
+  uint64_t tag() const { return tag_; }
+  void set_tag(uint64_t tag) { tag_ = tag; }
 
   // ---- math-library objects (lib_objects.h; roles handle(K), newhandle(K), scalar, ...) ----
   // A live object of `kind` (id 0 only if nullable), as the library's handle; its GPU is the
@@ -102,8 +114,14 @@ class OpContext {
     *object = o;
     return Status::Ok();
   }
-  // The id a client minted for an object this call creates is well formed and unused.
-  Status CheckNewObject(HandleKind kind, uint64_t id) { return ex_.session().lib_objects().CheckNew(id, kind); }
+  // The id a client minted for an object this call creates is well formed and unused, and
+  // the session has room for one more (library-objects, worker/limits.h): else the library's
+  // own out-of-memory status (the generated code maps kMemoryAllocation to it).
+  Status CheckNewObject(HandleKind kind, uint64_t id) {
+    LibObjects& objects = ex_.session().lib_objects();
+    RETURN_IF_ERROR(objects.CheckNew(id, kind));
+    return ex_.resources().Room(Resource::kLibObjects, objects.size());
+  }
   // Registers what the library created under the client's id, on the call's GPU.
   template <typename T>
   LibObject* AdoptObject(HandleKind kind, uint64_t id, T handle) {
@@ -172,6 +190,9 @@ class OpContext {
   int gpu_ = -1;  // the GPU an argument chose
   uint64_t graph_ = 0;
   int64_t note_ = 0;
+  bool answered_ = true;
+  uint64_t tag_ = 0;
+  bool later_ = false;
   std::function<void(bool)> settle_;
   Executor::Stream streams_[2];
   int num_streams_ = 0;

@@ -7,6 +7,7 @@
 #include "worker/api_op.h"
 #include "worker/ipc_state.h"
 #include "worker/ops_ipc.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 namespace {
@@ -107,7 +108,8 @@ CUresult PoolImportPointer(OpContext& x, CUdeviceptr* ptr, size_t* size, unsigne
   for (size_t i = 0; i < 8 && i < a->real.size(); i++) parent |= uint64_t{a->real[i]} << (8 * i);
   if (a->real.size() < 8 || parent != (*p)->import_id) {
     closed();
-    LOG_INFO("pool pointer import refused: the allocation is not of the pool it was to be imported into");
+    LOG_PEER(PeerLog(), Info,
+             "pool pointer import refused: the allocation is not of the pool it was to be imported into");
     return CUDA_ERROR_INVALID_VALUE;
   }
   IpcShare share;

@@ -8,6 +8,7 @@
 #include "worker/api_op.h"
 #include "worker/ipc_state.h"
 #include "worker/ops_ipc.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 namespace {
@@ -89,7 +90,7 @@ CUresult VmmCreate(OpContext& x, CUmemGenericAllocationHandle* handle, size_t si
   // Charged before the driver call, like every allocation: the ledger stays exact.
   Status q = x.executor().Charge(gpu, size);
   if (!q.ok()) {
-    LOG_INFO("cuMemCreate of {} bytes refused: {}", size, q.message());
+    LOG_PEER(PeerLog(), Info, "cuMemCreate of {} bytes refused: {}", size, q.message());
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUmemGenericAllocationHandle real = 0;

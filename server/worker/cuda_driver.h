@@ -107,6 +107,7 @@ class CudaDriver final : public Driver {
   Result<DevPtr> MemAlloc(size_t bytes) override;
   Status MemFree(DevPtr p) override;  // cuda_driver_place.cc
   Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) override;
+  Result<uint64_t> PlacementGranularity() override;
 
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream s) override;
   Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream s) override;

@@ -6,11 +6,11 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "worker/cuda_driver.h"
+#include "worker/placement.h"
 
 namespace remora::worker::cuda_backend {
 
-Status CudaDriver::MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) {
-  if (allocations.empty()) return Status::Ok();
+Result<uint64_t> CudaDriver::PlacementGranularity() {
   CUdevice dev = 0;
   RETURN_IF_ERROR(Check(api_.cuDeviceGet(&dev, current_), "cuDeviceGet"));
   CUmemAllocationProp prop = {};
@@ -20,22 +20,21 @@ Status CudaDriver::MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allo
   size_t granule = 0;
   RETURN_IF_ERROR(Check(table_.cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
                         "cuMemGetAllocationGranularity"));
-  if (granule == 0) granule = 2u << 20;
-  // Extents: [lo, hi) in whole granules, each covering one or more allocations.
-  struct Extent {
-    DevPtr lo, hi;
-    std::vector<DevPtr> members;
-  };
-  std::vector<Extent> extents;
-  for (const auto& [at, bytes] : allocations) {
-    DevPtr lo = at / granule * granule, hi = AlignUp(at + std::max<uint64_t>(bytes, 1), granule);
-    if (!extents.empty() && lo < extents.back().hi) {
-      extents.back().hi = std::max(extents.back().hi, hi);
-    } else {
-      extents.push_back({lo, hi, {}});
-    }
-    extents.back().members.push_back(at);
-  }
+  return granule == 0 ? uint64_t{2} << 20 : uint64_t{granule};
+}
+
+Status CudaDriver::MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) {
+  if (allocations.empty()) return Status::Ok();
+  CUdevice dev = 0;
+  RETURN_IF_ERROR(Check(api_.cuDeviceGet(&dev, current_), "cuDeviceGet"));
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  ASSIGN_OR_RETURN(uint64_t granule, PlacementGranularity());
+  // Extents: [lo, hi) in whole granules, each covering one or more allocations (what the
+  // migration charged: worker/placement.h).
+  std::vector<PlacementExtent> extents = PlacementExtents(allocations, granule);
   std::vector<DevPtr> made;
   auto undo = [&] {
     for (DevPtr lo : made) {
@@ -47,7 +46,7 @@ Status CudaDriver::MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allo
     }
     for (const auto& [at, bytes] : allocations) placed_allocations_.erase(at);
   };
-  for (const Extent& e : extents) {
+  for (const PlacementExtent& e : extents) {
     for (const auto& [lo, p] : placed_)
       if (lo < e.hi && e.lo < lo + p.size) {
         undo();
@@ -85,7 +84,7 @@ Status CudaDriver::MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allo
     }
     placed_[e.lo] = Placed{size, h, static_cast<int>(e.members.size())};
     made.push_back(e.lo);
-    for (DevPtr m : e.members) placed_allocations_[m] = e.lo;
+    for (const auto& [m, bytes] : e.members) placed_allocations_[m] = e.lo;
   }
   LOG_DEBUG("placed {} allocations in {} extents", allocations.size(), extents.size());
   return Status::Ok();

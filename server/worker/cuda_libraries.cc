@@ -16,6 +16,7 @@ namespace {
 struct LibraryFile {
   const char* soname;
   const char* core_table;  // exported by libremora-core.so: present means "this is Remora's"
+  const char* path_variable = nullptr;  // a variable naming the file, tried first
 };
 
 Result<LibraryFile> FileOf(Domain d) {
@@ -27,12 +28,16 @@ Result<LibraryFile> FileOf(Domain d) {
     case Domain::kCurand: return LibraryFile{"libcurand.so.10", "remora_core_curand_table_v1"};
     case Domain::kCusolver: return LibraryFile{"libcusolver.so.12", "remora_core_cusolver_table_v1"};
     case Domain::kCusparse: return LibraryFile{"libcusparse.so.12", "remora_core_cusparse_table_v1"};
+    // NCCL (issue 44): REMORA_NCCL_PATH names the file itself (PyTorch's wheel's, say).
+    case Domain::kNccl: return LibraryFile{"libnccl.so.2", "remora_core_nccl_table_v1", "REMORA_NCCL_PATH"};
     default: return Error(Err::kNotSupported, "{} is not a math library Remora serves", DomainName(d));
   }
 }
 
-std::vector<std::string> Candidates(const char* soname) {
+std::vector<std::string> Candidates(const LibraryFile& f) {
+  const char* soname = f.soname;
   std::vector<std::string> out;
+  if (const char* file = f.path_variable ? std::getenv(f.path_variable) : nullptr; file != nullptr && *file) out.push_back(file);
   if (const char* path = std::getenv("REMORA_LIBRARY_PATH"); path != nullptr) {
     std::string p = path;
     size_t start = 0;
@@ -53,7 +58,7 @@ std::vector<std::string> Candidates(const char* soname) {
 
 Result<void*> Open(const LibraryFile& f) {
   std::string errors;
-  for (const std::string& path : Candidates(f.soname)) {
+  for (const std::string& path : Candidates(f)) {
     void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) {
       if (const char* e = ::dlerror()) errors += fmt::format("\n  {}", e);
@@ -70,7 +75,8 @@ Result<void*> Open(const LibraryFile& f) {
     LOG_INFO("loaded {} from {}", f.soname, where);
     return h;
   }
-  return Error(Err::kNotSupported, "{} is not installed on this GPU server (set REMORA_LIBRARY_PATH):{}", f.soname, errors);
+  return Error(Err::kNotSupported, "{} is not installed on this GPU server (set REMORA_LIBRARY_PATH{}):{}", f.soname,
+               f.path_variable ? fmt::format(" or {}", f.path_variable) : std::string(), errors);
 }
 
 }  // namespace

@@ -131,6 +131,9 @@ class Driver {
   // on another server ({address, bytes}, sorted by address, not overlapping), each freed by
   // MemFree later; kMemoryAllocation (and nothing allocated) where a range is not free here.
   virtual Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) = 0;
+  // The granule MemPlace maps on the current device (worker/placement.h: a placement holds
+  // whole granules, and is charged so).
+  virtual Result<uint64_t> PlacementGranularity() = 0;
   virtual Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream s) = 0;  // async on s
   virtual Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream s) = 0;        // async on s
   virtual Status MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream s) = 0;       // async on s
@@ -207,6 +210,9 @@ class Driver {
   virtual Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream s) = 0;
   virtual Result<DevPtr> MemAllocAsync(size_t bytes, DPool pool, DStream s) = 0;  // pool null: current
   virtual Status MemFreeAsync(DevPtr p, DStream s) = 0;
+  // Frees, in the order of `s`, memory a graph's allocation node handed out (the graph may
+  // allocate it again at its next launch, at the same address).
+  virtual Status FreeGraphMemory(DevPtr p, DStream s) { return MemFreeAsync(p, s); }
   virtual Result<DPool> DefaultMemPool(int device) = 0;
   virtual Result<DPool> GetMemPool(int device) = 0;
   virtual Status SetMemPool(int device, DPool pool) = 0;

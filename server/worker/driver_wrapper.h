@@ -24,6 +24,7 @@ class DriverWrapper : public Driver {
   Result<DevPtr> MemAlloc(size_t bytes) override { return t_.MemAlloc(bytes); }
   Status MemFree(DevPtr ptr) override { return t_.MemFree(ptr); }
   Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& a) override { return t_.MemPlace(a); }
+  Result<uint64_t> PlacementGranularity() override { return t_.PlacementGranularity(); }
   void* CurrentContext() override { return t_.CurrentContext(); }
   Status SetCaptureMode(int mode) override { return t_.SetCaptureMode(mode); }
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream s) override { return t_.MemcpyHtoD(dst, src, n, s); }
@@ -71,6 +72,7 @@ class DriverWrapper : public Driver {
   Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream s) override { return t_.Memset2D8(dst, pitch, value, width, height, s); }
   Result<DevPtr> MemAllocAsync(size_t bytes, DPool pool, DStream s) override { return t_.MemAllocAsync(bytes, pool, s); }
   Status MemFreeAsync(DevPtr p, DStream s) override { return t_.MemFreeAsync(p, s); }
+  Status FreeGraphMemory(DevPtr p, DStream s) override { return t_.FreeGraphMemory(p, s); }
   Result<DPool> DefaultMemPool(int device) override { return t_.DefaultMemPool(device); }
   Result<DPool> GetMemPool(int device) override { return t_.GetMemPool(device); }
   Status SetMemPool(int device, DPool pool) override { return t_.SetMemPool(device, pool); }

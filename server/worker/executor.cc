@@ -15,6 +15,7 @@
 #include "worker/compute_hook.h"
 #include "worker/gen_tables.h"
 #include "worker/handlers.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 
@@ -37,6 +38,11 @@ Result<const Executor::LibraryBinding*> Executor::Library(uint16_t id) {
   const OpTable* ops = MathLibraryOps(id);
   if (ops == nullptr) return Error(Err::kNotSupported, "library {} is not served by this server", id);
   ASSIGN_OR_RETURN(void* api, driver_.Library(static_cast<Domain>(id)));
+  if (static_cast<Domain>(id) == Domain::kNccl) {
+    // NCCL: the generated operations call the session's NCCL, which calls the real one.
+    nccl_ = MakeNcclSession(*this, api);
+    api = NcclSessionApi(nccl_.get());
+  }
   BindLibrary(id, ops, api);
   LOG_INFO("session {}: serving {} ({})", config_.session_id, ops->name, driver_.name());
   return library(id);
@@ -161,6 +167,10 @@ void Executor::ApplyCaptureMode(uint64_t thread, int mode) {
 Result<bool> Executor::PostCallbackNotices() {
   auto items = session_.graphs().notices()->Take();
   for (const CallbackNotices::Item& it : items) {
+    if (it.sync != nullptr) {
+      RETURN_IF_ERROR(Handlers::AnnounceHostNode(*this, *it.sync));
+      continue;
+    }
     RETURN_IF_ERROR(PostNotice([&](wire::Notice::Builder& n) {
       if (it.repeat) n.setRepeatCallback(it.id);
       else n.setRunCallback(it.id);
@@ -224,10 +234,17 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MIGRATE_IMPORT: return Handlers::MigrateImport(*this, tag, req);
       case W::MIGRATE_MODULE: return Handlers::MigrateModule(*this, frame, req);
       case W::MIGRATE_FAILED: {
-        auto text = req.getMigrateFailed();
-        std::string why = Printable(std::string_view(text.cStr(), text.size()), 512);
-        LOG_WARN("session {}: the client did not move: {}", config_.session_id, why);
-        if (control_ != nullptr) control_->MigrateFailed(why);
+        // The answer to a move the administrator ordered, taken once (N6); a report nobody
+        // asked for is dropped (its client's to send, not to log or forward).
+        if (std::exchange(migrate_ordered_, false)) {
+          auto text = req.getMigrateFailed();
+          std::string why = Printable(std::string_view(text.cStr(), text.size()), 512);
+          LOG_WARN("session {}: the client did not move: {}", config_.session_id, why);
+          if (control_ != nullptr) control_->MigrateFailed(why);
+        } else {
+          LOG_PEER(PeerLog(), Info, "session {}: a report of a failed move nobody ordered: ignored",
+                   config_.session_id);
+        }
         return Handlers::ExpectsReply(frame) ? PostReply(tag, Status::Ok()) : Status::Ok();
       }
       case W::GET_GLOBAL: return Handlers::GetGlobal(*this, tag, req);
@@ -247,6 +264,7 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::PEER_ACCESS: return Handlers::PeerAccess(*this, tag, req);
       case W::HOST_FUNC: return Handlers::HostFunc(*this, async_tag, req);
       case W::CALLBACK_DONE: return Handlers::CallbackDone(*this, async_tag, req);
+      case W::GRAPH_HOST_NODE_DONE: return Handlers::GraphHostNodeDone(*this, req);
       case W::REGISTER_HOST_REGION: return Handlers::RegisterHostRegion(*this, tag, req);
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
       case W::API_CALL: return DispatchApiCall(*this, frame, req);
@@ -289,7 +307,8 @@ bool Executor::IsControl(const InFrame& frame) {
   bool control = false;
   (void)GuardDecode("request", [&]() -> Status {
     BodyReader reader(frame.body);
-    control = reader.Root<wire::Request>().which() == wire::Request::CALLBACK_DONE;
+    auto which = reader.Root<wire::Request>().which();
+    control = which == wire::Request::CALLBACK_DONE || which == wire::Request::GRAPH_HOST_NODE_DONE;
     return Status::Ok();
   });
   return control;
@@ -357,7 +376,8 @@ Result<bool> Executor::PollPending() {
       if (error.code() == Err::kDevicesUnavailable) return error;
       std::unique_ptr<PendingOp> rest = (*it)->Recover(*this, error);
       if (rest == nullptr) return error;
-      LOG_WARN("session {}: a transfer failed, its call fails and the session goes on: {}", config_.session_id, error.ToString());
+      LOG_PEER(PeerLog(), Warn, "session {}: a transfer failed, its call fails and the session goes on: {}",
+               config_.session_id, error.ToString());
       *it = std::move(rest);
       progressed = true;
       continue;  // polled again at once: it may finish now
@@ -374,12 +394,17 @@ Result<bool> Executor::PollPending() {
 }
 
 Status Executor::ApplyControl(const ControlEvent& ev) {
+  if (ev.kind == ControlEvent::Kind::kNcclAnswer || ev.kind == ControlEvent::Kind::kNcclLost) {
+    if (nccl_) NcclControl(nccl_.get(), ev);
+    return Status::Ok();
+  }
   if (ev.kind == ControlEvent::Kind::kIpcRelease) {
     ipc_->Release(*this, ev.export_id);
     return Status::Ok();
   }
   if (ev.kind == ControlEvent::Kind::kMigrate) {
     LOG_INFO("session {}: the administrator moves it to {}", config_.session_id, ev.url);
+    migrate_ordered_ = true;
     return PostNotice([&](wire::Notice::Builder& n) {
       auto m = n.initMigrate();
       m.setUrl(ev.url);

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "remora.capnp.h"
@@ -42,6 +43,14 @@ class ComputeBoard;
 namespace remora::worker {
 
 class ComputeHook;
+class NcclSession;  // worker/nccl_session.h
+struct ControlEvent;
+// NCCL (issue 44): the session's, made around the real library's table when its first call
+// binds NCCL, and the table the generated operations are bound to (worker/nccl_session.cc).
+std::unique_ptr<NcclSession, void (*)(NcclSession*)> MakeNcclSession(class Executor& ex, void* real);
+void* NcclSessionApi(NcclSession* s);
+void NcclTeardown(NcclSession* s);
+void NcclControl(NcclSession* s, const ControlEvent& ev);
 
 struct SessionConfig {
   uint64_t session_id = 0;
@@ -70,11 +79,27 @@ struct SessionConfig {
 
 // Supervisor-to-worker events, polled by the executor (about every millisecond).
 struct ControlEvent {
-  enum class Kind { kSetDevices, kEndSession, kIpcRelease, kMigrate } kind = Kind::kEndSession;
+  enum class Kind { kSetDevices, kEndSession, kIpcRelease, kMigrate, kNcclAnswer, kNcclLost } kind = Kind::kEndSession;
   std::vector<int> gpus;
   std::string reason;
   std::string url, token;  // kMigrate: where the administrator moves the session
   uint64_t export_id = 0;  // kIpcRelease: free this export now (its last importer closed it)
+  // NCCL (worker/nccl_session.h): kNcclAnswer answers question `nccl_request` with `nccl_status`
+  // and the id; both name the clique (the unique id's origin server and number) involved.
+  uint64_t nccl_request = 0;
+  uint32_t nccl_status = 0;
+  std::vector<uint8_t> nccl_id;
+  uint64_t clique_server = 0, clique_id = 0;
+};
+
+// A question about NCCL unique ids to the supervisor (answered later by a kNcclAnswer event).
+struct NcclQuestion {
+  // kLeave: the session destroyed its last communicator of clique (clique_server, clique_id);
+  // no answer.
+  enum class Op : uint8_t { kRegister = 0, kResolve = 1, kLeave = 2 } op = Op::kRegister;
+  uint64_t request = 0;
+  std::vector<uint8_t> id;  // 128 bytes: the real id (register) or the capability (resolve)
+  uint64_t clique_server = 0, clique_id = 0;
 };
 
 class ControlSource {
@@ -87,6 +112,12 @@ class ControlSource {
     (void)q;
     (void)fd;
     return Error(Err::kNotSupported, "CUDA IPC needs the Remora server's supervisor");
+  }
+  // NCCL: sends a question whose answer a later Poll returns (kNcclAnswer). Without a
+  // supervisor (unit tests) unique ids are not available.
+  virtual Status NcclAsk(const NcclQuestion& q) {
+    (void)q;
+    return Error(Err::kNotSupported, "NCCL unique ids need the Remora server's supervisor");
   }
   // Tells the supervisor this session closed its open of an export (no answer).
   virtual void Closed(uint64_t export_id) { (void)export_id; }
@@ -238,6 +269,9 @@ class Executor {
   void FreeStaging(const std::vector<DevPtr>& buffers);
   // What the session holds against its limits (worker/limits.h).
   ResourceCounter& resources() { return resources_; }
+  // Planned migration (issue 40, N5): a session takes one migrateImport in its life (true
+  // the first time this is asked), and only while nothing else was made in it.
+  bool TakeMigrationImport() { return !std::exchange(migration_imported_, true); }
 
   // Libraries whose generated calls this session serves (the driver API always; others as
   // the worker loads them): the operations and the implementation they call.
@@ -255,6 +289,8 @@ class Executor {
   // call in the session, from the driver (the real library, or the host backend's emulation).
   // kNotSupported if this server cannot serve it.
   Result<const LibraryBinding*> Library(uint16_t id);
+  // The session's NCCL (worker/nccl_session.h), once a call bound the library; else nullptr.
+  NcclSession* nccl() { return nccl_.get(); }
 
  private:
   Status Dispatch(const InFrame& frame);
@@ -283,6 +319,10 @@ class Executor {
   std::atomic<bool> stop_{false};
   bool goodbye_ = false;
   std::string end_reason_;
+  // N5, N6: a migrateImport was taken; the administrator ordered a move whose failure
+  // report (migrateFailed) is awaited, once.
+  bool migration_imported_ = false;
+  bool migrate_ordered_ = false;
   uint64_t generation_ = 1;
   int current_gpu_ = -1;
   Status deferred_;  // first asynchronous failure not yet reported
@@ -308,6 +348,7 @@ class Executor {
   std::unique_ptr<ComputeHook> compute_;  // null without a compute board
   std::unique_ptr<IpcState> ipc_;
   bool gated_ = false;  // the request just dispatched is GPU work the scheduler holds back
+  std::unique_ptr<NcclSession, void (*)(NcclSession*)> nccl_{nullptr, nullptr};  // (issue 44)
 };
 
 }  // namespace remora::worker

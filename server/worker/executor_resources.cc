@@ -5,6 +5,7 @@
 #include "worker/compute_hook.h"
 #include "worker/executor.h"
 #include "worker/ipc_state.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 
@@ -95,7 +96,9 @@ void Executor::ReleaseEverything() {
       const LibraryBinding* lib = ex.library(static_cast<uint16_t>(o.library));
       if (lib == nullptr || lib->table->destroy == nullptr || o.bits == 0) return;
       Status st = lib->table->destroy(lib->api, o.kind, o.bits);
-      if (!st.ok()) LOG_WARN("session {}: ending a {}: {}", ex.config_.session_id, HandleKindName(o.kind), st.ToString());
+      if (!st.ok())
+        LOG_PEER(PeerLog(), Warn, "session {}: ending a {}: {}", ex.config_.session_id, HandleKindName(o.kind),
+                 st.ToString());
     }
     Executor& ex;
   } releaser(*this);
@@ -103,6 +106,7 @@ void Executor::ReleaseEverything() {
   // session's objects, then what the loop itself created (pooled events and buffers, the
   // transport's pinned regions). Host functions the client will never run are let go first:
   // abandoning a transfer waits for its stream, which such a function would block forever.
+  if (nccl_) NcclTeardown(nccl_.get());  // aborted first: work blocked in a collective ends
   session_.ReleaseHostCallbacks();
   driver_.AbandonStreamWaits();  // waits for values that will never come: before memory goes
   if (compute_) compute_->Close();

@@ -13,6 +13,16 @@ void RepeatCallbackTrampoline(void* arg) {
   cb->cv.wait(lock, [&] { return cb->released || cb->done >= n; });
 }
 
+void HostNodeSyncTrampoline(void* arg) {
+  auto* sync = static_cast<HostNodeSync*>(arg);
+  RepeatCallback* cb = sync->cb;
+  std::unique_lock<std::mutex> lock(cb->mu);
+  if (cb->released) return;
+  uint64_t n = ++cb->reached;
+  cb->notices->Push({cb->id, true, sync});
+  cb->cv.wait(lock, [&] { return cb->released || cb->done >= n; });
+}
+
 void UserObjectTrampoline(void* arg) {
   auto* cb = static_cast<RepeatCallback*>(arg);
   std::lock_guard<std::mutex> lock(cb->mu);
@@ -99,6 +109,7 @@ std::vector<DevPtr> GraphTables::ForgetGraph(uint64_t id) {
     if (graph == nullptr) continue;
     dropped.insert(dropped.end(), graph->bindings.begin(), graph->bindings.end());
     memory.insert(memory.end(), graph->memory.begin(), graph->memory.end());
+    node_count_ -= std::min(node_count_, graph->nodes);
     graph_index_.erase(graph->graph);
     graphs_.Erase(g);
     for (uint64_t n : nodes_.Ids()) {
@@ -124,6 +135,7 @@ std::vector<DevPtr> GraphTables::ForgetExec(uint64_t id) {
   GraphExec* e = execs_.Find(id);
   if (e == nullptr) return {};
   std::vector<HostBinding> dropped = std::move(e->bindings);
+  node_count_ -= std::min(node_count_, e->nodes);
   exec_index_.erase(e->exec);
   execs_.Erase(id);
   return Unbound(dropped);
@@ -139,6 +151,11 @@ RepeatCallback* GraphTables::Repeat(uint64_t id) {
   return cb.get();
 }
 
+HostNodeSync* GraphTables::NewSync(HostNodeSync s) {
+  syncs_.push_back(std::make_unique<HostNodeSync>(std::move(s)));
+  return syncs_.back().get();
+}
+
 void GraphTables::ReleaseCallbacks() {
   for (auto& [id, cb] : repeat_) {
     std::lock_guard<std::mutex> lock(cb->mu);
@@ -149,9 +166,42 @@ void GraphTables::ReleaseCallbacks() {
   static auto* leaked = new std::vector<std::shared_ptr<RepeatCallback>>();
   for (auto& [id, cb] : repeat_) leaked->push_back(std::move(cb));
   repeat_.clear();
+  static auto* leaked_syncs = new std::vector<std::unique_ptr<HostNodeSync>>();
+  for (auto& sync : syncs_) leaked_syncs->push_back(std::move(sync));
+  syncs_.clear();
+}
+
+void GraphTables::AddNodes(uint64_t graph, uint64_t n) {
+  Graph* g = graphs_.Find(graph);
+  if (g == nullptr) return;
+  g->nodes += n;
+  node_count_ += n;
+}
+
+void GraphTables::SetExecNodes(uint64_t exec, uint64_t n) {
+  GraphExec* e = execs_.Find(exec);
+  if (e == nullptr) return;
+  node_count_ = node_count_ - std::min(node_count_, e->nodes) + n;
+  e->nodes = n;
+}
+
+uint64_t GraphTables::NodesOf(uint64_t graph) const {
+  const Graph* g = const_cast<HandleTable<Graph>&>(graphs_).Find(graph);
+  return g == nullptr ? 0 : g->nodes;
+}
+
+void GraphTables::NodeDestroyed(uint64_t id) {
+  GraphNode* node = nodes_.Find(id);
+  if (node == nullptr) return;
+  Graph* g = graphs_.Find(node->graph);
+  if (g != nullptr && g->nodes > 0) {
+    g->nodes--;
+    node_count_--;
+  }
 }
 
 void GraphTables::Clear() {
+  node_count_ = 0;
   graphs_.Clear();
   execs_.Clear();
   nodes_.Clear();

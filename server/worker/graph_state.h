@@ -40,8 +40,11 @@ struct HostBinding {
   uint64_t size = 0;
   bool to_device = false;    // the graph reads the host memory (the client refreshes staging)
   DevPtr staging = 0;        // a session allocation of `size` bytes
+  void* node = nullptr;      // CUgraphNode: the copy node using the staging (null: unknown)
   bool operator<(const HostBinding& o) const { return staging < o.staging; }
 };
+
+struct HostNodeSync;
 
 // Host functions reached by driver threads (graph host nodes, user-object destructors) for
 // the executor to announce to the client. Thread-safe.
@@ -50,6 +53,7 @@ class CallbackNotices {
   struct Item {
     uint64_t id;
     bool repeat;  // a graph host node (the client answers callbackDone), else a destructor
+    const HostNodeSync* sync = nullptr;  // a host node that moves the graph's host memory
   };
   void Push(Item item) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -85,6 +89,22 @@ struct RepeatCallback {
 };
 // The driver's host function for a RepeatCallback (arg).
 void RepeatCallbackTrampoline(void* arg);
+
+// A host node of an executable graph whose copies go through staging (HostBinding): before
+// the client runs the function, what the copies before the node wrote into staging goes
+// into the application's memory; after it, the staging of the graph's host-to-device copies
+// is refreshed from the application's memory (a host function may write what a later copy
+// reads). So a host node sees its graph's host memory as it would on a GPU reaching the
+// application's memory (graph_host_sync.cc). Set on the executable graph's node in place of
+// the plain RepeatCallback; lives as long as the session (a launch may still reach it).
+struct HostNodeSync {
+  RepeatCallback* cb = nullptr;
+  uint64_t exec = 0;                  // handle of the executable graph
+  int gpu = 0;
+  std::vector<HostBinding> before;    // device-to-host bindings whose copies precede the node
+};
+// The driver's host function for a HostNodeSync (arg): as RepeatCallbackTrampoline.
+void HostNodeSyncTrampoline(void* arg);
 // The driver's destructor for a user object whose client destructor is callback `arg`
 // (a RepeatCallback used once, without waiting).
 void UserObjectTrampoline(void* arg);
@@ -96,11 +116,13 @@ struct Graph {
   bool owned = false;         // the application's to destroy (else a capture's or a node's)
   std::vector<HostBinding> bindings;
   std::vector<DevPtr> memory;  // allocated by its memory nodes (session allocations)
+  uint64_t nodes = 0;          // nodes counted for it (node_count(), below)
 };
 struct GraphExec {
   void* exec = nullptr;       // CUgraphExec
   int gpu = 0;
   std::vector<HostBinding> bindings;
+  uint64_t nodes = 0;          // its graph's count when it was instantiated
 };
 struct GraphNode {
   void* node = nullptr;       // CUgraphNode
@@ -151,6 +173,19 @@ class GraphTables {
   // outermost graph refreshes it).
   void Bind(uint64_t graph, const HostBinding& b);
 
+  // ---- node accounting (the session limit graph-nodes, worker/limits.h; issue 40, N4) ----
+  // Nodes the session's graphs and executable graphs hold, as the worker counts them: one
+  // per node added (a child graph node: one plus its child's), a clone's and an
+  // instantiation's source count, a capture's graph's count from the driver at its end (a
+  // capture in progress is bounded by the worker's memory wall only); less a node destroyed,
+  // and a graph's or exec's count when it goes.
+  uint64_t node_count() const { return node_count_; }
+  void AddNodes(uint64_t graph, uint64_t n);
+  void SetExecNodes(uint64_t exec, uint64_t n);
+  uint64_t NodesOf(uint64_t graph) const;
+  // cuGraphDestroyNode of node `id`: one node less in its graph (then ForgetNode).
+  void NodeDestroyed(uint64_t id);
+
   // ---- captures ------------------------------------------------------------------------
   std::map<void*, Capture>& captures() { return captures_; }  // by driver stream
   int active_captures() const { return static_cast<int>(captures_.size()); }
@@ -161,6 +196,11 @@ class GraphTables {
   std::map<uint64_t, std::shared_ptr<RepeatCallback>>& repeat_callbacks() { return repeat_; }
   // The callback state for client callback `id` (created on first use).
   RepeatCallback* Repeat(uint64_t id);
+  // A new host-node synchronisation, kept for the session (HostNodeSync).
+  HostNodeSync* NewSync(HostNodeSync s);
+  // Per GPU, a non-blocking stream of the worker's own for the host nodes' staging copies
+  // (the graph's stream waits in the node); destroyed with the session's graphs.
+  std::map<int, DStream>& sync_streams() { return sync_streams_; }
 
   // Staging buffers bound by no graph or exec any more, among `candidates`.
   std::vector<DevPtr> Unbound(const std::vector<HostBinding>& candidates) const;
@@ -180,6 +220,9 @@ class GraphTables {
   std::map<void*, Capture> captures_;
   std::shared_ptr<CallbackNotices> notices_;
   std::map<uint64_t, std::shared_ptr<RepeatCallback>> repeat_;
+  std::vector<std::unique_ptr<HostNodeSync>> syncs_;
+  std::map<int, DStream> sync_streams_;
+  uint64_t node_count_ = 0;
 };
 
 }  // namespace remora::worker

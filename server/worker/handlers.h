@@ -79,6 +79,21 @@ class Handlers {
   // drains around each launch of the graph (graph_state.h).
   static Status CaptureHostCopy(Executor& ex, const Executor::Stream& s, uint64_t client_addr, DevPtr device,
                                 uint64_t n, bool to_device);
+  // cudaMallocAsync / cudaFreeAsync on capturing stream `s`: the driver makes an allocation
+  // or free node; the memory is the capture's graph's (AllocKind::kGraphMemory, charged while
+  // the graph lives, like a hand-made allocation node's).
+  static Status CapturedMallocAsync(Executor& ex, uint64_t tag, const Executor::Stream& s, int gpu, DPool pool,
+                                    uint64_t size);
+  static Status CapturedFreeAsync(Executor& ex, uint64_t tag, const Executor::Stream& s, const Allocation& a);
+
+  // graph_host_sync.cc: host nodes of executable graphs that stage host memory (HostNodeSync).
+  // Gives the host nodes of executable graph `exec_id`, instantiated from driver graph
+  // `graph`, the trampoline that moves the graph's host memory around them.
+  static Status SetUpHostNodeSync(Executor& ex, uint64_t exec_id, void* graph);
+  // A launch reached the node: its preceding copies' staging is read, then the client told.
+  static Status AnnounceHostNode(Executor& ex, const HostNodeSync& sync);
+  // The client ran the node's function (a control request, like CallbackDone).
+  static Status GraphHostNodeDone(Executor& ex, Req req);
 
   // Shared helpers.
   // Replies to `tag` once the work issued so far on `streams` completes.

@@ -22,6 +22,11 @@ class EmulatedDevice {
   // Runs `task` in stream `s`'s order: at once when nothing is outstanding there, else on the
   // stream's thread after the work before it.
   virtual Status InOrder(DStream s, std::function<void()> task) = 0;
+  // The same for a task that may block (NCCL's emulated collectives wait for other ranks):
+  // never run inline on the caller's thread.
+  virtual Status InOrderBlocking(DStream s, std::function<void()> task) = 0;
+  // The emulated GPU the calling (executor) thread uses now.
+  virtual int CurrentDevice() const = 0;
   // Waits until everything submitted to `s` ran (a library call that returns a host value).
   virtual Status Synchronize(DStream s) = 0;
   // Device memory for a library's own use (the caller charges it).

@@ -55,6 +55,23 @@ std::vector<int32_t> EmulatedAttributes(int device) {
   set(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024);
   set(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1);
   set(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 1);
+  // What a Hopper GPU's driver claims for the memory model and interop (an H200 with HMM):
+  // the worker's view of "the driver"; what a remote client is offered is the worker's
+  // RemotedAttributes (ops_device.cc), which these let CI check.
+  set(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1);
+  set(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1);
+  set(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 1);
+  set(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 1);
+  set(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC);
+  set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, 0);
+  set(CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 1);
   return a;
 }
 
@@ -103,6 +120,12 @@ Result<MemoryInfo> HostDriver::MemGetInfo() {
 }
 
 Result<DevPtr> HostDriver::MemAlloc(size_t bytes) {
+  if (CUresult r = graphs_.Unsafe(); r != CUDA_SUCCESS)
+    return Status(Domain::kCuda, r, "cuMemAlloc is not permitted while a stream captures (the capture is invalidated)");
+  return HeapAlloc(bytes);
+}
+
+Result<DevPtr> HostDriver::HeapAlloc(size_t bytes) {
   EmulatedHeap& h = heaps_[static_cast<size_t>(current_)];
   // Freed memory that queued work still holds is not available yet (its address range is):
   // without this a client that keeps a stream blocked while it allocates and frees would
@@ -170,6 +193,8 @@ void HostDriver::HostFree(void* p) {
 }
 
 Status HostDriver::HostRegister(void* p, size_t bytes) {
+  if (CUresult r = graphs_.Unsafe(); r != CUDA_SUCCESS)
+    return Status(Domain::kCuda, r, "cuMemHostRegister is not permitted while a stream captures (the capture is invalidated)");
   mapped_[reinterpret_cast<DevPtr>(p)] = Block{static_cast<std::byte*>(p), bytes};
   return Status::Ok();
 }

@@ -63,6 +63,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // still finds the memory mapped (Retire).
   Status MemFree(DevPtr p) override;
   Status MemPlace(const std::vector<std::pair<DevPtr, uint64_t>>& allocations) override;
+  // The emulated GPU's granule (cuMemGetAllocationGranularity's, 2 MiB): a placement is
+  // charged as the cuda backend holds it, though this heap holds only the allocations.
+  Result<uint64_t> PlacementGranularity() override { return uint64_t{2} << 20; }
 
   // Copies and memsets validate their ranges now and move bytes in stream order.
   Status MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream stream) override;
@@ -123,6 +126,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // ---- EmulatedDevice: for the emulated libraries (Translate is EmuGraphHost's, below) ----
   // A library call on a capturing stream is captured as a kernel node, as on a GPU.
   Status InOrder(DStream s, std::function<void()> task) override;
+  Status InOrderBlocking(DStream s, std::function<void()> task) override {
+    return InOrder(s, std::move(task), CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);  // (never inline)
+  }
   Status Synchronize(DStream s) override { return StreamSynchronize(s); }
   Result<DevPtr> Alloc(size_t bytes) override { return MemAlloc(bytes); }
   Status Free(DevPtr p) override { return MemFree(p); }
@@ -149,8 +155,12 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth,
                 DStream stream) override;
   Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream stream) override;
-  Result<DevPtr> MemAllocAsync(size_t bytes, DPool, DStream) override { return MemAlloc(bytes); }
+  // Stream-ordered: allowed in a capture (the graph's allocation node).
+  Result<DevPtr> MemAllocAsync(size_t bytes, DPool, DStream) override { return HeapAlloc(bytes); }
   Status MemFreeAsync(DevPtr p, DStream s) override;
+  // The emulated graph memory stays with its graph (the emulator allocates it once, when
+  // the node is made, and keeps it as long as the graph).
+  Status FreeGraphMemory(DevPtr, DStream) override { return Status::Ok(); }
   Result<DPool> DefaultMemPool(int device) override;
   Result<DPool> GetMemPool(int device) override;
   Status SetMemPool(int device, DPool pool) override;
@@ -191,6 +201,8 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   std::atomic<int> active_waits_{0};
   std::vector<void*> ipc_event_maps_;   // IpcEventState mappings (unmapped at the end)
 
+  // An allocation from the current device's heap (MemAlloc without its capture check).
+  Result<DevPtr> HeapAlloc(size_t bytes);
   // Maps an interprocess event's state (kept mapped until the end: queued records write it).
   Result<IpcEventState*> MapEventState(int fd);
   // Waits until every stream of this process has run what was issued to it.

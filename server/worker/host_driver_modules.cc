@@ -70,7 +70,7 @@ Result<std::pair<DevPtr, size_t>> HostDriver::ModuleGetGlobal(DModule m, const c
       return Error(Err::kInvalidSymbol, "emulated module has no global '{}' of known size", name);
     size_hint = v->second;
   }
-  ASSIGN_OR_RETURN(DevPtr p, MemAlloc(size_hint));
+  ASSIGN_OR_RETURN(DevPtr p, HeapAlloc(size_hint));  // the module's own storage
   ASSIGN_OR_RETURN(std::byte * host, Translate(p, size_hint));
   std::memset(host, 0, size_hint);
   mod->globals.emplace(name, std::make_pair(p, size_hint));

@@ -88,6 +88,10 @@ class HostGraphs {
   Result<bool> CaptureWait(DStream s, DEvent e);
   // A synchronising call on a capturing stream: invalidates the capture.
   CUresult Violation(DStream s);
+  // A "potentially unsafe" call (cuMemAlloc, cuMemHostRegister) made by the worker thread:
+  // while its capture mode is not relaxed and a capture begun in another mode than relaxed is
+  // going on, CUDA refuses it and invalidates those captures. CUDA_SUCCESS when allowed.
+  CUresult Unsafe();
   void ForgetEvent(DEvent e) { event_deps_.erase(e); }
   void ForgetStream(DStream s);
 

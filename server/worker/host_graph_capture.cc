@@ -77,6 +77,19 @@ CUresult HostGraphs::Violation(DStream s) {
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
+CUresult HostGraphs::Unsafe() {
+  if (mode_ == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+  // Every capture here was begun by this (the worker's) thread, so any one not relaxed
+  // prohibits the call, whether the thread is in global or thread-local mode.
+  bool prohibited = false;
+  for (Capture* c : captures_)
+    if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+      c->invalidated = true;
+      prohibited = true;
+    }
+  return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
 void HostGraphs::ForgetStream(DStream s) {
   if (Capture* c = CaptureOf(s)) {
     c->invalidated = true;
@@ -124,6 +137,9 @@ CUresult HostGraphs::EndCapture(DStream s, CUgraph* out) {
   Capture* c = CaptureOf(s);
   if (c == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
   if (c->origin != s) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  // Where the graph goes nowhere else the caller must take it (the driver refuses a NULL
+  // phGraph then, the capture going on); into the application's graph it may pass NULL.
+  if (out == nullptr && !c->into_user_graph) return CUDA_ERROR_INVALID_VALUE;
   if (out) *out = nullptr;
   CUresult result = CUDA_SUCCESS;
   if (c->invalidated) {

@@ -7,6 +7,8 @@ std::shared_ptr<void> MakeHostLibrary(Domain library, EmulatedDevice& device) {
     case Domain::kCublas: return MakeHostCublas(device);
     case Domain::kCublasLt: return MakeHostCublasLt(device);
     case Domain::kCurand: return MakeHostCurand(device);
+    case Domain::kCudnn: return MakeHostCudnn(device);
+    case Domain::kNccl: return MakeHostNccl(device);  // (issue 44)
     default: return nullptr;
   }
 }

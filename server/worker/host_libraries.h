@@ -11,5 +11,8 @@ namespace remora::worker {
 std::shared_ptr<void> MakeHostCublas(EmulatedDevice& device);
 std::shared_ptr<void> MakeHostCublasLt(EmulatedDevice& device);
 std::shared_ptr<void> MakeHostCurand(EmulatedDevice& device);
+std::shared_ptr<void> MakeHostCudnn(EmulatedDevice& device);
+// NCCL's collectives across emulated GPUs of one server and of several (issue 44; tests only).
+std::shared_ptr<void> MakeHostNccl(EmulatedDevice& device);
 
 }  // namespace remora::worker

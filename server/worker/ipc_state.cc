@@ -6,6 +6,7 @@
 #include "remora/base/util.h"
 #include "worker/executor.h"
 #include "worker/handlers.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 
@@ -26,7 +27,8 @@ bool IpcState::DeferFree(Executor& ex, const Allocation& a) {
   memory_exports_.erase(it);
   uint32_t importers = Unexport(ex, id);
   if (importers == 0) return false;
-  LOG_INFO("session {}: 0x{:x} ({}) freed while open in {} other session(s): kept, and charged, until they close it",
+  LOG_PEER(PeerLog(), Info,
+           "session {}: 0x{:x} ({}) freed while open in {} other session(s): kept, and charged, until they close it",
            ex.config().session_id, a.base, FormatSize(a.size), importers);
   deferred_[id] = Deferred{a, false};
   return true;
@@ -39,7 +41,8 @@ bool IpcState::DeferPhysicalCharge(Executor& ex, uint64_t id, int gpu, uint64_t 
   physical_exports_.erase(it);
   uint32_t importers = Unexport(ex, export_id);
   if (importers == 0) return false;
-  LOG_INFO("session {}: physical memory of {} released while imported by {} other session(s): charged until they "
+  LOG_PEER(PeerLog(), Info,
+           "session {}: physical memory of {} released while imported by {} other session(s): charged until they "
            "release it", ex.config().session_id, FormatSize(bytes), importers);
   Deferred d;
   d.alloc.device = gpu;
@@ -90,10 +93,11 @@ void IpcState::ReleaseDeferred(Executor& ex, uint64_t export_id, bool live) {
   auto it = deferred_.find(export_id);
   if (it == deferred_.end()) return;
   if (it->second.charge_only)
-    LOG_INFO("session {}: the last importer released physical memory of {}: uncharged", ex.config().session_id,
-             FormatSize(it->second.alloc.size));
+    LOG_PEER(PeerLog(), Info, "session {}: the last importer released physical memory of {}: uncharged",
+             ex.config().session_id, FormatSize(it->second.alloc.size));
   else
-    LOG_INFO("session {}: the last importer closed 0x{:x}: freed", ex.config().session_id, it->second.alloc.base);
+    LOG_PEER(PeerLog(), Info, "session {}: the last importer closed 0x{:x}: freed", ex.config().session_id,
+             it->second.alloc.base);
   FreeNow(ex, it->second, live);
   deferred_.erase(it);
 }

@@ -40,6 +40,10 @@ class IpcState {
   std::map<uint64_t, Import>& imports() { return imports_; }               // by address here
   std::map<uint64_t, Export>& physical_exports() { return physical_exports_; }  // by session handle
   std::map<uint64_t, Export>& pool_exports() { return pool_exports_; }          // by session pool handle
+  // Exports this session holds (the session limit ipc-exports, worker/limits.h).
+  uint64_t ExportCount() const {
+    return memory_exports_.size() + event_exports_.size() + physical_exports_.size() + pool_exports_.size();
+  }
   // Memory of this session another process may read or write too: exported memory,
   // physical memory or pools, or memory opened from another session's export.
   bool SharesMemory() const {

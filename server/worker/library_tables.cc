@@ -6,6 +6,7 @@
 #include "cufft_api.h"
 #include "cusparse_api.h"
 #include "curand_api.h"
+#include "nccl_api.h"  // NCCL (issue 44)
 #include "worker/api_op.h"
 #include "worker/gen_tables.h"
 #include "worker/library_apis.h"
@@ -30,6 +31,9 @@ const OpTable& Ops();
 namespace gen::cusparse {
 const OpTable& Ops();
 }
+namespace gen::nccl {  // NCCL (issue 44)
+const OpTable& Ops();
+}
 namespace gen::cusolver {
 const OpTable& Ops();
 // (library_table_cusolver.cc: cusolverDn.h includes cublas_v2.h, which cannot share a
@@ -46,6 +50,7 @@ const OpTable* MathLibraryOps(uint16_t library) {
     case Domain::kCufft: return &gen::cufft::Ops();
     case Domain::kCusolver: return &gen::cusolver::Ops();
     case Domain::kCusparse: return &gen::cusparse::Ops();
+    case Domain::kNccl: return &gen::nccl::Ops();  // (issue 44)
     default: return nullptr;
   }
 }
@@ -70,6 +75,7 @@ std::shared_ptr<void> LoadDlApi(Domain library, const std::function<void*(const 
     case Domain::kCufft: return Load<gen::cufft::Api, gen::cufft::DlApi>(resolve, missing);
     case Domain::kCusolver: return gen::cusolver::LoadDlApi(resolve, missing);
     case Domain::kCusparse: return Load<gen::cusparse::Api, gen::cusparse::DlApi>(resolve, missing);
+    case Domain::kNccl: return Load<gen::nccl::Api, gen::nccl::DlApi>(resolve, missing);  // (issue 44)
     default: return nullptr;
   }
 }

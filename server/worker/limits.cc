@@ -6,7 +6,8 @@ namespace remora::worker {
 namespace {
 
 constexpr const char* kNames[] = {"streams", "events", "modules", "module-bytes", "pools",
-                                  "graphs", "callbacks", "pinned-bytes"};
+                                  "graphs", "callbacks", "pinned-bytes", "ipc-exports", "library-objects",
+                                  "graph-nodes"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Resource::kCount));
 
 bool IsBytes(std::string_view name) { return name.ends_with("bytes"); }
@@ -32,7 +33,7 @@ Status SessionLimits::Set(std::string_view a) {
   else
     return Error(Err::kInvalidValue,
                  "unknown session limit '{}' (streams, events, modules, module-bytes, pools, graphs, callbacks, "
-                 "pinned-bytes, pending, spill-bytes)",
+                 "pinned-bytes, ipc-exports, library-objects, graph-nodes, pending, spill-bytes)",
                  name);
   return Status::Ok();
 }

@@ -28,6 +28,11 @@ enum class Resource {
   kGraphs,       // graphs and their executable instances
   kCallbacks,    // host functions waiting for their client
   kPinnedBytes,  // client host memory mapped and pinned for zero-copy
+  // Added for issue 40 (N1, N4); the supervisor also bounds IPC exports per session and per
+  // tenant (server/supervisor/ipc_registry.h), so a worker that skips this check gains nothing.
+  kIpcExports,   // CUDA IPC exports live (memory, events, pools, physical memory)
+  kLibObjects,   // objects of the math libraries (handles, descriptors, plans, layouts...)
+  kGraphNodes,   // nodes of the session's graphs and executable graphs
   kCount
 };
 
@@ -41,6 +46,9 @@ struct SessionLimits {
       4096,             // graphs
       4096,             // callbacks
       16ull << 30,      // pinned bytes
+      4096,             // IPC exports
+      65536,            // library objects
+      262144,           // graph nodes
   };
   // Back-pressure bounds: past them the executor reads no further request until it has
   // caught up (the client then blocks in its own send, as on a full GPU queue).

@@ -3,12 +3,16 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cuda.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/compute_region.h"
@@ -112,6 +116,30 @@ Result<SessionKeys> ReadSessionKeys(int control_fd) {
   return keys;
 }
 
+// The worker's memory wall (--memory-max): RLIMIT_DATA, soft and hard (a worker without
+// CAP_SYS_RESOURCE cannot raise it), at what the process's data mappings hold now plus
+// `bytes` - what a client's requests can make it grow by. Counted from now because what it
+// holds already (the driver's, a sanitizer's shadow memory in those builds) is not the
+// client's doing and may be large.
+Status LimitMemoryGrowth(uint64_t bytes) {
+  uint64_t data_kb = 0;
+  FILE* f = std::fopen("/proc/self/status", "re");
+  if (f != nullptr) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), f) != nullptr)
+      if (std::strncmp(line, "VmData:", 7) == 0) data_kb = std::strtoull(line + 7, nullptr, 10);
+    std::fclose(f);
+  }
+  if (data_kb == 0) return Error(Err::kInitializationError, "cannot read this worker's VmData (/proc/self/status)");
+  uint64_t limit = data_kb * 1024 > UINT64_MAX - bytes ? UINT64_MAX : data_kb * 1024 + bytes;
+  struct rlimit rl = {static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+  if (::setrlimit(RLIMIT_DATA, &rl) != 0)
+    return ErrnoStatus(Err::kInitializationError, fmt::format("limit this worker's memory to {} bytes", limit), errno);
+  LOG_DEBUG("memory wall: RLIMIT_DATA {} ({} held at start + {})", FormatSize(limit), FormatSize(data_kb * 1024),
+            FormatSize(bytes));
+  return Status::Ok();
+}
+
 // Maps the ledger read-only and this session's slot writable, then closes both
 // descriptors: from here on nothing in this process can write another slot.
 Result<Ledger> MapLedger(uint32_t slot) {
@@ -162,6 +190,9 @@ int main(int argc, char** argv) {
   app.add_option("--limits", limits_arg, "session limits (NAME=VALUE,...)");
   app.add_flag("--encrypted", encrypted, "the data path is encrypted (keys on the control socket)");
   app.add_flag("--no-sandbox", no_sandbox, "skip the seccomp filter (debugging only)");
+  uint64_t memory_max = 0;
+  app.add_option("--memory-max", memory_max, "bytes of data segment and private writable mappings this process may "
+                                             "hold (RLIMIT_DATA, soft and hard; 0: unchanged)");
   CLI11_PARSE(app, argc, argv);
 
   auto driver = MakeDriver(backend, host_gpus, host_mem, static_cast<uint8_t>(window));
@@ -205,7 +236,15 @@ int main(int argc, char** argv) {
   std::optional<ModuleCache> cache;
   if (cache_budget > 0) cache.emplace(Fd(worker_args::kModuleCacheFd), cache_budget);
 
-  // Nothing a client sent has been read yet: confine the process first.
+  // Nothing a client sent has been read yet: confine the process first. Its memory wall
+  // (docs/SECURITY.md, N4): past it an allocation fails, at worst ending this session only.
+  if (memory_max > 0) {
+    Status wall = LimitMemoryGrowth(memory_max);
+    if (!wall.ok()) {
+      LOG_ERROR("{}", wall.message());
+      return 2;
+    }
+  }
   if (!no_sandbox) {
     Status sb = EnterSandbox();
     if (!sb.ok()) {
@@ -232,7 +271,9 @@ int main(int argc, char** argv) {
     for (Fd& d : *data) fds.push_back(std::move(d));
   }
   DriverStaging staging(**driver);
-  auto conn = AdoptConnection(kind, Fd(worker_args::kClientFd), std::move(fds), keys);
+  // A client slow to set its data path up (rdma://) is waited for as long as a silent one.
+  auto conn = AdoptConnection(kind, Fd(worker_args::kClientFd), std::move(fds), keys,
+                              static_cast<int>(std::min<uint64_t>(client_deadline_ms, 86'400'000)));
   if (!conn.ok()) {
     LOG_ERROR("cannot set up the {} connection: {}", transport, conn.status().ToString());
     return 3;

@@ -28,9 +28,84 @@ Status Handlers::CaptureHostCopy(Executor& ex, const Executor::Stream& s, uint64
     ex.FreeStaging({staging});
     return st;
   }
+  // The copy just captured is now the stream's only dependency: the binding's node.
+  const CUgraphNode* deps = nullptr;
+  size_t count = 0;
+  void* node = nullptr;
+  if (api.cuStreamGetCaptureInfo_v3(static_cast<CUstream>(s.stream), &status, nullptr, nullptr, &deps, nullptr, &count) ==
+          CUDA_SUCCESS && count == 1 && deps != nullptr)
+    node = deps[0];
   GraphTables& g = ex.session().graphs();
-  g.Bind(g.AdoptGraph(graph, s.gpu, 0, false), HostBinding{client_addr, n, to_device, staging});
+  g.Bind(g.AdoptGraph(graph, s.gpu, 0, false), HostBinding{client_addr, n, to_device, staging, node});
   return Status::Ok();
+}
+
+namespace {
+
+// The graph capturing stream `s` (registered in the session), or why there is none.
+Result<uint64_t> CaptureGraph(Executor& ex, const Executor::Stream& s) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph graph = nullptr;
+  CUresult r = ex.driver().cuda().cuStreamGetCaptureInfo_v3(static_cast<CUstream>(s.stream), &status, nullptr, &graph,
+                                                            nullptr, nullptr, nullptr);
+  if (r != CUDA_SUCCESS) return Status(Domain::kCuda, static_cast<uint32_t>(r), "cuStreamGetCaptureInfo");
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || graph == nullptr)
+    return Status(Domain::kCuda, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the capture was invalidated");
+  return ex.session().graphs().AdoptGraph(graph, s.gpu, 0, false);
+}
+
+}  // namespace
+
+Status Handlers::CapturedMallocAsync(Executor& ex, uint64_t tag, const Executor::Stream& s, int gpu, DPool pool,
+                                     uint64_t size) {
+  // No pool bookkeeping here (ReconcilePools queries and trims pools, which a capture does
+  // not allow): the graph's memory is charged whole, as long as the graph lives.
+  if (Status st = ex.SetDevice(s.gpu); !st.ok()) return ex.PostReply(tag, st);
+  auto graph_id = CaptureGraph(ex, s);
+  if (!graph_id.ok()) return ex.PostReply(tag, graph_id.status());
+  if (Status st = ex.Charge(gpu, size); !st.ok()) return ex.PostReply(tag, st);
+  auto p = ex.driver().MemAllocAsync(size, pool, s.stream);
+  if (!p.ok()) {
+    ex.ReleaseCharge(gpu, size);
+    return ex.PostReply(tag, p.status());
+  }
+  Allocation al;
+  al.base = *p;
+  al.size = size;
+  al.device = gpu;
+  al.kind = AllocKind::kGraphMemory;
+  al.reserved = size;
+  if (Status st = ex.session().allocations().Insert(al); !st.ok()) {
+    // The graph's address range is the driver's: taken already means it is still known from
+    // an earlier graph's allocation at the same address (never expected).
+    ex.ReleaseCharge(gpu, size);
+    return ex.PostReply(tag, st);
+  }
+  if (Graph* g = ex.session().graphs().graphs().Find(*graph_id)) g->memory.push_back(al.base);
+  DevPtr ptr = *p;
+  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setGraphPointer(ptr); });
+}
+
+Status Handlers::CapturedFreeAsync(Executor& ex, uint64_t tag, const Executor::Stream& s, const Allocation& a) {
+  if (a.placed)
+    return ReplyOrDefer(ex, tag, Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED,
+                                        "memory a migration moved cannot be freed in a stream capture"));
+  if (Status st = ex.SetDevice(s.gpu); !st.ok()) return ReplyOrDefer(ex, tag, st);
+  auto graph_id = CaptureGraph(ex, s);
+  if (!graph_id.ok()) return ReplyOrDefer(ex, tag, graph_id.status());
+  Status st = ex.driver().MemFreeAsync(a.base, s.stream);  // the driver's free node
+  if (!st.ok()) return ReplyOrDefer(ex, tag, st);
+  if (a.kind != AllocKind::kGraphMemory) {
+    // Memory allocated outside the graph, freed when the graph runs: from now on it is the
+    // graph's (its charge is given back when the graph goes, its address stays usable in
+    // the graph until then). Pool bookkeeping does not see it any more.
+    Allocation moved = a;
+    moved.kind = AllocKind::kGraphMemory;
+    (void)ex.session().allocations().Erase(a.base);
+    (void)ex.session().allocations().Insert(moved);
+    if (Graph* g = ex.session().graphs().graphs().Find(*graph_id)) g->memory.push_back(a.base);
+  }
+  return ReplyOrDefer(ex, tag, Status::Ok());
 }
 
 namespace gen::cuda {
@@ -80,9 +155,12 @@ Status Op_cuStreamBeginCaptureToGraph(OpContext& x) {
   return Begin(x, stream, mode);
 }
 
+// In: stream, u8 whether the caller wants the graph (phGraph non-NULL; absent from older
+// clients, which always want it). Out: u64 graph handle (0 when not wanted).
 Status Op_cuStreamEndCapture(OpContext& x) {
   void* stream = nullptr;
   RETURN_IF_ERROR(x.Stream(&stream));
+  bool want_graph = x.in().remaining() == 0 || x.in().Get<uint8_t>() != 0;
   RETURN_IF_ERROR(x.EndArgs());
   RETURN_IF_ERROR(x.Ready());
   Executor& ex = x.executor();
@@ -93,7 +171,11 @@ Status Op_cuStreamEndCapture(OpContext& x) {
   CUgraph capturing = nullptr;
   (void)api.cuStreamGetCaptureInfo_v3(static_cast<CUstream>(stream), &status, nullptr, &capturing, nullptr, nullptr, nullptr);
   CUgraph graph = nullptr;
-  CUresult r = api.cuStreamEndCapture(static_cast<CUstream>(stream), &graph);
+  CUresult r = api.cuStreamEndCapture(static_cast<CUstream>(stream), want_graph ? &graph : nullptr);
+  CUstreamCaptureStatus after = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (r != CUDA_SUCCESS && api.cuStreamIsCapturing(static_cast<CUstream>(stream), &after) == CUDA_SUCCESS &&
+      after != CU_STREAM_CAPTURE_STATUS_NONE)
+    return Failed(x, r, "cuStreamEndCapture");  // refused, the capture goes on
   g.captures().erase(stream);
   if (r != CUDA_SUCCESS) {
     if (uint64_t known = capturing ? g.GraphOf(capturing) : 0) {
@@ -102,7 +184,23 @@ Status Op_cuStreamEndCapture(OpContext& x) {
     }
     return Failed(x, r, "cuStreamEndCapture");
   }
-  x.out().Put<uint64_t>(graph == nullptr ? 0 : g.AdoptGraph(graph, x.gpu(), 0, true));
+  // Without phGraph the capture went into a graph the session already knows (or the driver
+  // refused above); its staging stays bound to it.
+  uint64_t id = graph == nullptr ? 0 : g.AdoptGraph(graph, x.gpu(), 0, true);
+  if (id != 0) {
+    // Its nodes count from now on (graph-nodes, worker/limits.h); past the limit the graph
+    // is not kept.
+    size_t nodes = 0;
+    (void)api.cuGraphGetNodes(graph, nullptr, &nodes);
+    Status room = ex.resources().Room(Resource::kGraphNodes, g.node_count(), nodes);
+    if (!room.ok()) {
+      (void)api.cuGraphDestroy(graph);
+      ex.FreeStaging(g.ForgetGraph(id));
+      return room;
+    }
+    g.AddNodes(id, nodes);
+  }
+  x.out().Put<uint64_t>(id);
   return Status::Ok();
 }
 

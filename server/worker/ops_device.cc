@@ -27,16 +27,22 @@ MemoryView ViewOf(Executor& ex, int gpu, uint64_t physical_total, uint64_t physi
   return v;
 }
 
-// What a remote client can do with a GPU, where it differs from a local one: managed memory
-// is coherent at launches and synchronisations only (shim/src/managed.h), so the host must
-// not touch it while kernels run, as on devices without concurrent managed access; the GPU
-// cannot read the client's pageable memory; host memory is mapped for the device through
-// shared pinned memory (shm) or emulated as managed memory (tcp); the device's and the
-// host's function pointers are never the same (cuLibraryGetUnifiedFunction finds none).
+// What a remote client can do with a GPU, where it differs from a local one, so programs take
+// the paths that work (NVIDIA's samples choose by these): managed memory is coherent at
+// launches and synchronisations only (shim/src/managed.h), so the host must not touch it
+// while kernels run, as on devices without concurrent managed access; the GPU cannot read the
+// client's pageable memory, and its atomics never reach the client's memory; host memory is
+// mapped for the device through shared pinned memory (shm) or emulated as managed memory
+// (tcp); the device's and the host's function pointers are never the same
+// (cuLibraryGetUnifiedFunction finds none). Not remoted, so not offered: memory on the
+// server's host (VMM and pool locations of type HOST or HOST_NUMA, dma-buf), GPUDirect
+// RDMA to the client's devices, fabric handles (shareable handles are POSIX descriptors only),
+// external semaphores, multicast objects, graphics interop (CIG).
 std::vector<int32_t> RemotedAttributes(std::vector<int32_t> a) {
   auto set = [&](CUdevice_attribute k, int32_t v) {
     if (static_cast<size_t>(k) < a.size()) a[static_cast<size_t>(k)] = v;
   };
+  auto get = [&](CUdevice_attribute k) { return static_cast<size_t>(k) < a.size() ? a[static_cast<size_t>(k)] : 0; };
   set(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1);
   set(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
   set(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0);
@@ -46,6 +52,27 @@ std::vector<int32_t> RemotedAttributes(std::vector<int32_t> a) {
   set(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 0);
   set(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1);
   set(CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS, 0);
+  set(CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);  // no host node of the client's is near the GPU
+  set(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, 0);
+  set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, 0);
+  set(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, get(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) &
+                                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  set(CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED, 0);
+  set(CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED, 0);
   return a;
 }
 

@@ -13,6 +13,7 @@
 #include "cuda_api.h"
 #include "cuda_graph_wire.h"
 #include "worker/api_op.h"
+#include "worker/handlers.h"
 
 namespace remora::worker::gen::cuda {
 namespace {
@@ -37,12 +38,36 @@ void PutBindings(OpContext& x, const std::vector<HostBinding>& bindings) {
   }
 }
 
+// Host nodes of an executable graph with staging move its host memory (graph_host_sync.cc).
+// The graph is made already: a failure here leaves those nodes as they were, and says so.
+void SetUpHostNodes(OpContext& x, uint64_t exec_id, uint64_t graph) {
+  const Graph* src = Tables(x).graphs().Find(graph);
+  if (src == nullptr) return;
+  Status st = Handlers::SetUpHostNodeSync(x.executor(), exec_id, src->graph);
+  if (!st.ok())
+    LOG_WARN("the host nodes of an executable graph will see its host memory only after each launch: {}", st.ToString());
+}
+
+// Room for `adding` more graph nodes in the session (graph-nodes, worker/limits.h).
+Status NodeRoom(OpContext& x, uint64_t adding) {
+  GraphTables& g = Tables(x);
+  return x.executor().resources().Room(Resource::kGraphNodes, g.node_count(), adding);
+}
+
+// Before an instantiation of `graph`: room for one more graph and for its nodes.
+Status ExecRoom(OpContext& x, uint64_t graph) {
+  RETURN_IF_ERROR(x.HandleRoom(HandleKind::kGraphExec));
+  return NodeRoom(x, Tables(x).NodesOf(graph));
+}
+
 // An executable graph's result: its handle and the host memory its launches move.
 Status PutExec(OpContext& x, CUgraphExec exec, uint64_t graph) {
   GraphTables& g = Tables(x);
   uint64_t id = g.AdoptExec(exec, x.gpu());
+  g.SetExecNodes(id, g.NodesOf(graph));
   GraphExec* e = g.execs().Find(id);
   if (const Graph* src = g.graphs().Find(graph)) e->bindings = src->bindings;
+  SetUpHostNodes(x, id, graph);
   x.out().Put<uint64_t>(id);
   PutBindings(x, e->bindings);
   return Status::Ok();
@@ -70,13 +95,24 @@ Status Op_cuGraphClone(OpContext& x) {
   RETURN_IF_ERROR(x.Handle(HandleKind::kGraph, false, &original));
   RETURN_IF_ERROR(x.EndArgs());
   RETURN_IF_ERROR(x.Ready());
+  RETURN_IF_ERROR(x.HandleRoom(HandleKind::kGraph));
+  const uint64_t nodes = Tables(x).NodesOf(x.graph());
+  RETURN_IF_ERROR(NodeRoom(x, nodes));
   CUgraph clone = nullptr;
   CUresult r = x.Library<Api>().cuGraphClone(&clone, static_cast<CUgraph>(original));
   if (r != CUDA_SUCCESS) return Failed(x, r, "cuGraphClone");
   GraphTables& g = Tables(x);
   uint64_t id = g.AdoptGraph(clone, x.gpu(), 0, true);
+  g.AddNodes(id, nodes);
   if (const Graph* src = g.graphs().Find(x.graph())) {
     std::vector<HostBinding> copy = src->bindings;
+    // The clone's copies are its own nodes.
+    for (HostBinding& b : copy) {
+      CUgraphNode in_clone = nullptr;
+      if (b.node != nullptr && x.Library<Api>().cuGraphNodeFindInClone(&in_clone, static_cast<CUgraphNode>(b.node), clone) != CUDA_SUCCESS)
+        in_clone = nullptr;
+      b.node = in_clone;
+    }
     g.graphs().Find(id)->bindings = std::move(copy);
   }
   x.out().Put<uint64_t>(id);
@@ -89,6 +125,7 @@ Status Op_cuGraphInstantiateWithFlags(OpContext& x) {
   auto flags = x.in().Get<unsigned long long>();
   RETURN_IF_ERROR(x.EndArgs());
   RETURN_IF_ERROR(x.Ready());
+  RETURN_IF_ERROR(ExecRoom(x, x.graph()));
   CUgraphExec exec = nullptr;
   CUresult r = x.Library<Api>().cuGraphInstantiateWithFlags(&exec, static_cast<CUgraph>(graph), flags);
   if (r != CUDA_SUCCESS) return Failed(x, r, "cuGraphInstantiate");
@@ -106,6 +143,7 @@ Status Op_cuGraphInstantiateWithParams(OpContext& x) {
   RETURN_IF_ERROR(x.Stream(&stream));
   RETURN_IF_ERROR(x.EndArgs());
   RETURN_IF_ERROR(x.Ready());
+  RETURN_IF_ERROR(ExecRoom(x, graph_id));
   p.hUploadStream = static_cast<CUstream>(stream);
   CUgraphExec exec = nullptr;
   CUresult r = x.Library<Api>().cuGraphInstantiateWithParams(&exec, static_cast<CUgraph>(graph), &p);
@@ -160,6 +198,7 @@ Status Op_cuGraphExecUpdate_v2(OpContext& x) {
     std::vector<HostBinding> old = std::move(e->bindings);
     e->bindings = src->bindings;
     x.executor().FreeStaging(g.Unbound(old));
+    SetUpHostNodes(x, exec_id, graph_id);  // its host nodes are the new graph's
   }
   PutBindings(x, e != nullptr ? e->bindings : std::vector<HostBinding>{});
   // A failed update is a result the caller reads (resultInfo), with its own status.
@@ -260,6 +299,7 @@ Status Op_cuGraphDestroyNode(OpContext& x) {
   RETURN_IF_ERROR(x.Ready());
   CUresult r = x.Library<Api>().cuGraphDestroyNode(static_cast<CUgraphNode>(node));
   if (r != CUDA_SUCCESS) return Failed(x, r, "cuGraphDestroyNode");
+  Tables(x).NodeDestroyed(h);
   Tables(x).ForgetNode(h);
   return Status::Ok();
 }
@@ -274,6 +314,7 @@ Status Op_cuUserObjectCreate(OpContext& x) {
   if (id == 0) return Error(Err::kInvalidValue, "a user object needs a destructor");
   GraphTables& g = Tables(x);
   CUuserObject obj = nullptr;
+  RETURN_IF_ERROR(x.HandleRoom(HandleKind::kUserObject));
   CUresult r = x.Library<Api>().cuUserObjectCreate(&obj, g.Repeat(id), UserObjectTrampoline, count, flags);
   if (r != CUDA_SUCCESS) return Failed(x, r, "cuUserObjectCreate");
   x.out().Put<uint64_t>(g.AdoptUserObject(obj));

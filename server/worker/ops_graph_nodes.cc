@@ -35,6 +35,7 @@ struct NodeParams {
   std::vector<CUgraph> bodies;
   std::vector<HostBinding> bindings;  // staging made for host sides (bound once the node exists)
   std::vector<DevPtr> staging;        // the same buffers, freed if the driver refuses the node
+  uint64_t child_nodes = 0;           // a child graph node: the nodes its graph brings along
 };
 
 // The bytes of a strided region [x, y, z] .. + [width, height, depth].
@@ -184,8 +185,10 @@ Status DecodeNodeParams(OpContext& x, NodeParams* np) {
       RETURN_IF_ERROR(x.Handle(HandleKind::kGraph, false, &child));
       p.graph.graph = static_cast<CUgraph>(child);
       p.graph.ownership = static_cast<CUgraphChildGraphNodeOwnership>(x.in().Get<uint32_t>());
-      // The parent graph copies the child's host memory (clone) or takes it over (move).
+      // The parent graph copies the child's host memory (clone) or takes it over (move), and
+      // holds its nodes.
       if (const Graph* c = Tables(x).graphs().Find(x.graph())) np->bindings = c->bindings;
+      np->child_nodes = Tables(x).NodesOf(x.graph());
       x.SetGraph(parent);
       return Status::Ok();
     }
@@ -237,11 +240,19 @@ Status DecodeNodeParams(OpContext& x, NodeParams* np) {
   }
 }
 
+// The host memory `node` binds (its copy's, or its child graph's as the node's own).
+void BindTo(GraphTables& g, uint64_t graph_id, void* node, std::vector<HostBinding>& bindings) {
+  for (HostBinding& b : bindings) {
+    b.node = node;
+    g.Bind(graph_id, b);
+  }
+}
+
 // What a new node's parameters produced: body graphs, graph memory, bound host memory.
-Status Adopted(OpContext& x, uint64_t graph_id, NodeParams& np) {
+Status Adopted(OpContext& x, uint64_t graph_id, void* node, NodeParams& np) {
   GraphTables& g = Tables(x);
   Executor& ex = x.executor();
-  for (const HostBinding& b : np.bindings) g.Bind(graph_id, b);
+  BindTo(g, graph_id, node, np.bindings);
   if (np.p.type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
     const CUgraph* bodies = np.p.conditional.phGraph_out;
     if (bodies == nullptr) return Error(Err::kUnknown, "cuGraphAddNode made a conditional node but returned no body graphs");
@@ -289,6 +300,11 @@ Status Op_cuGraphAddNode_v2(OpContext& x) {
   if (decoded.ok()) decoded = x.EndArgs();
   if (decoded.ok() && has_edges && edges.size() != deps.size()) decoded = x.Malformed("edge data for a different number of dependencies");
   if (decoded.ok()) decoded = x.Ready();
+  // A graph's nodes are memory of the worker (and of the driver): bounded (graph-nodes).
+  GraphTables& tables = Tables(x);
+  if (decoded.ok())
+    decoded = x.executor().resources().Room(Resource::kGraphNodes, tables.node_count(),
+                                            1 + np.child_nodes);
   if (!decoded.ok()) {
     x.executor().FreeStaging(np.staging);
     return decoded;
@@ -300,8 +316,9 @@ Status Op_cuGraphAddNode_v2(OpContext& x) {
     x.executor().FreeStaging(np.staging);
     return Failed(x, r, "cuGraphAddNode");
   }
-  x.out().Put<uint64_t>(Tables(x).AdoptNode(node, graph_id));
-  return Adopted(x, graph_id, np);
+  x.out().Put<uint64_t>(tables.AdoptNode(node, graph_id));
+  tables.AddNodes(graph_id, 1 + np.child_nodes);
+  return Adopted(x, graph_id, node, np);
 }
 
 Status Op_cuGraphNodeSetParams(OpContext& x) {
@@ -323,7 +340,7 @@ Status Op_cuGraphNodeSetParams(OpContext& x) {
     x.executor().FreeStaging(np.staging);
     return Failed(x, r, "cuGraphNodeSetParams");
   }
-  for (const HostBinding& b : np.bindings) Tables(x).Bind(graph_id, b);
+  BindTo(Tables(x), graph_id, node, np.bindings);
   return Status::Ok();
 }
 
@@ -352,6 +369,7 @@ Status Op_cuGraphExecNodeSetParams(OpContext& x) {
     return Failed(x, r, "cuGraphExecNodeSetParams");
   }
   GraphExec* e = Tables(x).execs().Find(exec_id);
+  for (HostBinding& b : np.bindings) b.node = node;
   if (e != nullptr) e->bindings.insert(e->bindings.end(), np.bindings.begin(), np.bindings.end());
   x.out().Put<uint64_t>(e ? e->bindings.size() : 0);
   if (e != nullptr)

@@ -7,6 +7,7 @@
 #include "remora/base/util.h"
 #include "worker/api_op.h"
 #include "worker/ipc_state.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 namespace {
@@ -15,7 +16,8 @@ constexpr uint8_t kMemory = 0, kEvent = 1;
 
 ControlSource* Link(OpContext& x) {
   ControlSource* link = x.executor().control();
-  if (link == nullptr) LOG_INFO("CUDA IPC refused: this worker has no supervisor to register exports with");
+  if (link == nullptr)
+    LOG_PEER(PeerLog(), Info, "CUDA IPC refused: this worker has no supervisor to register exports with");
   return link;
 }
 
@@ -25,6 +27,13 @@ IpcHandleBytes BytesOf(const H& h) {
   IpcHandleBytes b;
   std::memcpy(b.data(), &h, sizeof(h));
   return b;
+}
+
+// Room for one more export (ipc-exports; the supervisor checks it again, with the tenant's
+// and the server's bounds): CUDA_ERROR_OUT_OF_MEMORY, as the driver when it cannot make one.
+CUresult ExportRoom(Executor& ex) {
+  bool room = ex.resources().Room(Resource::kIpcExports, ex.ipc().ExportCount()).ok();
+  return room ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 }  // namespace
@@ -50,7 +59,7 @@ Result<IpcAnswer> OpenExport(Executor& ex, uint8_t kind, const IpcHandleBytes& h
   const auto& gpus = ex.config().gpus;
   if (std::find(gpus.begin(), gpus.end(), a.gpu) == gpus.end()) {
     link->Closed(a.export_id);
-    LOG_INFO("IPC open refused: the export is on server GPU {}, not attached to this session", a.gpu);
+    LOG_PEER(PeerLog(), Info, "IPC open refused: the export is on server GPU {}, not attached to this session", a.gpu);
     return Status(Domain::kCuda, CUDA_ERROR_INVALID_DEVICE, "the exporter's GPU is not this session's");
   }
   return a;
@@ -60,6 +69,9 @@ Result<IpcState::Export> RegisterExport(Executor& ex, uint8_t kind, int gpu, uin
                                         std::vector<uint8_t> real, int fd) {
   ControlSource* link = ex.control();
   if (link == nullptr) return Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED, "no supervisor to register exports with");
+  if (CUresult room = ExportRoom(ex); room != CUDA_SUCCESS)
+    return Status(Domain::kCuda, room,
+                  "session limit reached: ipc-exports (remora-server --session-limit ipc-exports=N)");
   IpcQuestion q;
   q.op = IpcQuestion::Op::kExport;
   q.kind = kind;
@@ -69,7 +81,7 @@ Result<IpcState::Export> RegisterExport(Executor& ex, uint8_t kind, int gpu, uin
   q.id = local_id;
   auto answer = link->Ask(q, fd);
   if (!answer.ok()) {
-    LOG_WARN("cannot register an IPC export with the supervisor: {}", answer.status().message());
+    LOG_PEER(PeerLog(), Warn, "cannot register an IPC export with the supervisor: {}", answer.status().message());
     return Status(Domain::kCuda, CUDA_ERROR_UNKNOWN, "the supervisor did not answer");
   }
   if (answer->status != CUDA_SUCCESS) return Status(Domain::kCuda, answer->status, "export refused");
@@ -88,6 +100,7 @@ CUresult IpcGetMem(OpContext& x, CUipcMemHandle* handle, CUdeviceptr dptr) {
   }
   ControlSource* link = Link(x);
   if (link == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (CUresult room = ExportRoom(ex); room != CUDA_SUCCESS) return room;
   if (Status st = ex.SetDevice(a->device); !st.ok()) return IpcResult(st);
   auto share = ex.driver().IpcExportMemory(a->base, a->size);
   if (!share.ok()) return IpcResult(share.status());
@@ -100,7 +113,7 @@ CUresult IpcGetMem(OpContext& x, CUipcMemHandle* handle, CUdeviceptr dptr) {
   q.id = a->base;
   auto answer = link->Ask(q, share->fd.get());
   if (!answer.ok()) {
-    LOG_WARN("cannot register an IPC export with the supervisor: {}", answer.status().message());
+    LOG_PEER(PeerLog(), Warn, "cannot register an IPC export with the supervisor: {}", answer.status().message());
     return CUDA_ERROR_UNKNOWN;
   }
   if (answer->status != CUDA_SUCCESS) return static_cast<CUresult>(answer->status);
@@ -189,6 +202,7 @@ CUresult IpcGetEvent(OpContext& x, CUipcEventHandle* handle, CUevent event) {
   if (found == nullptr || (found->flags & kNeeded) != kNeeded) return CUDA_ERROR_INVALID_HANDLE;
   ControlSource* link = Link(x);
   if (link == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (CUresult room = ExportRoom(ex); room != CUDA_SUCCESS) return room;
   int gpu = found->gpu;
   if (Status st = ex.SetDevice(gpu); !st.ok()) return IpcResult(st);
   auto share = ex.driver().IpcExportEvent(event);
@@ -201,7 +215,7 @@ CUresult IpcGetEvent(OpContext& x, CUipcEventHandle* handle, CUevent event) {
   q.id = reinterpret_cast<uint64_t>(event);
   auto answer = link->Ask(q, share->fd.get());
   if (!answer.ok()) {
-    LOG_WARN("cannot register an IPC export with the supervisor: {}", answer.status().message());
+    LOG_PEER(PeerLog(), Warn, "cannot register an IPC export with the supervisor: {}", answer.status().message());
     return CUDA_ERROR_UNKNOWN;
   }
   if (answer->status != CUDA_SUCCESS) return static_cast<CUresult>(answer->status);

@@ -15,6 +15,7 @@
 #include "worker/handlers.h"
 #include "worker/api_pool_ipc.h"
 #include "worker/ipc_state.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 namespace {
@@ -29,8 +30,9 @@ bool Freeable(AllocKind k) { return k == AllocKind::kDevice || k == AllocKind::k
 // Tag 0: nothing answers, a failure waits for the next synchronising call.
 class FreeOp final : public PendingOp {
  public:
-  FreeOp(uint64_t tag, Allocation a, std::vector<std::pair<int, DEvent>> events)
-      : tag_(tag), alloc_(a), events_(std::move(events)) {}
+  // `graph_memory`: a graph's allocation, whose address and charge stay the graph's.
+  FreeOp(uint64_t tag, Allocation a, std::vector<std::pair<int, DEvent>> events, bool graph_memory = false)
+      : tag_(tag), alloc_(a), events_(std::move(events)), graph_memory_(graph_memory) {}
   Result<bool> Poll(Executor& ex) override {
     while (!events_.empty()) {
       auto [gpu, e] = events_.back();
@@ -40,14 +42,20 @@ class FreeOp final : public PendingOp {
       events_.pop_back();
     }
     Status st = ex.SetDevice(alloc_.device);
-    if (st.ok()) st = ex.driver().MemFree(alloc_.base);
-    ex.ReleaseCharge(alloc_.device, alloc_.reserved);
+    if (graph_memory_) {
+      // Every stream reached this point: freed in the order of none in particular.
+      if (st.ok()) st = ex.driver().FreeGraphMemory(alloc_.base, nullptr);
+    } else {
+      if (st.ok()) st = ex.driver().MemFree(alloc_.base);
+      ex.ReleaseCharge(alloc_.device, alloc_.reserved);
+    }
     RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, st));
     return true;
   }
   void Abandon(Executor& ex) override {
     for (auto& [gpu, e] : events_) ex.ReleasePoolEvent(gpu, e);
     events_.clear();
+    if (graph_memory_) return;  // the session's end releases the graph and its memory
     if (ex.SetDevice(alloc_.device).ok()) (void)ex.driver().MemFree(alloc_.base);
     ex.ReleaseCharge(alloc_.device, alloc_.reserved);
   }
@@ -56,6 +64,7 @@ class FreeOp final : public PendingOp {
   uint64_t tag_;
   Allocation alloc_;
   std::vector<std::pair<int, DEvent>> events_;
+  bool graph_memory_;
 };
 
 // Unmaps a client region once every stream has passed the work issued before the request.
@@ -218,7 +227,7 @@ Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {
   if (ex.ledger() != nullptr) {
     Status q = ex.Charge(*gpu, size);
     if (!q.ok()) {
-      LOG_INFO("refused {} on GPU {}: {}", FormatSize(size), *gpu, q.message());
+      LOG_PEER(PeerLog(), Info, "refused {} on GPU {}: {}", FormatSize(size), *gpu, q.message());
       return ex.PostReply(tag, q);
     }
   }
@@ -249,6 +258,17 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   if (ptr == 0) return ex.PostReply(tag, Status::Ok());
   if (ClosePoolPointer(ex, ptr)) return ex.PostReply(tag, Status::Ok());  // opened from an imported pool
   auto found = ex.session().allocations().Find(ptr);
+  if (found && found->base == ptr && found->kind == AllocKind::kGraphMemory) {
+    // A graph's memory (cudaFree synchronises first, as below): the address and the charge
+    // stay the graph's (FreeAsync).
+    std::vector<std::pair<int, DEvent>> events;
+    for (const Executor::Stream& s : StreamsOf(ex, found->device)) {
+      if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;
+      if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
+    }
+    ex.AddPending(std::make_unique<FreeOp>(tag, *found, std::move(events), /*graph_memory=*/true));
+    return Status::Ok();
+  }
   if (found && found->base == ptr && !Freeable(found->kind))
     return ex.PostReply(tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation cudaFree can free", ptr));
   auto a = ex.session().allocations().Erase(ptr);
@@ -386,6 +406,9 @@ Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
     gpu = (*p)->gpu;
   }
   if (size == 0) return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.setPointer(0); });
+  auto capturing = ex.Capturing(*stream);
+  if (!capturing.ok()) return ex.PostReply(tag, capturing.status());
+  if (*capturing) return CapturedMallocAsync(ex, tag, *stream, gpu, pool, size);
   ReconcilePools(ex, gpu);
   // Memory a pool kept from earlier frees is already charged: reuse that charge first.
   uint64_t& retained = ex.resources().pool_retained(gpu);
@@ -429,10 +452,20 @@ Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFreeAsync();
   if (ClosePoolPointer(ex, a.getPtr())) return ReplyOrDefer(ex, tag, Status::Ok());  // opened from an imported pool
   auto found = ex.session().allocations().Find(a.getPtr());
-  if (!found || found->base != a.getPtr() || !Freeable(found->kind))
+  if (!found || found->base != a.getPtr() || !(Freeable(found->kind) || found->kind == AllocKind::kGraphMemory))
     return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", a.getPtr()));
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
   if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
+  auto capturing = ex.Capturing(*stream);
+  if (!capturing.ok()) return ReplyOrDefer(ex, tag, capturing.status());
+  if (*capturing) return CapturedFreeAsync(ex, tag, *stream, *found);
+  if (found->kind == AllocKind::kGraphMemory) {
+    // A graph's memory freed outside the graph, as CUDA allows: its address stays the
+    // graph's (a later launch allocates it again), and so does its charge.
+    Status st = ex.SetDevice(stream->gpu);
+    if (st.ok()) st = ex.driver().FreeGraphMemory(a.getPtr(), stream->stream);
+    return ReplyOrDefer(ex, tag, st);
+  }
   if (found->placed) {
     // Placed by a migration, no pool's: freed (and its charge given back) once the stream
     // reaches this point, by the op; the call returns at once, as cudaFreeAsync does.

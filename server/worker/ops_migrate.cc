@@ -13,6 +13,8 @@
 #include "remora/protocol/auth.h"
 #include "worker/handlers.h"
 #include "worker/ipc_state.h"
+#include "worker/placement.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 namespace {
@@ -158,7 +160,8 @@ Status Handlers::MigrateExport(Executor& ex, uint64_t tag, Req) {
   for (const auto& [key, handle] : s.function_index()) functions[key.first].emplace_back(handle, key.second);
   uint64_t bytes = 0;
   for (const Allocation& a : allocations) bytes += a.size;
-  LOG_INFO("session {}: exporting {} allocations ({}), {} streams, {} events, {} modules for a migration",
+  LOG_PEER(PeerLog(), Info,
+           "session {}: exporting {} allocations ({}), {} streams, {} events, {} modules for a migration",
            ex.config().session_id, allocations.size(), FormatSize(bytes), s.streams().size(), s.events().size(),
            s.modules().size());
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
@@ -216,10 +219,15 @@ Status Handlers::MigrateExport(Executor& ex, uint64_t tag, Req) {
 Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
   auto m = req.getMigrateImport();
   SessionState& s = ex.session();
+  // Once, into a session that made nothing yet (N5). (This server cannot know what another
+  // one's administrator ordered: the import is refused everywhere else, and charged in full.)
+  if (!ex.TakeMigrationImport())
+    return ex.PostReply(tag, Error(Err::kInvalidValue, "a session takes one migration import only"));
   if (s.allocations().size() > 0 || s.streams().size() > 0 || s.events().size() > 0 || s.modules().size() > 0 ||
-      s.pools().size() > 0)
+      s.pools().size() > 0 || s.lib_objects().size() > 0 || s.graphs().graphs().size() > 0)
     return ex.PostReply(tag, Error(Err::kInvalidValue, "a migration is imported into a new session only"));
-  // Memory, per device: charged first (the ledger stays exact), then placed.
+  // Memory, per device: charged first (the ledger stays exact) what its placement holds -
+  // whole granules of the device (worker/placement.h) - then placed.
   struct Range {
     DevPtr at;
     uint64_t size;
@@ -230,7 +238,7 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
   for (auto a : m.getAllocations()) {
     auto gpu = ex.GpuOf(a.getOrdinal());
     if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-    if (a.getSize() == 0 || a.getSize() > (uint64_t{1} << 48) || a.getPtr() == 0 || a.getPtr() + a.getSize() < a.getPtr())
+    if (a.getSize() == 0 || a.getSize() > (uint64_t{1} << 48) || a.getPtr() == 0 || a.getPtr() > (uint64_t{1} << 60))
       return ex.PostReply(tag, Error(Err::kInvalidValue, "a migrated allocation of 0x{:x}+{}", a.getPtr(), a.getSize()));
     by_gpu[*gpu].push_back({a.getPtr(), a.getSize(), a.getStreamOrdered()});
   }
@@ -239,16 +247,28 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
     for (size_t i = 1; i < list.size(); i++)
       if (list[i - 1].at + list[i - 1].size > list[i].at)
         return ex.PostReply(tag, Error(Err::kInvalidValue, "migrated allocations overlap at 0x{:x}", list[i].at));
-    uint64_t bytes = 0;
     std::vector<std::pair<DevPtr, uint64_t>> plain, ordered;
-    for (const Range& r : list) {
-      bytes += r.size;
-      (r.stream_ordered ? ordered : plain).emplace_back(r.at, r.size);
+    for (const Range& r : list) (r.stream_ordered ? ordered : plain).emplace_back(r.at, r.size);
+    Status st = ex.SetDevice(gpu);
+    auto granule = st.ok() ? ex.driver().PlacementGranularity() : Result<uint64_t>(st);
+    if (!granule.ok()) return ex.PostReply(tag, granule.status());
+    // What each allocation is charged (and gives back when freed): its size, and the slack
+    // of its extent with the highest allocation of it (the extent stays mapped until its last
+    // allocation is freed, so freeing that one first returns the slack a little early).
+    // Stream-ordered memory counts with the rest: placed, or from the device's pool, it holds
+    // the granules it touches.
+    std::vector<std::pair<DevPtr, uint64_t>> all;
+    for (const Range& r : list) all.emplace_back(r.at, r.size);
+    std::map<DevPtr, uint64_t> charge;
+    uint64_t bytes = 0;
+    for (const PlacementExtent& e : PlacementExtents(all, *granule)) {
+      for (const auto& [at, size] : e.members) charge[at] = size;
+      charge[e.members.back().first] += e.slack();
+      bytes += e.bytes();
     }
-    Status st = ex.Charge(gpu, bytes);
+    st = ex.Charge(gpu, bytes);
     if (!st.ok()) return ex.PostReply(tag, st);
-    st = ex.SetDevice(gpu);
-    if (st.ok() && !plain.empty()) st = ex.driver().MemPlace(plain);
+    if (!plain.empty()) st = ex.driver().MemPlace(plain);
     if (!st.ok()) {
       ex.ReleaseCharge(gpu, bytes);
       return ex.PostReply(tag, st);  // what was placed before stays the session's: freed at its end
@@ -260,10 +280,10 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
       a.size = size;
       a.device = device;
       a.kind = kind;
-      a.reserved = size;
+      a.reserved = charge[at];
       a.placed = placed;
       (void)s.allocations().Insert(a);
-      bytes -= size;
+      bytes -= a.reserved;
     };
     for (const auto& [at, size] : plain) insert(at, size, AllocKind::kDevice, true);
     for (const auto& [at, size] : ordered) {
@@ -322,7 +342,8 @@ Status Handlers::MigrateImport(Executor& ex, uint64_t tag, Req req) {
       return ex.PostReply(tag, st);
     }
   }
-  LOG_INFO("session {}: imported {} allocations, {} pools, {} streams, {} events of a migrating session",
+  LOG_PEER(PeerLog(), Info,
+           "session {}: imported {} allocations, {} pools, {} streams, {} events of a migrating session",
            ex.config().session_id, m.getAllocations().size(), m.getPools().size(), m.getStreams().size(),
            m.getEvents().size());
   return ex.PostReply(tag, Status::Ok());

@@ -10,6 +10,7 @@
 #include "remora/base/util.h"
 #include "remora/protocol/auth.h"
 #include "worker/handlers.h"
+#include "worker/peer_log.h"
 
 namespace remora::worker {
 namespace {
@@ -186,7 +187,8 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
   }
   if (has_image) {
     Status charged = ChargeImage(ex, *gpu, size);
-    if (!charged.ok()) LOG_INFO("refused a {} module image on GPU {}: {}", FormatSize(size), *gpu, charged.message());
+    if (!charged.ok())
+      LOG_PEER(PeerLog(), Info, "refused a {} module image on GPU {}: {}", FormatSize(size), *gpu, charged.message());
     ex.AddPending(std::make_unique<ImageOp>(tag, *gpu, hash, size, fresh, charged.ok(), charged));
     return Status::Ok();
   }

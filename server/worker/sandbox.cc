@@ -40,6 +40,7 @@ const int kDenied[] = {
     __NR_sethostname, __NR_setdomainname, __NR_vhangup, __NR_personality,
     __NR_tkill, __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
 #if defined(__x86_64__)
+    __NR_fork, __NR_vfork,  // (and clone without CLONE_THREAD, below): no process outlives the worker
     __NR_iopl, __NR_ioperm, __NR_uselib, __NR__sysctl, __NR_create_module, __NR_get_kernel_syms,
     __NR_query_module, __NR_nfsservctl,
 #endif
@@ -91,9 +92,12 @@ std::vector<sock_filter> BuildFilter(pid_t self) {
 #else
   (void)kEnosys;
 #endif
-  // clone: no new namespaces.
-  f.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4));
+  // clone: threads only (no new process, which could outlive the worker and keep its
+  // writable ledger page after the slot went to another session: N2), no new namespaces.
+  f.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 6));
   f.push_back(Stmt(BPF_LD | BPF_W | BPF_ABS, kOffArg0));
+  f.push_back(Jump(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0));
+  f.push_back(Stmt(BPF_RET | BPF_K, kEperm));
   f.push_back(Jump(BPF_JMP | BPF_JSET | BPF_K, kNamespaceFlags, 0, 1));
   f.push_back(Stmt(BPF_RET | BPF_K, kEperm));
   f.push_back(Stmt(BPF_RET | BPF_K, kAllow));

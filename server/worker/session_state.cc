@@ -26,6 +26,9 @@ void SessionState::ReleaseGraphs(Driver& driver, Releaser& r) {
   g.graphs().ForEach([&](uint64_t, Graph& graph) {
     if (graph.owned && graph.parent == 0 && r.SetDevice(graph.gpu).ok()) (void)api.cuGraphDestroy(static_cast<CUgraph>(graph.graph));
   });
+  for (auto& [gpu, s] : g.sync_streams())
+    if (r.SetDevice(gpu).ok()) (void)driver.StreamDestroy(s);
+  g.sync_streams().clear();
   g.Clear();  // user objects: their references are the driver's to drop with the context
 }
 

@@ -64,6 +64,26 @@ Result<std::optional<IpcAnswer>> SupervisorLink::ReadOne(int timeout_ms) {
         ev.export_id = m.getIpcRelease();
         queued_.push_back(std::move(ev));
         return Status::Ok();
+      case control::ControlMessage::NCCL_ANSWER: {
+        auto x = m.getNcclAnswer();
+        ev.kind = ControlEvent::Kind::kNcclAnswer;
+        ev.nccl_request = x.getRequestId();
+        ev.nccl_status = x.getStatus();
+        ev.nccl_id.assign(x.getId().begin(), x.getId().end());
+        ev.clique_server = x.getCliqueServer();
+        ev.clique_id = x.getCliqueId();
+        queued_.push_back(std::move(ev));
+        return Status::Ok();
+      }
+      case control::ControlMessage::NCCL_LOST: {
+        auto x = m.getNcclLost();
+        ev.kind = ControlEvent::Kind::kNcclLost;
+        ev.clique_server = x.getCliqueServer();
+        ev.clique_id = x.getCliqueId();
+        ev.reason = Printable(std::string_view(x.getReason().cStr(), x.getReason().size()), 512);
+        queued_.push_back(std::move(ev));
+        return Status::Ok();
+      }
       case control::ControlMessage::IPC_REPLY: {
         auto x = m.getIpcReply();
         IpcAnswer a;
@@ -185,6 +205,21 @@ void SupervisorLink::Tell(const char* what, ScratchMessage& msg) {
   f.kind = FrameKind::kNotice;
   f.body = msg.Flatten();
   if (Status st = fs_.Write(f); !st.ok()) LOG_WARN("cannot tell the supervisor {}: {}", what, st.message());
+}
+
+Status SupervisorLink::NcclAsk(const NcclQuestion& q) {
+  if (gone_) return Error(Err::kDevicesUnavailable, "the Remora server supervisor exited");
+  ScratchMessage msg;
+  auto x = msg.InitRoot<control::ControlMessage>().initNcclAsk();
+  x.setRequestId(q.request);
+  x.setOp(static_cast<uint8_t>(q.op));
+  x.setId(capnp::Data::Reader(q.id.data(), q.id.size()));
+  x.setCliqueServer(q.clique_server);
+  x.setCliqueId(q.clique_id);
+  OutFrame f;
+  f.kind = FrameKind::kNotice;
+  f.body = msg.Flatten();
+  return fs_.Write(f);
 }
 
 void SupervisorLink::Closed(uint64_t export_id) {

@@ -28,6 +28,7 @@ class SupervisorLink final : public ControlSource {
   Result<IpcAnswer> Ask(const IpcQuestion& q, int fd) override;
   void Closed(uint64_t export_id) override;
   void MigrateFailed(const std::string& why) override;
+  Status NcclAsk(const NcclQuestion& q) override;
   std::optional<uint64_t> WaitRelease() override;
 
  private:

@@ -119,7 +119,12 @@ REMORA_API cudaError_t cudaGetDeviceCount(int* count) {
   auto devs = Runtime::Get().Devices();
   if (!devs.ok()) return Finish(devs.status(), "cudaGetDeviceCount");
   *count = static_cast<int>((*devs)->size());
-  if (*count == 0) return Finish(Error(Err::kNoDevice, "no GPU is attached to this tenant"), "cudaGetDeviceCount");
+  if (*count == 0) {
+    if (auto v = Runtime::Get().VisibleDevicesVariable())
+      return Finish(Error(Err::kNoDevice, "CUDA_VISIBLE_DEVICES=\"{}\" makes none of the session's devices visible", *v),
+                    "cudaGetDeviceCount");
+    return Finish(Error(Err::kNoDevice, "no GPU is attached to this tenant"), "cudaGetDeviceCount");
+  }
   return cudaSuccess;
 }
 

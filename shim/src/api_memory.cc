@@ -77,6 +77,10 @@ constexpr size_t kSmallDtoH = 64 << 10;
 // The client's shared bounce buffer, created on first use; false if the transport cannot
 // share memory. The caller holds b.mu.
 bool BounceReady(Client* cl, Client::SharedBounce& b) {
+  // Sharing it registers host memory with the driver, which CUDA refuses (and which
+  // invalidates the capture) while a stream captures: the copy takes the other path then,
+  // and the buffer is made at the first small copy after the capture.
+  if (!b.tried && cl->captures_active() > 0) return false;
   if (!b.tried) {
     b.tried = true;
     b.region = ShareWithWorker(cl, &b.base, kSmallDtoH);
@@ -401,7 +405,9 @@ REMORA_API cudaError_t cudaFree(void* devPtr) {
     return Finish(Error(Err::kInvalidValue, "{} was opened by IPC: close it with cudaIpcCloseMemHandle", devPtr), "cudaFree");
   Status st = (*c)->Call(a->device, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(U(devPtr)); },
                          [](wire::Reply::Reader&) { return Status::Ok(); });
-  if (st.ok() || st.code() == Err::kInvalidValue) (void)rt.RemoveDeviceAllocation(U(devPtr));
+  // A graph's memory keeps its address (the graph allocates it again at its next launch).
+  if ((st.ok() || st.code() == Err::kInvalidValue) && a->kind != AllocKind::kGraphMemory)
+    (void)rt.RemoveDeviceAllocation(U(devPtr));
   return FinishSync(*c, st, "cudaFree");
 }
 

@@ -29,17 +29,25 @@ cudaError_t MallocAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_
   Status st = rt.CheckStream(stream, &device);
   if (!st.ok()) return Finish(st, call);
   uint64_t p = 0;
+  AllocKind kind = AllocKind::kDeviceAsync;
   st = (*c)->Call(device, [&](wire::Request::Builder& r) {
     auto m = r.initMallocAsync();
     m.setSize(size);
     SetStream(m.initStream(), stream, per_thread);
     m.setPool(U(pool));
   }, [&](wire::Reply::Reader& r) -> Status {
-    p = r.getPointer();
+    if (r.isGraphPointer()) {
+      // In a stream capture: the capture's graph allocates it (an allocation node); its
+      // address stays the graph's, whatever frees it (FreeAsync).
+      p = r.getGraphPointer();
+      kind = AllocKind::kGraphMemory;
+    } else {
+      p = r.getPointer();
+    }
     return Status::Ok();
   });
   if (!st.ok()) return Finish(st, call);
-  if (p != 0) rt.AddDeviceAllocation(p, size, device, AllocKind::kDeviceAsync);
+  if (p != 0) rt.AddDeviceAllocation(p, size, device, kind);
   *ptr = reinterpret_cast<void*>(p);
   return cudaSuccess;
 }
@@ -55,7 +63,8 @@ cudaError_t FreeAsync(void* ptr, cudaStream_t stream, bool per_thread, const cha
   auto a = rt.FindDevice(U(ptr));
   if (!a || a->base != U(ptr) || a->kind == AllocKind::kModule)
     return Finish(Error(Err::kInvalidValue, "{} is not a device allocation of this process", ptr), call);
-  (void)rt.RemoveDeviceAllocation(U(ptr));
+  // A graph's memory keeps its address (the graph allocates it again at its next launch).
+  if (a->kind != AllocKind::kGraphMemory) (void)rt.RemoveDeviceAllocation(U(ptr));
   st = (*c)->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initFreeAsync();
     m.setPtr(U(ptr));

@@ -1,5 +1,6 @@
 #include "callbacks.h"
 
+#include <atomic>
 #include <new>
 #include <thread>
 
@@ -66,6 +67,43 @@ void HostCallbacks::Notify(Client::CallbackEvent event, uint64_t id, Client* fro
   cv_.notify_all();
 }
 
+void HostCallbacks::NotifyGraphNode(uint64_t id, uint64_t exec, Client* from) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ready_.push_back(Ready{Client::CallbackEvent::kRepeat, id, from, exec});
+  cv_.notify_all();
+}
+
+void HostCallbacks::AnswerGraphNode(Client* from, uint64_t id, uint64_t exec) {
+  // Every host-to-device binding whole (a binding's copy after the node reads what the
+  // function may have written; one already done is not changed by it). Bounded like the
+  // worker's side: beyond it the staging keeps what the launch began with.
+  constexpr uint64_t kMaxBytes = 4ull << 20;
+  std::vector<api::cuda::WireBinding> reads;
+  uint64_t total = 0;
+  for (const auto& b : Runtime::Get().graphs().Bindings(exec)) {
+    if (!b.to_device) continue;
+    if (total + b.size > kMaxBytes) {
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true))
+        LOG_WARN("graph host nodes: more than {} bytes of host memory the server cannot reach are read by a graph's "
+                 "copies; what a host node writes there beyond that reaches the device at the next launch", kMaxBytes);
+      break;
+    }
+    total += b.size;
+    reads.push_back(b);
+  }
+  (void)from->PostLocal(0, [&](wire::Request::Builder& r) {
+    auto d = r.initGraphHostNodeDone();
+    d.setId(id);
+    d.setExec(exec);
+    auto list = d.initReads(static_cast<unsigned>(reads.size()));
+    for (unsigned i = 0; i < list.size(); i++) {
+      list[i].setAddr(reads[i].client_addr);
+      list[i].setData(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(reads[i].client_addr), reads[i].size));
+    }
+  });
+}
+
 std::pair<void (*)(void*), void*> HostCallbacks::Raw(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = repeat_.find(id);
@@ -110,7 +148,14 @@ bool HostCallbacks::ForgetLostLocked() {
   return !any_alive;
 }
 
+namespace {
+thread_local bool t_callback_thread = false;
+}  // namespace
+
+bool HostCallbacks::OnCallbackThread() { return t_callback_thread; }
+
 void HostCallbacks::Loop() {
+  t_callback_thread = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     thread_id_ = std::this_thread::get_id();
@@ -129,7 +174,7 @@ void HostCallbacks::Loop() {
       continue;
     }
     if (!ready_.empty()) {
-      auto [event, id, from] = ready_.front();
+      auto [event, id, from, exec] = ready_.front();
       ready_.pop_front();
       std::function<void()> fn;
       bool answer = true;
@@ -141,8 +186,8 @@ void HostCallbacks::Loop() {
         running_ = id;
       } else if (event == Client::CallbackEvent::kRepeat) {
         auto it = repeat_.find(id);
-        if (it == repeat_.end()) continue;
-        fn = it->second.fn;
+        if (it != repeat_.end()) fn = it->second.fn;
+        else if (exec == 0) continue;  // a graph host node is answered even so: its stream waits
       } else {
         auto it = detached_.find(id);
         if (it == detached_.end()) continue;
@@ -151,9 +196,10 @@ void HostCallbacks::Loop() {
         answer = false;
       }
       lock.unlock();
-      fn();
+      if (fn) fn();
       uint64_t done = id;  // a structured binding: clang 14 cannot capture it
-      if (answer) (void)from->PostLocal(0, [&](wire::Request::Builder& r) { r.setCallbackDone(done); });
+      if (exec != 0) AnswerGraphNode(from, done, exec);
+      else if (answer) (void)from->PostLocal(0, [&](wire::Request::Builder& r) { r.setCallbackDone(done); });
       lock.lock();
       running_ = 0;
       cv_.notify_all();

@@ -38,6 +38,10 @@ class HostCallbacks {
   // A notice from the server `from` (called on the receiving thread); the answer goes back
   // to that server.
   void Notify(Client::CallbackEvent event, uint64_t id, Client* from);
+  // A graph host node of executable graph `exec` was reached (Notice.graphHostNode, its
+  // bytes already written): run function `id`, then answer graphHostNodeDone with the
+  // application's bytes that the graph's host-to-device copies read.
+  void NotifyGraphNode(uint64_t id, uint64_t exec, Client* from);
   // The application's function and data behind a repeating callback (graph host nodes), or
   // {nullptr, nullptr}.
   std::pair<void (*)(void*), void*> Raw(uint64_t id);
@@ -47,6 +51,9 @@ class HostCallbacks {
   void WaitForRegistered();
   // In a forked child: no thread, no pending callbacks.
   void AfterFork();
+  // Whether the calling thread is the one running host callbacks (a stream may be waiting
+  // for it: it must not wait for the device).
+  static bool OnCallbackThread();
 
  private:
   struct Entry {
@@ -71,7 +78,10 @@ class HostCallbacks {
     Client::CallbackEvent event;
     uint64_t id;
     Client* from;
+    uint64_t exec = 0;  // a graph host node's executable graph (NotifyGraphNode), else 0
   };
+  // Answers a graph host node (NotifyGraphNode) once its function ran.
+  static void AnswerGraphNode(Client* from, uint64_t id, uint64_t exec);
   std::deque<Ready> ready_;
   uint64_t running_ = 0;  // id of the stream callback being run, 0 if none
   std::thread::id thread_id_;

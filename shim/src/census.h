@@ -1,13 +1,27 @@
-// Census: with REMORA_CALL_STATS=1, the client counts what it sends - round trips (calls
-// that wait for their reply) and posted calls - per request kind and, for generated calls,
-// per API function, and prints the table to stderr when the session ends. The tool for
-// finding which call an application makes synchronously per operation (what makes a
-// remoted op slower than a native one). Off: one relaxed load per send. Thread-safe.
+// Census: with REMORA_CALL_STATS set, the client counts every request it sends - round trips
+// (calls that wait for their reply) and posted calls - per request kind and, for generated
+// calls, per API function (named from the descriptions' wire numbers). The tool for finding
+// which calls an application waits for per operation (what makes a remoted step slower than a
+// native one over a network).
+//
+//   REMORA_CALL_STATS=1      the whole session's table on stderr when it ends
+//   REMORA_CALL_STATS=PATH   one JSON line per interval appended to PATH: an interval runs from
+//                            cudaProfilerStart (cuProfilerStart) to cudaProfilerStop, the
+//                            markers profilers use for a capture range (torch.cuda.profiler.
+//                            start()/stop()); a last line with the whole session at its end.
+//
+// A line: {"interval": N | "session", "messages", "round_trips", "posted", "synchronising",
+// "other_round_trips", "calls": [{"call", "round_trips", "posted", "synchronising"}...]}.
+// "synchronising" round trips are those the application asked to wait for (a stream, event
+// or device synchronisation, a query, a copy into host memory it reads next); the rest
+// ("other_round_trips") are what Remora made it wait for besides. The markers themselves are
+// outside every interval. Off: one relaxed load per send. Thread-safe; one per process.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "remora.capnp.h"
 
@@ -15,11 +29,24 @@ namespace remora::shim {
 
 class Census {
  public:
-  // Enabled by REMORA_CALL_STATS=1 in the environment.
-  static bool Wanted();
+  // The process's census, or nullptr when REMORA_CALL_STATS does not ask for one.
+  static Census* Get();
+  // A census writing intervals to `path` (empty: stderr at the end only); for tests.
+  explicit Census(std::string path) : path_(std::move(path)) {}
+
   void Count(const wire::Request::Reader& req, bool round_trip);
-  // Prints the table (most frequent first) to stderr.
-  void Print() const;
+  // The session ends: the table (stderr) or the session's line (the file), once.
+  void Report();
+
+  // Totals of the interval in progress (or of the last one, once stopped).
+  struct Totals {
+    uint64_t messages = 0, round_trips = 0, posted = 0, synchronising = 0;
+  };
+  Totals interval() const;
+  Totals session() const;
+  // The JSON lines the file gets: the whole session's, the current (or last) interval's.
+  std::string SessionLine() const;
+  std::string IntervalLine() const;
 
  private:
   struct Key {
@@ -28,8 +55,18 @@ class Census {
     bool round_trip;
     auto operator<=>(const Key&) const = default;
   };
+  using Counts = std::map<Key, uint64_t>;
+  static std::string Name(const Key& k, bool* synchronising);
+  static Totals Sum(const Counts& c);
+  std::string LineLocked(const std::string& label, const Counts& c) const;
+  void Append(const std::string& line) const;
+
+  const std::string path_;
   mutable std::mutex mu_;
-  std::map<Key, uint64_t> counts_;
+  Counts session_, interval_;
+  bool in_interval_ = false;
+  int intervals_ = 0;
+  bool reported_ = false;
 };
 
 }  // namespace remora::shim

@@ -27,7 +27,7 @@ uint64_t ThreadId() {
 
 Client::Client(std::unique_ptr<Connection> conn, SessionInfo session)
     : conn_(std::move(conn)), session_(std::move(session)) {
-  if (Census::Wanted()) census_ = std::make_unique<Census>();
+  census_ = Census::Get();
   last_heard_ns_.store(MonotonicNanos());
 }
 
@@ -502,6 +502,8 @@ void Client::HandleNotice(const InFrame& f) {
       if (callback_sink_) callback_sink_(CallbackEvent::kCaptured, n.getCallbackCaptured());
     } else if (n.isRunCallback()) {
       if (callback_sink_) callback_sink_(CallbackEvent::kRun, n.getRunCallback());
+    } else if (n.isGraphHostNode()) {
+      if (graph_node_sink_) graph_node_sink_(n.getGraphHostNode());
     } else if (n.isMigrate()) {
       std::string url = n.getMigrate().getUrl(), token = n.getMigrate().getToken();
       LOG_INFO("the administrator moves this session to {}", url);

@@ -93,9 +93,10 @@ class Client {
   Status PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk);
   // Pushes out posted requests the transport may still be batching (see Connection::Flush).
   Status Flush();
-  // Prints the call census if REMORA_CALL_STATS=1 asked for one (at the session's end).
+  // Reports the call census if REMORA_CALL_STATS asked for one (at the session's end; the
+  // process's census is shared by its links and reports once).
   void ReportCensus() const {
-    if (census_) census_->Print();
+    if (census_) census_->Report();
   }
 
   // The first asynchronous failure not yet reported, cleared by the call. With several
@@ -135,6 +136,10 @@ class Client {
   // kRun, run id once without answering.
   enum class CallbackEvent { kReached, kCancelled, kRepeat, kCaptured, kRun };
   void SetCallbackSink(std::function<void(CallbackEvent, uint64_t)> sink) { callback_sink_ = std::move(sink); }
+  // Where a graph host node's notice goes (Notice.graphHostNode: the bytes its graph's
+  // copies wrote into the application's memory before it, then run the function; called
+  // on the receiving thread, must not block).
+  void SetGraphNodeSink(std::function<void(wire::GraphHostNode::Reader)> sink) { graph_node_sink_ = std::move(sink); }
   // Receives one frame if no other thread is receiving, waiting at most timeout_ms; used by
   // the callback thread so a notice arrives even when no application thread waits.
   void Pump(int timeout_ms);
@@ -239,10 +244,11 @@ class Client {
   Status broken_;
   Status async_error_;
   std::function<void(CallbackEvent, uint64_t)> callback_sink_;
+  std::function<void(wire::GraphHostNode::Reader)> graph_node_sink_;
   std::atomic<uint32_t> captures_{0};
   SharedBounce bounce_;  // has its own lock
   Status sticky_;
-  std::unique_ptr<Census> census_;  // REMORA_CALL_STATS=1 only
+  Census* census_ = nullptr;  // the process's, when REMORA_CALL_STATS asks for one
   std::atomic<uint64_t> last_heard_ns_{0};
   std::unique_ptr<Watchdog> watchdog_;  // stopped first in ~Client
 

@@ -117,11 +117,14 @@ Status cuStreamBeginCaptureToGraph(const shim::CallCtx& cc, CUstream hStream, CU
 
 Status cuStreamEndCapture(const shim::CallCtx& cc, CUstream hStream, CUgraph* phGraph) {
   RemoteCall c = Call(cc, k_cuStreamEndCapture);
-  if (phGraph == nullptr) return c.Fail(CUDA_ERROR_INVALID_VALUE, "phGraph is NULL");
   RETURN_IF_ERROR(c.Stream(hStream));
-  *phGraph = nullptr;  // what a failed (invalidated, unjoined) capture leaves
+  // phGraph may be NULL where the capture went into the application's graph
+  // (cuStreamBeginCaptureToGraph): the driver on the worker decides, as it would here.
+  c.Put<uint8_t>(phGraph != nullptr);
+  if (phGraph != nullptr) *phGraph = nullptr;  // what a failed (invalidated, unjoined) capture leaves
   return c.Invoke([&](api::ArgReader& r) -> Status {
-    *phGraph = reinterpret_cast<CUgraph>(r.Get<uint64_t>());
+    uint64_t graph = r.Get<uint64_t>();
+    if (phGraph != nullptr) *phGraph = reinterpret_cast<CUgraph>(graph);
     return r.Finish();
   });
 }

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "cudnn_client.h"
+#include "cudnn_hooks.h"
 #include "lib_objects.h"
 #include "process.h"
 #include "remote_call.h"
@@ -16,8 +18,10 @@
 namespace remora::gen::cudnn {
 namespace {
 
-constexpr size_t kDataType = 0;  // LibObjectView::aux slot of a tensor or filter descriptor
+constexpr size_t kDataType = 0;  // LibObjectView::aux slot of a tensor, filter, RNN or sequence data descriptor
 constexpr size_t kStream = 1;    // of a handle
+constexpr size_t kDim1 = 1;      // of a tensor descriptor: its second dimension
+constexpr size_t kWindow = 0;    // of an attention descriptor: qoMaxSeqLength
 
 size_t BytesOf(uint64_t id) {
   auto v = shim::Process::Get().lib_objects().Find(id);
@@ -27,6 +31,12 @@ size_t BytesOf(uint64_t id) {
 }
 
 void SetType(uint64_t id, cudnnDataType_t type) { shim::Process::Get().lib_objects().SetAux(id, kDataType, type); }
+void SetDim1(uint64_t id, int n) { shim::Process::Get().lib_objects().SetAux(id, kDim1, n); }
+int64_t Aux(uint64_t id, size_t slot, int64_t fallback) {
+  auto v = shim::Process::Get().lib_objects().Find(id);
+  return v ? v->aux[slot] : fallback;
+}
+uint64_t IdOf(const void* d) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(d)); }
 uint64_t Id(cudnnTensorDescriptor_t d) { return shim::HandleBits(HandleKind::kCudnnTensorDescriptor, d); }
 uint64_t Id(cudnnFilterDescriptor_t d) { return shim::HandleBits(HandleKind::kCudnnFilterDescriptor, d); }
 
@@ -39,15 +49,60 @@ void MirrorStream(cudnnHandle_t h, cudaStream_t s) {
   shim::Process::Get().lib_objects().SetAux(shim::HandleBits(HandleKind::kCudnnHandle, h), kStream,
                                             static_cast<int64_t>(reinterpret_cast<uintptr_t>(s)));
 }
-void MirrorTensor4d(cudnnTensorDescriptor_t d, cudnnTensorFormat_t, cudnnDataType_t t, int, int, int, int) { SetType(Id(d), t); }
-void MirrorTensor4dEx(cudnnTensorDescriptor_t d, cudnnDataType_t t, int, int, int, int, int, int, int, int) { SetType(Id(d), t); }
-void MirrorTensorNd(cudnnTensorDescriptor_t d, cudnnDataType_t t, int, const int*, const int*) { SetType(Id(d), t); }
-void MirrorTensorNdEx(cudnnTensorDescriptor_t d, cudnnTensorFormat_t, cudnnDataType_t t, int, const int*) { SetType(Id(d), t); }
+void MirrorTensor4d(cudnnTensorDescriptor_t d, cudnnTensorFormat_t, cudnnDataType_t t, int, int c, int, int) {
+  SetType(Id(d), t);
+  SetDim1(Id(d), c);
+}
+void MirrorTensor4dEx(cudnnTensorDescriptor_t d, cudnnDataType_t t, int, int c, int, int, int, int, int, int) {
+  SetType(Id(d), t);
+  SetDim1(Id(d), c);
+}
+void MirrorTensorNd(cudnnTensorDescriptor_t d, cudnnDataType_t t, int n, const int* dim, const int*) {
+  SetType(Id(d), t);
+  SetDim1(Id(d), n > 1 && dim != nullptr ? dim[1] : 0);
+}
+void MirrorTensorNdEx(cudnnTensorDescriptor_t d, cudnnTensorFormat_t, cudnnDataType_t t, int n, const int* dim) {
+  SetType(Id(d), t);
+  SetDim1(Id(d), n > 1 && dim != nullptr ? dim[1] : 0);
+}
 void MirrorFilter4d(cudnnFilterDescriptor_t d, cudnnDataType_t t, cudnnTensorFormat_t, int, int, int, int) { SetType(Id(d), t); }
 void MirrorDeriveBN(cudnnTensorDescriptor_t derived, cudnnTensorDescriptor_t x, cudnnBatchNormMode_t) {
   SetType(Id(derived), BytesOf(Id(x)) == sizeof(double) ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT);
 }
 void MirrorFilterNd(cudnnFilterDescriptor_t d, cudnnDataType_t t, cudnnTensorFormat_t, int, const int*) { SetType(Id(d), t); }
+
+size_t ValueBytes(cudnnTensorDescriptor_t d) {
+  size_t n = api::dnn::DataTypeBytes(static_cast<cudnnDataType_t>(Aux(Id(d), kDataType, CUDNN_DATA_FLOAT)));
+  return n == 0 ? sizeof(float) : n;
+}
+int CtcBatch(cudnnTensorDescriptor_t probs) { return static_cast<int>(std::max<int64_t>(0, Aux(Id(probs), kDim1, 0))); }
+int64_t CtcLabels(const int* lengths, cudnnTensorDescriptor_t probs) {
+  int64_t sum = 0;
+  for (int i = 0; lengths != nullptr && i < CtcBatch(probs); i++) sum += std::max(lengths[i], 0);
+  return sum;
+}
+void MirrorDeriveNorm(cudnnTensorDescriptor_t sb, cudnnTensorDescriptor_t mv, cudnnTensorDescriptor_t x, cudnnNormMode_t, int) {
+  cudnnDataType_t t = BytesOf(Id(x)) == sizeof(double) ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  SetType(Id(sb), t);
+  SetType(Id(mv), t);
+}
+void MirrorRNNData(cudnnRNNDataDescriptor_t d, cudnnDataType_t t, cudnnRNNDataLayout_t, int, int, int, const int*, void*) {
+  SetType(IdOf(d), t);
+}
+size_t RnnPadBytes(cudnnRNNDataDescriptor_t d) {
+  return api::dnn::DataTypeBytes(static_cast<cudnnDataType_t>(Aux(IdOf(d), kDataType, CUDNN_DATA_FLOAT)));
+}
+void MirrorSeqData(cudnnSeqDataDescriptor_t d, cudnnDataType_t t, int, const int*, const cudnnSeqDataAxis_t*, size_t, const int*, void*) {
+  SetType(IdOf(d), t);
+}
+size_t SeqPadBytes(cudnnSeqDataDescriptor_t d) {
+  return api::dnn::DataTypeBytes(static_cast<cudnnDataType_t>(Aux(IdOf(d), kDataType, CUDNN_DATA_FLOAT)));
+}
+void MirrorAttn(cudnnAttnDescriptor_t d, unsigned, int, double, cudnnDataType_t, cudnnDataType_t, cudnnMathType_t, cudnnDropoutDescriptor_t,
+                cudnnDropoutDescriptor_t, int, int, int, int, int, int, int, int qoMaxSeqLength, int, int, int) {
+  shim::Process::Get().lib_objects().SetAux(IdOf(d), kWindow, qoMaxSeqLength);
+}
+int AttnWindow(cudnnAttnDescriptor_t d) { return static_cast<int>(std::max<int64_t>(0, Aux(IdOf(d), kWindow, 0))); }
 
 }  // namespace remora::gen::cudnn
 
@@ -76,6 +131,36 @@ REMORA_EXPORT cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, cudaStream_t* s
   if (stream == nullptr) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   *stream = reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(v->aux[1]));
   return CUDNN_STATUS_SUCCESS;
+}
+
+// A plan's execution, posted: with the bytes of its by-value tensors when the variant pack
+// points at any (dnn_backend.h), read now as the library would read them now.
+REMORA_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack) {
+  namespace dnn = remora::gen::cudnn;
+  static constexpr remora::shim::LibCodes kCodes{CUDNN_STATUS_SUCCESS, CUDNN_STATUS_BAD_PARAM, CUDNN_STATUS_NOT_INITIALIZED,
+                                                 CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+                                                 CUDNN_STATUS_INTERNAL_ERROR};
+  const remora::shim::CallCtx cc{false, "cudnnBackendExecute"};
+  std::vector<std::byte> values;
+  remora::Status st = dnn::ByValues(plan, pack, &values);
+  if (st.ok())
+    st = values.empty() ? dnn::cudnnBackendExecute(cc, handle, plan, pack)
+                        : dnn::remoraCudnnBackendExecuteByValue(cc, handle, plan, pack, values.data(), values.size());
+  return static_cast<cudnnStatus_t>(remora::shim::FinishLib(remora::Domain::kCudnn, kCodes, st, "cudnnBackendExecute"));
+}
+
+// An attribute query: in the client where the answer is what the application set
+// (dnn_backend.h), else the library's.
+REMORA_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t desc, cudnnBackendAttributeName_t name,
+                                                     cudnnBackendAttributeType_t type, int64_t requested, int64_t* count, void* elements) {
+  namespace dnn = remora::gen::cudnn;
+  static constexpr remora::shim::LibCodes kCodes{CUDNN_STATUS_SUCCESS, CUDNN_STATUS_BAD_PARAM, CUDNN_STATUS_NOT_INITIALIZED,
+                                                 CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+                                                 CUDNN_STATUS_INTERNAL_ERROR};
+  if (dnn::LocalGetAttribute(desc, name, type, requested, count, elements)) return CUDNN_STATUS_SUCCESS;
+  remora::Status st = dnn::cudnnBackendGetAttribute(remora::shim::CallCtx{false, "cudnnBackendGetAttribute"}, desc, name, type, requested,
+                                                    count, elements);
+  return static_cast<cudnnStatus_t>(remora::shim::FinishLib(remora::Domain::kCudnn, kCodes, st, "cudnnBackendGetAttribute"));
 }
 
 // The worker's last error message (cuDNN keeps it per thread; the worker runs one session).

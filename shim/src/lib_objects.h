@@ -29,9 +29,10 @@
 
 namespace remora::shim {
 
-// Whether `kind` is a math-library object kind (0x70-0x8f).
+// Whether `kind` is a library object kind (0x70-0x8f math libraries, 0x90-0x9f NCCL, 0xa0-0xaf
+// cuDNN's other descriptors).
 constexpr bool IsLibraryKind(HandleKind kind) {
-  return static_cast<uint8_t>(kind) >= 0x70 && static_cast<uint8_t>(kind) <= 0x8f;
+  return static_cast<uint8_t>(kind) >= 0x70 && static_cast<uint8_t>(kind) <= 0xaf;
 }
 constexpr uint64_t LibraryObjectId(HandleKind kind, uint64_t n) { return (uint64_t{static_cast<uint8_t>(kind)} << 56) | (n << 4); }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "callbacks.h"
 #include "client.h"
 #include "process.h"
 #include "remora/base/log.h"
@@ -306,12 +307,50 @@ void ManagedMemory::AfterSync() {
   }
 }
 
+Status ManagedMemory::WaitForDeviceLocked() {
+  uint64_t epoch = work_epoch_.load(std::memory_order_acquire);
+  if (epoch == invalidated_epoch_) return Status::Ok();  // nothing sent since the last wait
+  // A device-wide wait would break a stream capture in progress (and capture runs nothing).
+  if (client_ != nullptr && client_->captures_active() > 0) return Status::Ok();
+  // Every device of the session: the work may be on any of them.
+  auto devs = Runtime::Get().Devices();
+  if (!devs.ok()) return devs.status();
+  for (const DeviceEntry& d : **devs) {
+    if (d.detached || d.lost) continue;
+    auto link = Runtime::Get().SessionFor(d.ordinal);
+    if (!link.ok()) return link.status();
+    RETURN_IF_ERROR((*link)->Call(d.ordinal, [](wire::Request::Builder& req) { req.setDeviceSynchronize(); },
+                                  [](wire::Reply::Reader&) { return Status::Ok(); }));
+  }
+  // As AfterSync: what the host holds clean may have changed on the device.
+  invalidated_epoch_ = epoch;
+  for (auto& [base, range] : ranges_)
+    for (uint64_t i = 0; i < range->state.size(); i++)
+      if (range->state[i] == kClean) Protect(*range, i, 1, kInvalid);
+  return Status::Ok();
+}
+
 bool ManagedMemory::OnFault(uint64_t addr, bool write) {
   if (empty()) return false;
   std::lock_guard<std::mutex> lock(mu_);
   Range* r = FindLocked(addr);
   if (r == nullptr) return false;
   uint64_t idx = (addr - r->base) / kChunk;
+  // The host touches managed memory while work it sent may still run on the device: on a GPU
+  // without concurrent managed access (what Remora reports) that is an error the program
+  // never sees through a real driver only because the driver faults it; here the host waits
+  // until the device is done, then sees (and its writes build on) what the device wrote. A
+  // program that touches managed memory from host and device at once - system-scope atomics,
+  // NVIDIA's systemWideAtomics - gets the device's work and then its own: one of the orders
+  // concurrent access allows. Not on the callback thread, whose stream may wait for it.
+  if (r->state[idx] != kDirty && !HostCallbacks::OnCallbackThread()) {
+    Status st = WaitForDeviceLocked();
+    if (!st.ok()) {
+      LOG_ERROR("managed memory at 0x{:x} was touched while the device may use it, and waiting for the device "
+                "failed: {}", addr, st.ToString());
+      return false;
+    }
+  }
   switch (r->state[idx]) {
     case kInvalid: {
       // Fetch a run of invalid chunks: one, or more while the faults are sequential.

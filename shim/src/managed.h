@@ -8,7 +8,9 @@
 //
 // Coherence (CUDA's rule for devices without concurrent managed access, which Remora
 // reports: concurrentManagedAccess = 0): the host may touch managed memory only while the
-// device does not use it. Per 64 KiB chunk:
+// device does not use it; a host access that faults while work sent since the last wait may
+// still run first waits for the device (WaitForDeviceLocked), so a program that touches it
+// from both sides at once gets one of the orders concurrent access allows. Per 64 KiB chunk:
 //   clean    (read-only)   the host copy equals the device's
 //   dirty    (read-write)  the host wrote it since the last flush
 //   invalid  (no access)   the device may have changed it since the host last fetched it
@@ -98,6 +100,9 @@ class ManagedMemory {
   Status Pull(Range& r, uint64_t off, uint64_t n);
   void Protect(Range& r, uint64_t first, uint64_t count, State s);
   Status FlushLocked(Range& r, uint64_t first, uint64_t last);
+  // The host touches managed memory: if work was sent since the last wait, waits until every
+  // device of the session has done it and invalidates the clean chunks (OnFault).
+  Status WaitForDeviceLocked();
   Result<uint64_t> Stream(int device);
 
   std::mutex mu_;

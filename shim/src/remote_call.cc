@@ -25,6 +25,11 @@ api::ArgWriter& ThreadArgs() {
 
 }  // namespace
 
+CallBatch*& ThreadCallBatch() {
+  static thread_local CallBatch* batch = nullptr;
+  return batch;
+}
+
 RemoteCall::RemoteCall(const CallCtx& cc, uint16_t library, uint32_t function, CallClass cls, Domain domain)
     : cc_(cc), library_(library), function_(function), cls_(cls), domain_(domain), args_(ThreadArgs()) {}
 
@@ -164,6 +169,14 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
     ASSIGN_OR_RETURN(device_, rt.CurrentDevice());
   }
   if (default_stream_device_ >= 0 && rt.SameServer(device_, default_stream_device_)) device_ = default_stream_device_;
+  if (cls_ == CallClass::kOrdered) {
+    // A group the library gathers (NCCL's ncclGroupStart..End): kept, sent with the group.
+    CallBatch* batch = ThreadCallBatch();
+    if (batch != nullptr && batch->library == library_) {
+      batch->calls.push_back(CallBatch::Call{device_, function_, args_.bytes()});
+      return Status::Ok();
+    }
+  }
   Client* c = session->LinkFor(device_);  // the server of the device (several servers)
   // The device may read managed memory: what the host wrote goes first (managed.h).
   RETURN_IF_ERROR(rt.managed().BeforeDeviceWork());

@@ -19,6 +19,22 @@ namespace remora::shim {
 
 using api::CallClass;
 
+// Ordered calls of one library that the calling thread gathers instead of sending (NCCL's
+// groups: shim/src/lib_nccl.h): while a thread's batch is set for a library, RemoteCall::Invoke
+// appends that library's ordered calls to it, each with its device, and sends nothing. The
+// library's hand-written code sends the batch as one message. Thread-local, owned by that code.
+struct CallBatch {
+  uint16_t library = 0;
+  struct Call {
+    int device;
+    uint32_t function;
+    std::vector<std::byte> args;
+  };
+  std::vector<Call> calls;
+};
+// The calling thread's batch, or nullptr.
+CallBatch*& ThreadCallBatch();
+
 // What the exported entry point tells its stub.
 struct CallCtx {
   bool per_thread = false;  // a _ptsz/_ptds entry point: stream 0 means the thread's own
@@ -44,6 +60,10 @@ class RemoteCall {
   Status Handle(HandleKind kind, const void* handle, bool nullable);
   Status Device(int ordinal);
   Status DevPtr(uint64_t ptr, uint64_t bytes);
+  // The call runs on device `ordinal` though no argument names it (sent as nothing).
+  Status OnDevice(int ordinal) { return Claim(ordinal); }
+  // The arguments encoded so far (a call a hand-written stub batches itself).
+  const std::vector<std::byte>& args() const { return args_.bytes(); }
   // A bad argument, in the library's own vocabulary.
   Status Fail(uint32_t code, const char* what) const;
 
@@ -65,6 +85,11 @@ class RemoteCall {
   // Answers the call from the process's memo when the same arguments (objects by content)
   // were asked on the same device before; remembers a successful answer.
   void Memoize() { memo_ = true; }
+  // An ordered call sent as a round trip this time: its status is waited for and returned
+  // (the description's `answer_if` hook decided the application needs it now).
+  void Answer() {
+    if (cls_ == CallClass::kOrdered) cls_ = CallClass::kSync;
+  }
 
   // Sends the call and, for sync and wait calls, waits for the reply and hands its results to
   // `results`. A wait call also reports the first failure of earlier asynchronous work.

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <new>
 #include <set>
@@ -16,6 +17,7 @@
 #include "remote_call.h"
 #include "registry.h"
 #include "thread_slot.h"
+#include "visible_devices.h"
 #include "watchdog.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -130,19 +132,49 @@ Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   // Ordinals: a server's devices keep the ones they were first given; new ones come last.
-  auto ordinal_of = [&](size_t link, int local) {
+  // Under CUDA_VISIBLE_DEVICES only the devices it named at the first enumeration have one.
+  auto ordinal_of = [&](size_t link, int local, bool create) {
     uint32_t want = static_cast<uint32_t>(link + 1) << 16 | static_cast<uint32_t>(local);
     for (int g = 0; g < routes_.count; g++)
       if (routes_.table[static_cast<size_t>(g)].load(std::memory_order_relaxed) == want) return g;
-    if (routes_.count >= Routes::kMax || local < 0 || local > 0xffff) return -1;
+    if (!create || routes_.count >= Routes::kMax || local < 0 || local > 0xffff) return -1;
     routes_.table[static_cast<size_t>(routes_.count)].store(want, std::memory_order_release);
     return routes_.count++;
   };
+  auto session = std::make_shared<std::vector<DeviceEntry>>();
+  for (size_t i = 0; i < parts.size(); i++) {
+    if (!failures[i].ok()) continue;
+    for (DeviceEntry& e : parts[i]) {
+      e.link = static_cast<int>(i);
+      e.local = e.ordinal;
+      session->push_back(e);
+    }
+  }
+  if (!visible_applied_) {
+    // Read when CUDA reads it: at the first enumeration (the driver's initialisation).
+    visible_applied_ = true;
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) visible_devices_ = v;
+  }
+  if (visible_devices_ && !visible_mapped_) {
+    visible_mapped_ = true;
+    std::vector<std::string> uuids;
+    for (const DeviceEntry& e : *session) uuids.push_back(UuidText(e.uuid));
+    std::vector<int> shown = VisibleDevices(*visible_devices_, uuids);
+    for (int d : shown) (void)ordinal_of(static_cast<size_t>((*session)[static_cast<size_t>(d)].link),
+                                         (*session)[static_cast<size_t>(d)].local, true);
+    LOG_INFO("CUDA_VISIBLE_DEVICES=\"{}\": {} of the session's {} device(s) visible", *visible_devices_, shown.size(),
+             session->size());
+  }
+  const bool create = !visible_devices_;
   auto list = std::make_shared<std::vector<DeviceEntry>>();
   for (size_t i = 0; i < parts.size(); i++) {
     if (!failures[i].ok()) continue;
     for (DeviceEntry& e : parts[i]) {
-      int g = ordinal_of(i, e.ordinal);
+      int g = ordinal_of(i, e.ordinal, create);
+      if (g < 0 && !create) {  // hidden by CUDA_VISIBLE_DEVICES
+        e.ordinal = -1;
+        continue;
+      }
       if (g < 0) {
         LOG_WARN("device {} of server {} is past Remora's {} devices per application: not shown", e.ordinal, i + 1,
                  static_cast<int>(Routes::kMax));
@@ -171,9 +203,17 @@ Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
       e.lost = true;
     }
   }
+  for (DeviceEntry& e : *session) e.ordinal = ordinal_of(static_cast<size_t>(e.link), e.local, false);
+  session_devices_ = session;
   devices_ = list;
   devices_generation_ = seen;
   return devices_;
+}
+
+Result<Runtime::DeviceList> Runtime::SessionDevices() {
+  RETURN_IF_ERROR(Devices().status());
+  std::lock_guard<std::mutex> lock(mu_);
+  return session_devices_;
 }
 
 Result<std::shared_ptr<const DeviceEntry>> Runtime::Device(int ordinal) {

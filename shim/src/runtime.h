@@ -35,6 +35,8 @@ struct DeviceEntry {
   std::string pci_bus_id;
   bool emulated = false;
   std::vector<int32_t> attributes;
+  int link = 0;   // the server serving it (its index in REMORA_SERVER)
+  int local = 0;  // that server's ordinal for it
 };
 
 // What the calling thread carries: its current device and last error, as in CUDA.
@@ -83,6 +85,15 @@ class Runtime {
   Result<DeviceList> Devices(bool force_refresh = false);
   // One device of the current snapshot (kInvalidDevice if out of range).
   Result<std::shared_ptr<const DeviceEntry>> Device(int ordinal);
+  // Every device of the session in its enumeration order (each server's in turn), whether
+  // CUDA_VISIBLE_DEVICES shows it or not (`ordinal`: the application's, -1 when hidden):
+  // NVML's view, which CUDA_VISIBLE_DEVICES does not change.
+  Result<DeviceList> SessionDevices();
+  // CUDA_VISIBLE_DEVICES as read at the first enumeration (nullopt: unset).
+  std::optional<std::string> VisibleDevicesVariable() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return visible_devices_;
+  }
   // Checks that the calling thread's current device can be used (and resolves it).
   Result<int> CurrentDevice();
   // cudaSetValidDevices: the devices, in priority order, a thread that never chose one uses.
@@ -150,6 +161,9 @@ class Runtime {
   void Install(std::unique_ptr<Connection> conn, const SessionInfo& s);
   // Publishes the links once all are installed (caller holds connect_mu_).
   void Publish();
+  // A graph host node's notice from link `from` (graph_host_sync.cc on the worker): its
+  // bytes into the application's memory where the graph's copies write, then the function.
+  void GraphHostNodeReached(wire::GraphHostNode::Reader n, Client* from);
   // Planned migration (migration.h): moves link `window` to `url` on a thread of its own
   // (one move at a time; called by the link's notice, must not block).
   void StartMigration(Client* link, size_t window, std::string url, std::string token);
@@ -171,6 +185,7 @@ class Runtime {
   std::mutex connect_mu_;
   std::vector<std::unique_ptr<Client>> links_;
   Routes routes_;
+  bool routed_ = false;  // ordinals go through routes_ (Publish): several servers, or CUDA_VISIBLE_DEVICES
   std::atomic<uint64_t> work_sequence_{1};  // shared by the links (Client::SetLinks)
   std::atomic<Client*> connected_{nullptr};  // client_ once connected (lock-free fast path)
   std::optional<Status> connect_error_;
@@ -182,6 +197,13 @@ class Runtime {
   std::mutex mu_;  // tables and device cache
   uint64_t devices_generation_ = ~0ull;
   DeviceList devices_;
+  DeviceList session_devices_;  // SessionDevices()
+  // CUDA_VISIBLE_DEVICES as the process started with it (nullopt: unset), applied once, at
+  // the first enumeration (visible_devices.h): the devices it names get the first ordinals in
+  // its order; the others (and GPUs attached later) get none.
+  std::optional<std::string> visible_devices_;
+  bool visible_applied_ = false;  // the variable was read
+  bool visible_mapped_ = false;   // its devices have their ordinals
   AllocationTable device_allocs_;
   AllocationTable host_allocs_;
   struct StreamEntry {

@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,8 +82,11 @@ Result<std::vector<std::optional<Token>>> TokensFromEnvironment(size_t servers) 
   return out;
 }
 
-// REMORA_ENCRYPT, REMORA_INSECURE_LOCAL and REMORA_TCP_STREAMS.
+// REMORA_ENCRYPT, REMORA_INSECURE_LOCAL, REMORA_TCP_STREAMS, and REMORA_DEADLINE_S: how long
+// the shim waits for a silent server also bounds how long a server's worker may take to set
+// its session up (0, no deadline: the connection's own 15 s).
 Status OptionsFromEnvironment(ConnectOptions* options) {
+  options->server_setup_ms = static_cast<int>(std::min<uint64_t>(DeadlineFromEnvironment() / 1'000'000, 86'400'000));
   if (const char* e = std::getenv("REMORA_ENCRYPT"); e != nullptr && *e) {
     ASSIGN_OR_RETURN(options->encrypt, ParseEncryptMode(e));
   }
@@ -162,7 +168,7 @@ int Runtime::DeviceOfHandle(uint64_t h) const {
 
 int Runtime::LocalOrdinal(int device) const {
   int local = device;
-  if (routes_.links.size() > 1) (void)routes_.Route(device, &local);
+  if (routed_) (void)routes_.Route(device, &local);
   return local;
 }
 
@@ -240,6 +246,7 @@ void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo&
   auto link = std::make_unique<Client>(std::move(connection), s);
   Client* raw = link.get();  // the link a notice came by is the one to answer on
   link->SetCallbackSink([raw](Client::CallbackEvent e, uint64_t id) { HostCallbacks::Get().Notify(e, id, raw); });
+  link->SetGraphNodeSink([this, raw](wire::GraphHostNode::Reader n) { GraphHostNodeReached(n, raw); });
   link->Watch(DeadlineFromEnvironment());  // heartbeats and the deadline (watchdog.h)
   size_t window = links_.size();
   link->SetMigrationSink([this, raw, window](std::string url, std::string token) {
@@ -248,14 +255,38 @@ void Runtime::Install(std::unique_ptr<Connection> connection, const SessionInfo&
   links_.push_back(std::move(link));
 }
 
+void Runtime::GraphHostNodeReached(wire::GraphHostNode::Reader n, Client* from) {
+  // Only where the graph's own device-to-host copies write: a server writes nothing else of
+  // this process's memory.
+  std::vector<api::cuda::WireBinding> bindings = graphs().Bindings(n.getExec());
+  for (auto w : n.getWrites()) {
+    auto data = w.getData();
+    uint64_t addr = w.getAddr(), end = 0;
+    bool inside = !__builtin_add_overflow(addr, data.size(), &end);
+    bool written = false;
+    for (const auto& b : bindings)
+      if (inside && !b.to_device && addr >= b.client_addr && end <= b.client_addr + b.size) {
+        std::memcpy(reinterpret_cast<void*>(addr), data.begin(), data.size());
+        written = true;
+        break;
+      }
+    if (!written)
+      LOG_WARN("the server sent {} bytes for 0x{:x}, where no copy of executable graph 0x{:x} writes: ignored", data.size(),
+               addr, n.getExec());
+  }
+  HostCallbacks::Get().NotifyGraphNode(n.getId(), n.getExec(), from);
+}
+
 void Runtime::Publish() {
   std::vector<Client*> links;
   for (auto& l : links_) links.push_back(l.get());
   routes_.links = links;
-  if (links.size() > 1) {
+  // Ordinals are translated (application -> link and server ordinal) with several servers,
+  // and under CUDA_VISIBLE_DEVICES, which may hide and reorder one server's devices.
+  routed_ = links.size() > 1 || std::getenv("CUDA_VISIBLE_DEVICES") != nullptr;
+  if (routed_)
     for (Client* l : links) l->SetLinks(&routes_, &work_sequence_, links);
-    LOG_INFO("one session on {} servers", links.size());
-  }
+  if (links.size() > 1) LOG_INFO("one session on {} servers", links.size());
   connected_.store(links.front(), std::memory_order_release);
 }
 

@@ -30,6 +30,39 @@ int main(int argc, char** argv) {
     size_t free_b = 0, total_b = 0;
     CHECK(cudaMemGetInfo(&free_b, &total_b));
     REQUIRE(free_b <= total_b && total_b == p.totalGlobalMem, "meminfo %zu/%zu vs %zu", free_b, total_b, p.totalGlobalMem);
+    // What Remora's memory model can do, told truthfully, so programs choose paths that work
+    // (issue 43; the host backend's "driver" claims all of these, as an H200 with HMM does):
+    // the runtime's attribute, its properties and (for the static twin, where every runtime
+    // call goes through libcuda.so.1) the driver facade's attribute alike.
+    struct Promise {
+      cudaDeviceAttr attr;
+      int prop;
+      int want;
+      const char* name;
+    };
+    const Promise promises[] = {
+        {cudaDevAttrManagedMemory, p.managedMemory, 1, "managedMemory"},
+        {cudaDevAttrConcurrentManagedAccess, p.concurrentManagedAccess, 0, "concurrentManagedAccess"},
+        {cudaDevAttrPageableMemoryAccess, p.pageableMemoryAccess, 0, "pageableMemoryAccess"},
+        {cudaDevAttrPageableMemoryAccessUsesHostPageTables, p.pageableMemoryAccessUsesHostPageTables, 0,
+         "pageableMemoryAccessUsesHostPageTables"},
+        {cudaDevAttrHostNativeAtomicSupported, p.hostNativeAtomicSupported, 0, "hostNativeAtomicSupported"},
+        {cudaDevAttrDirectManagedMemAccessFromHost, p.directManagedMemAccessFromHost, 0, "directManagedMemAccessFromHost"},
+        {cudaDevAttrCanUseHostPointerForRegisteredMem, p.canUseHostPointerForRegisteredMem, 0,
+         "canUseHostPointerForRegisteredMem"},
+        {cudaDevAttrGPUDirectRDMASupported, p.gpuDirectRDMASupported, 0, "gpuDirectRDMASupported"},
+        {cudaDevAttrTimelineSemaphoreInteropSupported, p.timelineSemaphoreInteropSupported, 0,
+         "timelineSemaphoreInteropSupported"},
+        {cudaDevAttrMemoryPoolSupportedHandleTypes, static_cast<int>(p.memoryPoolSupportedHandleTypes),
+         cudaMemHandleTypePosixFileDescriptor, "memoryPoolSupportedHandleTypes"},
+        {cudaDevAttrHostNumaId, p.hostNumaId, -1, "hostNumaId"},
+        {cudaDevAttrCanMapHostMemory, p.canMapHostMemory, 1, "canMapHostMemory"},
+    };
+    for (const Promise& pr : promises) {
+      CHECK(cudaDeviceGetAttribute(&v, pr.attr, i));
+      REQUIRE(v == pr.want && pr.prop == pr.want, "%s: attribute %d, property %d, Remora can do %d", pr.name, v, pr.prop,
+              pr.want);
+    }
     std::printf("device %d: %s, %d SMs, cc %d.%d, %zu MiB (%zu MiB free), bus %s\n", i, p.name,
                 p.multiProcessorCount, p.major, p.minor, total_b >> 20, free_b >> 20, bus);
   }

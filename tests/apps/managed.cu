@@ -127,6 +127,38 @@ void MappedPinned() {
 
 }  // namespace
 
+// The host-emulated backend runs a kernel whose name holds remora_emulated_busy_us for
+// gridDim.x microseconds: device work still running when the host touches managed memory.
+extern "C" __global__ void remora_emulated_busy_us() {}
+
+// Host and device at once (NVIDIA's systemWideAtomics does it with system-scope atomics): the
+// host's first touch of managed memory while device work sent since the last wait may run
+// waits for that work, then builds on what the device wrote (issue 43). Remora's rule for
+// its concurrentManagedAccess = 0 devices; a GPU with concurrent access would race here.
+void TouchWhileTheDeviceWorks() {
+  int* m;
+  CHECK(cudaMallocManaged(&m, 64 * sizeof(int)));
+  for (int i = 0; i < 64; i++) m[i] = 1;
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  remora_emulated_busy_us<<<200000, 1, 0, s>>>();  // 0.2 s on the host backend
+  CHECK(cudaGetLastError());
+  CHECK(cudaMemsetAsync(m, 0x01, 64 * sizeof(int), s));  // after the busy kernel
+  // No synchronisation: an atomic read-modify-write (as the sample's host side does) of memory
+  // the device is about to change. (A plain read of a chunk the host holds clean does not
+  // fault, and sees what the host last had.)
+  __sync_fetch_and_add(&m[1], 5);
+  REQUIRE(m[0] == 0x01010101, "the host saw %d before the device's work was done", m[0]);
+  CHECK(cudaStreamSynchronize(s));
+  REQUIRE(m[0] == 0x01010101 && m[1] == 0x01010101 + 5, "after the wait: %d %d (the device's memset, then the host's +5)",
+          m[0], m[1]);
+  int back[2] = {};
+  CHECK(cudaMemcpy(back, m, sizeof(back), cudaMemcpyDefault));
+  REQUIRE(back[1] == 0x01010101 + 5, "the device holds %d, not the host's write", back[1]);
+  CHECK(cudaStreamDestroy(s));
+  CHECK(cudaFree(m));
+}
+
 int main() {
   int v = -1;
   CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrManagedMemory, 0));
@@ -145,6 +177,7 @@ int main() {
   Hints();
   ManagedVariable();
   MappedPinned();
+  TouchWhileTheDeviceWorks();
   (void)touch;
   std::printf("PASS managed: host and device copies of managed memory coherent over 3 rounds, a __managed__ variable, "
               "hints, mapped pinned memory\n");

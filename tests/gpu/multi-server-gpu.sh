@@ -9,8 +9,9 @@
 # every result checked, 256 MiB written at the start checked every 32 iterations) starts on
 # the first server, `remoractl session migrate` moves it to the second mid-loop and back,
 # and it goes on computing after each move; once more with stream-ordered memory held and
-# allocated and freed every iteration ("async"). The clients see no local GPU
-# (CUDA_VISIBLE_DEVICES= and REMORA_ASSERT_NO_LOCAL_GPU=1).
+# allocated and freed every iteration ("async"). The clients touch no local GPU
+# (REMORA_ASSERT_NO_LOCAL_GPU=1; CUDA_VISIBLE_DEVICES is unset for them: under Remora it
+# chooses among the session's devices, and an empty value would hide them all).
 # Needs one NVIDIA GPU: otherwise a SKIP line and exit 77. Exit 0 when all passed, 1 otherwise.
 set -u
 build=$(cd "${1:?usage: multi-server-gpu.sh BUILD_DIR}" && pwd)
@@ -51,7 +52,7 @@ for transport in shm tcp; do
   for program in multi_device_compute peer_copy; do
     log=$work/$program.$transport.log
     start=$(date +%s%N)
-    CUDA_VISIBLE_DEVICES= REMORA_ASSERT_NO_LOCAL_GPU=1 LD_PRELOAD=$shim REMORA_SERVER=$servers \
+    env -u CUDA_VISIBLE_DEVICES REMORA_ASSERT_NO_LOCAL_GPU=1 LD_PRELOAD=$shim REMORA_SERVER=$servers \
       REMORA_TOKEN="$token_a,$token_b" timeout 120 "$bin/gpu_$program" >"$log" 2>&1
     rc=$?
     ms=$((($(date +%s%N) - start) / 1000000))
@@ -83,7 +84,7 @@ move() {
   id=$(session_on "$1")
   [ -n "$id" ] || { echo "no session on $1"; return 1; }
   start=$(date +%s%N)
-  "$bin/remoractl" --state-dir "$1" session migrate "$id" --to "$2" --token "$3" --wait 60 || return 1
+  printf '%s\n' "$3" | "$bin/remoractl" --state-dir "$1" session migrate "$id" --to "$2" --token-file - --wait 60 || return 1
   echo "moved in $((($(date +%s%N) - start) / 1000000)) ms"
 }
 # "async": the loop also holds stream-ordered memory, reads each result through memory
@@ -97,7 +98,7 @@ for mode in plain async; do
   rm -f "$stop"
   args=("$stop" 256)
   [ "$mode" = async ] && args+=(async)
-  CUDA_VISIBLE_DEVICES= REMORA_ASSERT_NO_LOCAL_GPU=1 LD_PRELOAD=$shim REMORA_SERVER=$url_a REMORA_TOKEN=$token_a \
+  env -u CUDA_VISIBLE_DEVICES REMORA_ASSERT_NO_LOCAL_GPU=1 LD_PRELOAD=$shim REMORA_SERVER=$url_a REMORA_TOKEN=$token_a \
     REMORA_LOG_LEVEL=info timeout 300 "$bin/app_migrate_loop" "${args[@]}" >"$log" 2>&1 &
   app=$!
   ok=1 there= back=

@@ -149,7 +149,8 @@ TEST(Compute, SettingsAreCheckedStoredAndShown) {
 TEST(Compute, SharesDivideTheGpu) {
   TenancyServer s;
   int port = FreePort();
-  ASSERT_TRUE(s.Start(1, "", {"--metrics-listen", "tcp://127.0.0.1:" + std::to_string(port)}));
+  // (The tenant series: to every scraper here; docs/SECURITY.md, N9.)
+  ASSERT_TRUE(s.Start(1, "", {"--metrics-listen", "tcp://127.0.0.1:" + std::to_string(port), "--metrics-public-details"}));
   std::string ta = s.CreateTenant("alice", {"--compute", "75%"});
   std::string tb = s.CreateTenant("bob", {"--compute", "25%"});
   double share = RunPair(s, "alice", ta, "bob", tb, "3");

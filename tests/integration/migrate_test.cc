@@ -52,8 +52,11 @@ class Migrate : public ::testing::TestWithParam<std::string> {
   RunResult Move(const std::vector<std::string>& extra = {}) {
     std::vector<uint64_t> on_a = a.SessionIds();
     EXPECT_EQ(on_a.size(), 1u);
+    // The token from a file: never on a command line (docs/SECURITY.md, N7).
+    std::string token_file = a.server.dir() + "/token-b";
+    std::ofstream(token_file) << token_b << "\n";
     std::vector<std::string> args = {"session", "migrate", on_a.empty() ? "0" : std::to_string(on_a[0]), "--to",
-                                     b.server.Url(GetParam()), "--token", token_b};
+                                     b.server.Url(GetParam()), "--token-file", token_file};
     args.insert(args.end(), extra.begin(), extra.end());
     return a.Ctl(args);
   }

@@ -6,7 +6,7 @@ run=$1
 fail() { echo "FAIL: $*"; exit 1; }
 preloaded() { "$run" --backend host "$@" -- sh -c 'echo "$LD_PRELOAD"' | tr ':' '\n' | sed 's|.*/||' | sort | tr '\n' ' '; }
 all=$(preloaded)
-for l in libcublas.so.13 libcudnn.so.9 libcufft.so.12 libcusolver.so.12 libcusparse.so.12; do
+for l in libcublas.so.13 libcudnn.so.9 libcufft.so.12 libcusolver.so.12 libcusparse.so.12 libnccl.so.2; do
   [[ " $all " == *" $l "* ]] || fail "$l is not preloaded by default: $all"
 done
 some=$(preloaded --libraries cublas,cudnn)

@@ -65,12 +65,80 @@ TEST_P(Skeleton, HostCallbacksKeepStreamOrderWithCopies) {
 // between launches (pageable memory through staging, pinned memory shared over shm).
 TEST_P(Skeleton, CapturedCopiesAndMemsetsReplay100Times) { EXPECT_PASSES(RunApp("app_graphs", url(), {"100"}), "graphs"); }
 
+// Graph semantics NVIDIA's cuda-samples rely on (issue 43): the first small copy into pageable
+// memory inside a capture, host nodes seeing their graph's staged copies from the first
+// launch (by hand, by capture, a clone), cudaMallocAsync/cudaFreeAsync in a capture as
+// allocation and free nodes, conditional nodes of every kind by hand and by capture
+// (cudaStreamEndCapture(stream, NULL) of a capture into a graph).
+TEST_P(Skeleton, GraphSemanticsOfTheCudaSamples) { EXPECT_PASSES(RunApp("gpu_graph_semantics", url()), "graph_semantics"); }
+
 // Managed memory the host writes, copied, read back (coherence at launches and
 // synchronisations), a __managed__ variable, mapped pinned memory.
 TEST_P(Skeleton, ManagedMemoryWrittenOnTheHostCopiedAndReadBack) { EXPECT_PASSES(RunApp("app_managed", url()), "managed"); }
 
 // cudaMemcpyBatchAsync, cudaMemcpy3DBatchAsync, cudaMemcpy3DPeer[Async] (two host GPUs).
 TEST_P(Skeleton, BatchedAndPeer3DCopies) { EXPECT_PASSES(RunApp("app_copy_batch", url()), "copy_batch"); }
+
+// CUDA_VISIBLE_DEVICES among the session's two devices, for the runtime and the driver API
+// alike; NVML lists both whatever it says (as NVML does), with the same UUIDs.
+TEST_P(Skeleton, CudaVisibleDevicesSelectsAmongTheSessionsDevices) {
+  auto line = [](const std::string& out, const std::string& what) {
+    size_t at = out.find("\n" + what + " ");
+    if (at == std::string::npos && out.rfind(what + " ", 0) == 0) at = 0;
+    else if (at != std::string::npos) at++;
+    if (at == std::string::npos) return std::string("(no " + what + " line)");
+    return out.substr(at, out.find('\n', at) - at);
+  };
+  auto run = [&](const char* value) {
+    std::map<std::string, std::string> env;
+    if (value != nullptr) env["CUDA_VISIBLE_DEVICES"] = value;
+    RunResult r = RunApp("app_visible_devices", url(), {}, env);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  };
+  std::string all = run(nullptr);
+  std::string nvml = line(all, "nvml");
+  ASSERT_EQ(nvml.rfind("nvml 2 GPU-", 0), 0u) << all;
+  std::string a = nvml.substr(7, nvml.find(' ', 7) - 7), b = nvml.substr(nvml.rfind(' ') + 1);
+  ASSERT_NE(a, b);
+  EXPECT_EQ(line(all, "runtime"), "runtime 2 cudaSuccess " + a + " " + b) << all;
+  EXPECT_EQ(line(all, "driver"), "driver 2 CUDA_SUCCESS " + a + " " + b) << all;
+  // The server GPU each ordinal's memory comes from (host backend: its address region).
+  std::string region_a = line(all, "alloc 0").substr(8), region_b = line(all, "alloc 1").substr(8);
+  ASSERT_NE(region_a, region_b) << all;
+  struct Case {
+    std::string value;
+    std::vector<std::string> visible;
+  };
+  const std::vector<Case> cases = {
+      {"1", {b}},
+      {"1,0", {b, a}},
+      {"0,5,1", {a}},          // the first invalid index ends the list
+      {"1,1", {}},             // a device named twice: none
+      {b.substr(0, 12), {b}},  // a unique UUID prefix
+      {b + "," + a, {b, a}},
+      {"GPU-", {}},            // a prefix of both: ambiguous
+      {"MIG-" + a.substr(4), {}},
+      {"", {}},
+  };
+  for (const Case& c : cases) {
+    std::string out = run(c.value.c_str());
+    std::string uuids;
+    for (const std::string& u : c.visible) uuids += " " + u;
+    std::string n = std::to_string(c.visible.size());
+    if (c.visible.empty()) {
+      EXPECT_EQ(line(out, "runtime"), "runtime 0 cudaErrorNoDevice") << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
+      EXPECT_EQ(line(out, "driver"), "driver 0 CUDA_ERROR_NO_DEVICE") << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
+    } else {
+      EXPECT_EQ(line(out, "runtime"), "runtime " + n + " cudaSuccess" + uuids) << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
+      EXPECT_EQ(line(out, "driver"), "driver " + n + " CUDA_SUCCESS" + uuids) << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
+      // Ordinal 0 allocates on the device the variable named first.
+      EXPECT_EQ(line(out, "alloc 0").substr(8), c.visible[0] == a ? region_a : region_b)
+          << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
+    }
+    EXPECT_EQ(line(out, "nvml"), nvml) << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
+  }
+}
 
 TEST_P(Skeleton, DevicesAndProperties) {
   RunResult r = RunApp("app_device_info", url(), {"2"});

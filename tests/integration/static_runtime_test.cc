@@ -51,6 +51,10 @@ TEST_P(StaticRuntime, HostCallbacksKeepStreamOrderWithCopies) {
 // Captured copies replayed by cuGraphLaunch (the host memory moved around each launch), and
 // the explicit graph API through the driver's per-kind node functions.
 TEST_P(StaticRuntime, CapturedCopiesAndMemsetsReplay) { ExpectPasses(RunApp("app_static_graphs", url(), {"20"}), "graphs"); }
+// The same graph semantics through the driver facade (tests/gpu/graph_semantics.cu).
+TEST_P(StaticRuntime, GraphSemanticsOfTheCudaSamples) {
+  ExpectPasses(RunApp("gpu_static_graph_semantics", url()), "graph_semantics");
+}
 // cuMemAllocManaged, a __managed__ variable (cuLibraryGetManaged), advice, prefetch, ranges.
 TEST_P(StaticRuntime, ManagedMemory) { ExpectPasses(RunApp("app_static_managed", url()), "managed"); }
 TEST_P(StaticRuntime, BatchedAndPeer3DCopies) { ExpectPasses(RunApp("app_static_copy_batch", url()), "copy_batch"); }

@@ -6,9 +6,13 @@
 # There is no running systemd here, so the test does what the unit says by hand: it reads
 # the installed unit's ExecStart, User and RuntimeDirectory, sets /etc/default/remora-server
 # as an operator would (host backend, a free TCP port), creates /run/remora for user remora
-# and runs the ExecStart line as that user with no new privileges. Asserts:
+# and runs the ExecStart line as that user, with the unit's supplementary group and bounding
+# set and no capabilities. Asserts:
 #   1. the three packages build and install; the remora user exists and owns /var/lib/remora;
-#   2. `systemd-analyze verify` accepts the installed unit, which has the hardening options;
+#      remora-worker-exec is root:remora 0750 with the file capabilities cap_setgid,cap_setuid=ep
+#      (or setuid root, 4750, where the filesystem keeps none);
+#   2. `systemd-analyze verify` accepts the installed unit, which has the hardening options
+#      and grants the server no capability (docs/SECURITY.md, N10);
 #   3. the packaged server (as user remora) serves the packaged shim: over TCP through
 #      remora-run, over shm with LD_PRELOAD, and as the drop-in libcudart.so.13 on
 #      LD_LIBRARY_PATH, each seeing the tenant's 512 MiB quota;
@@ -17,7 +21,7 @@
 source "$(dirname "$0")/lib.sh"
 SRC=$(realpath "${1:?SOURCE_DIR}") BUILD=$(realpath "${2:?BUILD_DIR}")
 ops_need_root "the packages test (it installs with dpkg)"
-ops_need_cmd dpkg dpkg-deb dpkg-shlibdeps systemd-analyze setpriv python3
+ops_need_cmd dpkg dpkg-deb dpkg-shlibdeps systemd-analyze setpriv python3 getcap
 for p in remora-server remora-client remora-slurm; do
   if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
     ops_skip "$p is installed on this machine: the test will not replace an operator's installation"
@@ -48,15 +52,25 @@ for f in /usr/bin/remora-server /usr/libexec/remora/remora-worker /usr/bin/remor
   [ -e "$f" ] || ops_fail "$f is not installed"
 done
 ops_pass "installed: remora user, /var/lib/remora (0700), binaries, shim in $SHIMDIR, $UNIT"
+HELPER=/usr/libexec/remora/remora-worker-exec
+mode=$(stat -c '%U %G %a' "$HELPER")
+caps=$(getcap "$HELPER" 2>/dev/null || true)
+case "$mode" in
+  "root remora 750") echo "$caps" | grep -q 'cap_setgid,cap_setuid=ep' || ops_fail "$HELPER has no file capabilities: $caps" ;;
+  "root remora 4750") ops_log "no file capabilities on this filesystem: $HELPER is setuid root" ;;
+  *) ops_fail "$HELPER is $mode (expected root remora 750 with capabilities)" ;;
+esac
+ops_pass "$HELPER: $mode $caps"
 
 ops_log "systemd-analyze verify $UNIT"
 systemd-analyze verify "$UNIT" >"$T/verify.log" 2>&1 || { cat "$T/verify.log"; ops_fail "systemd-analyze verify failed"; }
 if grep -q "remora-server.service" "$T/verify.log"; then cat "$T/verify.log"; ops_fail "systemd-analyze verify complained"; fi
-for opt in User=remora ProtectSystem=strict NoNewPrivileges=yes PrivateTmp=yes ReadWritePaths=/var/lib/remora \
-           StateDirectory=remora RuntimeDirectory=remora KillSignal=SIGTERM; do
-  grep -qx "$opt.*" "$UNIT" || ops_fail "the unit lacks $opt"
+for opt in User=remora ProtectSystem=strict PrivateTmp=yes ReadWritePaths=/var/lib/remora \
+           StateDirectory=remora RuntimeDirectory=remora KillSignal=SIGTERM SupplementaryGroups=remora-worker \
+           "CapabilityBoundingSet=CAP_SETUID CAP_SETGID" AmbientCapabilities=; do
+  grep -qx "$opt" "$UNIT" || ops_fail "the unit lacks $opt"
 done
-ops_pass "systemd-analyze verify accepts the unit (User=remora, ProtectSystem=strict, NoNewPrivileges, PrivateTmp, ...)"
+ops_pass "systemd-analyze verify accepts the unit (User=remora, no capabilities, ProtectSystem=strict, PrivateTmp, ...)"
 
 # ---- the packaged server, started the way the unit says ---------------------------------------
 PORT=$(ops_free_port)
@@ -75,7 +89,8 @@ install -d -o "$USER_" -g "$USER_" -m "$(unit_value RuntimeDirectoryMode)" "$RUN
   . /etc/default/remora-server
   set +a
   eval "set -- $EXEC"
-  exec setpriv --reuid="$USER_" --regid="$USER_" --init-groups --no-new-privs -- "$@"
+  exec setpriv --reuid="$USER_" --regid="$USER_" --groups="$(unit_value SupplementaryGroups)" \
+    --bounding-set=-all,+setuid,+setgid --inh-caps=-all -- "$@"
 ) >"$T/server.log" 2>&1 &
 echo $! >"$T/server.pid"
 ops_on_exit ops_kill_pidfile "$T/server.pid"
@@ -103,6 +118,11 @@ expect_app "LD_LIBRARY_PATH=$SHIMDIR (libcudart.so.13 -> libremora.so)" "$T/app3
 n=$(grep -c "session [0-9]* started: tenant 'pkgtest'" "$T/server.log" || true)
 [ "$n" = 3 ] || ops_fail "the server's log shows $n sessions of tenant pkgtest, expected 3"
 grep -q "worker pid" "$T/server.log" || ops_fail "no worker was spawned"
+grep -q "workers run as user 'remora-worker' .*started through $HELPER" "$T/server.log" ||
+  ops_fail "the server did not start its workers as remora-worker through $HELPER"
+[ "$(awk '/^CapEff:/ {print $2}' "/proc/$(cat "$T/server.pid")/status")" = 0000000000000000 ] ||
+  ops_fail "the server holds capabilities"
+ops_pass "the server holds no capability; its workers run as remora-worker through $HELPER"
 
 ops_log "SIGTERM (the unit's KillSignal)"
 kill -TERM "$(cat "$T/server.pid")"

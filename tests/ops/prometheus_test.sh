@@ -3,9 +3,11 @@
 # while two tenants' clients work, and PromQL answers with what remoractl shows.
 #
 # Starts, in a private directory: remora-server (host backend, 2 GPUs, token auth,
-# --metrics-listen on a free 127.0.0.1 port), clients through the shim (app_hold_memory for
-# alice over shm and for bob over tcp; app_copy_loop for bob), and `prometheus` scraping every
-# second. Asserts:
+# --metrics-listen on a free 127.0.0.1 port with --metrics-token-file), clients through the
+# shim (app_hold_memory for alice over shm and for bob over tcp; app_copy_loop for bob), and
+# `prometheus` scraping every second with the bearer token from `credentials_file`. Asserts:
+#   0. a scrape without the token shows the server's series and no tenant or session series
+#      (docs/SECURITY.md, N9); one with a wrong token is refused (401);
 #   1. `promtool check metrics` accepts the endpoint's text (no errors, no lint findings);
 #   2. Prometheus reports the target up;
 #   3. the session counters move: bob's copy loop has calls and bytes in both directions;
@@ -27,7 +29,7 @@ PPORT=$(ops_free_port)
 ops_log "starting remora-server (host backend, metrics on 127.0.0.1:$MPORT)"
 "$BIN/remora-server" --backend host --host-gpus 2 --host-gpu-memory 2GiB --state-dir "$T/state" \
   --listen "shm://$T/remora.sock" --listen tcp://127.0.0.1:0 --ready-file "$T/ready" \
-  --metrics-listen "tcp://127.0.0.1:$MPORT" >"$T/server.log" 2>&1 &
+  --metrics-listen "tcp://127.0.0.1:$MPORT" --metrics-token-file "$T/metrics.token" >"$T/server.log" 2>&1 &
 echo $! >"$T/server.pid"
 ops_on_exit ops_kill_pidfile "$T/server.pid"
 ops_wait 30 "remora-server to be ready" test -s "$T/ready"
@@ -53,8 +55,18 @@ ops_wait 30 "the clients to allocate" grep -q holding "$T/alice.log"
 ops_wait 30 "the clients to allocate" grep -q holding "$T/bob-hold.log"
 ops_wait 30 "the copy loop to run" grep -q copying "$T/bob-copy.log"
 
+ops_log "scrapes without the token"
+curl -fsS "http://127.0.0.1:$MPORT/metrics" >"$T/anonymous.txt"
+grep -q '^remora_build_info' "$T/anonymous.txt" || ops_fail "an unauthenticated scrape lacks the server's series"
+if grep -q 'remora_tenant_\|remora_session_info\|alice' "$T/anonymous.txt"; then
+  ops_fail "an unauthenticated scrape shows tenants or sessions: $(grep -m3 'tenant\|session_info' "$T/anonymous.txt")"
+fi
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong-token-wrong-token' "http://127.0.0.1:$MPORT/metrics")
+[ "$code" = 401 ] || ops_fail "a wrong bearer token got HTTP $code"
+ops_pass "without the token: server and GPU series only; a wrong token: 401"
+
 ops_log "promtool check metrics"
-curl -fsS "http://127.0.0.1:$MPORT/metrics" >"$T/metrics.txt"
+curl -fsS -H "Authorization: Bearer $(cat "$T/metrics.token")" "http://127.0.0.1:$MPORT/metrics" >"$T/metrics.txt"
 promtool check metrics <"$T/metrics.txt" >"$T/promtool.out" 2>&1 || { cat "$T/promtool.out"; ops_fail "promtool check metrics failed"; }
 [ ! -s "$T/promtool.out" ] || { cat "$T/promtool.out"; ops_fail "promtool check metrics reported findings"; }
 ops_pass "promtool check metrics: no findings ($(grep -vc '^#' "$T/metrics.txt") samples)"
@@ -66,6 +78,8 @@ global:
   scrape_timeout: 1s
 scrape_configs:
   - job_name: remora
+    authorization:
+      credentials_file: $T/metrics.token
     static_configs:
       - targets: ["127.0.0.1:$MPORT"]
 EOF

@@ -14,6 +14,9 @@
 #      limit 256 MiB, 1 GPU, 1 session and 96 MiB used, and another user cannot read the
 #      token; after `scancel` the tenant, its session and the token file are gone and the
 #      ledger is back to 0;
+#   caps: with max_memory = 512MiB and max_gpus = 2 in the Remora side's config, sbatch
+#      refuses --remora-mem=1GiB, --remora-mem=unlimited and --remora-gpus=3 with the reason,
+#      and no tenant is created (docs/SECURITY.md, N11);
 #   3. node failure: a running job's slurmd is killed (SIGKILL) and the node is set DOWN, so
 #      no node epilog can run; slurmctld's EpilogSlurmctld (remora-slurm) removes the tenant,
 #      ends its session and the ledger is back to 0.
@@ -72,6 +75,9 @@ admin = tcp://127.0.0.1:$APORT
 admin_token_file = $T/admin.token
 token_dir = $T/tokens
 shim = $T/lib/libremora.so
+# The administrator's caps (docs/SLURM.md, "Caps").
+max_memory = 512MiB
+max_gpus = 2
 EOF
 
 # ---- munge and Slurm ----------------------------------------------------------------------
@@ -234,6 +240,21 @@ ops_pass "job $JOB2 runs as tenant slurm-$JOB2 (limit 256 MiB, 1 GPU, 96 MiB use
 scancel "$JOB2"
 ops_wait 30 "job $JOB2 to leave the queue" job_gone "$JOB2"
 expect_cleaned_up "$JOB2" "scancel"
+
+# ---- caps: a job cannot choose more than the administrator allows ---------------------------
+ops_log "jobs over the caps (max_memory 512MiB, max_gpus 2): refused at submission"
+for opts in "--remora-mem=1GiB" "--remora-mem=unlimited" "--remora-gpus=3 --remora-mem=64MiB"; do
+  set +e
+  # shellcheck disable=SC2086
+  out=$(submit $opts "$T/job-hold.sh" 2>&1)
+  rc=$?
+  set -e
+  [ "$rc" != 0 ] || ops_fail "sbatch $opts was accepted: $out"
+  grep -q "max_memory\|max_gpus\|without a memory limit" <<<"$out" || ops_fail "sbatch $opts: no reason given: $out"
+  ops_log "  sbatch $opts: $(grep -m1 'error' <<<"$out")"
+done
+[ "$(tenants | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 0 ] || ops_fail "a refused job got a tenant: $(tenants)"
+ops_pass "over-cap jobs (1 GiB > 512 MiB, unlimited, 3 GPUs > 2) are refused with the reason; no tenant made"
 
 # ---- 3. node failure ------------------------------------------------------------------------
 ops_log "job 3: its node fails (slurmd SIGKILLed, node set DOWN)"

@@ -52,7 +52,7 @@ void HeapStaging::Free(std::byte* p, size_t) { std::free(p); }
 namespace {
 
 Status PostReply(Connection& c, uint64_t tag, FrameKind kind, std::vector<uint64_t> body, ConstBytes bulk,
-                 const std::atomic<bool>& stop) {
+                 const std::atomic<bool>& stop, uint64_t ms_per_chunk = 0) {
   OutFrame f;
   f.kind = kind;
   f.tag = tag;
@@ -68,6 +68,10 @@ Status PostReply(Connection& c, uint64_t tag, FrameKind kind, std::vector<uint64
       continue;
     }
     std::memcpy(chunk->data, bulk.data() + chunk->offset, chunk->size);
+    for (uint64_t waited = 0; waited < ms_per_chunk; waited += 10) {
+      RETURN_IF_ERROR(c.Progress().status());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     RETURN_IF_ERROR(c.CommitBulkChunk(*chunk, chunk->size));
     off += chunk->size;
   }
@@ -124,6 +128,11 @@ Status ServeSession(Connection& c, StagingAllocator& staging, const std::atomic<
       case kFetch: {
         ConstBytes data = ConstBytes(store).first(std::min<size_t>(body.at(1), store.size()));
         RETURN_IF_ERROR(PostReply(c, h.tag, FrameKind::kReply, Body(kFetch, Hash(data)), data, stop));
+        break;
+      }
+      case kSlowFetch: {
+        ConstBytes data = ConstBytes(store).first(std::min<size_t>(body.at(1), store.size()));
+        RETURN_IF_ERROR(PostReply(c, h.tag, FrameKind::kReply, Body(kFetch, Hash(data)), data, stop, body.at(2)));
         break;
       }
       case kCount:

@@ -29,6 +29,8 @@ enum Op : uint64_t {
                   // NoticeBulkBytes(i, n, bulk) bytes of bulk
   kDie = 7,       // the executor's process dies (SIGKILL) at once
   kStall = 8,     // H2D: after the first chunk of bulk the executor calls its on_stall hook
+  kSlowFetch = 9,  // {n, ms}: as kFetch, the executor taking ms per chunk of the reply's bulk
+                   // (a slow device), its connection progressing meanwhile
 };
 
 std::vector<uint64_t> Body(uint64_t op, uint64_t a = 0, uint64_t b = 0);

@@ -177,6 +177,36 @@ TEST_F(RdmaTransport, PageableBulkRoundTrips) {
   std::printf("    requester: %s\n", s.channel.c_str());
 }
 
+TEST_F(RdmaTransport, ASlowReplyWrittenByRdmaShowsProgress) {
+  // The executor RDMA-writes a 4 MiB reply's bulk one 1 MiB chunk every 600 ms: nothing of
+  // it reaches the requester's receive path until the reply's record, after the last write.
+  // Its keepalives must move ReceiveProgress meanwhile, or the shim's watchdog would give a
+  // live server up during a long device-to-host copy (as it did over Soft-RoCE on a loaded
+  // machine: REMORA_DEADLINE_S passed inside one 64 MiB copy).
+  const size_t n = 4 * kMiB;
+  std::vector<std::byte> data = RandomBytes(n, 7), back(n);
+  ASSERT_TRUE(Call(*conn_, ++tag_, Body(kStore), data).ok());
+  std::atomic<bool> done{false};
+  std::vector<uint64_t> seen;  // ReceiveProgress while the call runs, every 100 ms
+  std::thread watch([&] {
+    while (!done) {
+      seen.push_back(conn_->ReceiveProgress());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  auto fetched = Call(*conn_, ++tag_, Body(kSlowFetch, n, 600), {}, back);
+  done = true;
+  watch.join();
+  ASSERT_TRUE(fetched.ok()) << fetched.status().ToString();
+  EXPECT_EQ(fetched->body.at(1), Hash(data));
+  EXPECT_EQ(std::memcmp(back.data(), data.data(), n), 0);
+  // The reply takes at least 2.4 s; a keepalive goes every 250 ms of it. (Counted loosely:
+  // a loaded machine may stall either side for a while.)
+  size_t moves = 0;
+  for (size_t i = 1; i < seen.size(); i++) moves += seen[i] != seen[i - 1];
+  EXPECT_GE(moves, 3u) << "ReceiveProgress moved " << moves << " times in " << seen.size() * 100 << " ms of a slow reply";
+}
+
 TEST_F(RdmaTransport, RegisteredMemoryMovesWithoutStagingOrReRegistration) {
   const size_t n = 64 * kMiB;
   auto* src = static_cast<std::byte*>(std::aligned_alloc(4096, n + kMiB));

@@ -102,54 +102,8 @@ TEST(WorkerConfinement, WorkersRunConfined) {
   EXPECT_EQ(ctl.output.find("alice"), std::string::npos) << ctl.output;
 }
 
-// The packaged layout (tools/packaging/remora-server.service): the server runs as an
-// unprivileged user with only the capabilities starting workers as another user takes. Its
-// workers still get a user of their own, no capabilities, and the tenant's module cache.
-TEST(WorkerConfinement, AServerWithOnlyTheNeededCapabilitiesSeparatesToo) {
-  if (!IsRoot()) GTEST_SKIP() << "needs root (to start the server as another user with capabilities)";
-  struct passwd* worker_pw = ::getpwnam("remora-worker");
-  if (worker_pw == nullptr) GTEST_SKIP() << "no user remora-worker (tools/install-deps.sh creates it)";
-  uid_t worker_uid = worker_pw->pw_uid;
-  struct passwd* pw = ::getpwnam("nobody");
-  ASSERT_NE(pw, nullptr);
-  uid_t server_uid = pw->pw_uid;
-  gid_t server_gid = pw->pw_gid;
-  const std::string caps = "+setuid,+setgid,+chown,+fowner,+dac_override,+setpcap";
-  ServerOptions o;
-  o.launcher = {"setpriv", "--reuid=" + std::to_string(server_uid), "--regid=" + std::to_string(server_gid),
-                "--clear-groups", "--inh-caps=" + caps, "--ambient-caps=" + caps, "--"};
-  o.extra_args = {"--module-cache-dir", "", "--module-cache-size", "64MiB"};
-  TenancyServer s;
-  ASSERT_EQ(::chown(s.server.dir().c_str(), server_uid, server_gid), 0);
-  o.extra_args[1] = s.server.dir() + "/modules";
-  ASSERT_TRUE(s.Start(o));
-  std::string token = s.CreateTenant("alice");
-  auto session = RawSession::Open(s.server.Url("shm"), token);
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  auto ping = (*session)->Call([](wire::Request::Builder& req) { req.setPing(); });  // serving: sandboxed
-  ASSERT_TRUE(ping.ok()) << ping.status().ToString();
-  auto pids = WorkerPids(s);
-  ASSERT_EQ(pids.size(), 1u);
-  pid_t w = pids[0];
-  std::string uid = ProcStatus(w, "Uid:");
-  EXPECT_EQ(uid.substr(0, uid.find('\t')), std::to_string(worker_uid)) << "the worker shares the server's user";
-  EXPECT_EQ(ProcStatus(w, "CapEff:"), "0000000000000000");
-  EXPECT_EQ(ProcStatus(w, "CapPrm:"), "0000000000000000");
-  EXPECT_EQ(ProcStatus(w, "CapAmb:"), "0000000000000000");
-  EXPECT_EQ(ProcStatus(w, "CapBnd:"), "0000000000000000");
-  EXPECT_EQ(ProcStatus(w, "NoNewPrivs:"), "1");
-  // The worker's user cannot read the server's state.
-  RunResult read = RunAs("remora-worker", "cat " + s.server.state_dir() + "/state.db > /dev/null");
-  EXPECT_NE(read.exit_code, 0) << "the worker user can read state.db";
-  // The tenant's module cache works: a module loaded is cached in a directory of the
-  // worker's user, which the server (not root) can still trim.
-  std::vector<std::byte> image = FakeFatbin(4096, 3);
-  ModuleAnswer m = LoadModule(**session, ModuleHash(image), &image, image.size());
-  EXPECT_EQ(m.error, Err::kSuccess) << m.message;
-  struct stat st;
-  ASSERT_EQ(::stat((s.server.dir() + "/modules/alice").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, worker_uid);
-}
+// (The packaged layout, a server without privileges that starts its workers through
+// remora-worker-exec: privilege_test.cc.)
 
 // ---- F2: remorafs --------------------------------------------------------------------
 

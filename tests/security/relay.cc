@@ -12,8 +12,8 @@
 
 namespace remora::security {
 
-Relay::Relay(std::string upstream_host, uint16_t upstream_port, Hijack hijack)
-    : host_(std::move(upstream_host)), upstream_(upstream_port), hijack_(std::move(hijack)) {
+Relay::Relay(std::string upstream_host, uint16_t upstream_port, Hijack hijack, Tamper tamper)
+    : host_(std::move(upstream_host)), upstream_(upstream_port), hijack_(std::move(hijack)), tamper_(std::move(tamper)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a = {};
   a.sin_family = AF_INET;
@@ -67,6 +67,7 @@ void Relay::Serve(int client) {
   }
   // Counts whole handshake frames from the server (plaintext: header, then body).
   std::string pending;
+  uint64_t offset[2] = {0, 0};  // bytes read so far from the client, from the server
   int server_frames = 0;
   bool hijacked = false;
   struct pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
@@ -85,7 +86,14 @@ void Relay::Serve(int client) {
         std::lock_guard<std::mutex> lock(mu_);
         (i == 0 ? c2s_ : s2c_).append(buf, static_cast<size_t>(n));
       }
-      (void)!::write(i == 0 ? server : client, buf, static_cast<size_t>(n));
+      if (tamper_) {
+        std::string chunk(buf, static_cast<size_t>(n));
+        tamper_(i == 0, offset[i], chunk);
+        offset[i] += static_cast<uint64_t>(n);
+        (void)!::write(i == 0 ? server : client, chunk.data(), chunk.size());
+      } else {
+        (void)!::write(i == 0 ? server : client, buf, static_cast<size_t>(n));
+      }
       if (i == 1 && hijack_ && server_frames < 2) {
         pending.append(buf, static_cast<size_t>(n));
         while (pending.size() >= sizeof(FrameHeader)) {

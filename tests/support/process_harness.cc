@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +90,23 @@ ServerProcess::~ServerProcess() {
   if (pid_ > 0) Stop(10);
 }
 
+namespace {
+
+// Inside the Soft-RoCE VM (tests/rdma/vm-run.sh sets REMORA_VM) every program runs 10-50 times
+// slower than on its host under QEMU's TCG, and slower again when the host is busy: a session
+// worker took up to 14 s to start there with four clients at once on a loaded 2-core host.
+// The deadlines these tests do not test are scaled to match (servers: --deadline and
+// --handshake-timeout; clients: REMORA_DEADLINE_S, which also bounds a worker's set-up);
+// a test that sets one itself keeps its own.
+bool InSlowVm() { return std::getenv("REMORA_VM") != nullptr; }
+constexpr const char* kVmDeadlineS = "60";
+
+bool HasArg(const std::vector<std::string>& args, const std::string& name) {
+  return std::find(args.begin(), args.end(), name) != args.end();
+}
+
+}  // namespace
+
 bool ServerProcess::Start(const ServerOptions& o) {
   state_dir_ = o.state_dir.empty() ? dir_.path() + "/state" : o.state_dir;
   std::vector<std::string> argv = {BinDir() + "/remora-server", "--state-dir", state_dir_, "--backend", o.backend,
@@ -108,6 +126,8 @@ bool ServerProcess::Start(const ServerOptions& o) {
   bool network = false;
   for (const std::string& t : o.transports) network |= t != "shm";
   if (!o.auth && network) argv.push_back("--insecure");
+  if (InSlowVm() && !HasArg(o.extra_args, "--deadline")) argv.insert(argv.end(), {"--deadline", kVmDeadlineS});
+  if (InSlowVm() && !HasArg(o.extra_args, "--handshake-timeout")) argv.insert(argv.end(), {"--handshake-timeout", "30000"});
   argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
   argv.insert(argv.begin(), o.launcher.begin(), o.launcher.end());
   int log = ::open((dir_.path() + "/server.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -178,9 +198,11 @@ std::map<std::string, std::string> ShimEnv(const std::string& url) {
   // The caller's library path stays behind ours (on the GPU host: the bundle's libsodium).
   const char* inherited = std::getenv("LD_LIBRARY_PATH");
   std::string path = inherited != nullptr && *inherited != '\0' ? dir + ":" + inherited : dir;
-  return {{"LD_PRELOAD", preload.empty() ? libs : preload + ":" + libs},
-          {"LD_LIBRARY_PATH", path},
-          {"REMORA_SERVER", url}};
+  std::map<std::string, std::string> env = {{"LD_PRELOAD", preload.empty() ? libs : preload + ":" + libs},
+                                             {"LD_LIBRARY_PATH", path},
+                                             {"REMORA_SERVER", url}};
+  if (InSlowVm()) env["REMORA_DEADLINE_S"] = kVmDeadlineS;
+  return env;
 }
 
 RunResult Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int timeout_s) {

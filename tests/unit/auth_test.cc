@@ -164,9 +164,16 @@ TEST_F(ProofTest, ServerSignatureProvesTheServer) {
 // Admin and tenant logins never share an authentication message (domain separation): a
 // tenant named "admin" cannot replay anything into an admin login.
 TEST_F(ProofTest, AdminMessagesAreSeparateFromTenantMessages) {
-  EXPECT_NE(AdminAuthMessage(cn, sn), Msg("admin", cn, sn));
-  EXPECT_EQ(AdminAuthMessage(cn, sn).rfind("remora-admin-v1|", 0), 0u);
-  EXPECT_FALSE(VerifyProof(stored, AdminAuthMessage(cn, sn), ClientProof(secret, Msg("admin", cn, sn))));
+  std::array<uint8_t, 32> binding{};
+  binding[0] = 7;
+  EXPECT_NE(AdminAuthMessage(cn, sn, binding), Msg("admin", cn, sn));
+  EXPECT_EQ(AdminAuthMessage(cn, sn, binding).rfind("remora-admin-v2|", 0), 0u);
+  EXPECT_FALSE(VerifyProof(stored, AdminAuthMessage(cn, sn, binding), ClientProof(secret, Msg("admin", cn, sn))));
+  // The admin channel's binding is part of what is proved: a proof made on one channel is
+  // refused on another (a man in the middle holds two channels with different bindings).
+  std::array<uint8_t, 32> other = binding;
+  other[31] ^= 1;
+  EXPECT_FALSE(VerifyProof(stored, AdminAuthMessage(cn, sn, other), ClientProof(secret, AdminAuthMessage(cn, sn, binding))));
 }
 
 TEST(KeyHex, RoundTripAndRejects) {

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "sched/board.h"
+#include "sched/board_region.h"
 #include "sched/compute_settings.h"
 #include "sched/gate.h"
 
@@ -156,6 +157,52 @@ TEST_F(BoardFixture, ADeadHoldersTurnIsHandedOverWhenItsSlotCloses) {
   EXPECT_EQ(board_->TurnOwner(0), 8u);
   EXPECT_EQ(board_->SessionTenant(7), kNoSession);
   EXPECT_EQ(board_->Request(0, 7, kT0 + 3), O::kWait) << "a closed slot gets nothing";
+}
+
+// Issue 40, N3: every worker maps the board writable, so each word in it may be junk. Junk
+// in every session's tenant word, state and the turn word, out-of-range priorities and
+// weights: every decision and query stays inside the board (this test runs under ASan in the
+// sanitizer builds), and a real session still gets the GPU.
+TEST_F(BoardFixture, JunkInTheBoardIsBoundedEverywhere) {
+  Tenant(0, 100);
+  board_->OpenSession(3, 0);
+  auto* r = static_cast<BoardRegion*>(mem_);
+  for (uint32_t s = 0; s < kBoardMaxSessions; s++) {
+    if (s == 3) continue;
+    r->session_tenant[s].store(0x80000000u + s);
+    r->gpus[0].sessions[s].state.store(s % 2 == 0 ? static_cast<uint32_t>(RunState::kWaiting) : 0xdeadbeefu);
+  }
+  r->session_tenant[5].store(kBoardMaxTenants + 1);   // one past the table
+  r->session_tenant[6].store(1);                      // a real tenant, slot not opened
+  for (auto& t : r->settings) {
+    t.priority.store(0xffffffffu);
+    t.weight.store(0);
+  }
+  r->settings[0].quota_ns.store(1);
+  r->settings[0].period_ns.store(0);
+  r->gpus[0].waiting.store(0xffffffffu);
+  r->gpus[0].turn.store(0xfffeull);  // owner 65533: no such slot
+  EXPECT_EQ(board_->TurnOwner(0), kNoSession);
+  EXPECT_EQ(board_->SessionTenant(5), kNoSession);
+  EXPECT_EQ(board_->SessionTenant(9), kNoSession);
+  EXPECT_EQ(board_->TenantPriority(0), Priority::kNormal);
+  EXPECT_EQ(board_->CapTokens(0, kNoSession), INT64_MAX);
+  EXPECT_FALSE(board_->HigherClassPresent(0, kNoSession, kT0));
+  board_->Charge(0, 3, 1000);
+  O first = board_->Request(0, 3, kT0);
+  EXPECT_TRUE(first == O::kGranted || first == O::kWait);
+  (void)board_->EndTurn(0, 3, kT0 + 1, 0);
+  (void)board_->Release(0, 3, kT0 + 2, true);
+  r->gpus[0].turn.store(4);  // the turn "held" by slot 3 as written by someone else
+  board_->CloseSession(3, kT0 + 3);
+  board_->CloseSession(6, kT0 + 4);
+  // A clean slot and tenant afterwards: the GPU is granted.
+  r->settings[0].quota_ns.store(0);
+  r->gpus[0].turn.store(0);
+  r->gpus[0].waiting.store(0);
+  for (uint32_t s = 0; s < kBoardMaxSessions; s++) r->gpus[0].sessions[s].state.store(0);
+  board_->OpenSession(10, 0);
+  EXPECT_EQ(board_->Request(0, 10, kT0 + 5), O::kGranted);
 }
 
 TEST_F(BoardFixture, DisablingAGpuDropsItsTurnsAndQueue) {

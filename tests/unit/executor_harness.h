@@ -36,6 +36,7 @@ struct Reply {
   uint16_t error_domain = 0;  // remora::Domain of `error` (a library's own status otherwise)
   std::string message;
   Err async_error = Err::kSuccess;
+  std::string async_message;  // the failure of earlier posted work the reply carries
   uint64_t generation = 0;
   wire::Reply::Which which = wire::Reply::NONE;
   uint64_t pointer = 0, handle = 0;
@@ -145,6 +146,7 @@ class ExecutorTest : public ::testing::Test {
       out.error_domain = m.getErrorDomain();
       out.message = m.getMessage().cStr();
       out.async_error = static_cast<Err>(m.getAsyncError());
+      out.async_message = m.getAsyncMessage().cStr();
       out.generation = m.getDeviceGeneration();
       out.which = m.which();
       switch (m.which()) {

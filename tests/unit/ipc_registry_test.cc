@@ -3,6 +3,7 @@
 #include "supervisor/ipc_registry.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace remora::server {
 namespace {
@@ -21,7 +22,74 @@ IpcHandle ExportOf(IpcRegistry& r, const IpcParty& who, IpcKind kind, uint64_t s
   req.kind = kind;
   req.gpu = 1;
   req.size = size;
-  return r.Export(who, std::move(req), id);
+  std::string why;
+  auto h = r.Export(who, std::move(req), id, &why);
+  EXPECT_TRUE(h.ok()) << why;
+  return h.ok() ? *h : IpcHandle{};
+}
+
+// An export of `kind` that keeps a descriptor (the host backend's memory file): OK or why not.
+Result<IpcHandle> ExportWithFd(IpcRegistry& r, const IpcParty& who, IpcKind kind, std::string* why) {
+  IpcExportRequest req;
+  req.kind = kind;
+  req.fd = Fd(::dup(0));
+  uint64_t id = 0;
+  why->clear();
+  return r.Export(who, std::move(req), &id, why);
+}
+
+// Issue 40, N1: per session, per tenant and, for exports that keep a descriptor, a share of
+// the supervisor's descriptors (half of it at most for one tenant); CUDA_ERROR_OUT_OF_MEMORY
+// past each, and everything counted back when exports go.
+TEST(IpcRegistry, ExportsAreBoundedPerSessionTenantAndDescriptors) {
+  IpcRegistry r;
+  IpcLimits l;
+  l.per_session = 3;
+  l.per_tenant = 5;
+  l.descriptors = 8;
+  r.SetLimits(l);
+  IpcParty a = Party(10, "t"), b = Party(11, "t"), c = Party(12, "u"), d = Party(13, "v");
+  std::string why;
+  for (int i = 0; i < 3; i++) ASSERT_TRUE(ExportWithFd(r, a, IpcKind::kEvent, &why).ok()) << why;
+  auto refused = ExportWithFd(r, a, IpcKind::kEvent, &why);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().raw(), kCuOutOfMemory);
+  EXPECT_NE(why.find("ipc-exports"), std::string::npos) << why;
+  // The same tenant's second session: one more keeps a descriptor (4 = half of 8), then none.
+  EXPECT_TRUE(ExportWithFd(r, b, IpcKind::kEvent, &why).ok()) << why;
+  EXPECT_FALSE(ExportWithFd(r, b, IpcKind::kEvent, &why).ok());
+  EXPECT_NE(why.find("share of the server's descriptor limit"), std::string::npos) << why;
+  // Without a descriptor (the cuda backend's memory and events) up to the tenant's bound.
+  uint64_t id = 0;
+  IpcExportRequest plain;
+  plain.kind = IpcKind::kMemory;
+  plain.size = 4096;
+  EXPECT_TRUE(r.Export(b, std::move(plain), &id, &why).ok()) << why;
+  IpcExportRequest more;
+  EXPECT_FALSE(r.Export(b, std::move(more), &id, &why).ok());
+  EXPECT_NE(why.find("--ipc-exports-per-tenant"), std::string::npos) << why;
+  EXPECT_EQ(r.TenantExports("t"), 5u);
+  // Other tenants: their own shares, until the server's descriptors are used up.
+  for (int i = 0; i < 3; i++) EXPECT_TRUE(ExportWithFd(r, c, IpcKind::kPool, &why).ok()) << why;
+  EXPECT_TRUE(ExportWithFd(r, d, IpcKind::kPool, &why).ok()) << why;
+  EXPECT_EQ(r.DescriptorExports(), 8u);
+  EXPECT_FALSE(ExportWithFd(r, d, IpcKind::kPool, &why).ok());
+  EXPECT_NE(why.find("the server holds 8"), std::string::npos) << why;
+  // A session's end gives its exports back (none was open elsewhere).
+  (void)r.SessionEnded(a.pid);
+  EXPECT_EQ(r.TenantExports("t"), 2u);
+  EXPECT_EQ(r.DescriptorExports(), 5u);
+  EXPECT_TRUE(ExportWithFd(r, d, IpcKind::kPool, &why).ok()) << why;
+  // An export open elsewhere when its exporter ends stays counted until it is closed.
+  IpcParty e = Party(14, "w"), f = Party(15, "w");
+  auto h = ExportWithFd(r, e, IpcKind::kMemory, &why);
+  ASSERT_TRUE(h.ok()) << why;
+  auto o = r.Open(f, IpcKind::kMemory, *h, &why);
+  ASSERT_TRUE(o.ok()) << why;
+  (void)r.SessionEnded(e.pid);
+  EXPECT_EQ(r.TenantExports("w"), 1u);
+  (void)r.Close(f.pid, o->export_id);
+  EXPECT_EQ(r.TenantExports("w"), 0u);
 }
 
 TEST(IpcRegistry, OpensNeedTheTenantTheKindAndTheNonce) {

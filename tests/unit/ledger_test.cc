@@ -208,6 +208,38 @@ TEST_F(LedgerTest, CapacityLimitsAreErrors) {
   EXPECT_FALSE(ledger->AddTenant("one-too-many").ok());
 }
 
+// Issue 40, N2: a worker's writable page holds only its own counters; whatever a compromised
+// worker writes there (every byte 0xff here) reaches nothing of the supervisor's or another
+// tenant's, is bounded while read, and is gone when the slot closes.
+TEST_F(LedgerTest, AWorkersPageReachesOnlyItsOwnTenant) {
+  auto beta = ledger->AddTenant("beta");
+  ASSERT_TRUE(beta.ok());
+  ASSERT_TRUE(ledger->SetLimit(*beta, 0, 8 << 20).ok());
+  auto other = ledger->OpenSession(*beta, 2);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(ledger->Reserve(*other, 0, 1 << 20).ok());
+  auto* page = static_cast<unsigned char*>(region.mem) + LedgerSlotOffset(slot);
+  std::memset(page, 0xff, LedgerSlotBytes());
+  EXPECT_EQ(ledger->SessionTenant(slot), tenant) << "who holds the slot is not on the worker's page";
+  EXPECT_EQ(ledger->Tenant(*beta, 0).used, 1u << 20);
+  EXPECT_TRUE(ledger->Reserve(*other, 0, 1 << 20).ok());
+  TenantUsage junk = ledger->Tenant(tenant, 0);
+  EXPECT_LE(junk.used, uint64_t{1} << 50) << "bounded";
+  EXPECT_EQ(ledger->GpuUsed(0), junk.used + (2u << 20)) << "sums do not wrap";
+  std::vector<uint64_t> held = ledger->CloseSession(slot);
+  EXPECT_LE(held[0], uint64_t{1} << 50);
+  EXPECT_EQ(ledger->Tenant(tenant, 0).used, 0u);
+  EXPECT_EQ(ledger->Tenant(tenant, 0).sessions, 0u);
+  EXPECT_EQ(ledger->Tenant(*beta, 0).used, 2u << 20);
+  EXPECT_EQ(ledger->Tenant(*beta, 0).sessions, 1u);
+  // The slot goes to the next session clean.
+  auto again = ledger->OpenSession(tenant, 3);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(ledger->SessionUsed(*again, 0), 0u);
+  EXPECT_TRUE(ledger->Reserve(*again, 0, 4096).ok());
+  EXPECT_EQ(ledger->Tenant(tenant, 0).used, 4096u);
+}
+
 }  // namespace
 }  // namespace remora
 

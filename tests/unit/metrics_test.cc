@@ -149,8 +149,11 @@ class MetricsServerTest : public ::testing::Test {
     o.io_timeout_ms = 300;
     o.max_request_bytes = 1024;
     o.max_connections = 2;
-    auto s = MetricsServer::Start(o, [this] {
+    o.bearer_token = token_;
+    o.public_details = public_details_;
+    auto s = MetricsServer::Start(o, [this](bool details) {
       renders_++;
+      last_details_ = details;
       return std::string("remora_x 1\n");
     });
     ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -195,6 +198,9 @@ class MetricsServerTest : public ::testing::Test {
   std::unique_ptr<MetricsServer> server_;
   uint16_t port_ = 0;
   std::atomic<int> renders_{0};
+  std::atomic<bool> last_details_{false};
+  std::string token_ = "scraper-token-0123456789";
+  bool public_details_ = false;
 };
 
 TEST_F(MetricsServerTest, ServesMetrics) {
@@ -231,7 +237,9 @@ TEST_F(MetricsServerTest, SilentAndSurplusClientsDoNotStopIt) {
   Fd a = Open(), b = Open();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Fd c = Open();
-  EXPECT_EQ(ReadAll(c.get()), "") << "the surplus connection is closed without an answer";
+  std::string surplus = ReadAll(c.get());
+  EXPECT_EQ(surplus.rfind("HTTP/1.1 503 ", 0), 0u) << "the surplus connection is refused, saying why: " << surplus;
+  EXPECT_NE(surplus.find("all 2 connections are in use"), std::string::npos) << surplus;
   EXPECT_EQ(ReadAll(a.get()), "") << "a silent client is dropped after the timeout";
   EXPECT_EQ(ReadAll(b.get()), "");
   EXPECT_EQ(Exchange("GET /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
@@ -251,8 +259,45 @@ TEST_F(MetricsServerTest, SlowDripHitsTheDeadline) {
   EXPECT_EQ(renders_.load(), 0);
 }
 
+// N9: the details (tenant and session series) only with the bearer token; a wrong one is a
+// 401; without one, the aggregate series.
+TEST_F(MetricsServerTest, DetailsOnlyWithTheBearerToken) {
+  std::string anonymous = Exchange("GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(anonymous.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << anonymous;
+  EXPECT_FALSE(last_details_.load());
+  std::string good = Exchange("GET /metrics HTTP/1.1\r\nauthorization:  bearer " + token_ + " \r\n\r\n");
+  EXPECT_EQ(good.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << good;
+  EXPECT_TRUE(last_details_.load());
+  int renders = renders_.load();
+  for (const std::string& bad : {"Bearer " + token_ + "x", "Bearer " + token_.substr(1), std::string("Basic eDp5"),
+                                 std::string("Bearer ")}) {
+    std::string r = Exchange("GET /metrics HTTP/1.1\r\nAuthorization: " + bad + "\r\n\r\n");
+    EXPECT_EQ(r.rfind("HTTP/1.1 401 ", 0), 0u) << bad << ": " << r;
+    EXPECT_NE(r.find("WWW-Authenticate: Bearer"), std::string::npos) << r;
+  }
+  EXPECT_EQ(renders_.load(), renders) << "a wrong token got a rendering";
+}
+
+TEST(HttpHead, Authorization) {
+  HttpVerdict v = ParseRequestHead("GET /metrics HTTP/1.1\r\nHost: x\r\nAUTHORIZATION: Bearer abc \r\nAuthorization: second\r\n\r\n");
+  EXPECT_TRUE(v.has_authorization);
+  EXPECT_EQ(v.authorization, "Bearer abc");
+  EXPECT_FALSE(ParseRequestHead("GET /metrics HTTP/1.1\r\nX-Authorization: Bearer abc\r\n\r\n").has_authorization);
+  EXPECT_FALSE(ParseRequestHead("GET /metrics HTTP/1.1\r\n\r\n").has_authorization);
+}
+
+TEST(RenderMetrics, WithoutDetailsNoTenantOrSession) {
+  std::string t = RenderMetrics(Sample(), {}, /*details=*/false);
+  EXPECT_NE(t.find("remora_build_info"), std::string::npos);
+  EXPECT_NE(t.find("remora_sessions "), std::string::npos);
+  EXPECT_NE(t.find("remora_gpu_memory_used_bytes"), std::string::npos);
+  EXPECT_EQ(t.find("remora_tenant_"), std::string::npos) << t;
+  EXPECT_EQ(t.find("remora_session_"), std::string::npos) << t;
+  EXPECT_EQ(t.find("tenant="), std::string::npos) << t;
+}
+
 TEST(MetricsServerStart, RefusesNonTcpUrls) {
-  auto s = MetricsServer::Start({"shm:///tmp/x.sock"}, [] { return std::string(); });
+  auto s = MetricsServer::Start({"shm:///tmp/x.sock"}, [](bool) { return std::string(); });
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("tcp://HOST:PORT"), std::string::npos);
 }

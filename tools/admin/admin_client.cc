@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "admin.capnp.h"
+#include "common/admin_channel.h"
 #include "remora/base/fd.h"
 #include "remora/base/util.h"
 #include "remora/protocol/auth.h"
@@ -31,7 +32,14 @@ Status FromOutcome(rpc::Outcome::Reader o) {
   return Status(static_cast<Err>(o.getCode()), o.getMessage());
 }
 
-Status FromKj(const kj::Exception& e) {
+// `tcp`: the connection is the sealed admin channel (which the server closes only when it
+// stops, or when the channel was broken on the way), not the unix socket (which it closes on
+// peers it does not accept).
+Status FromKj(const kj::Exception& e, bool tcp) {
+  if (e.getType() == kj::Exception::Type::DISCONNECTED && tcp)
+    return Status(Err::kDevicesUnavailable,
+                  std::string("the admin connection over TCP broke (the server stopped, or the channel was cut or "
+                              "altered on the way): ") + e.getDescription().cStr());
   if (e.getType() == kj::Exception::Type::DISCONNECTED)
     return Status(Err::kDevicesUnavailable,
                   "the server closed the admin connection (only root or the server's own user may administer it over "
@@ -103,6 +111,8 @@ class Client final : public AdminClient {
         if (o.token.empty()) return Error(Err::kInvalidValue, "the admin API over TCP needs the admin token");
         ASSIGN_OR_RETURN(token_, ParseToken(o.token));
         ASSIGN_OR_RETURN(fd, ConnectTcp(ep, o.timeout_ms));
+        // The sealed channel first (admin_channel.h): nothing else crosses the wire in clear.
+        ASSIGN_OR_RETURN(keys_, ClientKeyExchange(fd.get(), o.timeout_ms));
         tcp = true;
       } else {
         return Error(Err::kInvalidValue, "admin URL {}: expected unix:///path/admin.sock or tcp://HOST:PORT", o.url);
@@ -112,6 +122,7 @@ class Client final : public AdminClient {
     } else {
       return Error(Err::kInvalidValue, "no server given: a state directory or an admin URL");
     }
+    tcp_ = tcp;
     std::promise<Status> ready;
     auto started = ready.get_future();
     thread_ = std::thread([this, sock = fd.release(), tcp, r = std::move(ready)]() mutable { Main(sock, tcp, r); });
@@ -437,7 +448,7 @@ class Client final : public AdminClient {
         return timer_->timeoutAfter(timeout_ms_ * kj::MILLISECONDS, kj::mv(p));
       });
     } catch (const kj::Exception& e) {
-      st = FromKj(e);
+      st = FromKj(e, tcp_);
     }
     if (!st.ok()) return st;
     return out;
@@ -454,8 +465,9 @@ class Client final : public AdminClient {
     try {
       auto io = kj::setupAsyncIo();
       timer_ = &io.provider->getTimer();
-      auto stream = io.lowLevelProvider->wrapSocketFd(sock, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP |
-                                                                kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
+      kj::Own<kj::AsyncIoStream> stream = io.lowLevelProvider->wrapSocketFd(
+          sock, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
+      if (tcp) stream = SealStream(kj::mv(stream), keys_, /*server_side=*/false);
       capnp::TwoPartyClient client(*stream);
       if (tcp) {
         Status st = Login(client, io);
@@ -475,7 +487,7 @@ class Client final : public AdminClient {
     } catch (const kj::Exception& e) {
       // Before `ready` was set: connection setup failed; after: nothing waits for us.
       try {
-        ready.set_value(FromKj(e));
+        ready.set_value(FromKj(e, tcp));
       } catch (const std::future_error&) {
       }
     }
@@ -491,7 +503,7 @@ class Client final : public AdminClient {
     Nonce sn{};
     if (sn_data.size() != sn.size()) return Status(Err::kInvalidValue, "malformed admin challenge");
     std::memcpy(sn.data(), sn_data.begin(), sn.size());
-    std::string auth_message = AdminAuthMessage(cn, sn);
+    std::string auth_message = AdminAuthMessage(cn, sn, keys_.binding);
     Key proof = ClientProof(token_.secret, auth_message);
     auto pr = ch.getProver().proveRequest();
     pr.setProof(capnp::Data::Reader(proof.data(), proof.size()));
@@ -512,6 +524,8 @@ class Client final : public AdminClient {
   std::thread thread_;
   int timeout_ms_ = 10000;
   Token token_;
+  bool tcp_ = false;
+  ChannelKeys keys_;  // of the sealed TCP channel
   // Set by the RPC thread before Open returns; used only on it (admin_, timer_, stop_).
   kj::Own<const kj::Executor> executor_;
   kj::Timer* timer_ = nullptr;

@@ -4,8 +4,10 @@
 // (host backend, two emulated GPUs, state in a temporary directory on /dev/shm) runs in this
 // process with its admin service; each input is one connection.
 //
-// Input: one byte (bit 0: 0 = unix socket, 1 = TCP listener), then the bytes the client
-// sends, then end-of-stream. The harness reads whatever the server answers until it closes
+// Input: one byte (bit 0: 0 = unix socket, 1 = TCP listener; bit 1, TCP only: raw - the
+// bytes go as they are, before any key exchange, so the channel's hello is what is fuzzed;
+// else the harness makes the key exchange of the sealed admin channel and seals the bytes in
+// its records, so the RPC behind it is), then the bytes the client sends, then end-of-stream. The harness reads whatever the server answers until it closes
 // the connection. After each input every tenant the input created is deleted again.
 // Checks besides memory safety: the server closes the connection within 10 s of the client's
 // end-of-stream (no call hangs), and the admin API still accepts connections afterwards.
@@ -27,7 +29,9 @@
 #include <thread>
 
 #include "admin.capnp.h"
+#include "common/admin_channel.h"
 #include "fuzz_input.h"
+#include "secure/aead.h"
 #include "remora/base/log.h"
 #include "remora/protocol/auth.h"
 #include "supervisor/supervisor.h"
@@ -288,9 +292,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace remora;
   fuzz::Server& s = fuzz::TheServer();
   fuzz::FuzzInput in(data, size);
-  bool tcp = in.Bool();
+  uint8_t mode = in.Byte();
+  bool tcp = mode & 1, raw = mode & 2;
   int fd = s.Connect(tcp);
-  fuzz::Exchange(fd, in.Rest());
+  std::span<const uint8_t> rest = in.Rest();
+  std::vector<uint8_t> sealed;
+  if (tcp && !raw) {
+    auto keys = admin::ClientKeyExchange(fd, fuzz::kCloseTimeoutMs);
+    if (!keys.ok()) fuzz::Finding("the sealed admin channel's key exchange failed", keys.status().ToString());
+    secure::RecordCipher seal(Cipher::kChaCha20Poly1305, keys->client_to_server);
+    for (size_t at = 0; at < rest.size(); at += secure::kMaxRecord) {
+      size_t n = std::min(rest.size() - at, secure::kMaxRecord);
+      size_t old = sealed.size();
+      sealed.resize(old + n + secure::kRecordOverhead);
+      seal.Seal(rest.data() + at, n, sealed.data() + old);
+    }
+    rest = sealed;
+  }
+  fuzz::Exchange(fd, rest);
   ::close(fd);
   s.ForgetTenants();
   return 0;

@@ -8,11 +8,47 @@ file(GLOB REMORA_API_FILES ${REMORA_API_DIR}/*.api)
 file(GLOB REMORA_APIGEN_SOURCES ${CMAKE_SOURCE_DIR}/tools/gen/apigen/*.py)
 # The math libraries remoted whole (protocol/api/<lib>.api): a client library each with the
 # real SONAME (shim/), the worker's table and dispatch (server/), round-trip tests (tests/unit).
-set(REMORA_MATH_LIBRARIES cublas cublasLt curand cudnn cufft cusolver cusparse)
+# NCCL (issue 44) is wired the same way, though not a math library.
+set(REMORA_MATH_LIBRARIES cublas cublasLt curand cudnn cufft cusolver cusparse nccl)
+# A description's client stubs and worker dispatch are generated as one translation unit per
+# REMORA_APIGEN_SHARD_ENTRIES travelling (@N) entries, counted here when CMake configures, so
+# that a parallel build compiles a large library's side by side (cuBLAS's 464 were two single
+# units of about 45 s each). The generator splits into however many it is told: a count that
+# is out of date after an edit of the description is still correct, and the next configure
+# (tools/test.sh configures every run) counts again.
+set(REMORA_APIGEN_SHARD_ENTRIES 150)
+
+function(remora_apigen_shards lib var)
+  file(STRINGS ${REMORA_API_DIR}/${lib}.api numbered REGEX "^@[0-9]")
+  list(LENGTH numbered n)
+  math(EXPR shards "(${n} + ${REMORA_APIGEN_SHARD_ENTRIES} - 1) / ${REMORA_APIGEN_SHARD_ENTRIES}")
+  if(shards LESS 1)
+    set(shards 1)
+  endif()
+  set(${var} ${shards} PARENT_SCOPE)
+endfunction()
+
+# STEM.cc, then STEM_2.cc ... STEM_<shards>.cc (the generator's names, __main__.py write_shards).
+function(remora_apigen_shard_files stem shards var)
+  set(files ${stem}.cc)
+  if(shards GREATER 1)
+    foreach(i RANGE 2 ${shards})
+      list(APPEND files ${stem}_${i}.cc)
+    endforeach()
+  endif()
+  set(${var} ${files} PARENT_SCOPE)
+endfunction()
 
 function(remora_apigen lib)
   set(outputs "")
   set(emits "")
+  remora_apigen_shards(${lib} shards)
+  # What the generator reads: <lib>.api alone, but for shim-exports (a `via` entry names an
+  # entry of another description), which reads them all.
+  set(api_inputs ${REMORA_API_DIR}/${lib}.api)
+  if("shim-exports" IN_LIST ARGN)
+    set(api_inputs ${REMORA_API_FILES})
+  endif()
   foreach(emit IN LISTS ARGN)
     if(emit STREQUAL "shim-exports")
       set(files ${lib}.map ${lib}_table.h ${lib}_forward.cc ${lib}_core.cc)
@@ -20,9 +56,11 @@ function(remora_apigen lib)
         list(APPEND files ${lib}_procs.inc ${lib}_status_names.inc)
       endif()
     elseif(emit STREQUAL "client")
-      set(files ${lib}_client.h ${lib}_client.cc)
+      remora_apigen_shard_files(${lib}_client ${shards} files)
+      list(PREPEND files ${lib}_client.h)
     elseif(emit STREQUAL "worker")
-      set(files ${lib}_api.h ${lib}_api.cc ${lib}_dispatch.cc)
+      remora_apigen_shard_files(${lib}_dispatch ${shards} files)
+      list(PREPEND files ${lib}_api.h ${lib}_api.cc)
     elseif(emit STREQUAL "roundtrip-test")
       set(files ${lib}_roundtrip_test.cc)
     elseif(emit STREQUAL "wire")
@@ -44,8 +82,8 @@ function(remora_apigen lib)
   add_custom_command(
     OUTPUT ${outputs}
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tools/gen/apigen --api-dir ${REMORA_API_DIR} --lib ${lib}
-            ${emits} --out ${REMORA_API_GEN_DIR} -I ${CUDAToolkit_INCLUDE_DIRS}
-    DEPENDS ${REMORA_API_FILES} ${REMORA_APIGEN_SOURCES}
+            ${emits} --shards ${shards} --out ${REMORA_API_GEN_DIR} -I ${CUDAToolkit_INCLUDE_DIRS}
+    DEPENDS ${api_inputs} ${REMORA_APIGEN_SOURCES}
     COMMENT "apigen ${lib}: ${ARGN}")
   # Sanitizer and fuzzing builds compile the generated code with REMORA_GENERATED_COMPILE_OPTIONS
   # (-O0, tools/sanitizers.cmake). Source properties belong to this directory, the one whose

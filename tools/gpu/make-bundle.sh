@@ -43,6 +43,7 @@ if [ "${BUNDLE_ETCD:-0}" = 1 ]; then
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cp "$root"/tests/gpu/*.sh "$root/tools/gpu/gpu-session.sh" "$root/tools/gpu/tcp-loopback.py" "$root/tools/gpu/compare-bench.sh" \
+  "$root/tools/gpu/cuda-samples.sh" "$root"/tests/gpu/*.py \
   "$out/scripts/"
 mkdir -p "$out/scripts/torch"
 cp "$root"/tests/gpu/torch/*.py "$root"/tests/gpu/torch/*.sh "$out/scripts/torch/"

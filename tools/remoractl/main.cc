@@ -19,6 +19,7 @@
 #include "output.h"
 #include "pool_cmds.h"
 #include "remora/base/util.h"
+#include "remora/protocol/auth.h"
 
 namespace remora::ctl {
 namespace {
@@ -33,7 +34,7 @@ struct Options {
   std::string state_dir, admin_url, token_file;
   bool json = false;
   // Arguments of the subcommands.
-  std::string name, memory, gpus = "all", session_reason, migrate_url, migrate_token;
+  std::string name, memory, gpus = "all", session_reason, migrate_url, migrate_token, migrate_token_file;
   int migrate_wait_s = 120;
   std::string compute, compute_max, priority;  // empty: not given
   std::string pool_memory;                      // a pool's tenant: its limit across the pool
@@ -304,6 +305,23 @@ Status Done(const Options& o, const std::string& what) {
   return Status::Ok();
 }
 
+// The tenant token for `session migrate --token-file FILE` ('-': standard input): its first
+// line, which must be a token. Keeps tokens off the command line, where every local user
+// can read them (ps, /proc/PID/cmdline).
+std::string ReadMigrateToken(const std::string& path) {
+  std::string token;
+  if (path == "-") {
+    if (!std::getline(std::cin, token)) throw UsageError{"--token-file -: nothing on standard input"};
+  } else {
+    auto t = admin::ReadTokenFile(path);
+    if (!t.ok()) throw UsageError{"--token-file: cannot read " + path};
+    token = *t;
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t')) token.pop_back();
+  if (!ParseToken(token).ok()) throw UsageError{"--token-file " + path + ": not a Remora token (remora1.TENANT.SECRET)"};
+  return token;
+}
+
 // Asks the session's application to move, then waits until the session left this server
 // (its application said goodbye here once the target had everything).
 Status SessionMigrate(AdminClient& c, const Options& o) {
@@ -388,7 +406,12 @@ int main(int argc, char** argv) {
   auto* s_migrate = session->add_subcommand("migrate", "move a running session to another server (its application goes on)");
   s_migrate->add_option("ID", o.session_id)->required();
   s_migrate->add_option("--to", o.migrate_url, "the server to move to (tcp://HOST:PORT, shm://PATH...)")->required();
-  s_migrate->add_option("--token", o.migrate_token, "the tenant's token there (default: the application's own)");
+  auto* migrate_token_file =
+      s_migrate->add_option("--token-file", o.migrate_token_file,
+                            "file holding the tenant's token there ('-': read it from standard input; default: the "
+                            "application's own token)");
+  s_migrate->add_option("--token", o.migrate_token, "the token itself (visible to other local users: prefer --token-file)")
+      ->excludes(migrate_token_file);
   s_migrate->add_option("--wait", o.migrate_wait_s, "seconds to wait for the move to complete (0: do not wait)")
       ->check(CLI::NonNegativeNumber);
   auto* usage = app.add_subcommand("usage", "memory use and GPU time per tenant and GPU");
@@ -417,6 +440,10 @@ int main(int argc, char** argv) {
     (void)ApplyComputeOptions(o, {});
     if (t_set->parsed() && o.memory.empty() && o.pool_memory.empty() && !ComputeGiven(o))
       throw UsageError{"tenant set: give --memory, --pool-memory, --compute, --compute-max or --priority"};
+    if (s_migrate->parsed() && !o.migrate_token.empty())
+      std::fprintf(stderr, "remoractl: warning: --token shows the token to every local user (ps); use --token-file FILE "
+                           "or --token-file - (standard input)\n");
+    if (s_migrate->parsed() && !o.migrate_token_file.empty()) o.migrate_token = ReadMigrateToken(o.migrate_token_file);
     auto client = ConnectFrom(o);
     if (!client.ok()) {
       std::fprintf(stderr, "remoractl: %s\n", client.status().message().c_str());

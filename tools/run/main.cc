@@ -57,13 +57,14 @@ bool HaveNvidiaDriver() {
 // DT_RPATH) would be found first on any search path, so only a preload by SONAME replaces
 // them: these go into LD_PRELOAD after the shim.
 // `only`: the libraries to preload by name (cublas, cublasLt, cudnn, cufft, curand, cusolver,
-// cusparse; cudnn stands for its sub-libraries too), or empty for all.
+// cusparse, nccl; cudnn stands for its sub-libraries too), or empty for all.
 std::vector<std::string> ClientLibraries(const std::string& shim, const std::vector<std::string>& only) {
   static const char* const kSonames[] = {
       "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9",
       "libcudnn_cnn.so.9", "libcudnn_adv.so.9", "libcudnn_heuristic.so.9", "libcudnn_engines_precompiled.so.9",
       "libcudnn_engines_runtime_compiled.so.9", "libcufft.so.12", "libcurand.so.10", "libcusolver.so.12",
-      "libcusparse.so.12"};
+      "libcusparse.so.12",
+      "libnccl.so.2"};  // NCCL (issue 44): collectives run by the servers' NCCL
   std::vector<std::string> out;
   fs::path dir = fs::path(shim).parent_path();
   for (const char* name : kSonames) {
@@ -81,12 +82,15 @@ int ExitCodeOf(int status) {
   return 1;
 }
 
-// Starts argv with `env` added to this process's environment (in the child only).
+// Starts argv with `env` added to this process's environment and `unset` taken out of it
+// (in the child only).
 pid_t Start(const std::vector<std::string>& argv, const std::string& log,
-            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+            const std::vector<std::pair<std::string, std::string>>& env = {},
+            const std::vector<std::string>& unset = {}) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  for (const std::string& k : unset) unsetenv(k.c_str());
   if (!log.empty()) {
     FILE* f = std::fopen(log.c_str(), "w");
     if (f != nullptr) {
@@ -151,10 +155,10 @@ int main(int argc, char** argv) {
   app.add_option("--host-gpu-memory", host_mem, "private host-emulated server: memory per GPU");
   app.add_option("--shim", shim, "path of libremora.so (default: next to this tool's build)");
   app.add_flag("--no-libraries", no_libraries,
-               "preload only the CUDA runtime, not Remora's cuBLAS, cuDNN, cuFFT, cuRAND, cuSOLVER and cuSPARSE");
+               "preload only the CUDA runtime, not Remora's cuBLAS, cuDNN, cuFFT, cuRAND, cuSOLVER, cuSPARSE and NCCL");
   app.add_option("--libraries", libraries_list,
                  "preload only these of Remora's math libraries (comma-separated: cublas, cublasLt, cudnn, cufft, curand, "
-                 "cusolver, cusparse); the others are NVIDIA's, run on the client through the driver facade");
+                 "cusolver, cusparse, nccl); the others are NVIDIA's, run on the client through the driver facade");
   app.add_flag("-v,--verbose", verbose, "show the private server's log and the shim's info lines");
   app.add_option("command", command, "the program and its arguments")->required();
   app.prefix_command(false);
@@ -168,9 +172,9 @@ int main(int argc, char** argv) {
   for (size_t start = 0; !libraries_list.empty() && start <= libraries_list.size();) {
     size_t end = std::min(libraries_list.find(',', start), libraries_list.size());
     std::string name = libraries_list.substr(start, end - start);
-    static const char* const kKnown[] = {"cublas", "cublasLt", "cudnn", "cufft", "curand", "cusolver", "cusparse"};
+    static const char* const kKnown[] = {"cublas", "cublasLt", "cudnn", "cufft", "curand", "cusolver", "cusparse", "nccl"};
     if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
-      std::fprintf(stderr, "remora-run: --libraries: '%s' is not one of cublas, cublasLt, cudnn, cufft, curand, cusolver, cusparse\n",
+      std::fprintf(stderr, "remora-run: --libraries: '%s' is not one of cublas, cublasLt, cudnn, cufft, curand, cusolver, cusparse, nccl\n",
                    name.c_str());
       return 2;
     }
@@ -251,7 +255,9 @@ int main(int argc, char** argv) {
                                     tmp + "/ready", "--drain-timeout", "5", "--log-level", verbose ? "info" : "warn"};
   if (backend == "host") sargs.insert(sargs.end(), {"--host-gpus", host_gpus, "--host-gpu-memory", host_mem});
   std::string log = verbose ? "" : tmp + "/server.log";
-  pid_t srv = Start(sargs, log);
+  // CUDA_VISIBLE_DEVICES is the application's: it chooses among the session's devices (the
+  // shim applies it). The private server serves this machine's GPUs, all of them.
+  pid_t srv = Start(sargs, log, {}, {"CUDA_VISIBLE_DEVICES"});
   auto cleanup = [&] {
     std::error_code ec;
     fs::remove_all(tmp, ec);

@@ -20,10 +20,25 @@ struct Config {
   std::string token_dir = "/run/remora-slurm";  // where job token files are written
   std::string shim;              // LD_PRELOADed into the jobs (the plugin uses it)
   int default_gpus = 1;          // --remora-gpus when only --remora-mem is given
-  std::optional<uint64_t> default_memory;  // --remora-mem when only --remora-gpus is given (unset: unlimited)
+  std::optional<uint64_t> default_memory;  // --remora-mem when only --remora-gpus is given (unset: max_memory)
+  // The administrator's caps on what a job may ask for (docs/SLURM.md, "Caps"): memory per
+  // GPU, GPUs per node, and whether a job may have no memory limit at all (never with
+  // max_memory; by default not either).
+  std::optional<uint64_t> max_memory;
+  std::optional<int> max_gpus;
+  bool allow_unlimited = false;
 };
 
 Result<Config> ParseConfig(const std::string& text, const std::string& origin);
 Result<Config> LoadConfig(const std::string& path);
+
+// A job's memory limit per GPU: its --remora-mem (`requested`, already parsed: nullopt means
+// it asked for `unlimited`), else default_memory, else max_memory, else unlimited.
+std::optional<uint64_t> JobMemory(const Config& c, std::optional<std::optional<uint64_t>> requested);
+
+// The caps applied to a job's request: kNotPermitted, saying which cap and what to ask for
+// instead, when the job asks for more memory per GPU or more GPUs than the administrator
+// allows, or for no memory limit where that is not allowed.
+Status CheckJobRequest(const Config& c, std::optional<uint64_t> memory, int gpus);
 
 }  // namespace remora::slurm

@@ -40,13 +40,16 @@ int Fail(const std::string& what, const Status& st) {
 }
 
 int Prolog(const Config& c, JobRequest job, const std::string& memory_arg) {
+  std::optional<std::optional<uint64_t>> requested;
   if (!memory_arg.empty()) {
     auto m = ParseSize(memory_arg);
     if (!m.ok()) return Fail(fmt::format("job {}: --remora-mem={}", job.job_id, memory_arg), m.status());
-    job.memory = *m;
-  } else {
-    job.memory = c.default_memory;
+    requested = *m;
   }
+  job.memory = JobMemory(c, requested);
+  // The administrator's caps: a job never chooses more than slurm.conf allows.
+  if (Status st = CheckJobRequest(c, job.memory, job.gpus); !st.ok())
+    return Fail(fmt::format("job {}: refused", job.job_id), st);
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   job.node_name = host;

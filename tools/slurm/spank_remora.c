@@ -16,7 +16,9 @@
  *    sessions so their memory returns, and the token file. If the node fails no node
  *    epilog runs: slurm.conf's EpilogSlurmctld=remora-slurm does it from the controller.
  * Jobs without --remora-* options are not touched. A prolog failure is logged and does not
- * drain the node (only the job's steps fail).
+ * drain the node (only the job's steps fail). The administrator's caps in the config file
+ * (max_memory, max_gpus, allow_unlimited) refuse a job at submission where that host has the
+ * file, and in the prolog for good.
  *
  * plugstack.conf: required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_remora.so [config=PATH] [helper=PATH]
  * The rest (server URL, admin access, token directory, shim) is in /etc/remora/slurm.conf,
@@ -108,7 +110,40 @@ struct config {
   char server[MAX_VALUE];
   char token_dir[MAX_VALUE];
   char shim[MAX_VALUE];
+  /* The administrator's caps (remora-slurm enforces them in the prolog; here they refuse a
+   * job at submission). Sizes in bytes; 0: not set. */
+  unsigned long long default_memory, max_memory;
+  long default_gpus, max_gpus;
+  int allow_unlimited;
 };
+
+/* Bytes of a size as remora-slurm reads it ("16GiB", "512M", "1.5G", "4096": binary units);
+ * *unlimited for "unlimited" or "max". -1 if malformed. */
+static int parse_size(const char *s, unsigned long long *bytes, int *unlimited) {
+  char *end = NULL;
+  long double v, mult = 1;
+  *unlimited = 0;
+  *bytes = 0;
+  if (strcmp(s, "unlimited") == 0 || strcmp(s, "max") == 0) {
+    *unlimited = 1;
+    return 0;
+  }
+  if (*s < '0' || *s > '9') return -1;
+  v = strtold(s, &end);
+  switch (*end) {
+    case 'k': case 'K': mult = 1024.0L; end++; break;
+    case 'm': case 'M': mult = 1024.0L * 1024; end++; break;
+    case 'g': case 'G': mult = 1024.0L * 1024 * 1024; end++; break;
+    case 't': case 'T': mult = 1024.0L * 1024 * 1024 * 1024; end++; break;
+    case 'p': case 'P': mult = 1024.0L * 1024 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+  }
+  if (mult > 1 && *end == 'i') end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end != '\0' || v * mult >= 18446744073709551615.0L) return -1;
+  *bytes = (unsigned long long)(v * mult);
+  return 0;
+}
 
 static void trim(char *s) {
   char *b = s, *e;
@@ -119,8 +154,9 @@ static void trim(char *s) {
 }
 
 /* Plugin arguments, then the keys the plugin needs from the config file (the helper checks
- * the whole file). */
-static int load_config(int ac, char **av, struct config *c) {
+ * the whole file). `quiet`: a missing file is no error worth a line (at submission, on a
+ * host without the file). */
+static int load_config_from(int ac, char **av, struct config *c, int quiet) {
   FILE *f;
   char line[2 * MAX_VALUE];
   int i;
@@ -138,7 +174,7 @@ static int load_config(int ac, char **av, struct config *c) {
   }
   f = fopen(c->path, "r");
   if (f == NULL) {
-    slurm_error("remora: cannot read %s: %s", c->path, strerror(errno));
+    if (!quiet) slurm_error("remora: cannot read %s: %s", c->path, strerror(errno));
     return -1;
   }
   while (fgets(line, sizeof(line), f) != NULL) {
@@ -152,8 +188,54 @@ static int load_config(int ac, char **av, struct config *c) {
     if (strcmp(line, "server") == 0) snprintf(c->server, sizeof(c->server), "%s", eq + 1);
     else if (strcmp(line, "token_dir") == 0) snprintf(c->token_dir, sizeof(c->token_dir), "%s", eq + 1);
     else if (strcmp(line, "shim") == 0) snprintf(c->shim, sizeof(c->shim), "%s", eq + 1);
+    else if (strcmp(line, "default_memory") == 0 || strcmp(line, "max_memory") == 0) {
+      unsigned long long v = 0;
+      int unlimited = 0;
+      if (parse_size(eq + 1, &v, &unlimited) == 0 && !unlimited)
+        *(strcmp(line, "max_memory") == 0 ? &c->max_memory : &c->default_memory) = v;
+    } else if (strcmp(line, "default_gpus") == 0) c->default_gpus = strtol(eq + 1, NULL, 10);
+    else if (strcmp(line, "max_gpus") == 0) c->max_gpus = strtol(eq + 1, NULL, 10);
+    else if (strcmp(line, "allow_unlimited") == 0)
+      c->allow_unlimited = strcmp(eq + 1, "yes") == 0 || strcmp(eq + 1, "true") == 0 || strcmp(eq + 1, "1") == 0;
   }
   fclose(f);
+  return 0;
+}
+
+static int load_config(int ac, char **av, struct config *c) { return load_config_from(ac, av, c, 0); }
+
+/* At submission: the job's options against the administrator's caps, when this host has the
+ * config file (remora-slurm checks again in the prolog, which is what counts). */
+static int check_caps(int ac, char **av) {
+  struct config c;
+  unsigned long long mem = 0;
+  int unlimited = 0;
+  long gpus;
+  if (load_config_from(ac, av, &c, 1) != 0) return 0;
+  gpus = opt_gpus[0] ? strtol(opt_gpus, NULL, 10) : (c.default_gpus > 0 ? c.default_gpus : 1);
+  if (c.max_gpus > 0 && gpus > c.max_gpus) {
+    slurm_error("--remora-gpus=%ld: this cluster allows at most %ld Remora GPUs per job and node (max_gpus in %s)",
+                gpus, c.max_gpus, c.path);
+    return -1;
+  }
+  if (opt_mem[0]) {
+    if (parse_size(opt_mem, &mem, &unlimited) != 0) return 0; /* mem_cb already checked the format */
+  } else if (c.default_memory) {
+    mem = c.default_memory;
+  } else if (c.max_memory) {
+    mem = c.max_memory;
+  } else {
+    unlimited = 1;
+  }
+  if (unlimited && (c.max_memory || !c.allow_unlimited)) {
+    slurm_error("--remora-mem: this cluster does not allow jobs without a memory limit; give --remora-mem=SIZE%s",
+                c.max_memory ? " (at most max_memory)" : "");
+    return -1;
+  }
+  if (!unlimited && c.max_memory && mem > c.max_memory) {
+    slurm_error("--remora-mem=%s: more than this cluster allows per GPU (max_memory in %s)", opt_mem, c.path);
+    return -1;
+  }
   return 0;
 }
 
@@ -223,9 +305,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   spank_context_t ctx = spank_context();
-  (void)ac;
-  (void)av;
   if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
+  if ((opt_mem[0] || opt_gpus[0]) && check_caps(ac, av) != 0) return -1;
   if (opt_mem[0] && spank_job_control_setenv(sp, "REMORA_MEM", opt_mem, 1) != ESPANK_SUCCESS) return -1;
   if (opt_gpus[0] && spank_job_control_setenv(sp, "REMORA_GPUS", opt_gpus, 1) != ESPANK_SUCCESS) return -1;
   return 0;

@@ -355,6 +355,13 @@ Status Channel::SendAck(uint64_t count) {
   return PostMessage(MsgType::kAck, 0, count, nullptr, 0, 0);
 }
 
+Status Channel::SendKeepalive() {
+  if (!CanSend()) return failure_.ok() ? Error(Err::kUnknown, "SendKeepalive without credits") : failure_;
+  Status st = PostMessage(MsgType::kCredit, 0, 0, nullptr, 0, 0);
+  if (st.ok()) credits_sent_++;
+  return st;
+}
+
 Status Channel::PostRead(uint64_t id, void* local, uint32_t lkey, uint64_t remote, uint32_t rkey, uint32_t bytes) {
   return PostOneSided(IBV_WR_RDMA_READ, id, local, lkey, remote, rkey, bytes);
 }

@@ -122,9 +122,15 @@ class Channel {
   Result<bool> SendSome(OutRecord& record);
   Status SendSegment(const BulkDesc& segment);  // requires CanSend()
   Status SendAck(uint64_t count);               // requires CanSend()
+  // A message with nothing but the credits owed (requires CanSend()): the executor sends one
+  // now and then while it RDMA-writes a long reply, which the requester cannot see arrive,
+  // so that the requester's watchdog sees the executor alive (messages_received()).
+  Status SendKeepalive();
   Status PostRead(uint64_t id, void* local, uint32_t lkey, uint64_t remote, uint32_t rkey, uint32_t bytes);
   Status PostWrite(uint64_t id, const void* local, uint32_t lkey, uint64_t remote, uint32_t rkey, uint32_t bytes);
   uint32_t one_sided_in_flight() const { return one_sided_; }
+  // Messages received so far (frames, fragments, credits, acks, segments).
+  uint64_t messages_received() const { return msgs_received_; }
 
   // ---- sleeping ---------------------------------------------------------------------
   struct Wakeup {

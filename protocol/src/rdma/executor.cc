@@ -27,6 +27,10 @@ namespace {
 
 constexpr size_t kMaxReplyTargets = 4096;  // requests whose reply is still to be posted
 constexpr uint64_t kOutChunkId = uint64_t{1} << 32;
+// While a reply's bulk is RDMA-written, a keepalive message this often (the requester's
+// watchdog counts messages; the worker's heartbeats wait behind the reply). As the worker's
+// heartbeat interval (server/worker/executor.h).
+constexpr uint64_t kKeepaliveNs = 250'000'000;
 
 // Staging chunks and their registrations (made on first use).
 class Chunks {
@@ -158,6 +162,7 @@ class RdmaExecutor final : public Connection, private ChannelSink {
     if (bulk_bytes > kInlineBulkLimit && target && target->length >= bulk_bytes) {
       flags = kBulkWritten;
       out_.target = *target;
+      next_keepalive_ns_ = MonotonicNanos() + kKeepaliveNs;
     } else if (bulk_bytes > 0) {
       flags = kEmbeddedBulk;
     }
@@ -191,6 +196,7 @@ class RdmaExecutor final : public Connection, private ChannelSink {
 
   Status CommitBulkChunk(const BulkChunk& chunk, size_t bytes) override {
     if (ch_->failed()) return ch_->failure();
+    RETURN_IF_ERROR(MaybeKeepalive());
     if (bytes > chunk.size || filling_ == nullptr) return Error(Err::kUnknown, "committed more than the chunk holds");
     out_.acquired -= chunk.size - bytes;  // a short chunk gives its tail back
     if (out_.target && bytes > 0) {
@@ -332,7 +338,20 @@ class RdmaExecutor final : public Connection, private ChannelSink {
     if (!in_.sources.empty()) RETURN_IF_ERROR(StartReads());
     size_t before = queue_.size();
     RETURN_IF_ERROR(FlushOut());
+    RETURN_IF_ERROR(MaybeKeepalive());
     return moved || queue_.size() != before;
+  }
+
+  // The requester sees nothing of a reply's bulk that is RDMA-written into its memory until
+  // the reply's record comes after the last write, and frames wait behind that record: a
+  // long transfer (a slow link, a loaded machine) would look like a silent server to its
+  // watchdog. A keepalive every kKeepaliveNs while such a bulk is committed says otherwise.
+  Status MaybeKeepalive() {
+    if (filling_ == nullptr || !out_.target || !ch_->CanSend()) return Status::Ok();
+    uint64_t now = MonotonicNanos();
+    if (now < next_keepalive_ns_) return Status::Ok();
+    next_keepalive_ns_ = now + kKeepaliveNs;
+    return ch_->SendKeepalive();
   }
 
   Status FlushOut() {
@@ -390,6 +409,7 @@ class RdmaExecutor final : public Connection, private ChannelSink {
   std::deque<Outgoing> queue_;
   Outgoing* filling_ = nullptr;  // the queued record whose bulk is being committed
   uint64_t pending_acks_ = 0;
+  uint64_t next_keepalive_ns_ = 0;  // while a reply's bulk is RDMA-written (MaybeKeepalive)
   std::unordered_map<uint64_t, BulkDesc> targets_;  // reply targets by request tag
   std::deque<uint64_t> target_order_;
 };

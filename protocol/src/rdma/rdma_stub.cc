@@ -10,7 +10,7 @@ Result<Connected> RdmaConnect(const Endpoint& ep, const ConnectOptions&) {
 Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep, const ListenOptions&) {
   return Error(Err::kNotSupported, "{}: this build has no RDMA transport", ep.ToUrl());
 }
-Result<std::unique_ptr<Connection>> RdmaAdopt(Fd, std::vector<Fd>, const std::optional<SessionKeys>&) {
+Result<std::unique_ptr<Connection>> RdmaAdopt(Fd, std::vector<Fd>, const std::optional<SessionKeys>&, int) {
   return Error(Err::kNotSupported, "this build has no RDMA transport");
 }
 std::string RdmaUnavailable() { return "this build has no RDMA transport"; }

@@ -12,11 +12,13 @@
 //   ESTABLISHED: frames flow over the QP; the TCP socket stays open, idle, as the liveness
 //   channel (EOF = the peer is gone).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +35,7 @@ namespace remora {
 namespace rdma {
 namespace {
 
-constexpr int kSetupTimeoutMs = 15000;  // worker: the client's rdma_cm connect must come by then
+constexpr int kSetupTimeoutMs = 15000;  // worker: the client's rdma_cm connect must come by then, at least
 constexpr int kResolveTimeoutMs = 5000;
 constexpr int kMaxBadConnects = 8;      // connect requests with a wrong secret before giving up
 
@@ -92,8 +94,9 @@ Status RefuseOverBootstrap(int fd, Status st) {
   return st;
 }
 
-// Worker: the rdma_cm listener, the bootstrap, and the accepted connection.
-Result<std::unique_ptr<Channel>> AcceptClient(Fd& sock) {
+// Worker: the rdma_cm listener, the bootstrap, and the accepted connection; the client's
+// connection must come within setup_ms.
+Result<std::unique_ptr<Channel>> AcceptClient(Fd& sock, int setup_ms) {
   const VerbsApi& v = Verbs();
   sockaddr_storage local{};
   socklen_t len = sizeof(local);
@@ -120,7 +123,17 @@ Result<std::unique_ptr<Channel>> AcceptClient(Fd& sock) {
   RETURN_IF_ERROR(WriteAll(sock.get(), EncodeBootstrap(boot)));
   LOG_DEBUG("rdma: waiting for the client's connection on {}", AddressText(local));
 
-  uint64_t deadline = MonotonicNanos() + uint64_t{kSetupTimeoutMs} * 1000000;
+  uint64_t deadline = MonotonicNanos() + uint64_t(std::max(setup_ms, kSetupTimeoutMs)) * 1000000;
+  // A copy of the socket outlives its move into the channel: when setting the connection up
+  // fails because the client gave up meanwhile (its deadline passed, it died), the rdma_cm
+  // calls fail with odd errors (rdma_create_qp: EINVAL), and the log should say why instead.
+  Fd watch(::fcntl(sock.get(), F_DUPFD_CLOEXEC, 0));
+  auto gave_up = [&](Status st) {
+    if (watch && StreamClosed(watch.get()))
+      return Error(Err::kDevicesUnavailable, "the client closed its session while its RDMA connection was being set up ({})",
+                   st.message());
+    return st;
+  };
   for (int bad = 0;;) {
     ASSIGN_OR_RETURN(CmEvent ev, NextCmEvent(listen_ec.get(), sock.get(), deadline, "the client's RDMA connection"));
     if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -143,8 +156,10 @@ Result<std::unique_ptr<Channel>> AcceptClient(Fd& sock) {
     // The connection gets its own event channel; the listener's dies with this function.
     EventChannel ec(v.create_event_channel());
     if (!ec) return ErrnoStatus(Err::kUnknown, "rdma_create_event_channel", errno);
-    if (v.migrate_id(conn.get(), ec.get()) != 0) return ErrnoStatus(Err::kUnknown, "rdma_migrate_id", errno);
-    ASSIGN_OR_RETURN(std::unique_ptr<Channel> ch, Channel::Create(std::move(ec), std::move(conn), std::move(sock), ExecutorGeometry()));
+    if (v.migrate_id(conn.get(), ec.get()) != 0) return gave_up(ErrnoStatus(Err::kUnknown, "rdma_migrate_id", errno));
+    Result<std::unique_ptr<Channel>> made = Channel::Create(std::move(ec), std::move(conn), std::move(sock), ExecutorGeometry());
+    if (!made.ok()) return gave_up(made.take_status());
+    std::unique_ptr<Channel> ch = std::move(made).value();
     ch->SetPeer(*peer);
     auto mine = EncodeConnectData(ch->LocalConnectData(Secret{}));
     rdma_conn_param p{};
@@ -153,10 +168,10 @@ Result<std::unique_ptr<Channel>> AcceptClient(Fd& sock) {
     p.responder_resources = std::min(ch->responder_resources(), remote_initiator);
     p.initiator_depth = std::min(ch->initiator_depth(), remote_responder);
     p.rnr_retry_count = 7;
-    if (v.accept(ch->id(), &p) != 0) return ErrnoStatus(Err::kDevicesUnavailable, "rdma_accept", errno);
+    if (v.accept(ch->id(), &p) != 0) return gave_up(ErrnoStatus(Err::kDevicesUnavailable, "rdma_accept", errno));
     ASSIGN_OR_RETURN(CmEvent est, NextCmEvent(ch->event_channel(), ch->tcp_fd(), deadline, "the RDMA connection to be established"));
     if (est->event != RDMA_CM_EVENT_ESTABLISHED)
-      return Error(Err::kDevicesUnavailable, "RDMA connection failed: {} (status {})", est.name(), est->status);
+      return gave_up(Error(Err::kDevicesUnavailable, "RDMA connection failed: {} (status {})", est.name(), est->status));
     return ch;
   }
 }
@@ -245,7 +260,8 @@ Result<std::unique_ptr<Listener>> RdmaListen(const Endpoint& ep, const ListenOpt
 }
 
 
-Result<std::unique_ptr<Connection>> RdmaAdopt(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys) {
+Result<std::unique_ptr<Connection>> RdmaAdopt(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys,
+                                              int client_setup_ms) {
   if (keys) return Error(Err::kInvalidValue, "rdma:// sessions are not encrypted");
   if (!fds.empty()) return Error(Err::kInvalidValue, "an rdma:// client sent {} descriptors with its Hello", fds.size());
   // The libraries and a device were there when the supervisor listened; check again here.
@@ -254,7 +270,7 @@ Result<std::unique_ptr<Connection>> RdmaAdopt(Fd socket, std::vector<Fd> fds, co
     return rdma::RefuseOverBootstrap(socket.get(), Error(Err::kNotSupported, "the server cannot use RDMA: {}", problem));
   std::string peer = SocketPeerName(socket.get());
   int fd = socket.get();
-  Result<std::unique_ptr<rdma::Channel>> ch = rdma::AcceptClient(socket);
+  Result<std::unique_ptr<rdma::Channel>> ch = rdma::AcceptClient(socket, client_setup_ms);
   if (!ch.ok()) {
     // Until the socket moved into the channel, the client still hears why.
     Status st(ch.status().code(), "the server could not set up RDMA: " + ch.status().message());
@@ -273,6 +289,9 @@ Result<Connected> RdmaConnect(const Endpoint& ep, const ConnectOptions& options)
   FrameSocket fs(sock.get());
   ASSIGN_OR_RETURN(out.session, RunClientHandshake(fs, HandshakeOptions(options, false), {}, options.timeout_ms));
   std::string peer = SocketPeerName(sock.get());
+  // The server is there: its worker (starting now) may take longer to answer on a loaded
+  // machine. Waiting costs nothing when it died: its socket closes and the wait ends.
+  deadline = std::max(deadline, MonotonicNanos() + uint64_t(std::max(options.server_setup_ms, 0)) * 1000000);
 
   rdma::Bootstrap boot;
   std::array<std::byte, rdma::kBootstrapFixedBytes> fixed;

@@ -13,6 +13,7 @@
 // serialises each kind). mu_ guards the channel and all shared state; waits release it. One
 // waiting thread at a time sleeps on the channel's descriptors (the "sleeper"); the other
 // waits on cv_, which is notified whenever completions were handled.
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -81,6 +82,8 @@ class RdmaRequester final : public Connection, private ChannelSink {
 
   const Capabilities& capabilities() const override { return RdmaCapabilities(); }
   std::string Describe() const override { return "rdma " + peer_; }
+  // Messages received: while the executor RDMA-writes a long reply it sends keepalives.
+  uint64_t ReceiveProgress() const override { return progress_.load(std::memory_order_relaxed); }
 
   // ---- requester ----------------------------------------------------------------------
   Status Send(const OutFrame& frame, ConstBytes bulk, MutableBytes reply_bulk) override {
@@ -315,7 +318,7 @@ class RdmaRequester final : public Connection, private ChannelSink {
   Status Wait(std::unique_lock<std::mutex>& lk, Ready ready, uint64_t deadline) {
     uint64_t spin_until = MonotonicNanos() + SpinNanos();
     for (;;) {
-      Result<bool> pumped = ch_->Pump();
+      Result<bool> pumped = PumpChannel();
       if (pumped.ok() && *pumped) cv_.notify_all();
       if (ready()) return Status::Ok();
       if (!pumped.ok()) return pumped.take_status();
@@ -333,7 +336,7 @@ class RdmaRequester final : public Connection, private ChannelSink {
       }
       // Become the sleeper: arm, look once more, then sleep on the descriptors unlocked.
       Status armed = ch_->ArmCq();
-      pumped = ch_->Pump();
+      pumped = PumpChannel();
       if (pumped.ok() && *pumped) cv_.notify_all();
       if (ready()) return Status::Ok();  // ready() may act (send): never evaluate it twice for nothing
       if (!armed.ok() || !pumped.ok() || *pumped) continue;
@@ -346,6 +349,13 @@ class RdmaRequester final : public Connection, private ChannelSink {
       ch_->HandleWakeup(w);
       cv_.notify_all();
     }
+  }
+
+  // The channel's completions (mu_ held); ReceiveProgress follows its messages.
+  Result<bool> PumpChannel() {
+    Result<bool> pumped = ch_->Pump();
+    progress_.store(ch_->messages_received(), std::memory_order_relaxed);
+    return pumped;
   }
 
   // ChannelSink
@@ -375,6 +385,7 @@ class RdmaRequester final : public Connection, private ChannelSink {
   std::deque<std::optional<StagingBuffer>> acks_;  // bulk sources awaiting the executor's ack
   uint64_t acks_issued_ = 0, acks_done_ = 0;
   RequesterStats stats_;
+  std::atomic<uint64_t> progress_{0};  // the channel's messages_received(), for any thread
 
   // Receive thread only.
   std::optional<InRecord> cur_;

@@ -95,7 +95,7 @@ Result<Connected> ShmConnect(const Endpoint& ep, const ConnectOptions& options) 
   return out;
 }
 
-Result<std::unique_ptr<Connection>> ShmAdopt(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys) {
+Result<std::unique_ptr<Connection>> ShmAdopt(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys, int) {
   if (keys) return Error(Err::kInvalidValue, "shm:// sessions are not encrypted (their data never leaves the host)");
   if (fds.size() != 1) return Error(Err::kInvalidValue, "shm client sent {} descriptors with its Hello, expected its segment", fds.size());
   ASSIGN_OR_RETURN(shm::Segment seg, shm::Segment::Attach(std::move(fds[0])));

@@ -84,7 +84,7 @@ Result<std::unique_ptr<Listener>> TcpTransportListen(const Endpoint& ep, const L
 
 // `fds`: the session's data connections, in index order (the worker received them from the
 // supervisor after each one's DataHello was checked).
-Result<std::unique_ptr<Connection>> TcpAdopt(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys) {
+Result<std::unique_ptr<Connection>> TcpAdopt(Fd socket, std::vector<Fd> fds, const std::optional<SessionKeys>& keys, int) {
   if (keys) {
     if (!fds.empty()) return Error(Err::kInvalidValue, "an encrypted tcp session has no data connections");
     return MakeSecureTcpExecutor(std::move(socket), *keys);

@@ -45,6 +45,10 @@ REMORA_API CUresult cuInit(unsigned int flags) {
   if (flags != 0) return Invalid("cuInit", "flags must be 0");
   auto c = Runtime::Get().Session();
   if (!c.ok()) return FromStatus(c.status(), "cuInit");
+  // As the driver: no device left visible by CUDA_VISIBLE_DEVICES is no device.
+  auto devs = Runtime::Get().Devices();
+  if (devs.ok() && (*devs)->empty() && Runtime::Get().VisibleDevicesVariable())
+    return FromStatus(Status(Domain::kCuda, CUDA_ERROR_NO_DEVICE, "CUDA_VISIBLE_DEVICES makes no device visible"), "cuInit");
   return CUDA_SUCCESS;
 }
 

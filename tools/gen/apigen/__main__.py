@@ -42,6 +42,12 @@ def write(path, text):
         f.write(text)
 
 
+def write_shards(out_dir, stem, texts):
+    """STEM.cc, then STEM_2.cc ... STEM_N.cc (tools/gen/apigen.cmake names the same files)."""
+    for i, text in enumerate(texts, 1):
+        write(os.path.join(out_dir, stem + (".cc" if i == 1 else "_%d.cc" % i)), text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--api-dir", required=True)
@@ -51,9 +57,18 @@ def main():
     ap.add_argument("-I", dest="include_dirs", action="append", default=[])
     ap.add_argument("--doc")
     ap.add_argument("--check", action="store_true")
+    # Translation units for the client stubs and the worker's dispatch (emits client, worker).
+    ap.add_argument("--shards", type=int, default=1)
     a = ap.parse_args()
     try:
-        libs = load_all(a.api_dir)
+        # Only shim-exports (a `via` entry names another description's entry) and the
+        # documentation read every description; the other outputs read <lib>.api alone, which
+        # is all their build step depends on (tools/gen/apigen.cmake).
+        own = os.path.join(a.api_dir, "%s.api" % a.lib) if a.lib else None
+        if own and os.path.exists(own) and not a.doc and "shim-exports" not in a.emit:
+            libs = [parse(own)]
+        else:
+            libs = load_all(a.api_dir)
     except ApiError as e:
         print("apigen: %s" % e, file=sys.stderr)
         return 1
@@ -101,11 +116,11 @@ def main():
                           emit_shim.BANNER % lib.path + "".join('{%d, "%s"},\n' % (v, k) for k, v in names))
             elif kind == "client":
                 write(os.path.join(a.out, n + "_client.h"), emit_shim.emit_client_h(lib))
-                write(os.path.join(a.out, n + "_client.cc"), emit_shim.emit_client_cc(lib))
+                write_shards(a.out, n + "_client", emit_shim.emit_client_cc(lib, a.shards))
             elif kind == "worker":
                 write(os.path.join(a.out, n + "_api.h"), emit_worker.emit_api_h(lib))
                 write(os.path.join(a.out, n + "_api.cc"), emit_worker.emit_api_cc(lib, a.include_dirs))
-                write(os.path.join(a.out, n + "_dispatch.cc"), emit_worker.emit_dispatch(lib))
+                write_shards(a.out, n + "_dispatch", emit_worker.emit_dispatch(lib, a.shards))
             elif kind == "wire":
                 write(os.path.join(a.out, n + "_wire.h"), emit_shim.emit_wire_h(lib))
             elif kind == "roundtrip-test":

@@ -2,7 +2,7 @@
 generated stubs inside the core) and the client stubs of libraries whose calls travel."""
 import re
 
-from model import ApiError
+from model import ApiError, shards
 import roles
 
 BANNER = "// Generated from %s by tools/gen/apigen - do not edit.\n"
@@ -135,7 +135,9 @@ def emit_core(lib, libs):
                 out.append('extern "C" %s {\n' % e.decl(n))
                 out.append('  Status st = remora::gen::%s::%s(remora::shim::CallCtx{%s, "%s"}%s);\n' % (lib.name, e.name, per_thread, n, args))
                 if "nomem" in st:
-                    out.append('  return static_cast<%s>(remora::shim::FinishLib(remora::Domain::k%s, kCodes, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
+                    # `finish F`: the library's own FinishLib (NCCL keeps the message for ncclGetLastError).
+                    fin = lib.props.get("finish", "remora::shim::FinishLib")
+                    out.append('  return static_cast<%s>(%s(remora::Domain::k%s, kCodes, st, "%s"));\n}\n' % (st["type"], fin, _dom(lib), n))
                 else:
                     out.append('  return static_cast<%s>(remora::shim::FinishApi(remora::Domain::k%s, st, "%s"));\n}\n' % (st["type"], _dom(lib), n))
             continue
@@ -243,18 +245,33 @@ def emit_client_h(lib):
     return "".join(out)
 
 
-def emit_client_cc(lib):
-    st = lib.status
+def emit_client_cc(lib, nshards=1):
+    """The client stubs, in `nshards` translation units (<lib>_client.cc, then
+    <lib>_client_<i>.cc for i = 2..nshards), so that a parallel build compiles a large
+    library's side by side. Returns the files' texts."""
+    stubs = [e for e in lib.entries if e.travels and not e.hand]  # a `hand` entry's stub is hand-written
+    parts = shards(stubs, nshards)
+    return [_client_cc_part(lib, part, i, len(parts)) for i, part in enumerate(parts, 1)]
+
+
+def _client_cc_part(lib, entries, i, n):
     out = [BANNER % lib.path, '#include "%s_client.h"\n\n' % lib.name, "namespace remora::gen::%s {\n\n" % lib.name,
            "using shim::CallClass;\n", using_hooks(lib), "\n"]
-    for e in lib.entries:
-        if not e.travels or e.hand:
-            continue  # a `hand` entry's client stub is hand-written (declared in <lib>_client.h)
+    if n > 1:
+        out.append("// Part %d of %d of the generated client stubs.\n\n" % (i, n))
+    for e in entries:
         params = "".join(", %s %s" % (p.ctype, p.name) for p in e.params)
         out.append("Status %s(const shim::CallCtx& cc%s) {\n" % (e.name, params))
         out.append("  shim::RemoteCall c(cc, kLibrary, %d, CallClass::k%s, Domain::k%s);\n" % (e.number, e.cls.capitalize(), _dom(lib)))
         if "memo" in e.attrs:
             out.append("  c.Memoize();\n")
+        if "answer_if" in e.attrs:
+            # An ordered call the client waits for when the description's hook says its status
+            # decides what the application does next (cuDNN's finalize of a plan, say).
+            out.append("  if (%s(%s)) c.Answer();\n" % (e.attrs["answer_if"], ", ".join(p.name for p in e.params)))
+        if "check" in e.attrs:
+            # A hand-written check of the arguments in the library's vocabulary, before any is sent.
+            out.append("  RETURN_IF_ERROR(%s(c%s));\n" % (e.attrs["check"], "".join(", " + p.name for p in e.params)))
         for p in e.params:
             for s in roles.client_encode(e, p):
                 out.append("  %s\n" % s.replace("reinterpret_cast<uint64_t>((uintptr_t)", "static_cast<uint64_t>((uintptr_t)"))
@@ -284,7 +301,14 @@ def emit_wire_h(lib):
            "inline constexpr uint16_t kLibrary = %s;\n\n" % lib.props["wire"], "enum Fn : uint32_t {\n"]
     for e in sorted((e for e in lib.entries if e.travels), key=lambda e: e.number):
         out.append("  k_%s = %d,\n" % (e.name, e.number))
-    out.append("};\n\n}  // namespace remora::gen::%s\n" % lib.name)
+    out.append("};\n\n")
+    # The names and classes of the numbers, for the client's call census (shim/src/census.cc).
+    out.append("// The function a wire number stands for and its class ('s'ync, 'o'rdered, 'w'ait), or nullptr.\n")
+    out.append("inline const char* FnName(uint32_t n, char* cls = nullptr) {\n  switch (n) {\n")
+    for e in sorted((e for e in lib.entries if e.travels), key=lambda e: e.number):
+        out.append('    case %d: if (cls) *cls = \'%s\'; return "%s";\n' % (e.number, e.cls[0], e.name))
+    out.append("    default: return nullptr;\n  }\n}\n\n")
+    out.append("}  // namespace remora::gen::%s\n" % lib.name)
     return "".join(out)
 
 

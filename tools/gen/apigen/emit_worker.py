@@ -3,7 +3,7 @@ remoted function; the default answers the library's "not supported"), its implem
 over the real library resolved by name, and the dispatch of each remoted call."""
 import re
 
-from model import ApiError
+from model import ApiError, shards
 import roles
 
 BANNER = "// Generated from %s by tools/gen/apigen - do not edit.\n"
@@ -165,73 +165,115 @@ def emit_api_cc(lib, include_dirs):
     return "".join(out)
 
 
-def emit_dispatch(lib):
+def _dispatch_prelude(lib):
+    extra = "".join('#include "%s"\n' % h for h in (lib.props.get("hooks", "") + " " + lib.props.get("worker_include", "")).split())
+    return [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
+            "#include <string>\n#include <vector>\n\n", '#include "worker/api_op.h"\n', extra,
+            '#include "%s_api.h"\n\n' % lib.name]
+
+
+def _using_hooks(lib):
+    if lib.props.get("hooks_ns"):
+        return ["using namespace %s;  // the description's size expressions\n\n" % lib.props["hooks_ns"]]
+    return []
+
+
+def emit_dispatch(lib, nshards=1):
+    """The dispatch of the library's travelling calls: `nshards` translation units, so that a
+    parallel build compiles a large library's side by side. The first holds the operations of
+    the first part, the table and the session's object release; each other one (returned after
+    it, for <lib>_dispatch_<i>.cc, i = 2..nshards) the operations of its part."""
+    parts = shards([e for e in travelling(lib) if not e.hand], nshards)
+    files = [emit_dispatch_main(lib, parts[0], [e for part in parts[1:] for e in part])]
+    for i, part in enumerate(parts[1:], 2):
+        out = _dispatch_prelude(lib) + ["namespace remora::worker::gen::%s {\n\n" % lib.name] + _using_hooks(lib)
+        out.append("// Part %d of %d of the generated operations (%s_dispatch.cc holds the table).\n\n" % (i, len(parts), lib.name))
+        for e in part:
+            _emit_op(lib, e, out)
+        out.append("}  // namespace remora::worker::gen::%s\n" % lib.name)
+        files.append("".join(out))
+    return files
+
+
+def emit_dispatch_main(lib, mine, elsewhere):
+    ns = lib.name
+    out = _dispatch_prelude(lib) + ["namespace remora::worker::gen::%s {\nnamespace {\n\n" % ns]
+    hand = [e for e in travelling(lib) if e.hand]
+    if hand or elsewhere:
+        out.append("}  // namespace\n\n")
+        if hand:
+            out.append("// Hand-written operations (`hand` entries), defined in server/worker/.\n")
+            for e in hand:
+                out.append("Status Op_%s(OpContext& x);\n" % e.name)
+        if elsewhere:
+            out.append("// Generated operations of the other parts (%s_dispatch_<i>.cc).\n" % ns)
+            for e in elsewhere:
+                out.append("Status Op_%s(OpContext& x);\n" % e.name)
+        out.append("\nnamespace {\n\n")
+    out += _using_hooks(lib)
+    for e in mine:
+        _emit_op(lib, e, out)
+    _emit_dispatch_table(lib, out)
+    return "".join(out)
+
+
+def _emit_op(lib, e, out):
+    """One generated operation: decode, check, call (or the hooks), encode."""
+    st = lib.status
+    out.append("// @%d %s (%s)\n" % (e.number, e.name, e.cls))
+    out.append("Status Op_%s(OpContext& x) {\n" % e.name)
+    for p in e.params:
+        for s in roles.worker_decode(e, p):
+            out.append("  %s\n" % s)
+    out.append("  RETURN_IF_ERROR(x.EndArgs());\n")
+    for p in e.params:
+        for s in roles.worker_check(e, p):
+            out.append("  %s\n" % s)
+    out.append("  RETURN_IF_ERROR(x.Ready());\n")
+    if e.cls == "wait":
+        # Answered when the stream or event gets here (api_op.cc); nothing to call.
+        for p in e.params:
+            out.append("  (void)%s;\n" % (p.name if p.role in ("stream", "handle", "device", "devptr", "value") else p.name + "_v"))
+        out.append("  return Status::Ok();\n}\n\n")
+        return
+    args = ", ".join(roles.worker_arg(e, p) for p in e.params)
+    if "measure" in e.attrs:
+        out.append("  const uint64_t measure0 = x.MeasureBegin();\n")
+    if "wcall" in e.attrs:
+        out.append("  RETURN_IF_ERROR(%s(%s));\n" % (e.attrs["wcall"], _hook_args(e, lambda p: "%s_id" % p.name)))
+    else:
+        if "worker" in e.attrs:
+            # Hand-written: bookkeeping around the real call (declared in the worker_include header).
+            out.append("  %s r = %s(x%s);\n" % (e.ret, e.attrs["worker"], "".join(", " + a for a in args.split(", ") if a)))
+        else:
+            out.append("  %s r = x.Library<Api>().%s(%s);\n" % (e.ret, e.name, args))
+        out.append("  if (r != %s) return x.LibraryError(Domain::k%s, static_cast<uint32_t>(r), Api::StatusName(static_cast<int>(r)), \"%s\");\n"
+                   % (st["ok"], _dom(lib), e.name))
+    created = [p for p in e.params if p.role == "newhandle"]
+    for p in created:
+        if "wcall" in e.attrs:  # the hook adopted it
+            out.append("  [[maybe_unused]] LibObject* %s_obj = x.FindObject(%s_id);\n" % (p.name, p.name))
+        else:
+            out.append("  [[maybe_unused]] LibObject* %s_obj = x.AdoptObject(HandleKind::k%s, %s_id, %s_v);\n" % (p.name, roles.lib_kind(e, p), p.name, p.name))
+    if "measure" in e.attrs:
+        objs = [p for p in created] or [p for p in e.params if _is_obj(p)]
+        obj = "%s_obj" % objs[0].name if objs else "nullptr"
+        out.append("  RETURN_IF_ERROR(x.MeasureEnd(measure0, %s, Domain::k%s, %s, %s));\n"
+                   % (obj, _dom(lib), "true" if created else "false", st.get("nomem", st["lost"])))
+    if "wafter" in e.attrs:
+        out.append("  RETURN_IF_ERROR(%s(%s));\n" % (e.attrs["wafter"], _hook_args(e, lambda p: "%s_obj" % p.name)))
+    for p in e.params:
+        if _is_obj(p) and p.role == "handle" and "destroys" in p.flags:
+            out.append("  x.ForgetObject(%s_obj);\n" % p.name)
+    for p in e.params:
+        for s in roles.worker_encode(e, p):
+            out.append("  %s\n" % s)
+    out.append("  return Status::Ok();\n}\n\n")
+
+
+def _emit_dispatch_table(lib, out):
     ns = lib.name
     st = lib.status
-    extra = "".join('#include "%s"\n' % h for h in (lib.props.get("hooks", "") + " " + lib.props.get("worker_include", "")).split())
-    out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
-           "#include <string>\n#include <vector>\n\n", '#include "worker/api_op.h"\n', extra,
-           '#include "%s_api.h"\n\n' % lib.name, "namespace remora::worker::gen::%s {\nnamespace {\n\n" % ns]
-    hand = [e for e in travelling(lib) if e.hand]
-    if hand:
-        out.append("}  // namespace\n\n// Hand-written operations (`hand` entries), defined in server/worker/.\n")
-        for e in hand:
-            out.append("Status Op_%s(OpContext& x);\n" % e.name)
-        out.append("\nnamespace {\n\n")
-    if lib.props.get("hooks_ns"):
-        out.append("using namespace %s;  // the description's size expressions\n\n" % lib.props["hooks_ns"])
-    for e in travelling(lib):
-        if e.hand:
-            continue
-        out.append("// @%d %s (%s)\n" % (e.number, e.name, e.cls))
-        out.append("Status Op_%s(OpContext& x) {\n" % e.name)
-        for p in e.params:
-            for s in roles.worker_decode(e, p):
-                out.append("  %s\n" % s)
-        out.append("  RETURN_IF_ERROR(x.EndArgs());\n")
-        for p in e.params:
-            for s in roles.worker_check(e, p):
-                out.append("  %s\n" % s)
-        out.append("  RETURN_IF_ERROR(x.Ready());\n")
-        if e.cls == "wait":
-            # Answered when the stream or event gets here (api_op.cc); nothing to call.
-            for p in e.params:
-                out.append("  (void)%s;\n" % (p.name if p.role in ("stream", "handle", "device", "devptr", "value") else p.name + "_v"))
-            out.append("  return Status::Ok();\n}\n\n")
-            continue
-        args = ", ".join(roles.worker_arg(e, p) for p in e.params)
-        if "measure" in e.attrs:
-            out.append("  const uint64_t measure0 = x.MeasureBegin();\n")
-        if "wcall" in e.attrs:
-            out.append("  RETURN_IF_ERROR(%s(%s));\n" % (e.attrs["wcall"], _hook_args(e, lambda p: "%s_id" % p.name)))
-        else:
-            if "worker" in e.attrs:
-                # Hand-written: bookkeeping around the real call (declared in the worker_include header).
-                out.append("  %s r = %s(x%s);\n" % (e.ret, e.attrs["worker"], "".join(", " + a for a in args.split(", ") if a)))
-            else:
-                out.append("  %s r = x.Library<Api>().%s(%s);\n" % (e.ret, e.name, args))
-            out.append("  if (r != %s) return x.LibraryError(Domain::k%s, static_cast<uint32_t>(r), Api::StatusName(static_cast<int>(r)), \"%s\");\n"
-                       % (st["ok"], _dom(lib), e.name))
-        created = [p for p in e.params if p.role == "newhandle"]
-        for p in created:
-            if "wcall" in e.attrs:  # the hook adopted it
-                out.append("  [[maybe_unused]] LibObject* %s_obj = x.FindObject(%s_id);\n" % (p.name, p.name))
-            else:
-                out.append("  [[maybe_unused]] LibObject* %s_obj = x.AdoptObject(HandleKind::k%s, %s_id, %s_v);\n" % (p.name, roles.lib_kind(e, p), p.name, p.name))
-        if "measure" in e.attrs:
-            objs = [p for p in created] or [p for p in e.params if _is_obj(p)]
-            obj = "%s_obj" % objs[0].name if objs else "nullptr"
-            out.append("  RETURN_IF_ERROR(x.MeasureEnd(measure0, %s, Domain::k%s, %s, %s));\n"
-                       % (obj, _dom(lib), "true" if created else "false", st.get("nomem", st["lost"])))
-        if "wafter" in e.attrs:
-            out.append("  RETURN_IF_ERROR(%s(%s));\n" % (e.attrs["wafter"], _hook_args(e, lambda p: "%s_obj" % p.name)))
-        for p in e.params:
-            if _is_obj(p) and p.role == "handle" and "destroys" in p.flags:
-                out.append("  x.ForgetObject(%s_obj);\n" % p.name)
-        for p in e.params:
-            for s in roles.worker_encode(e, p):
-                out.append("  %s\n" % s)
-        out.append("  return Status::Ok();\n}\n\n")
     # How the session's end releases an object of each kind this library creates: the entry
     # whose only parameter the object is, and which ends it.
     out.append("Status DestroyObject(void* api, HandleKind kind, uint64_t bits) {\n")
@@ -250,7 +292,11 @@ def emit_dispatch(lib):
             out.append("      %s r = a.%s(LibObject::FromBits<%s>(bits));\n" % (e.ret, e.name, p.ctype))
             out.append("      if (r != %s) return Status(Domain::k%s, static_cast<uint32_t>(r), \"%s\");\n" % (st["ok"], _dom(lib), e.name))
             out.append("      return Status::Ok();\n    }\n")
-    out.append("    default:\n      return Error(Err::kNotSupported, \"%s has no destroy call for this kind\");\n  }\n}\n\n" % lib.name)
+    if lib.props.get("wdestroy"):
+        # A hand-written end for the kinds no single-argument call ends (NCCL's registrations).
+        out.append("    default:\n      return %s(api, kind, bits);\n  }\n}\n\n" % lib.props["wdestroy"])
+    else:
+        out.append("    default:\n      return Error(Err::kNotSupported, \"%s has no destroy call for this kind\");\n  }\n}\n\n" % lib.name)
     out.append("constexpr OpEntry kOps[] = {\n")
     for e in travelling(lib):
         out.append('    {%d, "%s", CallClass::k%s, &Op_%s, %s},\n' % (e.number, e.name, e.cls.capitalize(), e.name,

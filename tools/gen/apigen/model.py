@@ -18,12 +18,68 @@ signature `ret (type name [: role], ...)`. `#` starts a comment. See docs/ARCHIT
 """
 import re
 
+# ---- the vocabulary ---------------------------------------------------------------------
+# Every word a description may use is registered below; any other is an error naming its
+# file and line, so that a misspelt attribute fails the build instead of being ignored.
+# docs/ARCHITECTURE.md ("The description language") says what each word means: a new word is
+# registered here and documented there (unit.apigen_test, tools/gen/tests, checks that every
+# registered word is documented).
+
 CLASSES = ("sync", "ordered", "wait", "custom", "unsupported", "local", "via")
-# Parameter roles: how a parameter crosses the wire (see roles.py for what each generates).
-ROLES = ("value", "stream", "handle", "device", "devptr", "out", "in", "inout", "array",
-         "outarray", "string", "outstring", "fixup",
-         # math libraries (roles.py says what each generates)
-         "newhandle", "scalar", "scalarout", "devptrs", "inbytes")
+
+# Entry attributes beside the class: name -> the values it takes (None: a bare word; "*": any
+# value, written name=VALUE; a tuple: one of those values). `via` is a class with a value.
+ATTRIBUTES = {
+    "via": "*",          # the class that forwards to another description's entry
+    "ptsz": None,        # also exports NAME_ptsz (per-thread default stream)
+    "ptds": None,        # also exports NAME_ptds
+    "internal": None,    # travels, exported by no library (a hand-written entry calls its stub)
+    "hand": None,        # both ends hand-written (client stub, worker Op_NAME); plumbing generated
+    "export": ("hand",),  # the exported entry point is hand-written around the generated stub
+    "memo": None,        # the client answers a repeated query from its memo
+    "measure": None,     # the worker charges the GPU memory the call allocates to its object
+    "launches": None,    # GPU work the compute scheduler admits
+    "mirror": "*",       # client hook after the call went out or succeeded
+    "worker": "*",       # worker function called instead of the library's, around it
+    "wcall": "*",        # worker hook called instead of the library function
+    "wafter": "*",       # worker hook after a successful library call
+    "wapi": None,        # the worker's library interface includes this function for a hook
+    "libs": "*",         # the (sub-)libraries that export it (front,NAME...; default front)
+}
+
+# Keys of the `library` header; `status` and `sublibrary` take NAME key=value... lines.
+HEADER_KEYS = ("soname", "version", "header", "status_header", "hooks", "hooks_ns", "client_include",
+               "worker_include", "domain", "wire", "procs", "document", "prelude", "status", "sublibrary")
+STATUS_KEYS = ("ok", "lost", "unsupported", "invalid", "nomem", "internal")
+STATUS_REQUIRED = ("ok", "lost", "unsupported", "invalid")
+SUBLIBRARY_KEYS = ("soname", "version")
+
+# Parameter roles: how a parameter crosses the wire (roles.py says what each generates), with
+# the named arguments (role(name=expr, ...)) and the flags (words after the role) each takes,
+# the arguments it needs, and what a bare word in its parentheses names (a handle kind, a hook).
+ROLE_WORDS = {
+    # role:      (named arguments,                            flags,                              required,                     bare word)
+    "value":     ((),                                         (),                                 (),                           None),
+    "stream":    ((),                                         (),                                 (),                           None),
+    "handle":    (("kind",),                                  ("nullable", "sets", "destroys"),   (),                           "kind"),
+    "device":    ((),                                         (),                                 (),                           None),
+    "devptr":    (("size", "wsize", "csize"),                 ("nullable", "empty"),              (),                           None),
+    "out":       (("size", "handle"),                         ("nullable",),                      (),                           None),
+    "in":        (("size", "fixup"),                          ("nullable",),                      (),                           None),
+    "inout":     (("size", "fixup"),                          ("nullable",),                      (),                           None),
+    "array":     (("count", "fixup", "handle"),               ("nullable",),                      ("count",),                   None),
+    "outarray":  (("count", "handle"),                        (),                                 ("count",),                   None),
+    "string":    ((),                                         (),                                 (),                           None),
+    "outstring": (("len",),                                   (),                                 ("len",),                     None),
+    "fixup":     (("hook",),                                  (),                                 (),                           "hook"),
+    # math libraries
+    "newhandle": (("kind",),                                  (),                                 (),                           "kind"),
+    "scalar":    (("size", "mode", "bit", "csize", "wsize"),  ("nullable",),                      ("mode",),                    None),
+    "scalarout": (("size", "mode", "bit", "csize", "wsize"),  ("nullable",),                      ("mode",),                    None),
+    "devptrs":   (("count", "size", "stream"),                (),                                 ("count", "size", "stream"),  None),
+    "inbytes":   (("size",),                                  ("nullable",),                      ("size",),                    None),
+}
+ROLES = tuple(ROLE_WORDS)
 
 
 class ApiError(Exception):
@@ -77,7 +133,13 @@ class Entry:
     def exported_names(self):
         if self.internal:
             return []
-        return [self.name] + self.twins
+        names = [self.name] + self.twins
+        # `alias_prefix P` (NCCL's pncclX profiling names): every function is exported under
+        # a second name too, the same function, unless the entry says `noalias`.
+        prefix = self.lib.props.get("alias_prefix")
+        if prefix and "noalias" not in self.attrs:
+            names += [prefix + n for n in names]
+        return names
 
     @property
     def remoted(self):
@@ -149,6 +211,40 @@ def _rename_reserved(e):
         p.args = {k: (pat.sub(lambda m: renames[m.group(1)], v) if isinstance(v, str) else v) for k, v in p.args.items()}
 
 
+def _check_attribute(path, lineno, name, k, eq, v, attrs):
+    at = "%s:%d: %s" % (path, lineno, name)
+    if k in CLASSES and k not in ATTRIBUTES:
+        if eq:
+            raise ApiError("%s: the class %s takes no value" % (at, k))
+        values = None
+    elif k in ATTRIBUTES:
+        values = ATTRIBUTES[k]
+    else:
+        raise ApiError("%s: unknown attribute '%s' (classes: %s; attributes: %s)"
+                       % (at, k, ", ".join(CLASSES), ", ".join(a for a in ATTRIBUTES if a not in CLASSES)))
+    if k in attrs:
+        raise ApiError("%s: %s is given twice" % (at, k))
+    if values is None and eq:
+        raise ApiError("%s: %s takes no value (a bare word)" % (at, k))
+    if values is not None and not v:
+        raise ApiError("%s: %s needs a value (%s=...)" % (at, k, k))
+    if isinstance(values, tuple) and v not in values:
+        raise ApiError("%s: %s=%s: the value must be one of %s" % (at, k, v, ", ".join(values)))
+
+
+def _key_values(at, what, words, first, keys):
+    """`FIRST key=value...` of a header line (status, sublibrary), each key one of `keys`."""
+    out = {first: words[0]}
+    for w in words[1:]:
+        k, eq, v = w.partition("=")
+        if k not in keys:
+            raise ApiError("%s: %s takes no key '%s' (known: %s)" % (at, what, k, ", ".join(keys)))
+        if not eq or not v:
+            raise ApiError("%s: %s's %s needs a value (%s=...)" % (at, what, k, k))
+        out[k] = v
+    return out
+
+
 def _split_params(text):
     out, depth, cur = [], 0, ""
     for ch in text:
@@ -175,15 +271,30 @@ def _parse_role(text, where):
     role, inner, rest = m.group(1), m.group(2), m.group(3)
     if role not in ROLES:
         raise ApiError("%s: unknown role '%s' (known: %s)" % (where, role, ", ".join(ROLES)))
+    named, known_flags, required, bare = ROLE_WORDS[role]
     args = {}
     if inner:
         for part in _split_params(inner):
             if "=" in part:
                 k, v = part.split("=", 1)
-                args[k.strip()] = v.strip()
+                k = k.strip()
+                if k not in named:
+                    raise ApiError("%s: role %s takes no argument '%s' (it takes: %s)"
+                                   % (where, role, k, ", ".join(named) or "none"))
+                args[k] = v.strip()
             else:
+                if bare is None:
+                    raise ApiError("%s: role %s takes no bare word '%s' (write name=value; it takes: %s)"
+                                   % (where, role, part.strip(), ", ".join(named) or "none"))
+                if any(v is True for v in args.values()):
+                    raise ApiError("%s: role %s takes one %s, not two" % (where, role, bare))
                 args[part.strip()] = True
+    for k in required:
+        if k not in args:
+            raise ApiError("%s: role %s needs %s=" % (where, role, k))
     flags = set(rest.split())
+    for f in sorted(flags - set(known_flags)):
+        raise ApiError("%s: role %s takes no flag '%s' (it takes: %s)" % (where, role, f, ", ".join(known_flags) or "none"))
     return role, args, flags
 
 
@@ -227,7 +338,9 @@ def parse(path):
             _rename_reserved(current)
         current, sig_lines = None, []
 
-    for lineno, raw in enumerate(open(path), 1):
+    with open(path) as f:
+        lines = f.readlines()
+    for lineno, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0].rstrip()
         if not line.strip():
             continue
@@ -248,7 +361,8 @@ def parse(path):
                 words = words[1:]
             name, attrs = words[0], {}
             for w in words[1:]:
-                k, _, v = w.partition("=")
+                k, eq, v = w.partition("=")
+                _check_attribute(path, lineno, name, k, eq, v, attrs)
                 attrs[k] = v if v else True
             classes = [c for c in CLASSES if c in attrs]
             if len(classes) != 1:
@@ -259,19 +373,18 @@ def parse(path):
             continue
         if in_header:
             key, rest = words[0], words[1:]
+            at = "%s:%d" % (path, lineno)
+            if key not in HEADER_KEYS:
+                raise ApiError("%s: unknown key '%s' in the library header (known: %s)" % (at, key, ", ".join(HEADER_KEYS)))
+            if not rest:
+                raise ApiError("%s: the library header's %s needs a value" % (at, key))
             if key == "status":
-                st = {"type": rest[0]}
-                for w in rest[1:]:
-                    k, _, v = w.partition("=")
-                    st[k] = v
-                lib.status = st
+                lib.status = _key_values(at, "status", rest, "type", STATUS_KEYS)
             elif key == "sublibrary":
-                sub = {"name": rest[0]}
-                for w in rest[1:]:
-                    k, _, v = w.partition("=")
-                    sub[k] = v
-                lib.sublibraries.append(sub)
+                lib.sublibraries.append(_key_values(at, "sublibrary", rest, "name", SUBLIBRARY_KEYS))
             else:
+                if key in lib.props:
+                    raise ApiError("%s: a second %s in the library header" % (at, key))
                 lib.props[key] = " ".join(rest)
             continue
         if current is None:
@@ -286,7 +399,7 @@ def validate(lib):
     where = lib.path
     if lib.name is None or lib.status is None:
         raise ApiError("%s: needs a library header with a status line" % where)
-    for k in ("ok", "lost", "unsupported", "invalid"):
+    for k in STATUS_REQUIRED:
         if k not in lib.status:
             raise ApiError("%s: the status line needs %s=" % (where, k))
     seen_names, seen_numbers = set(), {}
@@ -314,6 +427,8 @@ def validate(lib):
             raise ApiError("%s: an ordered call cannot return a scalar (make it sync)" % at)
         if "launches" in e.attrs and e.cls not in ("sync", "ordered"):
             raise ApiError("%s: `launches` (GPU work the compute scheduler admits) needs a sync or ordered call" % at)
+        if "answer_if" in e.attrs and e.cls != "ordered":
+            raise ApiError("%s: `answer_if` (answered when a client hook says so) needs an ordered call" % at)
         if e.cls == "wait" and not any(p.role in ("stream", "handle") for p in e.params):
             raise ApiError("%s: a wait call needs a stream or an event to wait for" % at)
         names = {p.name for p in e.params}
@@ -324,3 +439,15 @@ def validate(lib):
                     if v not in names:
                         raise ApiError("%s: %s's %s refers to unknown parameter '%s'" % (at, p.name, k, v))
     return lib
+
+
+def shards(entries, n):
+    """`entries` cut into `n` consecutive parts of nearly equal size (the first ones larger)."""
+    n = max(1, n)
+    size, extra = divmod(len(entries), n)
+    out, at = [], 0
+    for i in range(n):
+        take = size + (1 if i < extra else 0)
+        out.append(entries[at:at + take])
+        at += take
+    return out

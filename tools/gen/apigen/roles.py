@@ -15,6 +15,10 @@ declaration order, each as below; scalars are the little-endian bytes of the C t
                first, the array only if present); with handle=K the
                elements are session handles of kind K (u64), translated by the worker
   outarray(count, handle=K): the elements come back as session handles of kind K
+  array(.., ccount=C, wcount=W), out(size=S, csize=C, wsize=W)
+               as above; C/W replace the count (size) on the client/worker side only, where
+               only that side can compute it (the client from what it mirrors, the worker from
+               the library's own answer): the worker checks what arrived against W
   string       u64 length, then the bytes (no NUL)
   out, outarray(count), outstring(len): nothing on the way in (outarray/outstring send
                their capacity as u64); the result carries the bytes back
@@ -53,7 +57,7 @@ Math libraries (their objects are LIB_KINDS below: session-owned, client-minted 
 from model import ApiError
 
 # Handle kinds of math-library objects (memmgr/include/remora/memmgr/handle_table.h, range
-# 0x70-0x8f): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
+# 0x70-0x9f): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
 # the session's LibObjects (server/worker/lib_objects.h).
 LIB_KINDS = {
     "CublasHandle": 0x70, "CublasLtHandle": 0x71, "CublasLtMatmulDesc": 0x72, "CublasLtMatrixLayout": 0x73,
@@ -66,7 +70,16 @@ LIB_KINDS = {
     "CusolverSyevjInfo": 0x86, "CusolverGesvdjInfo": 0x87, "CusparseHandle": 0x88, "CusparseMatDescr": 0x89,
     "CusparseSpMatDescr": 0x8a, "CusparseDnMatDescr": 0x8b, "CusparseDnVecDescr": 0x8c,
     "CusparseSpVecDescr": 0x8d, "CusparseSpGEMMDescr": 0x8e, "CusparseSpSVDescr": 0x8f,
+    # NCCL (issue 44): 0x90-0x9f
+    "NcclComm": 0x90, "NcclRegistration": 0x91, "NcclWindow": 0x92,
 }
+# cuDNN's other descriptors (0xa0-0xaf).
+LIB_KINDS.update({
+    "CudnnLrnDescriptor": 0xa0, "CudnnOpTensorDescriptor": 0xa1, "CudnnReduceTensorDescriptor": 0xa2,
+    "CudnnSpatialTransformerDescriptor": 0xa3, "CudnnTensorTransformDescriptor": 0xa4, "CudnnSeqDataDescriptor": 0xa5,
+    "CudnnAttnDescriptor": 0xa6, "CudnnFusedOpsConstParamPack": 0xa7, "CudnnFusedOpsVariantParamPack": 0xa8,
+    "CudnnFusedOpsPlan": 0xa9,
+})
 
 
 def is_lib_handle(p):
@@ -120,11 +133,11 @@ def client_encode(e, p):
         lines.append("c.PutOptional(%s, %s);" % (n, _size(p)))
         return lines
     if r == "array" and "nullable" in p.flags:
-        count = p.args["count"]
+        count = p.args.get("ccount", p.args["count"])
         return ["c.Put<uint8_t>(%s != nullptr);" % n,
                 "if (%s != nullptr) c.PutArray(%s, static_cast<uint64_t>(%s), sizeof(%s));" % (n, n, count, p.pointee)]
     if r == "array":
-        count = p.args["count"]
+        count = p.args.get("ccount", p.args["count"])
         return ['if (%s == nullptr && (%s) != 0) return c.Fail(%s, "%s is NULL");' % (n, count, err, n),
                 "c.PutArray(%s, static_cast<uint64_t>(%s), sizeof(%s));" % (n, count, p.pointee)]
     if r == "string":
@@ -134,7 +147,7 @@ def client_encode(e, p):
         if "nullable" not in p.flags:
             lines.append('if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n))
         if "size" in p.args:
-            lines.append("c.Put<uint64_t>(static_cast<uint64_t>(%s));" % p.args["size"])
+            lines.append("c.Put<uint64_t>(static_cast<uint64_t>(%s));" % p.args.get("csize", p.args["size"]))
         return lines
     if r == "outarray":
         count = p.args["count"]
@@ -153,7 +166,7 @@ def client_decode(e, p):
     if r == "scalarout":
         return ["if (!%s_dev) r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, n, _csize(p))]
     if r == "out" and "size" in p.args:
-        return ["r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, p.args["size"])]
+        return ["r.GetArray(%s, static_cast<uint64_t>(%s), 1);" % (n, p.args.get("csize", p.args["size"]))]
     if r == "out":
         if p.role == "out" and "handle" in p.args:
             return ["{ uint64_t h = r.Get<uint64_t>(); if (%s) *%s = (%s)(h); }" % (n, n, p.pointee)]
@@ -239,8 +252,9 @@ def worker_check(e, p):
     if r == "fixup":
         return ["RETURN_IF_ERROR(%s(x, &%s));" % (p.args.get("hook") or _first(p.args), n)]
     if r in ("array", "outarray"):
+        count = p.args.get("wcount", p.args["count"])
         lines = ["if (%s%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s holds fewer elements than %s\");"
-                 % ("%s_has && " % n if "nullable" in p.flags else "", n, p.args["count"], n, p.args["count"].replace('"', ''))]
+                 % ("%s_has && " % n if "nullable" in p.flags else "", n, count, n, count.replace('"', ''))]
         if r == "array" and "fixup" in p.args:
             lines.append("for (auto& el : %s_v) RETURN_IF_ERROR(%s(x, &el));" % (n, p.args["fixup"]))
         if r == "array" and "handle" in p.args:
@@ -250,7 +264,7 @@ def worker_check(e, p):
     if r == "outstring":
         return ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than %s\");" % (n, p.args["len"], n, p.args["len"])]
     if r == "out" and "size" in p.args:
-        return ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than its size\");" % (n, p.args["size"], n)]
+        return ["if (%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than its size\");" % (n, p.args.get("wsize", p.args["size"]), n)]
     if r == "out" and "handle" in p.args:
         # A created handle counts against the session's limit for its kind (worker/limits.h).
         return ["RETURN_IF_ERROR(x.HandleRoom(HandleKind::k%s));" % p.args["handle"]]

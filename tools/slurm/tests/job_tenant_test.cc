@@ -201,5 +201,41 @@ TEST(Config, ParsesAndRejects) {
   EXPECT_NE(e.status().message().find("f.conf:2"), std::string::npos) << e.status().message();
 }
 
+// N11 (docs/SECURITY.md): a job chose its own quota, `unlimited` included. The
+// administrator's caps now bound what a job gets, and no limit at all is refused by default.
+TEST(Config, CapsBoundWhatAJobMayAskFor) {
+  auto c = ParseConfig("state_dir = /x\nmax_memory = 16GiB\nmax_gpus = 2\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->max_memory, std::optional<uint64_t>(16ull << 30));
+  EXPECT_EQ(c->max_gpus, std::optional<int>(2));
+  EXPECT_TRUE(CheckJobRequest(*c, 16ull << 30, 2).ok());
+  Status more = CheckJobRequest(*c, (16ull << 30) + 1, 1);
+  EXPECT_EQ(more.code(), Err::kNotPermitted);
+  EXPECT_NE(more.message().find("max_memory"), std::string::npos) << more.message();
+  Status gpus = CheckJobRequest(*c, 1ull << 30, 3);
+  EXPECT_EQ(gpus.code(), Err::kNotPermitted);
+  EXPECT_NE(gpus.message().find("max_gpus"), std::string::npos) << gpus.message();
+  EXPECT_EQ(CheckJobRequest(*c, std::nullopt, 1).code(), Err::kNotPermitted) << "unlimited past a max_memory";
+  // A job that gives no --remora-mem gets default_memory, else the cap.
+  EXPECT_EQ(JobMemory(*c, std::nullopt), std::optional<uint64_t>(16ull << 30));
+  EXPECT_EQ(JobMemory(*c, std::optional<uint64_t>(1024)), std::optional<uint64_t>(1024));
+  EXPECT_EQ(JobMemory(*c, std::optional<uint64_t>()), std::nullopt) << "--remora-mem=unlimited asks for no limit";
+  // Without caps, still no unlimited quota unless the administrator says so.
+  auto plain = ParseConfig("state_dir = /x\n", "t");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(JobMemory(*plain, std::nullopt), std::nullopt);
+  EXPECT_EQ(CheckJobRequest(*plain, std::nullopt, 1).code(), Err::kNotPermitted);
+  EXPECT_TRUE(CheckJobRequest(*plain, 1ull << 40, 64).ok());
+  auto permissive = ParseConfig("state_dir = /x\nallow_unlimited = yes\n", "t");
+  ASSERT_TRUE(permissive.ok());
+  EXPECT_TRUE(CheckJobRequest(*permissive, std::nullopt, 1).ok());
+  // Contradictions are configuration errors.
+  EXPECT_FALSE(ParseConfig("state_dir = /x\nmax_memory = 1GiB\ndefault_memory = 2GiB\n", "t").ok());
+  EXPECT_FALSE(ParseConfig("state_dir = /x\nmax_gpus = 1\ndefault_gpus = 2\n", "t").ok());
+  EXPECT_FALSE(ParseConfig("state_dir = /x\nmax_memory = 1GiB\nallow_unlimited = yes\n", "t").ok());
+  EXPECT_FALSE(ParseConfig("state_dir = /x\nmax_memory = unlimited\n", "t").ok());
+  EXPECT_FALSE(ParseConfig("state_dir = /x\nallow_unlimited = maybe\n", "t").ok());
+}
+
 }  // namespace
 }  // namespace remora::slurm

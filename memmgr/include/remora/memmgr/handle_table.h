@@ -33,7 +33,7 @@ enum class HandleKind : uint8_t {
   kMipmappedArray = 0x65,
   kTexObject = 0x66,
   kSurfObject = 0x67,
-  // 0x70-0x8f: objects of the math libraries (issue 13), kept in the worker's LibObjects
+  // 0x70-0x9f: objects of the math libraries (issue 13), kept in the worker's LibObjects
   // (server/worker/lib_objects.h) under ids the client mints; tools/gen/apigen/roles.py
   // LIB_KINDS lists the same values.
   kCublasHandle = 0x70,
@@ -68,6 +68,21 @@ enum class HandleKind : uint8_t {
   kCusparseSpVecDescr = 0x8d,
   kCusparseSpGEMMDescr = 0x8e,
   kCusparseSpSVDescr = 0x8f,
+  // 0xa0-0xaf: cuDNN's other descriptors (issue 42), objects of the math libraries too.
+  kCudnnLrnDescriptor = 0xa0,
+  kCudnnOpTensorDescriptor = 0xa1,
+  kCudnnReduceTensorDescriptor = 0xa2,
+  kCudnnSpatialTransformerDescriptor = 0xa3,
+  kCudnnTensorTransformDescriptor = 0xa4,
+  kCudnnSeqDataDescriptor = 0xa5,
+  kCudnnAttnDescriptor = 0xa6,
+  kCudnnFusedOpsConstParamPack = 0xa7,
+  kCudnnFusedOpsVariantParamPack = 0xa8,
+  kCudnnFusedOpsPlan = 0xa9,
+  // 0x90-0x9f: NCCL's objects (issue 44), kept like the math libraries' (same LibObjects).
+  kNcclComm = 0x90,          // a communicator
+  kNcclRegistration = 0x91,  // a buffer registered with ncclCommRegister
+  kNcclWindow = 0x92,        // a window of ncclCommWindowRegister
 };
 
 const char* HandleKindName(HandleKind kind);

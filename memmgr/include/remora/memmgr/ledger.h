@@ -4,9 +4,13 @@
 // dies, however it dies, the supervisor closes its session slot and everything it held
 // returns to the tenant.
 //
-// Who may write what (docs/SECURITY.md, F7): the supervisor owns the region; a worker maps it
-// read-only and only its own session slot (a page of its own) writable (AttachSession), so a
-// compromised worker can change nothing but its own slot - not a limit, not another session.
+// Who may write what (docs/SECURITY.md, F7, N2): the supervisor owns the region; a worker maps
+// it read-only and only its own session slot's page writable (AttachSession). That page holds
+// only what the worker owns (its charges, announcements, overhead and refusals); who holds a
+// slot (in use, tenant, session id) is in the read-only part. So a compromised worker can
+// change nothing but its own tenant's usage as seen through its own slot - not a limit, not
+// another session, not the supervisor's bookkeeping - and every value read from a worker's
+// page is bounded before use (no value in it is ever an index).
 //
 // Consistency without a shared lock: a tenant's usage is the sum of its sessions' slots.
 // A reservation first announces itself in its slot (`pending`), then sums used + pending

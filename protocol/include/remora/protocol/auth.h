@@ -54,8 +54,10 @@ Key ServerSignature(const Key& server_key, std::string_view auth_message);
 // Constant-time comparison of a received signature with the expected one.
 bool VerifyServerSignature(const Key& server_key, std::string_view auth_message, const Key& signature);
 
-// The admin login (AdminLogin over TCP): "remora-admin-v1|" clientNonce serverNonce.
-std::string AdminAuthMessage(const Nonce& client_nonce, const Nonce& server_nonce);
+// The admin login (AdminLogin over TCP, inside the sealed admin channel of
+// server/common/admin_channel.h): "remora-admin-v2|" clientNonce serverNonce binding, the
+// binding being the channel's (so a proof made on one channel is refused on any other).
+std::string AdminAuthMessage(const Nonce& client_nonce, const Nonce& server_nonce, const std::array<uint8_t, 32>& binding);
 
 std::string ToHex(const uint8_t* data, size_t n);
 Result<Key> KeyFromHex(std::string_view hex);

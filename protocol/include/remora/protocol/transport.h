@@ -51,6 +51,11 @@ struct ConnectOptions {
   int data_streams = -1;
   // The client's index for this server among several (Hello.window; handle_table.h).
   uint8_t window = 0;
+  // Once the handshake is done (the server is there), how long it may take to set up the
+  // session's data path (its worker starting; rdma://: the worker's RDMA bootstrap and the
+  // connection), if longer than what is left of timeout_ms. The shim sets it to its
+  // liveness deadline (REMORA_DEADLINE_S), how long it waits for a silent server anyway.
+  int server_setup_ms = 0;
 };
 
 // The default count of tcp data connections a client asks for and a server grants.
@@ -108,8 +113,12 @@ Result<std::unique_ptr<Listener>> Listen(const Endpoint& endpoint, const ListenO
 
 // In the worker: builds the executor side of an authenticated connection from the handed-off
 // socket and descriptors (after the supervisor sent Welcome), encrypted with `keys` if given.
+// A transport that sets its data path up with the client (rdma://: the client's RDMA
+// connection) waits for it up to `client_setup_ms`, never less than 15 s (the worker passes
+// its session's client deadline, remora-server --deadline).
 Result<std::unique_ptr<Connection>> AdoptConnection(TransportKind kind, Fd socket, std::vector<Fd> fds,
-                                                    const std::optional<SessionKeys>& keys = std::nullopt);
+                                                    const std::optional<SessionKeys>& keys = std::nullopt,
+                                                    int client_setup_ms = 0);
 
 // In-process pair for unit tests: {requester side, executor side}.
 std::pair<std::unique_ptr<Connection>, std::unique_ptr<Connection>> MakePipeConnectionPair();

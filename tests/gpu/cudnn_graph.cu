@@ -1,0 +1,245 @@
+// cuDNN's backend API as cudnn-frontend drives it for a fused graph: Y = (A x B) * scale, a
+// batched FP32 matrix product and a pointwise multiplication by a by-value scalar (a host
+// pointer in the variant pack, read at each execute - PyTorch's attention passes its scale so).
+// Checks the result against the CPU for three scales, one of them changed in place between two
+// executes of the same variant pack; that a tensor set with the wrong attribute type fails at
+// the setter or, where setters are posted (Remora), at the next answered call on what refers
+// to it - the graph's finalize; and, under Remora, that an execute of a pack with a host
+// pointer that is no by-value tensor is refused.
+// Runs natively and through Remora on a GPU, and in CI through the host-emulated backend
+// (REMORA_TEST_HOST_BACKEND=1), which emulates this graph. A GPU whose cuDNN offers no engine
+// for it: SKIP (exit 77).
+#define GPU_TEST_NAME "cudnn_graph"
+#include <cuda_profiler_api.h>
+#include <cudnn.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "gpu_test.h"
+#include "lib_test.h"
+
+namespace {
+
+using gpu_test::fail;
+
+constexpr int64_t M = 8, K = 16, N = 12;
+constexpr int kSteady = 10;
+enum Uid : int64_t { kA = 1, kB = 2, kT = 3, kScale = 4, kY = 5 };
+
+cudnnBackendDescriptor_t Make(cudnnBackendDescriptorType_t type) {
+  cudnnBackendDescriptor_t d;
+  CB(cudnnBackendCreateDescriptor(type, &d));
+  return d;
+}
+template <typename T>
+void Set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* v, int64_t n = 1) {
+  CB(cudnnBackendSetAttribute(d, name, type, n, v));
+}
+
+cudnnBackendDescriptor_t Tensor(int64_t uid, int64_t rows, int64_t cols, bool is_virtual = false, bool by_value = false) {
+  auto t = Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  int64_t dims[3] = {1, rows, cols}, strides[3] = {rows * cols, cols, 1}, align = 16;
+  bool virt = is_virtual, value = by_value;
+  Set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type);
+  Set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims, 3);
+  Set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides, 3);
+  Set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid);
+  Set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &align);
+  if (virt) Set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &virt);
+  if (value) Set(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, &value);
+  CB(cudnnBackendFinalize(t));
+  return t;
+}
+
+struct Graph {
+  std::vector<cudnnBackendDescriptor_t> owned;  // destroyed at the end, newest first
+  cudnnBackendDescriptor_t plan = nullptr, heur = nullptr;
+  int64_t workspace = 0;
+};
+
+// The graph's plan: the first configuration of the heuristics' that finalizes (nullptr plan
+// if none does).
+Graph Build(cudnnHandle_t h) {
+  Graph g;
+  auto a = Tensor(kA, M, K), b = Tensor(kB, K, N), t = Tensor(kT, M, N, true), s = Tensor(kScale, 1, 1, false, true),
+       y = Tensor(kY, M, N);
+  auto mm = Make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+  cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  Set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp);
+  CB(cudnnBackendFinalize(mm));
+  auto mop = Make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+  Set(mop, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &a);
+  Set(mop, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &b);
+  Set(mop, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &t);
+  Set(mop, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &mm);
+  CB(cudnnBackendFinalize(mop));
+  auto pw = Make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  cudnnPointwiseMode_t mode = CUDNN_POINTWISE_MUL;
+  Set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode);
+  Set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &comp);
+  CB(cudnnBackendFinalize(pw));
+  auto pop = Make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  Set(pop, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, &pw);
+  Set(pop, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &t);
+  Set(pop, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &s);
+  Set(pop, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &y);
+  CB(cudnnBackendFinalize(pop));
+  auto graph = Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  cudnnBackendDescriptor_t ops[2] = {mop, pop};
+  Set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops, 2);
+  Set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &h);
+  g.owned = {a, b, t, s, y, mm, mop, pw, pop, graph};
+  if (cudnnBackendFinalize(graph) != CUDNN_STATUS_SUCCESS) return g;
+  auto heur = g.heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  g.owned.push_back(heur);
+  cudnnBackendHeurMode_t hmode = CUDNN_HEUR_MODE_A;
+  Set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &graph);
+  Set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &hmode);
+  CB(cudnnBackendFinalize(heur));
+  int64_t count = 0;
+  CB(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  std::vector<cudnnBackendDescriptor_t> cfgs(static_cast<size_t>(count));
+  for (auto& c : cfgs) g.owned.push_back(c = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+  int64_t filled = 0;
+  if (count > 0)
+    CB(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &filled, cfgs.data()));
+  for (int64_t i = 0; i < filled && g.plan == nullptr; i++) {
+    auto p = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    Set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h);
+    Set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfgs[static_cast<size_t>(i)]);
+    if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS) g.plan = p;
+    g.owned.push_back(p);
+  }
+  if (g.plan != nullptr) {
+    int64_t n = 0;
+    CB(cudnnBackendGetAttribute(g.plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &g.workspace));
+  }
+  return g;
+}
+
+cudnnBackendDescriptor_t Pack(void* a, void* b, void* scale, void* y, void* ws) {
+  auto pack = Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  void* ptrs[4] = {a, b, scale, y};
+  int64_t uids[4] = {kA, kB, kScale, kY};
+  Set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs, 4);
+  Set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 4);
+  Set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &ws);
+  CB(cudnnBackendFinalize(pack));
+  return pack;
+}
+
+void Check(const char* what, const std::vector<float>& got, const std::vector<double>& a, const std::vector<double>& b, float scale) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double want = 0;
+      for (int64_t k = 0; k < K; k++) want += a[i * K + k] * b[k * N + j];
+      want *= scale;
+      double g = got[i * N + j];
+      if (std::fabs(g - want) > 1e-3 * (1 + std::fabs(want)))
+        fail("%s: Y[%lld][%lld] = %g, the CPU says %g (scale %g)", what, (long long)i, (long long)j, g, want, scale);
+    }
+}
+
+// A tensor whose dimensions are set with the wrong attribute type: natively the setter fails;
+// where setters are posted, the graph's finalize (the first answered call) does.
+void WrongTypeFailsByTheGraph(cudnnHandle_t h) {
+  bool failed = false;
+  auto t = Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  int32_t dims[3] = {1, 2, 2};
+  failed |= cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT32, 3, dims) != CUDNN_STATUS_SUCCESS;
+  failed |= cudnnBackendFinalize(t) != CUDNN_STATUS_SUCCESS;
+  auto pw = Make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  cudnnPointwiseMode_t mode = CUDNN_POINTWISE_IDENTITY;
+  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  Set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode);
+  Set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &prec);
+  CB(cudnnBackendFinalize(pw));
+  auto y = Tensor(kY, 2, 2);
+  auto op = Make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  failed |= cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw) != 0;
+  failed |= cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t) != 0;
+  failed |= cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) != 0;
+  failed |= cudnnBackendFinalize(op) != CUDNN_STATUS_SUCCESS;
+  auto graph = Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  failed |= cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op) != 0;
+  failed |= cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) != 0;
+  failed |= cudnnBackendFinalize(graph) != CUDNN_STATUS_SUCCESS;
+  if (!failed) fail("a tensor with INT32 dimensions made a graph that finalizes");
+  CK(cudaDeviceSynchronize());  // reported by the call that answered, not again
+  for (auto d : {graph, op, y, pw, t}) CB(cudnnBackendDestroyDescriptor(d));
+}
+
+}  // namespace
+
+int main() {
+  cudnnHandle_t h = nullptr;
+  CB(cudnnCreate(&h));
+  cudaStream_t stream;
+  CK(cudaStreamCreate(&stream));
+  CB(cudnnSetStream(h, stream));
+  Graph g = Build(h);
+  if (g.plan == nullptr) {
+    std::printf("SKIP %s: this cuDNN offers no engine for a matmul + by-value scale graph in FP32\n", GPU_TEST_NAME);
+    return 77;
+  }
+  std::vector<double> a(M * K), b(K * N);
+  for (size_t i = 0; i < a.size(); i++) a[i] = std::sin(0.37 * static_cast<double>(i)) * 0.5;
+  for (size_t i = 0; i < b.size(); i++) b[i] = std::cos(0.11 * static_cast<double>(i)) * 0.5;
+  DeviceBuffer<float> da(Convert<float>(a)), db(Convert<float>(b)), dy(M * N);
+  DeviceBuffer<char> ws(static_cast<size_t>(g.workspace));
+  float scale = 2.0f;
+  auto pack = Pack(da.get(), db.get(), &scale, dy.get(), ws.get());
+  CB(cudnnBackendExecute(h, g.plan, pack));
+  CK(cudaStreamSynchronize(stream));
+  Check("scale 2", dy.Read(), a, b, 2.0f);
+  scale = -0.5f;  // the same pack: the scalar is read at the execute, not when the pack was made
+  CB(cudnnBackendExecute(h, g.plan, pack));
+  CK(cudaStreamSynchronize(stream));
+  Check("scale -0.5, changed in place", dy.Read(), a, b, -0.5f);
+  CB(cudnnBackendDestroyDescriptor(pack));
+  double big = 3.0;  // another variable, another pack
+  float third = static_cast<float>(big);
+  auto pack2 = Pack(da.get(), db.get(), &third, dy.get(), ws.get());
+  CB(cudnnBackendExecute(h, g.plan, pack2));
+  CK(cudaStreamSynchronize(stream));
+  Check("scale 3, a new pack", dy.Read(), a, b, 3.0f);
+  CB(cudnnBackendDestroyDescriptor(pack2));
+  // The steady state of a training step: a pack made, executed and destroyed per execute, as
+  // cudnn-frontend does. Marked for Remora's call census (REMORA_CALL_STATS=FILE), whose
+  // interval must show no round trip but the synchronisation at its end (cudnn-census.sh).
+  CK(cudaProfilerStart());
+  for (int i = 0; i < kSteady; i++) {
+    // What the application set is read back as set (under Remora, from the client's mirror).
+    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_B;
+    int64_t n = 0;
+    CB(cudnnBackendGetAttribute(g.heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &n, &mode));
+    if (n != 1 || mode != CUDNN_HEUR_MODE_A) fail("the heuristics' mode reads back as %d (%lld values)", static_cast<int>(mode), (long long)n);
+    auto p = Pack(da.get(), db.get(), &scale, dy.get(), ws.get());
+    CB(cudnnBackendExecute(h, g.plan, p));
+    CB(cudnnBackendDestroyDescriptor(p));
+  }
+  CK(cudaStreamSynchronize(stream));
+  CK(cudaProfilerStop());
+  Check("steady executes", dy.Read(), a, b, scale);
+  if (OnRemora()) {
+    // A host pointer where the graph has a device tensor: never read, never handed to cuDNN.
+    std::vector<float> host(M * N, 7.0f);
+    auto bad = Pack(da.get(), db.get(), &scale, host.data(), ws.get());
+    cudnnStatus_t st = cudnnBackendExecute(h, g.plan, bad);
+    if (st != CUDNN_STATUS_BAD_PARAM) fail("an execute with a host pointer for Y answered %s", cudnnGetErrorString(st));
+    CK(cudaStreamSynchronize(stream));
+    for (float v : host)
+      if (v != 7.0f) fail("the host buffer named as Y was written");
+    CB(cudnnBackendDestroyDescriptor(bad));
+  }
+  WrongTypeFailsByTheGraph(h);
+  for (auto it = g.owned.rbegin(); it != g.owned.rend(); ++it) CB(cudnnBackendDestroyDescriptor(*it));
+  CB(cudnnDestroy(h));
+  CK(cudaStreamDestroy(stream));
+  gpu_test::pass("matmul x by-value scale graph matches the CPU for three scales (one changed in place); a wrongly typed "
+                 "attribute fails by the graph's finalize%s", OnRemora() ? "; a host pointer for a device tensor refused" : "");
+  return 0;
+}

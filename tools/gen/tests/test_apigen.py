@@ -1,0 +1,218 @@
+"""Unit tests of tools/gen/apigen (Python standard library; CTest runs them as apigen_test,
+label unit): the description parser's vocabulary, the sharding of large generated files, and
+what each generator run reads."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+APIGEN = os.path.join(ROOT, "tools", "gen", "apigen")
+sys.path.insert(0, APIGEN)
+
+import emit_shim  # noqa: E402
+import emit_worker  # noqa: E402
+import model  # noqa: E402
+from model import ApiError  # noqa: E402
+
+HEADER = """\
+library demo
+    soname libdemo.so.1
+    header demo.h
+    status demoStatus_t ok=DEMO_OK lost=DEMO_LOST unsupported=DEMO_UNSUPPORTED invalid=DEMO_INVALID
+    domain demo
+    wire 9
+"""
+
+
+def parse_text(text, name="demo.api"):
+    """Parses `text` as a description file; returns the Library (or raises ApiError)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, name)
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(text))
+        return model.parse(path)
+
+
+def entries(*lines):
+    return HEADER + "\n" + "\n".join(lines) + "\n"
+
+
+class Vocabulary(unittest.TestCase):
+    def assertRejected(self, text, *fragments):
+        with self.assertRaises(ApiError) as cm:
+            parse_text(text)
+        msg = str(cm.exception)
+        for frag in fragments:
+            self.assertIn(frag, msg)
+        return msg
+
+    def test_a_correct_description_parses(self):
+        lib = parse_text(entries(
+            "@1 demoCreate  sync  measure  wafter=DemoCreated",
+            "    demoStatus_t (demoHandle_t* h : newhandle(CublasHandle))",
+            "@2 demoRun  ordered  ptsz  mirror=MirrorRun",
+            "    demoStatus_t (demoHandle_t h : handle(CublasHandle) sets, void* p : devptr(size=n) nullable, size_t n)",
+            "demoLocal  local",
+            "    demoStatus_t (int x)",
+            "demoOld  unsupported",
+            "    demoStatus_t (int x)"))
+        self.assertEqual([e.name for e in lib.entries], ["demoCreate", "demoRun", "demoLocal", "demoOld"])
+        run = lib.entry("demoRun")
+        self.assertEqual(run.attrs["mirror"], "MirrorRun")
+        self.assertEqual(run.exported_names, ["demoRun", "demoRun_ptsz"])
+        self.assertEqual(run.params[1].args, {"size": "n"})
+        self.assertEqual(run.params[1].flags, {"nullable"})
+
+    def test_a_misspelt_attribute_names_its_file_and_line(self):
+        msg = self.assertRejected(entries("@1 demoRun  sync  mesure", "    demoStatus_t (int x)"),
+                                  "unknown attribute 'mesure'", "demoRun")
+        self.assertRegex(msg, r"demo\.api:8: ")
+
+    def test_attribute_values(self):
+        self.assertRejected(entries("@1 demoRun  sync  memo=yes", "    demoStatus_t (int x)"), "memo takes no value")
+        self.assertRejected(entries("@1 demoRun  sync  mirror", "    demoStatus_t (int x)"), "mirror needs a value")
+        self.assertRejected(entries("@1 demoRun  sync  export=auto", "    demoStatus_t (int x)"), "export=auto", "hand")
+        self.assertRejected(entries("@1 demoRun  sync  ptsz ptsz", "    demoStatus_t (int x)"), "ptsz is given twice")
+        self.assertRejected(entries("@1 demoRun  sync=1", "    demoStatus_t (int x)"), "the class sync takes no value")
+        self.assertRejected(entries("demoRun  via", "    demoStatus_t (int x)"), "via needs a value")
+
+    def test_exactly_one_class(self):
+        self.assertRejected(entries("@1 demoRun  memo", "    demoStatus_t (int x)"), "needs exactly one class")
+        self.assertRejected(entries("@1 demoRun  sync ordered", "    demoStatus_t (int x)"), "needs exactly one class")
+
+    def test_header_keys(self):
+        self.assertRejected(HEADER.replace("domain demo", "domian demo"), "demo.api:5:", "unknown key 'domian'")
+        self.assertRejected(HEADER.replace("invalid=", "invalud="), "demo.api:4:", "status takes no key 'invalud'")
+        self.assertRejected(HEADER.replace(" invalid=DEMO_INVALID", ""), "the status line needs invalid=")
+        self.assertRejected(HEADER + "    wire 10\n", "a second wire")
+        self.assertRejected(HEADER + "    sublibrary demo_x sonam=libx.so\n", "sublibrary takes no key 'sonam'")
+
+    def test_roles(self):
+        def sig(params):
+            return entries("@1 demoRun  sync", "    demoStatus_t (%s)" % params)
+        self.assertRejected(sig("void* p : devptr(sise=8)"), "role devptr takes no argument 'sise'")
+        self.assertRejected(sig("void* p : devptr(size=8) nulable"), "role devptr takes no flag 'nulable'")
+        self.assertRejected(sig("int* a : array(n)"), "role array takes no bare word 'n'")
+        self.assertRejected(sig("int* a : array(fixup=F)"), "role array needs count=")
+        self.assertRejected(sig("void* h : handle(Event, Pool)"), "takes one kind, not two")
+        self.assertRejected(sig("int x : valeu"), "unknown role 'valeu'")
+        self.assertRejected(sig("int* a : array(count=m), int n"), "refers to unknown parameter 'm'")
+
+    def test_wire_numbers(self):
+        self.assertRejected(entries("demoRun  sync", "    demoStatus_t (int x)"), "needs a stable wire number")
+        self.assertRejected(entries("@1 demoA  sync", "    demoStatus_t (int x)", "@1 demoB  sync", "    demoStatus_t (int x)"),
+                            "wire number @1 is also used by demoA")
+
+    def test_every_description_of_the_tree_parses(self):
+        api = os.path.join(ROOT, "protocol", "api")
+        names = [f for f in sorted(os.listdir(api)) if f.endswith(".api")]
+        self.assertTrue(names)
+        for f in names:
+            model.parse(os.path.join(api, f))
+
+    def test_every_registered_word_is_documented(self):
+        # docs/ARCHITECTURE.md's "The description language" lists each word in backquotes.
+        text = open(os.path.join(ROOT, "docs", "ARCHITECTURE.md")).read()
+        m = re.search(r"^### The description language\n(.*?)(?=^#)", text, re.S | re.M)
+        self.assertIsNotNone(m, "docs/ARCHITECTURE.md has no section 'The description language'")
+        section = m.group(1)
+        words = set(model.CLASSES) | set(model.ATTRIBUTES) | set(model.HEADER_KEYS) | set(model.STATUS_KEYS)
+        words |= set(model.SUBLIBRARY_KEYS) | set(model.ROLE_WORDS)
+        for named, flags, _, bare in model.ROLE_WORDS.values():
+            words |= set(named) | set(flags)
+        missing = sorted(w for w in words if not re.search(r"`%s[`(=,]" % re.escape(w), section))
+        self.assertEqual(missing, [], "registered in model.py but not documented in docs/ARCHITECTURE.md")
+
+
+def big_library(n):
+    lines = []
+    for i in range(1, n + 1):
+        lines += ["@%d demoCall%d  %s" % (i, i, "ordered" if i % 2 else "sync"),
+                  "    demoStatus_t (int x, void* p : devptr(size=x))"]
+    lines += ["@%d demoHand  sync  hand" % (n + 1), "    demoStatus_t (int x)"]
+    return parse_text(entries(*lines))
+
+
+class Shards(unittest.TestCase):
+    def test_shards_keep_order_and_balance(self):
+        self.assertEqual(model.shards(list(range(10)), 3), [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]])
+        self.assertEqual(model.shards(list(range(3)), 1), [[0, 1, 2]])
+        self.assertEqual(model.shards([], 2), [[], []])
+        self.assertEqual(model.shards([1, 2], 0), [[1, 2]])
+
+    def test_dispatch_defines_each_operation_once_and_declares_the_others(self):
+        lib = big_library(10)
+        one = emit_worker.emit_dispatch(lib, 1)
+        three = emit_worker.emit_dispatch(lib, 3)
+        self.assertEqual(len(one), 1)
+        self.assertEqual(len(three), 3)
+
+        def defined(text):
+            return re.findall(r"^Status Op_(\w+)\(OpContext& x\) \{", text, re.M)
+        all_ops = ["demoCall%d" % i for i in range(1, 11)]
+        self.assertEqual(defined(one[0]), all_ops)
+        self.assertEqual([op for t in three for op in defined(t)], all_ops)
+        # The first file holds the table of every operation, declares those of the other
+        # parts (and the hand-written one), and is the only one with a table.
+        declared = re.findall(r"^Status Op_(\w+)\(OpContext& x\);", three[0], re.M)
+        self.assertEqual(sorted(declared), sorted(defined(three[1]) + defined(three[2]) + ["demoHand"]))
+        for t in three:
+            self.assertEqual(t.count("constexpr OpEntry kOps[]"), 1 if t is three[0] else 0)
+        self.assertEqual(re.findall(r"&Op_(\w+), ", three[0]), all_ops + ["demoHand"])
+
+    def test_client_stubs_are_split_the_same_way(self):
+        lib = big_library(10)
+        one = emit_shim.emit_client_cc(lib, 1)
+        four = emit_shim.emit_client_cc(lib, 4)
+
+        def stubs(text):
+            return re.findall(r"^Status (\w+)\(const shim::CallCtx& cc", text, re.M)
+        self.assertEqual([s for t in four for s in stubs(t)], stubs(one[0]))
+        self.assertEqual(len(four), 4)
+        self.assertNotIn("demoHand", "".join(four))  # a `hand` entry's stub is hand-written
+
+
+class Reads(unittest.TestCase):
+    """A generator run for one library reads that library's description only (its build step
+    depends on that file alone), except shim-exports, which follows `via` into others."""
+
+    def run_apigen(self, api_dir, out, *args):
+        return subprocess.run([sys.executable, APIGEN, "--api-dir", api_dir, "--out", out] + list(args),
+                              capture_output=True, text=True)
+
+    def test_one_library_reads_its_own_description(self):
+        with tempfile.TemporaryDirectory() as d:
+            api, out = os.path.join(d, "api"), os.path.join(d, "out")
+            os.mkdir(api)
+            with open(os.path.join(api, "demo.api"), "w") as f:
+                f.write(entries("@1 demoRun  sync", "    demoStatus_t (int x)"))
+            with open(os.path.join(api, "other.api"), "w") as f:
+                f.write("library other\n    bogus key\n")
+            r = self.run_apigen(api, out, "--lib", "demo", "--emit", "wire")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("k_demoRun = 1", open(os.path.join(out, "demo_wire.h")).read())
+            r = self.run_apigen(api, out, "--lib", "demo", "--emit", "shim-exports")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("other.api:2: unknown key 'bogus'", r.stderr)
+
+    def test_sharded_files_are_named_as_cmake_expects(self):
+        with tempfile.TemporaryDirectory() as d:
+            api, out = os.path.join(d, "api"), os.path.join(d, "out")
+            os.mkdir(api)
+            lines = []
+            for i in range(1, 6):
+                lines += ["@%d demoCall%d  sync" % (i, i), "    demoStatus_t (int x)"]
+            with open(os.path.join(api, "demo.api"), "w") as f:
+                f.write(entries(*lines))
+            r = self.run_apigen(api, out, "--lib", "demo", "--emit", "client", "--shards", "3")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(sorted(os.listdir(out)), ["demo_client.cc", "demo_client.h", "demo_client_2.cc", "demo_client_3.cc"])
+
+
+if __name__ == "__main__":
+    unittest.main()
