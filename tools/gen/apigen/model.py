@@ -45,11 +45,15 @@ ATTRIBUTES = {
     "wafter": "*",       # worker hook after a successful library call
     "wapi": None,        # the worker's library interface includes this function for a hook
     "libs": "*",         # the (sub-)libraries that export it (front,NAME...; default front)
+    "answer_if": "*",    # an ordered call the client waits for when this client hook says so
+    "check": "*",        # a hand-written client check of the arguments before anything is sent
+    "noalias": None,     # not exported under the library's alias_prefix too
 }
 
 # Keys of the `library` header; `status` and `sublibrary` take NAME key=value... lines.
 HEADER_KEYS = ("soname", "version", "header", "status_header", "hooks", "hooks_ns", "client_include",
-               "worker_include", "domain", "wire", "procs", "document", "prelude", "status", "sublibrary")
+               "worker_include", "domain", "wire", "procs", "document", "prelude", "status", "sublibrary",
+               "alias_prefix", "finish", "wdestroy")
 STATUS_KEYS = ("ok", "lost", "unsupported", "invalid", "nomem", "internal")
 STATUS_REQUIRED = ("ok", "lost", "unsupported", "invalid")
 SUBLIBRARY_KEYS = ("soname", "version")
@@ -64,10 +68,10 @@ ROLE_WORDS = {
     "handle":    (("kind",),                                  ("nullable", "sets", "destroys"),   (),                           "kind"),
     "device":    ((),                                         (),                                 (),                           None),
     "devptr":    (("size", "wsize", "csize"),                 ("nullable", "empty"),              (),                           None),
-    "out":       (("size", "handle"),                         ("nullable",),                      (),                           None),
+    "out":       (("size", "handle", "csize", "wsize"),                         ("nullable",),                      (),                           None),
     "in":        (("size", "fixup"),                          ("nullable",),                      (),                           None),
     "inout":     (("size", "fixup"),                          ("nullable",),                      (),                           None),
-    "array":     (("count", "fixup", "handle"),               ("nullable",),                      ("count",),                   None),
+    "array":     (("count", "fixup", "handle", "ccount", "wcount"),               ("nullable",),                      ("count",),                   None),
     "outarray":  (("count", "handle"),                        (),                                 ("count",),                   None),
     "string":    ((),                                         (),                                 (),                           None),
     "outstring": (("len",),                                   (),                                 ("len",),                     None),
