@@ -25,7 +25,6 @@
 namespace remora::server {
 
 namespace {
-constexpr uint32_t kCuOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY: no more of the pool-wide limit
 constexpr int kFirstViewMs = 5000;      // Start waits this long for the pool's tenants
 }  // namespace
 
