@@ -165,6 +165,12 @@ ops_pass "pool-wide quota: never above $((LIMIT / MiB)) MiB in the ledgers or th
 # ---- 4. a server killed: its shares return after its lease, its GPU is gone -------------------
 for v in FD_s1 FD_s2 FD_s3; do eval "exec {$v}>&-"; done
 wait "$FILL_s1" "$FILL_s2" "$FILL_s3" || ops_fail "a fill client failed after releasing"
+# With no session of alice left, every server returns what it held of her limit (the agent's
+# return round, every second): wait for that, or s3's hold below could find the limit still
+# lent to the fills' servers.
+alice_shares() { pyq s1 tenants 'sum(t["shares"] for t in d if t["name"] == "alice")'; }
+shares_returned() { [ "$(alice_shares)" = 0 ]; }
+ops_wait 15 "the fills' shares to return to the pool" shares_returned
 # s3 holds 40 MiB of alice's limit, a client of s1 fills the rest.
 S3_HELD=$((40 * MiB))
 run "${POOL_URL[s3]}" "$ALICE" "$BIN/app_hold_memory" "$S3_HELD" >"$T/hold-s3.out" 2>&1 &
