@@ -35,6 +35,13 @@ PKGS=(
   clang libclang-rt-dev
   # integration.exit_calls runs an application under memcheck.
   valgrind
+  # A pool of servers (remora-server --pool): its state in etcd, reached through etcd's JSON
+  # gateway with libcurl (loaded at run time) and nlohmann's JSON; the pool tests run a
+  # three-member etcd cluster (etcd-server) and use etcdctl (etcd-client).
+  etcd-server etcd-client libcurl4-openssl-dev nlohmann-json3-dev
+  # The Kubernetes DRA driver (tools/k8s, Python): the official Kubernetes client, grpcio and
+  # the protobuf and gRPC code generators for the kubelet's API.
+  python3-kubernetes python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
 )
 
 missing=()

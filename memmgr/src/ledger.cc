@@ -11,7 +11,7 @@
 namespace remora {
 
 namespace {
-constexpr uint64_t kLedgerMagic = 0x335247444c524d52ull;  // "RMRLDGR3"
+constexpr uint64_t kLedgerMagic = 0x345247444c524d52ull;  // "RMRLDGR4"
 constexpr size_t kPage = 4096;
 constexpr uint64_t kMaxReservation = 1ull << 50;  // no GPU has a PiB: refused outright
 constexpr uint32_t kBitmapWords = kLedgerMaxSessions / 64;
@@ -24,6 +24,7 @@ struct LedgerTenantRow {
   uint32_t pad;
   char name[64];
   uint64_t limit[kLedgerMaxGpus];
+  uint64_t total_limit;           // all GPUs together (a pool's share); kUnlimited if none
   uint64_t refused;               // by sessions already closed
   uint64_t slots[kBitmapWords];   // the tenant's open session slots
 };
@@ -120,6 +121,18 @@ uint64_t TenantClaimed(const LedgerRegion* r, uint32_t tenant, uint32_t gpu) {
   return sum;
 }
 
+// The same over all GPUs.
+uint64_t TenantClaimedAll(const LedgerRegion* r, uint32_t tenant) {
+  uint64_t sum = 0;
+  ForEachTenantSlot(r, tenant, [&](uint32_t, const LedgerSessionRow& s) {
+    for (uint32_t g = 0; g < kLedgerMaxGpus; g++) {
+      sum = SaturatingAdd(sum, Bounded(Load(s.used[g])));
+      sum = SaturatingAdd(sum, Bounded(Load(s.pending[g])));
+    }
+  });
+  return sum;
+}
+
 }  // namespace
 
 size_t LedgerRegionBytes() { return sizeof(LedgerRegion); }
@@ -176,6 +189,7 @@ Result<uint32_t> Ledger::AddTenant(std::string_view name) {
   std::memset(&t, 0, sizeof(t));
   std::memcpy(t.name, name.data(), name.size());
   for (auto& l : t.limit) l = kUnlimited;
+  t.total_limit = kUnlimited;
   Store(t.in_use, 1u);
   return static_cast<uint32_t>(free_row);
 }
@@ -195,6 +209,24 @@ Status Ledger::SetLimit(uint32_t tenant, uint32_t gpu, uint64_t limit) {
   if (!r_->tenants[tenant].in_use) return Error(Err::kInvalidValue, "no such tenant");
   Store(r_->tenants[tenant].limit[gpu], limit);
   return Status::Ok();
+}
+
+Status Ledger::SetTotalLimit(uint32_t tenant, uint64_t limit) {
+  if (tenant >= kLedgerMaxTenants) return Error(Err::kInvalidValue, "bad tenant index");
+  RegionLock lock(r_);
+  if (!r_->tenants[tenant].in_use) return Error(Err::kInvalidValue, "no such tenant");
+  Store(r_->tenants[tenant].total_limit, limit);
+  return Status::Ok();
+}
+
+uint64_t Ledger::TotalLimit(uint32_t tenant) const {
+  if (tenant >= kLedgerMaxTenants || !Load(r_->tenants[tenant].in_use)) return kUnlimited;
+  return Load(r_->tenants[tenant].total_limit);
+}
+
+uint64_t Ledger::TenantClaimedTotal(uint32_t tenant) const {
+  if (tenant >= kLedgerMaxTenants || !Load(r_->tenants[tenant].in_use)) return 0;
+  return TenantClaimedAll(r_, tenant);
 }
 
 Result<uint32_t> Ledger::OpenSession(uint32_t tenant, uint64_t session_id) {
@@ -234,7 +266,8 @@ std::vector<uint64_t> Ledger::CloseSession(uint32_t slot) {
   return held;
 }
 
-Status Ledger::Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes) {
+Status Ledger::Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes, uint64_t* total_short) {
+  if (total_short != nullptr) *total_short = 0;
   if (slot >= kLedgerMaxSessions || gpu >= kLedgerMaxGpus) return Error(Err::kInvalidValue, "bad session or GPU index");
   LedgerSessionRow* s = Writable(slot);
   if (s == nullptr) return Error(Err::kInvalidValue, "session slot {} is not this worker's", slot);
@@ -243,21 +276,36 @@ Status Ledger::Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes) {
   uint32_t tenant = Load(info.tenant);
   if (tenant >= kLedgerMaxTenants) return Error(Err::kInvalidValue, "bad tenant index");
   const LedgerTenantRow& t = r_->tenants[tenant];
-  uint64_t limit = Load(t.limit[gpu]);
-  auto refuse = [&](uint64_t in_use) {
+  std::string_view name(t.name, strnlen(t.name, sizeof(t.name)));
+  auto refuse = [&](uint64_t in_use, uint64_t limit) {
     Store(s->refused, Load(s->refused) + 1);
     return Error(Err::kMemoryAllocation, "tenant '{}' memory limit on GPU {} reached: {} in use + {} requested > {} limit",
-                 std::string_view(t.name, strnlen(t.name, sizeof(t.name))), gpu, in_use, bytes, limit);
+                 name, gpu, in_use, bytes, limit);
   };
-  if (bytes > limit || bytes > kMaxReservation) return refuse(TenantClaimed(r_, tenant, gpu));
-  // Announce, then check everything announced or committed: of two racing reservations, at
-  // least one sees the other. (This worker's own words, bounded like everyone's.)
+  if (bytes > kMaxReservation) return refuse(TenantClaimed(r_, tenant, gpu), Load(t.limit[gpu]));
+  if (uint64_t early = Load(t.limit[gpu]); bytes > early) return refuse(TenantClaimed(r_, tenant, gpu), early);
+  // Announce, then read the limits and check everything announced or committed: of two
+  // racing reservations, at least one sees the other; and a supervisor that lowers a limit
+  // and then sums the claims (SetTotalLimit, TenantClaimedTotal) either sees this one or
+  // is seen by it. (This worker's own words, bounded like everyone's.)
   const uint64_t pending = Bounded(Load(s->pending[gpu]));
   Store(s->pending[gpu], pending + bytes);
+  uint64_t limit = Load(t.limit[gpu]);
   uint64_t claimed = TenantClaimed(r_, tenant, gpu);
   if (claimed > limit) {
     Store(s->pending[gpu], pending);
-    return refuse(claimed - bytes);
+    return refuse(claimed - bytes, limit);
+  }
+  if (uint64_t total_limit = Load(t.total_limit); total_limit != kUnlimited) {
+    uint64_t total = TenantClaimedAll(r_, tenant);
+    if (total > total_limit) {
+      Store(s->pending[gpu], pending);
+      Store(s->refused, Load(s->refused) + 1);
+      if (total_short != nullptr) *total_short = total - total_limit;
+      return Error(Err::kMemoryAllocation,
+                   "tenant '{}' has this server's share of its pool-wide limit in use: {} in use + {} requested > {} share",
+                   name, total - bytes, bytes, total_limit);
+    }
   }
   // Commit before withdrawing the announcement: the bytes are never counted zero times.
   Store(s->used[gpu], Bounded(Load(s->used[gpu])) + bytes);

@@ -39,6 +39,8 @@ struct Hello {
                                # mints its handles, and the host backend its device addresses, in
                                # this window, so objects of several servers never collide in one
                                # application (docs/PROTOCOL.md, "Windows")
+  locate @10 :Bool;            # a pool:// client asks where its tenant's GPUs are: the server
+                               # answers a Welcome with poolServers (no session) and closes
 }
 
 struct Challenge {
@@ -63,6 +65,8 @@ struct Welcome {
   driverVersion @5 :Int32;     # cuDriverGetVersion of the server (CUDA_VERSION style)
   serverSignature @6 :Data;    # HMAC(ServerKey, AuthMessage | this Welcome); none without auth
   dataStreams @7 :UInt8;       # tcp: data connections the client opens next (0: none)
+  poolServers @8 :List(Text);  # locate: the servers holding the tenant's GPUs, in device order
+  poolGpus @9 :List(UInt32);   # locate: how many of them each has
 }
 
 # The first message of a tcp data connection (docs/PROTOCOL.md, "Data connections"): it

@@ -108,6 +108,7 @@ Result<SessionInfo> RunClientHandshake(FrameSocket& sock, const ClientHandshakeO
     hello.setCiphers(options.can_encrypt ? SupportedCiphers() : 0);
     hello.setDataStreams(static_cast<uint8_t>(std::min(options.data_streams, kMaxDataStreams)));
     hello.setWindow(options.window);
+    hello.setLocate(options.locate);
     hello_body = Copy(msg.Flatten());
   }
   RETURN_IF_ERROR(WriteBody(sock, hello_body, fds));
@@ -182,6 +183,11 @@ Result<SessionInfo> RunClientHandshake(FrameSocket& sock, const ClientHandshakeO
     info.server_name = w.getServerName();
     info.driver_version = w.getDriverVersion();
     info.data_streams = std::min<uint32_t>(w.getDataStreams(), std::min(options.data_streams, kMaxDataStreams));
+    auto servers = w.getPoolServers();
+    auto gpus = w.getPoolGpus();
+    if (servers.size() != gpus.size() || servers.size() > kMaxPoolServers)
+      return Error(Err::kInvalidValue, "a malformed list of pool servers");
+    for (unsigned i = 0; i < servers.size(); i++) info.pool_servers.emplace_back(servers[i], gpus[i]);
     signed_welcome = CopyData(w.getServerSignature(), &signature);
     return Status::Ok();
   });
@@ -276,6 +282,7 @@ Result<std::vector<uint64_t>> ServerHandshake::OnHello(std::span<const uint64_t>
     client_ciphers = h.getCiphers();
     s.peer.data_streams_wanted = std::min<uint32_t>(h.getDataStreams(), kMaxDataStreams);
     s.peer.window = h.getWindow();
+    s.peer.locate = h.getLocate();
     return Status::Ok();
   });
   if (!st.ok()) return refuse(Err::kInvalidValue, st.message(), st);
@@ -391,6 +398,14 @@ std::vector<uint64_t> WelcomeBody(const AuthenticatedPeer& peer, const SessionIn
   w.setServerName(info.server_name);
   w.setDriverVersion(info.driver_version);
   w.setDataStreams(static_cast<uint8_t>(std::min(info.data_streams, kMaxDataStreams)));
+  if (!info.pool_servers.empty()) {
+    auto servers = w.initPoolServers(static_cast<unsigned>(info.pool_servers.size()));
+    auto gpus = w.initPoolGpus(static_cast<unsigned>(info.pool_servers.size()));
+    for (size_t i = 0; i < info.pool_servers.size(); i++) {
+      servers.set(static_cast<unsigned>(i), info.pool_servers[i].first);
+      gpus.set(static_cast<unsigned>(i), info.pool_servers[i].second);
+    }
+  }
   if (peer.server_key && !peer.auth_message.empty()) {
     Key sig = ServerSignature(*peer.server_key, WelcomeMessage(peer.auth_message, info));
     w.setServerSignature(AsData(sig.data(), sig.size()));

@@ -63,6 +63,9 @@ struct Tenant {
   createdAt @9 :Int64;
   compute @10 :ComputeSettings;
   gpuTimeNs @11 :UInt64;        # sum over the tenant's GPUs
+  hasPoolLimit @12 :Bool;       # a pool's tenant with a limit across the pool
+  poolLimit @13 :UInt64;        # bytes on all GPUs of all servers, when hasPoolLimit
+  poolShare @14 :UInt64;        # the part of poolLimit this server holds now
 }
 
 struct Gpu {
@@ -94,10 +97,82 @@ struct Session {
   migrateFailed @13 :Text;      # why the last move the administrator asked for did not happen ("": none)
 }
 
+# ---- A pool of servers (remora-server --pool; docs/ARCHITECTURE.md "A pool of servers") ----
+# Any server of a pool answers for the whole pool: these read and change the pool's store.
+
+struct PoolServer {
+  name @0 :Text;
+  urls @1 :List(Text);          # where clients reach it
+  backend @2 :Text;
+  emulated @3 :Bool;
+  version @4 :Text;
+  health @5 :Text;              # ok | draining
+  startedAt @6 :Int64;          # unix seconds
+  updatedAt @7 :Int64;          # unix seconds of its last report
+  sessions @8 :UInt32;
+  appliedRevision @9 :Int64;    # how far it applied the pool's tenants and assignments
+}
+
+struct PoolGpu {
+  server @0 :Text;
+  index @1 :Int32;              # the server's GPU index
+  uuid @2 :Text;
+  name @3 :Text;
+  totalMemory @4 :UInt64;
+  used @5 :UInt64;              # charged to tenants (the server's last report)
+  tenants @6 :List(Text);       # assigned to it
+  gone @7 :Bool;                # its server left the pool (its lease ended): assigned, unreachable
+}
+
+struct PoolTenantHere {
+  server @0 :Text;
+  used @1 :UInt64;              # bytes charged there (its last report)
+  sessions @2 :UInt32;
+  share @3 :UInt64;             # the part of the pool limit it holds
+}
+
+struct PoolTenant {
+  name @0 :Text;
+  hasLimit @1 :Bool;
+  memoryLimit @2 :UInt64;       # per GPU, when hasLimit
+  hasPoolLimit @3 :Bool;
+  poolLimit @4 :UInt64;         # across the pool, when hasPoolLimit
+  used @5 :UInt64;              # sum of the servers' reports
+  shares @6 :UInt64;            # sum of the servers' shares (never above poolLimit)
+  sessions @7 :UInt32;
+  gpus @8 :UInt32;              # assigned, gone ones included
+  servers @9 :List(PoolTenantHere);
+}
+
+struct PoolAssignment {
+  tenant @0 :Text;
+  server @1 :Text;
+  gpu @2 :Int32;
+  uuid @3 :Text;
+  gone @4 :Bool;
+}
+
+struct PoolInfo {
+  name @0 :Text;                # the answering server's name in the pool
+  endpoints @1 :List(Text);     # the store's (etcd) client URLs
+  prefix @2 :Text;
+  revision @3 :Int64;
+  fresh @4 :Bool;               # read from the store now; false: it is unreachable, this is the mirror
+  registered @5 :Bool;          # the answering server holds its lease
+  servers @6 :List(PoolServer);
+  gpus @7 :List(PoolGpu);
+  tenants @8 :List(PoolTenant);
+  assignments @9 :List(PoolAssignment);  # by tenant, in its devices' order
+}
+
 interface Admin {
   info @0 () -> (outcome :Outcome, info :ServerInfo);
   # gpus: the GPUs to attach when !allGpus; allGpus: every GPU of this server.
-  createTenant @1 (name :Text, hasLimit :Bool, memoryLimit :UInt64, allGpus :Bool, gpus :List(Int32))
+  # A pool's tenant is created in the pool (served by every server; GPUs by poolAttach, or
+  # `gpus` of the answering server; allGpus is ignored) with a limit across the pool when
+  # hasPoolLimit.
+  createTenant @1 (name :Text, hasLimit :Bool, memoryLimit :UInt64, allGpus :Bool, gpus :List(Int32),
+                   hasPoolLimit :Bool, poolLimit :UInt64)
       -> (outcome :Outcome, token :Text);
   listTenants @2 () -> (outcome :Outcome, tenants :List(Tenant));
   # Takes effect for running sessions; lowering below current use refuses new allocations
@@ -116,6 +191,18 @@ interface Admin {
   # `url` (token: the tenant's token there; empty: the application's own). Answered once the
   # request is on its way; the session leaves this server's list when the move completes.
   migrateSession @11 (id :UInt64, url :Text, token :Text) -> (outcome :Outcome);
+  # A pool: the whole pool. kNotSupported on a server of its own.
+  poolInfo @12 () -> (outcome :Outcome, pool :PoolInfo);
+  # Chooses `count` GPUs across the pool's servers (policy spread | pack; model: the name
+  # contains it; minFreeMemory; servers: only these) and assigns them to the tenant.
+  poolAttach @13 (tenant :Text, count :Int32, policy :Text, model :Text, minFreeMemory :UInt64, servers :List(Text))
+      -> (outcome :Outcome, placed :List(PoolAssignment));
+  # Unassigns one GPU (server and index), all of a server's (gpu < 0), or all (server "").
+  poolDetach @14 (tenant :Text, server :Text, gpu :Int32) -> (outcome :Outcome, detached :Int32);
+  setPoolLimit @15 (name :Text, hasLimit :Bool, limit :UInt64) -> (outcome :Outcome);
+  # Assigns GPU `gpu` (the server's index) of server `server` to the tenant (the Kubernetes
+  # driver: the GPU the scheduler allocated). Ok if it is the tenant's already.
+  poolAssign @16 (tenant :Text, server :Text, gpu :Int32) -> (outcome :Outcome);
 }
 
 interface AdminLogin {

@@ -41,6 +41,15 @@ struct IpcReply {              # supervisor -> worker
   importers @7 :UInt32;        # ipcUnexport: opens still live (the free is deferred until 0)
 }
 
+# A pool's tenant (docs/ARCHITECTURE.md, "Pool-wide quotas"): this server's share of its
+# pool-wide memory limit is used up; the worker asks for `bytes` more. Answered by an ipcReply
+# of the same requestId: status 0 (the share was raised: reserve again) or 2 (no more).
+struct QuotaBorrow {
+  requestId @0 :UInt64;
+  gpu @1 :Int32;
+  bytes @2 :UInt64;
+}
+
 struct MigrateOrder {
   url @0 :Text;
   token @1 :Text;
@@ -111,5 +120,6 @@ struct ControlMessage {
     ncclAsk @12 :NcclAsk;
     ncclAnswer @13 :NcclAnswer;
     ncclLost @14 :NcclLost;
+    quotaBorrow @15 :QuotaBorrow;  # worker -> supervisor: more of a pool-wide limit (answered: ipcReply)
   }
 }

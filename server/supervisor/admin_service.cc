@@ -21,6 +21,8 @@
 #include "remora/base/util.h"
 #include "remora/protocol/transport.h"
 #include "supervisor/admin_endpoints.h"
+#include "supervisor/admin_pool.h"
+
 #include "supervisor/admin_tcp.h"
 #include "supervisor/handshakes.h"
 #include "supervisor/supervisor.h"
@@ -72,7 +74,12 @@ class AdminImpl final : public rpc::Admin::Server {
       gpus.emplace();
       for (int32_t g : p.getGpus()) gpus->push_back(g);
     }
-    Result<std::string> token = sup_.Call([&] { return sup_.CreateTenant(name, limit, gpus); });
+    std::optional<uint64_t> pool_limit;
+    if (p.getHasPoolLimit()) pool_limit = p.getPoolLimit();
+    Result<std::string> token =
+        sup_.pooled() ? admin_pool::CreateTenant(sup_, name, limit, gpus.value_or(std::vector<int>{}), pool_limit)
+        : pool_limit ? Result<std::string>(Status(Err::kNotSupported, "a limit across a pool needs a server of a pool (--pool)"))
+                     : sup_.Call([&] { return sup_.CreateTenant(name, limit, gpus); });
     auto res = ctx.getResults();
     SetOutcome(res.initOutcome(), token.status());
     if (token.ok()) res.setToken(*token);
@@ -97,7 +104,8 @@ class AdminImpl final : public rpc::Admin::Server {
     std::string name = p.getName();
     std::optional<uint64_t> limit;
     if (p.getHasLimit()) limit = p.getMemoryLimit();
-    Status st = sup_.Call([&] { return sup_.SetMemoryLimit(name, limit); });
+    Status st = sup_.pooled() ? admin_pool::SetMemoryLimit(sup_, name, limit)
+                              : sup_.Call([&] { return sup_.SetMemoryLimit(name, limit); });
     SetOutcome(ctx.getResults().initOutcome(), st);
     return kj::READY_NOW;
   }
@@ -116,7 +124,8 @@ class AdminImpl final : public rpc::Admin::Server {
       if (parsed.ok()) settings.priority = *parsed;
       else st = parsed.status();
     }
-    if (st.ok()) st = sup_.Call([&] { return sup_.SetCompute(name, settings); });
+    if (st.ok() && sup_.pooled()) st = admin_pool::SetCompute(sup_, name, settings);
+    else if (st.ok()) st = sup_.Call([&] { return sup_.SetCompute(name, settings); });
     SetOutcome(ctx.getResults().initOutcome(), st);
     return kj::READY_NOW;
   }
@@ -124,7 +133,8 @@ class AdminImpl final : public rpc::Admin::Server {
   kj::Promise<void> deleteTenant(DeleteTenantContext ctx) override {
     std::string name = ctx.getParams().getName();
     bool force = ctx.getParams().getForce();
-    Status st = sup_.Call([&] { return sup_.DeleteTenant(name, force); });
+    Status st = sup_.pooled() ? admin_pool::DeleteTenant(sup_, name, force)
+                              : sup_.Call([&] { return sup_.DeleteTenant(name, force); });
     SetOutcome(ctx.getResults().initOutcome(), st);
     return kj::READY_NOW;
   }
@@ -162,7 +172,7 @@ class AdminImpl final : public rpc::Admin::Server {
   kj::Promise<void> attach(AttachContext ctx) override {
     std::string name = ctx.getParams().getName();
     int gpu = ctx.getParams().getGpu();
-    Status st = sup_.Call([&] { return sup_.AttachGpu(name, gpu); });
+    Status st = sup_.pooled() ? admin_pool::Attach(sup_, name, gpu) : sup_.Call([&] { return sup_.AttachGpu(name, gpu); });
     SetOutcome(ctx.getResults().initOutcome(), st);
     return kj::READY_NOW;
   }
@@ -170,7 +180,7 @@ class AdminImpl final : public rpc::Admin::Server {
   kj::Promise<void> detach(DetachContext ctx) override {
     std::string name = ctx.getParams().getName();
     int gpu = ctx.getParams().getGpu();
-    Status st = sup_.Call([&] { return sup_.DetachGpu(name, gpu); });
+    Status st = sup_.pooled() ? admin_pool::Detach(sup_, name, gpu) : sup_.Call([&] { return sup_.DetachGpu(name, gpu); });
     SetOutcome(ctx.getResults().initOutcome(), st);
     return kj::READY_NOW;
   }
@@ -229,13 +239,60 @@ class AdminImpl final : public rpc::Admin::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> poolInfo(PoolInfoContext ctx) override {
+    auto res = ctx.getResults();
+    Status st = sup_.pooled() ? admin_pool::FillInfo(sup_, res.initPool()) : NotPooled();
+    SetOutcome(res.initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> poolAttach(PoolAttachContext ctx) override {
+    auto res = ctx.getResults();
+    Status st = sup_.pooled() ? admin_pool::Place(sup_, ctx.getParams(), res) : NotPooled();
+    SetOutcome(res.initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> poolDetach(PoolDetachContext ctx) override {
+    auto p = ctx.getParams();
+    auto res = ctx.getResults();
+    int n = 0;
+    Status st = sup_.pooled() ? admin_pool::Detach(sup_, p.getTenant(), p.getServer(), p.getGpu(), &n) : NotPooled();
+    res.setDetached(n);
+    SetOutcome(res.initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> poolAssign(PoolAssignContext ctx) override {
+    auto p = ctx.getParams();
+    Status st = sup_.pooled() ? admin_pool::Assign(sup_, p.getTenant(), p.getServer(), p.getGpu()) : NotPooled();
+    SetOutcome(ctx.getResults().initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> setPoolLimit(SetPoolLimitContext ctx) override {
+    auto p = ctx.getParams();
+    std::optional<uint64_t> limit;
+    if (p.getHasLimit()) limit = p.getLimit();
+    Status st = sup_.pooled() ? admin_pool::SetPoolLimit(sup_, p.getName(), limit) : NotPooled();
+    SetOutcome(ctx.getResults().initOutcome(), st);
+    return kj::READY_NOW;
+  }
+
  private:
+  static Status NotPooled() {
+    return Status(Err::kNotSupported, "this Remora server is not part of a pool (remora-server --pool)");
+  }
+
   // Loop thread only.
   void FillTenant(rpc::Tenant::Builder b, const TenantState& t) {
     b.setName(t.record.name);
     b.setHasLimit(t.record.memory_limit.has_value());
     b.setMemoryLimit(t.record.memory_limit.value_or(0));
     b.setCreatedAt(t.record.created_at);
+    b.setHasPoolLimit(t.record.pool_limit.has_value());
+    b.setPoolLimit(t.record.pool_limit.value_or(0));
+    if (t.record.pool_limit) b.setPoolShare(sup_.ledger().TotalLimit(t.ledger_index));
     auto gl = b.initGpus(static_cast<unsigned>(t.gpus.size()));
     for (size_t i = 0; i < t.gpus.size(); i++) gl.set(static_cast<unsigned>(i), t.gpus[i]);
     uint64_t used = 0, overhead = 0, gpu_time = 0;

@@ -76,6 +76,21 @@ int main(int argc, char** argv) {
                  "auto: schedule and measure a GPU's work only while a tenant attached to it has a compute share, "
                  "cap or priority (no cost otherwise); on: always, measuring GPU time on every GPU")
       ->check(CLI::IsMember({"auto", "on"}));
+  std::string pool;
+  app.add_option("--pool", pool,
+                 "join a pool of servers whose state lives in etcd: its client URLs, comma-separated "
+                 "(http://HOST:2379,...); tenants, tokens, quotas and GPU assignments then come from the pool");
+  app.add_option("--pool-name", o.pool_name, "this server's name in the pool (default: the host name)");
+  app.add_option("--pool-prefix", o.pool_prefix, "the pool's keys in etcd (default /remora/)");
+  app.add_option("--pool-ttl", o.pool_ttl_s, "seconds of this server's lease in the pool: a lost server's GPUs and "
+                                             "quota shares return to the pool this long after it stopped answering")
+      ->check(CLI::Range(2, 600));
+  app.add_option("--advertise", o.advertise, "a URL the pool tells clients to reach this server at (repeatable; "
+                                             "default: the tcp:// listeners)");
+  app.add_option("--pool-ca", o.pool_ca, "CA bundle (PEM) of etcd's certificates (https:// endpoints)");
+  app.add_option("--pool-cert", o.pool_cert, "this server's client certificate for etcd (PEM)");
+  app.add_option("--pool-key", o.pool_key, "its private key (PEM)");
+
   // Issue 40 (docs/SECURITY.md, N1 and N4).
   app.add_option("--ipc-exports-per-tenant", o.ipc_exports_per_tenant,
                  "CUDA IPC exports one tenant may hold, all its sessions together (default 16384)");
@@ -95,6 +110,14 @@ int main(int argc, char** argv) {
   app.add_option("--peer-key-file", o.peer_key_file,
                  "the cluster's shared key (mode 0600, at least 32 bytes), with which servers authenticate each other");
   CLI11_PARSE(app, argc, argv);
+  for (size_t pos = 0; pos < pool.size();) {
+    size_t comma = pool.find(',', pos);
+    if (comma == std::string::npos) comma = pool.size();
+    if (comma > pos) o.pool.push_back(pool.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  if (!o.pool.empty() && o.pool_prefix.empty()) o.pool_prefix = "/";
+  if (!o.pool_prefix.empty() && o.pool_prefix.back() != '/') o.pool_prefix += '/';
   o.auth_required = auth == "token";
   o.encrypt = *ParseEncryptMode(encrypt);
   for (auto [text, out] : {std::pair{&cache_bytes, &o.module_cache_bytes}, std::pair{&tenant_cache_bytes, &o.module_cache_tenant_bytes}}) {

@@ -61,6 +61,34 @@ struct MetricsSnapshot {
     uint64_t gpu_time_ns = 0;   // all GPUs, measured while compute shares were enforced
   };
   std::vector<Session> sessions;
+
+  // A server of a pool (--pool): the pool as its mirror has it, the same from every server.
+  struct PoolServer {
+    std::string name, health;
+    uint32_t sessions = 0;
+    uint32_t gpus = 0;
+    uint64_t memory_total = 0, memory_used = 0;
+  };
+  struct PoolTenantServer {
+    std::string server;
+    uint64_t used = 0, share = 0;
+  };
+  struct PoolTenant {
+    std::string name;
+    std::optional<uint64_t> limit;  // across the pool
+    uint64_t shares = 0;            // held by its servers together
+    std::vector<PoolTenantServer> servers;
+  };
+  struct Pool {
+    std::string name;         // this server's
+    bool registered = false;  // it holds its lease
+    bool fresh = false;       // the mirror follows the store
+    int64_t revision = 0;
+    uint32_t gpus_gone = 0;   // assigned GPUs of servers that left
+    std::vector<PoolServer> servers;
+    std::vector<PoolTenant> tenants;
+  };
+  std::optional<Pool> pool;
 };
 
 // Readings of the physical GPUs (NVML, cuda backend only); absent values are not shown.

@@ -23,6 +23,9 @@ struct TenantRecord {
   std::vector<std::string> gpu_uuids;   // attached GPUs of this server, by UUID
   int64_t created_at = 0;               // unix seconds
   sched::ComputeSettings compute;       // share, cap and priority on each GPU (default: none)
+  // A pool's tenant (server/pool/): bytes across every GPU of every server of the pool;
+  // nullopt = unlimited. Not kept by the SQLite store (one server has no pool).
+  std::optional<uint64_t> pool_limit;
 };
 
 class StateStore {

@@ -26,7 +26,11 @@
 #include "remora/base/util.h"
 #include "remora/protocol/frame_socket.h"
 #include "remora/protocol/message.h"
+#include "pool/kv_store.h"
+#include "pool/pool_admin.h"
+#include "pool/pool_agent.h"
 #include "supervisor/admin_service.h"
+#include "supervisor/pool_link.h"
 #include "supervisor/metrics_server.h"
 #include "supervisor/process.h"
 #include "worker/limits.h"
@@ -114,6 +118,7 @@ class Supervisor::Keys final : public TenantKeys {
 Supervisor::Supervisor(ServerOptions options) : options_(std::move(options)), keys_(std::make_unique<Keys>(*this)) {}
 
 Supervisor::~Supervisor() {
+  StopPool();
   StopServices();
   listeners_.clear();
   if (ledger_mem_ != nullptr) ::munmap(ledger_mem_, LedgerRegionBytes());
@@ -213,7 +218,11 @@ Status Supervisor::Start() {
     return Error(Err::kInvalidValue, "--compute-control must be auto or on, not '{}'", options_.compute_control);
   ASSIGN_OR_RETURN(compute_, ComputeRegion::Create(sched::Tunables{}));
 
-  ASSIGN_OR_RETURN(std::vector<TenantRecord> records, store_->LoadTenants());
+  // A pool's tenants come from the pool (StartPool), not from the state database.
+  std::vector<TenantRecord> records;
+  if (options_.pool.empty()) {
+    ASSIGN_OR_RETURN(records, store_->LoadTenants());
+  }
   if (!options_.auth_required &&
       std::none_of(records.begin(), records.end(), [](const TenantRecord& r) { return r.name == "local"; })) {
     TenantRecord local;
@@ -232,7 +241,7 @@ Status Supervisor::Start() {
     std::lock_guard<std::mutex> lock(tenants_mu_);
     tenants_.emplace(t.record.name, std::move(t));
   }
-  LOG_INFO("state: {} tenant(s) from {}/state.db", tenants_.size(), options_.state_dir);
+  if (options_.pool.empty()) LOG_INFO("state: {} tenant(s) from {}/state.db", tenants_.size(), options_.state_dir);
   UpdateComputeEnforcement();
 
   unsigned shm_mode = options_.shm_mode >= 0 ? static_cast<unsigned>(options_.shm_mode)
@@ -305,6 +314,7 @@ Status Supervisor::Start() {
   policy.server_version = REMORA_VERSION;
   policy.encrypt = options_.encrypt;
   handshakes_->SetPolicy(policy);
+  if (!options_.pool.empty()) RETURN_IF_ERROR(StartPool());
   AdminOptions admin;
   admin.state_dir = options_.state_dir;
   admin.listen_url = options_.admin_listen;
@@ -381,6 +391,7 @@ int Supervisor::Run() {
     handshakes_->Expire(MonotonicNanos());
     Reap();  // in case a SIGCHLD was coalesced
   }
+  StopPool();  // leaves the pool: its registration and shares go at once
   StopServices();
   handshakes_->CloseAll();
   LOG_INFO("server stopped");

@@ -42,6 +42,14 @@
 #include "supervisor/worker_launcher.h"
 #include "supervisor/worker_registry.h"
 
+namespace remora::pool {
+class KvStore;
+class PoolAdmin;
+class PoolAgent;
+struct PoolView;
+struct ServerRecord;
+}  // namespace remora::pool
+
 namespace remora::server {
 
 struct ServerOptions {
@@ -84,6 +92,15 @@ struct ServerOptions {
   // tcp:// data connections granted to a session at most (-1: one per core, at most 8;
   // 0: none, bulk stays on the control connection).
   int tcp_streams = -1;
+  // A pool of servers (server/pool/, docs/ARCHITECTURE.md "A pool of servers"): the etcd
+  // cluster's client URLs; empty: a server of its own, its tenants in STATE_DIR/state.db.
+  std::vector<std::string> pool;
+  std::string pool_prefix = "/remora/";     // the pool's keys in etcd
+  std::string pool_name;                    // this server's name in the pool ("": the host name)
+  int pool_ttl_s = 10;                      // its lease: how soon the pool notices its loss
+  std::vector<std::string> advertise;       // URLs clients reach it at (default: its tcp listeners)
+  std::string pool_ca, pool_cert, pool_key; // TLS towards etcd (https:// endpoints)
+
   // Issue 40 (N1, N4): IPC exports one tenant may hold (all its sessions), and the memory a
   // session's worker process may use ("auto", "off" or a size; worker_launcher.h).
   uint64_t ipc_exports_per_tenant = 16384;
@@ -137,6 +154,10 @@ struct ServerCounters {
 
 class AdminServer;
 class MetricsServer;
+class PoolLink;
+
+// kInvalidValue when a weight or cap is out of range (supervisor_compute.cc).
+Status CheckComputeSettings(const sched::ComputeSettings& settings);
 
 class Supervisor {
  public:
@@ -188,6 +209,17 @@ class Supervisor {
   // The state /metrics shows (supervisor_metrics.cc).
   MetricsSnapshot CollectMetrics();
 
+  // ---- a pool of servers (supervisor_pool.cc; docs/ARCHITECTURE.md "A pool of servers") ----
+  bool pooled() const { return pool_ != nullptr; }
+  // The pool's shared state, for the admin API: blocking store calls, from its thread, never
+  // from the loop thread.
+  pool::PoolAdmin* pool_admin() { return pool_admin_.get(); }
+  pool::PoolAgent* pool_agent() { return pool_.get(); }
+  const std::string& pool_name() const { return pool_name_; }
+  // The servers holding the tenant's GPUs, in the order its clients number them: each
+  // server's client URL and how many of the tenant's GPUs it has (from the mirror).
+  std::vector<std::pair<std::string, uint32_t>> PoolLocate(const std::string& tenant);
+
  private:
   class Keys;
 
@@ -200,6 +232,25 @@ class Supervisor {
   // session's worker, or refused (and logged).
   void OnDataConnection(PendingConnection conn, DataHello hello);
   Status SpawnSession(PendingConnection& conn, const AuthenticatedPeer& peer, SessionState* out);
+  // Ends session `pid` at once (SIGKILL, reaped here), telling its worker why first.
+  void EndSessionNow(pid_t pid, const std::string& reason);
+  // Ends the tenant's sessions and drops it from the ledger and the maps (not the store).
+  void ForgetTenant(const std::string& name);
+  // ---- the pool (supervisor_pool.cc) ----
+  friend class PoolLink;
+  Status StartPool();
+  void StopPool();
+  // The mirror's view: tenants added, changed and removed; this server's GPU assignments.
+  void ApplyPool(const pool::PoolView& view, bool fresh);
+  // The lease is lost: shares void, sessions holding pool-limited memory ended.
+  void PoolFence(const std::string& why);
+  pool::ServerRecord LocalPoolRecord();
+  MetricsSnapshot::Pool CollectPoolMetrics();
+  // A worker's quotaBorrow: asks the agent, answers the worker when it has.
+  void OnQuotaBorrow(pid_t pid, uint64_t request, uint64_t bytes);
+  void AnswerWorker(pid_t pid, uint64_t request, uint32_t status);
+  // A client's locate handshake (a pool:// address): the tenant's servers, then close.
+  void OnLocate(PendingConnection& conn, const AuthenticatedPeer& peer);
   void Reap();
   // Sends a signal to a session worker (through WorkerLauncher: it may run as another user);
   // failures other than "already gone" are logged.
@@ -287,6 +338,15 @@ class Supervisor {
   std::deque<std::function<void()>> calls_;
   bool draining_ = false;
   uint64_t drain_deadline_ns_ = 0;
+
+  // The pool (empty unless --pool).
+  std::unique_ptr<pool::KvStore> pool_store_;
+  std::unique_ptr<PoolLink> pool_link_;
+  std::unique_ptr<pool::PoolAgent> pool_;
+  std::unique_ptr<pool::PoolAdmin> pool_admin_;
+  std::string pool_name_;
+  int64_t pool_lease_ = 0;     // loop thread: the lease shares are raised under (0: none)
+  bool pool_applied_ = false;  // loop thread: a view of the pool's tenants was applied
 };
 
 }  // namespace remora::server

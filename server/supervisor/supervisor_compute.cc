@@ -7,14 +7,19 @@
 
 namespace remora::server {
 
-Status Supervisor::SetCompute(const std::string& name, const sched::ComputeSettings& settings) {
-  ASSIGN_OR_RETURN(TenantState * t, FindTenant(name));
+Status CheckComputeSettings(const sched::ComputeSettings& settings) {
   if (settings.weight && (*settings.weight < sched::kMinWeight || *settings.weight > sched::kMaxWeight))
     return Error(Err::kInvalidValue, "compute weight {} is outside {}..{}", *settings.weight, sched::kMinWeight, sched::kMaxWeight);
   if (settings.max && (settings.max->period_us < sched::kMinPeriodUs || settings.max->period_us > sched::kMaxPeriodUs ||
                        settings.max->quota_us == 0 || settings.max->quota_us >= settings.max->period_us))
     return Error(Err::kInvalidValue, "compute.max {} is not a quota below a period of {}..{} us", sched::FormatMax(settings.max),
                  sched::kMinPeriodUs, sched::kMaxPeriodUs);
+  return Status::Ok();
+}
+
+Status Supervisor::SetCompute(const std::string& name, const sched::ComputeSettings& settings) {
+  ASSIGN_OR_RETURN(TenantState * t, FindTenant(name));
+  RETURN_IF_ERROR(CheckComputeSettings(settings));
   RETURN_IF_ERROR(store_->SetCompute(name, settings));
   t->record.compute = settings;
   compute_.board().SetTenant(t->ledger_index, settings);

@@ -69,6 +69,10 @@ void Supervisor::OnHandshaken(PendingConnection conn, AuthenticatedPeer peer) {
     (void)SendRefusal(fs, Err::kDevicesUnavailable, "the Remora server is shutting down");
     return;
   }
+  if (peer.locate) {
+    OnLocate(conn, peer);
+    return;
+  }
   uint32_t of_tenant = 0;
   for (const auto& [pid, x] : sessions_) of_tenant += x.tenant == peer.tenant;
   if (of_tenant >= options_.max_sessions_per_tenant) {

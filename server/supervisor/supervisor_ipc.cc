@@ -59,6 +59,11 @@ void Supervisor::OnControl(pid_t pid) {
     BodyReader r(frame->body);
     auto m = r.Root<control::ControlMessage>();
     switch (m.which()) {
+      case control::ControlMessage::QUOTA_BORROW: {
+        auto x = m.getQuotaBorrow();
+        OnQuotaBorrow(pid, x.getRequestId(), x.getBytes());  // answered when the pool has
+        return Status::Ok();
+      }
       case control::ControlMessage::IPC_EXPORT: {
         auto x = m.getIpcExport();
         request = x.getRequestId();

@@ -1,8 +1,10 @@
 // The supervisor's side of /metrics: what a scrape reads (on the loop thread, like the admin
 // API) and the endpoint that serves it.
 #include <algorithm>
+#include <set>
 
 #include "remora/base/log.h"
+#include "pool/pool_agent.h"
 #include "supervisor/gpu_telemetry.h"
 #include "supervisor/metrics_server.h"
 #include "supervisor/supervisor.h"
@@ -65,7 +67,41 @@ MetricsSnapshot Supervisor::CollectMetrics() {
     m.sessions.push_back(std::move(ms));
   }
   std::sort(m.sessions.begin(), m.sessions.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  if (pool_) m.pool = CollectPoolMetrics();
   return m;
+}
+
+MetricsSnapshot::Pool Supervisor::CollectPoolMetrics() {
+  MetricsSnapshot::Pool p;
+  bool fresh = false;
+  pool::PoolView v = pool_->View(&fresh);
+  p.name = pool_name_;
+  p.registered = pool_->lease() != 0;
+  p.fresh = fresh;
+  p.revision = v.revision;
+  for (const auto& [name, r] : v.servers) {
+    MetricsSnapshot::PoolServer x{name, r.health, r.sessions, static_cast<uint32_t>(r.gpus.size()), 0, 0};
+    for (const auto& g : r.gpus) x.memory_total += g.total_memory, x.memory_used += g.used;
+    p.servers.push_back(std::move(x));
+  }
+  std::set<std::pair<std::string, std::string>> gone;
+  for (const auto& a : v.assignments)
+    if (!v.servers.count(a.server)) gone.insert({a.server, a.uuid});
+  p.gpus_gone = static_cast<uint32_t>(gone.size());
+  for (const auto& [name, t] : v.tenants) {
+    MetricsSnapshot::PoolTenant x{name, t.pool_limit, v.SharesOf(name), {}};
+    std::map<std::string, MetricsSnapshot::PoolTenantServer> here;
+    for (const auto& [server, r] : v.servers)
+      if (auto it = r.tenants.find(name); it != r.tenants.end()) here[server] = {server, it->second.used, 0};
+    if (auto sh = v.shares.find(name); sh != v.shares.end())
+      for (const auto& [server, bytes] : sh->second) {
+        here[server].server = server;
+        here[server].share = bytes;
+      }
+    for (auto& [server, h] : here) x.servers.push_back(h);
+    p.tenants.push_back(std::move(x));
+  }
+  return p;
 }
 
 Status Supervisor::StartMetrics() {

@@ -77,36 +77,44 @@ Result<std::string> Supervisor::CreateTenant(const std::string& name, std::optio
   return FormatToken(token);
 }
 
-Status Supervisor::DeleteTenant(const std::string& name, bool force) {
-  ASSIGN_OR_RETURN(TenantState * t, FindTenant(name));
+void Supervisor::EndSessionNow(pid_t pid, const std::string& reason) {
+  SessionState& s = sessions_.at(pid);
+  (void)SendControl(s, [&](void* m) { static_cast<control::ControlMessage::Builder*>(m)->setEndSession(reason); });
+  SignalWorker(pid, SIGKILL);
+  int status;
+  ::waitpid(pid, &status, 0);
+  (void)registry_->Remove(pid);
+  compute_.board().CloseSession(s.ledger_slot, MonotonicNanos());
+  ApplyIpcActions(ipc_.SessionEnded(pid));  // its exports are its tenant's: nothing of them stays
+  ledger_->CloseSession(s.ledger_slot);
+  LOG_INFO("session {} of tenant '{}' ended: {}", s.id, s.tenant, reason);
+  sessions_.erase(pid);
+}
+
+void Supervisor::ForgetTenant(const std::string& name) {
+  auto it = tenants_.find(name);
+  if (it == tenants_.end()) return;
   std::vector<pid_t> pids;
   for (auto& [pid, s] : sessions_)
     if (s.tenant == name) pids.push_back(pid);
-  if (!pids.empty() && !force)
-    return Error(Err::kNotPermitted, "tenant '{}' has {} running session(s); use --force to end them", name, pids.size());
-  for (pid_t pid : pids) {
-    SessionState& s = sessions_.at(pid);
-    (void)SendControl(s, [](void* m) {
-      static_cast<control::ControlMessage::Builder*>(m)->setEndSession("the tenant was deleted by the administrator");
-    });
-    SignalWorker(pid, SIGKILL);
-    int status;
-    ::waitpid(pid, &status, 0);
-    (void)registry_->Remove(pid);
-    compute_.board().CloseSession(s.ledger_slot, MonotonicNanos());
-    ApplyIpcActions(ipc_.SessionEnded(pid));  // its exports are its tenant's: nothing of them stays
-    ledger_->CloseSession(s.ledger_slot);
-    LOG_INFO("session {} of deleted tenant '{}' ended", s.id, name);
-    sessions_.erase(pid);
-  }
-  RETURN_IF_ERROR(store_->DeleteTenant(name));
-  RETURN_IF_ERROR(ledger_->RemoveTenant(t->ledger_index));
+  for (pid_t pid : pids) EndSessionNow(pid, "the tenant was deleted by the administrator");
+  if (Status st = ledger_->RemoveTenant(it->second.ledger_index); !st.ok()) LOG_WARN("tenant '{}': {}", name, st.message());
   modules_->RemoveTenant(name);
   {
     std::lock_guard<std::mutex> lock(tenants_mu_);
     tenants_.erase(name);
   }
   UpdateComputeEnforcement();
+}
+
+Status Supervisor::DeleteTenant(const std::string& name, bool force) {
+  RETURN_IF_ERROR(FindTenant(name).status());
+  size_t running = 0;
+  for (auto& [pid, s] : sessions_) running += s.tenant == name;
+  if (running != 0 && !force)
+    return Error(Err::kNotPermitted, "tenant '{}' has {} running session(s); use --force to end them", name, running);
+  RETURN_IF_ERROR(store_->DeleteTenant(name));
+  ForgetTenant(name);
   LOG_INFO("tenant '{}' deleted", name);
   return Status::Ok();
 }

@@ -229,9 +229,10 @@ class Executor {
   Result<std::byte*> RegionRange(uint64_t region, uint64_t offset, uint64_t n);
   Ledger* ledger() { return config_.ledger; }
   uint32_t ledger_slot() const { return config_.ledger_slot; }
-  Status Charge(int gpu, uint64_t bytes) {
-    return config_.ledger ? config_.ledger->Reserve(config_.ledger_slot, static_cast<uint32_t>(gpu), bytes) : Status::Ok();
-  }
+  // Charges `bytes` on `gpu` to the session's tenant (the ledger). A pool's tenant whose
+  // share on this server is used up gets more from its pool-wide limit first, if there is any
+  // (the supervisor asks the pool's store; docs/ARCHITECTURE.md, "Pool-wide quotas").
+  Status Charge(int gpu, uint64_t bytes);
   void ReleaseCharge(int gpu, uint64_t bytes) {
     if (config_.ledger && bytes) config_.ledger->Release(config_.ledger_slot, static_cast<uint32_t>(gpu), bytes);
   }

@@ -9,6 +9,23 @@
 
 namespace remora::worker {
 
+Status Executor::Charge(int gpu, uint64_t bytes) {
+  if (config_.ledger == nullptr) return Status::Ok();
+  uint64_t short_by = 0;
+  Status st = config_.ledger->Reserve(config_.ledger_slot, static_cast<uint32_t>(gpu), bytes, &short_by);
+  if (st.ok() || short_by == 0 || control_ == nullptr) return st;
+  IpcQuestion q;
+  q.op = IpcQuestion::Op::kBorrow;
+  q.gpu = gpu;
+  q.size = short_by;
+  auto answer = control_->Ask(q, -1);
+  if (!answer.ok() || answer->status != 0) {
+    LOG_DEBUG("no more of the pool-wide limit for this server: {}", answer.ok() ? "refused" : answer.status().message());
+    return st;
+  }
+  return config_.ledger->Reserve(config_.ledger_slot, static_cast<uint32_t>(gpu), bytes);
+}
+
 Result<DEvent> Executor::AcquirePoolEvent(int gpu) {
   RETURN_IF_ERROR(SetDevice(gpu));
   return event_pool_.Acquire(driver_, gpu);

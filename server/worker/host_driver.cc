@@ -96,7 +96,9 @@ Result<DeviceDescription> HostDriver::Describe(int device) {
   d.name = fmt::format("Remora host-emulated GPU {} (not a GPU)", device);
   for (int i = 0; i < 16; i++) d.uuid[i] = static_cast<uint8_t>(0xe0 + i + device * 16);
   d.total_memory = options_.memory_per_gpu;
-  d.pci_bus_id = fmt::format("0000:{:02x}:00.0", 0x80 + device);
+  // The PCI domain is the session's window: the emulated GPUs of two servers of one
+  // application (several servers, a pool) are distinct devices to cudaDeviceGetByPCIBusId.
+  d.pci_bus_id = fmt::format("{:04x}:{:02x}:00.0", options_.window, 0x80 + device);
   d.attributes = EmulatedAttributes(device);
   return d;
 }

@@ -20,7 +20,8 @@ inline constexpr uint8_t kIpcKindPool = 3;      // cudaMemPoolExportToShareableH
 inline constexpr uint8_t kIpcKindPoolPointer = 4;  // cudaMemPoolExportPointer
 
 struct IpcQuestion {
-  enum class Op { kExport, kOpen, kUnexport } op = Op::kExport;
+  // kBorrow is not IPC: more of a pool tenant's memory limit for this server (size bytes).
+  enum class Op { kExport, kOpen, kUnexport, kBorrow } op = Op::kExport;
   uint8_t kind = 0;            // kIpcKind*
   int gpu = 0;                 // kExport
   uint64_t size = 0;           // kExport

@@ -225,7 +225,7 @@ Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {
   if (size == 0) return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.setPointer(0); });
   // Charge first: the ledger stays exact even when several workers allocate at once.
   if (ex.ledger() != nullptr) {
-    Status q = ex.ledger()->Reserve(ex.ledger_slot(), static_cast<uint32_t>(*gpu), size);
+    Status q = ex.Charge(*gpu, size);
     if (!q.ok()) {
       LOG_PEER(PeerLog(), Info, "refused {} on GPU {}: {}", FormatSize(size), *gpu, q.message());
       return ex.PostReply(tag, q);

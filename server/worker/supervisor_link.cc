@@ -178,6 +178,13 @@ Result<IpcAnswer> SupervisorLink::Ask(const IpcQuestion& q, int fd) {
       x.setExportId(q.id);
       break;
     }
+    case IpcQuestion::Op::kBorrow: {
+      auto x = root.initQuotaBorrow();
+      x.setRequestId(id);
+      x.setGpu(q.gpu);
+      x.setBytes(q.size);
+      break;
+    }
   }
   OutFrame f;
   f.kind = FrameKind::kNotice;

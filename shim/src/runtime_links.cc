@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "callbacks.h"
 #include "migration.h"
 #include "runtime.h"
@@ -95,6 +97,52 @@ Status OptionsFromEnvironment(ConnectOptions* options) {
   return Status::Ok();
 }
 
+// REMORA_SERVER=pool://HOST:PORT,...: asks the pool's servers in turn where the tenant's GPUs
+// are (a locate handshake) and returns those servers' URLs in the order of its devices, as
+// many as REMORA_POOL_GPUS needs (all when unset).
+Result<std::vector<std::string>> LocateInPool(const std::string& address) {
+  std::vector<std::string> members = SplitList(address.substr(std::string_view("pool://").size()));
+  if (members.empty()) return Error(Err::kInvalidValue, "{} names no server of the pool", address);
+  ASSIGN_OR_RETURN(auto tokens, TokensFromEnvironment(1));
+  if (!tokens[0]) return Error(Err::kNoDevice, "a pool:// address needs the tenant's token (REMORA_TOKEN or REMORA_TOKEN_FILE)");
+  ConnectOptions options;
+  options.token = tokens[0];
+  RETURN_IF_ERROR(OptionsFromEnvironment(&options));
+  uint32_t want = 0;
+  if (const char* e = std::getenv("REMORA_POOL_GPUS"); e != nullptr && *e) {
+    char* end = nullptr;
+    long n = std::strtol(e, &end, 10);
+    if (*end != '\0' || n < 1 || n > 256) return Error(Err::kInvalidValue, "REMORA_POOL_GPUS='{}': expected 1 to 256", e);
+    want = static_cast<uint32_t>(n);
+  }
+  Status last;
+  for (const std::string& member : members) {
+    auto ep = ParseEndpoint(member.find("://") == std::string::npos ? "tcp://" + member : member);
+    if (!ep.ok()) return ep.status();
+    auto where = LocatePool(*ep, options);
+    if (!where.ok()) {
+      last = where.status();
+      LOG_INFO("pool server {}: {}", member, last.message());
+      continue;
+    }
+    std::vector<std::string> urls;
+    uint32_t have = 0, total = 0;
+    for (const auto& [url, gpus] : *where) total += gpus;
+    if (want > total)
+      return Error(Err::kNoDevice, "tenant '{}' has {} GPU(s) in the pool, {} needed (REMORA_POOL_GPUS)", tokens[0]->tenant,
+                   total, want);
+    for (const auto& [url, gpus] : *where) {
+      if (want != 0 && have >= want) break;
+      urls.push_back(url);
+      have += gpus;
+    }
+    LOG_INFO("pool: tenant '{}' has {} GPU(s) on {} server(s); using {}", tokens[0]->tenant, total, where->size(),
+             fmt::join(urls, ","));
+    return urls;
+  }
+  return Error(Err::kNoDevice, "no server of the pool answered where the tenant's GPUs are ({})", last.message());
+}
+
 }  // namespace
 
 Result<Client*> Runtime::SessionFor(int device) {
@@ -147,8 +195,16 @@ Status Runtime::Connect() {
     LOG_ERROR("{}", st.message());
     return st;
   };
-  // Several servers: "URL,URL,...", the application's devices being theirs in that order.
-  std::vector<std::string> urls = SplitList(servers);
+  // Several servers: "URL,URL,...", the application's devices being theirs in that order; or
+  // a pool, which says which servers hold the tenant's GPUs.
+  std::vector<std::string> urls;
+  if (servers.rfind("pool://", 0) == 0) {
+    auto located = LocateInPool(servers);
+    if (!located.ok()) return fail(located.status());
+    urls = std::move(*located);
+  } else {
+    urls = SplitList(servers);
+  }
   if (urls.empty() || urls.size() > kMaxServers)
     return fail(Error(Err::kInvalidValue, "REMORA_SERVER names {} servers (1 to {})", urls.size(), kMaxServers));
   auto tokens = TokensFromEnvironment(urls.size());

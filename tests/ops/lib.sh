@@ -88,3 +88,51 @@ for t in tenants:
         sys.exit(0)
 sys.exit(1)' "$1" "$2" "$3"
 }
+
+# ---- a pool's store: etcd on loopback (tests/ops/pool_test.sh, slurm_test.sh pool) -----------
+# ops_etcd_cluster N: starts an N-member etcd cluster on 127.0.0.1 under $OPS_TMP/etcd (fast
+# elections: 50 ms heartbeats, 500 ms election timeout) and waits until every member is
+# healthy. Sets ETCD_ENDPOINTS (their client URLs, comma-separated, member 1 first) and
+# ETCD_URL[i], and stops the members at exit. Skips (77) without Debian's etcd-server.
+ops_etcd_cluster() {
+  local n=$1 i cluster="" peer
+  ops_need_cmd etcd etcdctl
+  mkdir -p "$OPS_TMP/etcd"
+  ETCD_URL=()
+  local -a peers=()
+  for i in $(seq 1 "$n"); do
+    ETCD_URL[i]="http://127.0.0.1:$(ops_free_port)"
+    peers[i]="http://127.0.0.1:$(ops_free_port)"
+    cluster+="${cluster:+,}e$i=${peers[i]}"
+  done
+  for i in $(seq 1 "$n"); do
+    etcd --name "e$i" --data-dir "$OPS_TMP/etcd/e$i" --listen-client-urls "${ETCD_URL[i]}" \
+      --advertise-client-urls "${ETCD_URL[i]}" --listen-peer-urls "${peers[i]}" \
+      --initial-advertise-peer-urls "${peers[i]}" --initial-cluster "$cluster" --initial-cluster-state new \
+      --initial-cluster-token remora-ops --heartbeat-interval 50 --election-timeout 500 \
+      >"$OPS_TMP/etcd-e$i.log" 2>&1 &
+    echo $! >"$OPS_TMP/etcd-e$i.pid"
+    ops_on_exit ops_kill_pidfile "$OPS_TMP/etcd-e$i.pid"
+  done
+  ETCD_ENDPOINTS=$(IFS=,; echo "${ETCD_URL[*]:1}")
+  ops_wait 30 "the etcd cluster to be healthy" etcdctl --endpoints="$ETCD_ENDPOINTS" endpoint health
+}
+
+# ops_pool_server NAME [ARGS...]: a host-backend remora-server of the pool (--pool
+# $ETCD_ENDPOINTS, --pool-name NAME) in $OPS_TMP/NAME (state dir, ready file, log
+# $OPS_TMP/NAME.log, pid file $OPS_TMP/NAME.pid), listening on tcp://127.0.0.1:0; waits until
+# ready and sets POOL_URL[NAME] to its tcp:// URL. ARGS are extra server options.
+declare -A POOL_URL
+ops_pool_server() {
+  local name=$1
+  shift
+  mkdir -p "$OPS_TMP/$name"
+  rm -f "$OPS_TMP/$name/ready"
+  "$BIN/remora-server" --backend host --state-dir "$OPS_TMP/$name/state" --listen tcp://127.0.0.1:0 \
+    --ready-file "$OPS_TMP/$name/ready" --pool "$ETCD_ENDPOINTS" --pool-name "$name" "$@" \
+    >>"$OPS_TMP/$name.log" 2>&1 &
+  echo $! >"$OPS_TMP/$name.pid"
+  ops_on_exit ops_kill_pidfile "$OPS_TMP/$name.pid"
+  ops_wait 30 "remora-server $name to be ready" test -s "$OPS_TMP/$name/ready"
+  POOL_URL[$name]=$(grep '^tcp://' "$OPS_TMP/$name/ready")
+}

@@ -20,10 +20,16 @@
 #   3. node failure: a running job's slurmd is killed (SIGKILL) and the node is set DOWN, so
 #      no node epilog can run; slurmctld's EpilogSlurmctld (remora-slurm) removes the tenant,
 #      ends its session and the ledger is back to 0.
-# Usage: slurm_test.sh BIN_DIR SHIM SPANK_PLUGIN REMORA_SLURM
+#
+# With "pool" (CTest ops.slurm_pool) the GPUs come from a pool instead of one server: an etcd
+# member and two pool servers of one GPU each (remora-server --pool); the jobs' REMORA_SERVER
+# is pool://..., the prolog creates the tenant in the pool and places its GPUs across the
+# servers, so job 1's two GPUs are on both servers; the same checks, through the pool's view.
+# Usage: slurm_test.sh BIN_DIR SHIM SPANK_PLUGIN REMORA_SLURM [pool]
 source "$(dirname "$0")/lib.sh"
 BIN=$(realpath "${1:?BIN_DIR}") SHIM=$(realpath "${2:?SHIM}")
 PLUGIN=$(realpath -m "${3:?SPANK_PLUGIN}") HELPER=$(realpath "${4:?REMORA_SLURM}")
+POOL_MODE=${5:-}
 ops_need_root "the Slurm test"
 ops_need_cmd munged munge slurmctld slurmd sbatch scancel scontrol squeue sinfo setpriv python3
 [ -f "$PLUGIN" ] || ops_skip "the SPANK plugin $PLUGIN was not built (Debian's libslurm-dev provides slurm/spank.h)"
@@ -43,13 +49,23 @@ chmod -R a+rX "$T/bin" "$T/lib"
 
 # ---- remora-server ----------------------------------------------------------------------
 APORT=$(ops_free_port)
-"$BIN/remora-server" --backend host --host-gpus 2 --host-gpu-memory 4GiB --state-dir "$T/state" \
-  --listen tcp://127.0.0.1:0 --ready-file "$T/ready" \
-  --admin-listen "tcp://127.0.0.1:$APORT" --admin-token-file "$T/admin.token" >"$T/log/remora-server.log" 2>&1 &
-echo $! >"$T/remora-server.pid"
-ops_on_exit ops_kill_pidfile "$T/remora-server.pid"
-ops_wait 30 "remora-server to be ready" test -s "$T/ready"
-SERVER=$(grep '^tcp://' "$T/ready")
+if [ "$POOL_MODE" = pool ]; then
+  ops_etcd_cluster 1
+  ops_pool_server s1 --host-gpus 1 --host-gpu-memory 4GiB --admin-listen "tcp://127.0.0.1:$APORT" \
+    --admin-token-file "$T/admin.token"
+  ops_pool_server s2 --host-gpus 1 --host-gpu-memory 4GiB
+  SERVER="pool://${POOL_URL[s1]#tcp://},${POOL_URL[s2]#tcp://}"
+  SERVER_LOGS=("$T/s1.log" "$T/s2.log")
+else
+  "$BIN/remora-server" --backend host --host-gpus 2 --host-gpu-memory 4GiB --state-dir "$T/state" \
+    --listen tcp://127.0.0.1:0 --ready-file "$T/ready" \
+    --admin-listen "tcp://127.0.0.1:$APORT" --admin-token-file "$T/admin.token" >"$T/log/remora-server.log" 2>&1 &
+  echo $! >"$T/remora-server.pid"
+  ops_on_exit ops_kill_pidfile "$T/remora-server.pid"
+  ops_wait 30 "remora-server to be ready" test -s "$T/ready"
+  SERVER=$(grep '^tcp://' "$T/ready")
+  SERVER_LOGS=("$T/log/remora-server.log")
+fi
 CTL=("$BIN/remoractl" --admin "tcp://127.0.0.1:$APORT" --admin-token-file "$T/admin.token")
 
 cat >"$T/remora-slurm.conf" <<EOF
@@ -134,11 +150,25 @@ ops_log "Slurm is up: $(sinfo -h -o '%P %a %D %T %N')"
 # ---- helpers ------------------------------------------------------------------------------
 # Every Slurm command of the jobs has a deadline (a held job would make sbatch --wait hang).
 as_nobody() { timeout 180 setpriv --reuid=nobody --regid=nogroup --clear-groups env SLURM_CONF="$SLURM_CONF" "$@"; }
-tenants() { "${CTL[@]}" --json tenant list; }
+if [ "$POOL_MODE" = pool ]; then
+  # The pool's view, in the fields of `tenant list`: memory used and sessions across the pool
+  # (the servers' reports), gpus the tenant's GPUs on any server.
+  tenants() {
+    "${CTL[@]}" --json pool tenants | python3 -c 'import json,sys
+print(json.dumps([{"name": t["name"], "memory_limit": t["memory_limit"], "memory_used": t["used"],
+                   "sessions": t["sessions"], "gpus": [a["server"] + ":" + str(a["gpu"]) for a in t["assignments"]]}
+                  for t in json.load(sys.stdin)]))'
+  }
+  ledger_zero() {
+    "${CTL[@]}" --json pool status | python3 -c 'import json,sys; sys.exit(0 if all(g["used"] == 0 for g in json.load(sys.stdin)["gpus"]) else 1)'
+  }
+else
+  tenants() { "${CTL[@]}" --json tenant list; }
+  ledger_zero() {
+    "${CTL[@]}" --json gpu list | python3 -c 'import json,sys; sys.exit(0 if all(g["used"] == 0 for g in json.load(sys.stdin)) else 1)'
+  }
+fi
 tenant_absent() { ! ops_json_tenant_field "$(tenants)" "$1" name >/dev/null; }
-ledger_zero() {
-  "${CTL[@]}" --json gpu list | python3 -c 'import json,sys; sys.exit(0 if all(g["used"] == 0 for g in json.load(sys.stdin)) else 1)'
-}
 # After a job: the tenant is removed, the ledger is at 0 and the token file is gone.
 expect_cleaned_up() {
   local job=$1 what=$2
@@ -177,7 +207,9 @@ grep -q "^LD_PRELOAD=$T/lib/libremora.so" <<<"$o" || ops_fail "the shim is not p
 grep -qx "token mode 400 owner nobody" <<<"$o" || ops_fail "the token file is not the job user's alone"
 grep -q "^device 1: .*, 256 MiB (256 MiB free)" <<<"$o" || ops_fail "cudaMemGetInfo does not show the 256 MiB quota on 2 devices"
 grep -qx "PASS device_info" <<<"$o" && grep -qx "PASS quota" <<<"$o" || ops_fail "the CUDA programs did not pass"
-grep -q "session [0-9]* started: tenant 'slurm-$JOB1'" "$T/log/remora-server.log" || ops_fail "no session of tenant slurm-$JOB1 in the server's log"
+for log in "${SERVER_LOGS[@]}"; do
+  grep -q "session [0-9]* started: tenant 'slurm-$JOB1'" "$log" || ops_fail "no session of tenant slurm-$JOB1 in $log"
+done
 ops_pass "job $JOB1 ran through the shim with its quota (2 GPUs, 256 MiB each in cudaMemGetInfo)"
 expect_cleaned_up "$JOB1" "job end"
 
@@ -191,6 +223,9 @@ chmod 755 "$T/job-hold.sh"
 ops_log "job 2: holds 96 MiB until cancelled"
 JOB2=$(submit --remora-mem=256MiB "$T/job-hold.sh")
 ops_wait 60 "job $JOB2 to allocate" grep -q holding "$T/out/$JOB2.out"
+# (A pool's servers report their use every 2 s.)
+holds_96() { [ "$(ops_json_tenant_field "$(tenants)" "slurm-$JOB2" memory_used)" = $((96 << 20)) ]; }
+ops_wait 10 "tenant slurm-$JOB2 to show 96 MiB" holds_96
 t=$(tenants)
 [ "$(ops_json_tenant_field "$t" "slurm-$JOB2" memory_limit)" = $((256 << 20)) ] || ops_fail "tenant slurm-$JOB2 has not the requested limit: $t"
 [ "$(ops_json_tenant_field "$t" "slurm-$JOB2" memory_used)" = $((96 << 20)) ] || ops_fail "tenant slurm-$JOB2 does not hold 96 MiB: $t"
@@ -235,4 +270,4 @@ ops_wait 30 "job $JOB3 to end with NODE_FAIL" sh -c "scontrol show job $JOB3 | g
 expect_cleaned_up "$JOB3" "node failure"
 grep -q "tenant 'slurm-$JOB3' removed" "$T/log/epilog-slurmctld.log" || ops_fail "EpilogSlurmctld did not remove the tenant"
 ops_pass "node failure: slurmctld's epilog removed tenant slurm-$JOB3 and ended its session"
-ops_pass "Slurm: tenants follow jobs (end, scancel, node failure) and the ledger returns to 0"
+ops_pass "Slurm${POOL_MODE:+ (GPUs from a pool)}: tenants follow jobs (end, scancel, node failure) and the ledger returns to 0"

@@ -476,3 +476,73 @@ TEST(Handshake, SilentServerTimesOutOnTheClient) {
 
 }  // namespace
 }  // namespace remora
+
+#include <capnp/serialize.h>
+
+namespace remora {
+namespace {
+
+// A pool's locate handshake (docs/PROTOCOL.md): the server answers where the tenant's GPUs
+// are, and that answer is part of what it signs.
+struct LocateRun {
+  std::optional<Result<AuthenticatedPeer>> server;
+  std::optional<Result<SessionInfo>> client;
+};
+
+LocateRun Locate(const ServerAuthPolicy& policy, const Token& token, const std::string& swap_first_to = "") {
+  Sockets s;
+  LocateRun out;
+  std::thread server([&] {
+    FrameSocket fs(s.server.get());
+    out.server.emplace(RunServerHandshake(fs, policy, nullptr, kTimeoutMs));
+    if (!out.server->ok()) return;
+    SessionInfo info = WelcomeFor(**out.server);
+    info.session_id = 0;
+    info.pool_servers = {{"tcp://gpu1:7070", 2}, {"tcp://gpu2:7070", 1}};
+    std::vector<uint64_t> body = WelcomeBody(**out.server, info);
+    if (!swap_first_to.empty()) {  // what a relay in the middle would like to send
+      auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(body.data()), body.size());
+      capnp::FlatArrayMessageReader reader(words);
+      capnp::MallocMessageBuilder changed;
+      changed.setRoot(reader.getRoot<wire::HandshakeMessage>());
+      changed.getRoot<wire::HandshakeMessage>().getWelcome().getPoolServers().set(0, swap_first_to);
+      auto flat = capnp::messageToFlatArray(changed);
+      body.assign(reinterpret_cast<const uint64_t*>(flat.begin()), reinterpret_cast<const uint64_t*>(flat.end()));
+    }
+    OutFrame f;
+    f.kind = FrameKind::kHandshake;
+    f.body = body;
+    EXPECT_TRUE(fs.Write(f).ok());
+  });
+  FrameSocket fc(s.client.get());
+  ClientHandshakeOptions o = With(token);
+  o.locate = true;
+  out.client.emplace(RunClientHandshake(fc, o, {}, kTimeoutMs));
+  s.client.reset();
+  server.join();
+  return out;
+}
+
+TEST_F(AuthHandshake, LocateAnswersTheSignedListOfServers) {
+  LocateRun r = Locate(policy, token);
+  ASSERT_TRUE(r.server->ok()) << r.server->status().ToString();
+  EXPECT_TRUE((*r.server)->locate);
+  ASSERT_TRUE(r.client->ok()) << r.client->status().ToString();
+  EXPECT_TRUE((*r.client)->server_authenticated);
+  std::vector<std::pair<std::string, uint32_t>> want = {{"tcp://gpu1:7070", 2}, {"tcp://gpu2:7070", 1}};
+  EXPECT_EQ((*r.client)->pool_servers, want);
+  Outcome session = Handshake(policy, With(token));
+  ASSERT_TRUE(session.server->ok());
+  EXPECT_FALSE((*session.server)->locate) << "a session's Hello does not ask";
+  EXPECT_TRUE((*session.client)->pool_servers.empty());
+}
+
+TEST_F(AuthHandshake, ALocateAnswerChangedOnTheWayIsRefused) {
+  LocateRun r = Locate(policy, token, "tcp://elsewhere:7070");
+  ASSERT_TRUE(r.server->ok());
+  ASSERT_FALSE(r.client->ok()) << "the client went where the signature does not say";
+  EXPECT_EQ(r.client->status().code(), Err::kNoDevice);
+}
+
+}  // namespace
+}  // namespace remora

@@ -242,3 +242,56 @@ TEST_F(LedgerTest, AWorkersPageReachesOnlyItsOwnTenant) {
 
 }  // namespace
 }  // namespace remora
+
+namespace remora {
+namespace {
+
+// A pool's share: the tenant's bytes on all GPUs together (server/pool/).
+TEST_F(LedgerTest, TotalLimitCoversAllGpusAndSaysWhatIsMissing) {
+  EXPECT_EQ(ledger->TotalLimit(tenant), kUnlimited);
+  ASSERT_TRUE(ledger->SetTotalLimit(tenant, 100).ok());
+  EXPECT_EQ(ledger->TotalLimit(tenant), 100u);
+  uint64_t short_by = 7;
+  ASSERT_TRUE(ledger->Reserve(slot, 0, 60, &short_by).ok());
+  EXPECT_EQ(short_by, 0u);
+  ASSERT_TRUE(ledger->Reserve(slot, 1, 30, &short_by).ok());
+  // 90 held on two GPUs: 20 more on a third passes its own (unlimited) GPU limit, not the total.
+  Status st = ledger->Reserve(slot, 2, 20, &short_by);
+  EXPECT_EQ(st.code(), Err::kMemoryAllocation);
+  EXPECT_EQ(short_by, 10u) << st.message();
+  EXPECT_NE(st.message().find("pool-wide"), std::string::npos) << st.message();
+  EXPECT_EQ(ledger->TenantClaimedTotal(tenant), 90u) << "a refused reservation leaves nothing claimed";
+  EXPECT_EQ(ledger->Tenant(tenant, 0).refused, 1u);
+  // A per-GPU refusal is not the total's: nothing to borrow.
+  ASSERT_TRUE(ledger->SetLimit(tenant, 0, 64).ok());
+  EXPECT_FALSE(ledger->Reserve(slot, 0, 5, &short_by).ok());
+  EXPECT_EQ(short_by, 0u);
+  // Raised (borrowed more): the same reservation passes.
+  ASSERT_TRUE(ledger->SetTotalLimit(tenant, 110).ok());
+  EXPECT_TRUE(ledger->Reserve(slot, 2, 20, &short_by).ok());
+  EXPECT_EQ(ledger->TenantClaimedTotal(tenant), 110u);
+  // Lowered below use: new reservations refused, nothing freed.
+  ASSERT_TRUE(ledger->SetTotalLimit(tenant, 50).ok());
+  EXPECT_FALSE(ledger->Reserve(slot, 3, 1, &short_by).ok());
+  EXPECT_EQ(short_by, 61u);
+  ledger->Release(slot, 2, 20);
+  EXPECT_EQ(ledger->TenantClaimedTotal(tenant), 90u);
+  ASSERT_TRUE(ledger->SetTotalLimit(tenant, kUnlimited).ok());
+  EXPECT_TRUE(ledger->Reserve(slot, 3, 1000, &short_by).ok());
+}
+
+TEST_F(LedgerTest, TotalLimitSpansTheTenantsSessions) {
+  auto other = ledger->OpenSession(tenant, 2);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(ledger->SetTotalLimit(tenant, 64).ok());
+  ASSERT_TRUE(ledger->Reserve(slot, 0, 40).ok());
+  uint64_t short_by = 0;
+  EXPECT_FALSE(ledger->Reserve(*other, 1, 40, &short_by).ok());
+  EXPECT_EQ(short_by, 16u);
+  EXPECT_TRUE(ledger->Reserve(*other, 1, 24).ok());
+  ledger->CloseSession(slot);
+  EXPECT_EQ(ledger->TenantClaimedTotal(tenant), 24u) << "a closed session's bytes return";
+}
+
+}  // namespace
+}  // namespace remora

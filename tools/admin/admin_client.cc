@@ -178,6 +178,8 @@ class Client final : public AdminClient {
                                              i.usage.push_back({u.getGpu(), u.getUsed(), u.getContextOverhead(), u.getGpuTimeNs()});
                                            i.created_at = t.getCreatedAt();
                                            i.gpu_time_ns = t.getGpuTimeNs();
+                                           if (t.getHasPoolLimit()) i.pool_limit = t.getPoolLimit();
+                                           i.pool_share = t.getPoolShare();
                                            auto c = t.getCompute();
                                            if (c.getHasWeight()) i.compute.weight = c.getWeight();
                                            if (c.getHasMax()) i.compute.max = sched::ComputeMax{c.getMaxQuotaUs(), c.getMaxPeriodUs()};
@@ -300,6 +302,129 @@ class Client final : public AdminClient {
       req.setId(id);
       req.setUrl(url);
       req.setToken(token);
+      return req;
+    });
+  }
+
+  Result<std::string> CreatePoolTenant(const std::string& name, std::optional<uint64_t> memory_limit,
+                                       std::optional<uint64_t> pool_limit, std::optional<std::vector<int>> gpus) override {
+    return Do<std::string>(
+        [&](rpc::Admin::Client& a) {
+          auto req = a.createTenantRequest();
+          req.setName(name);
+          req.setHasLimit(memory_limit.has_value());
+          req.setMemoryLimit(memory_limit.value_or(0));
+          req.setHasPoolLimit(pool_limit.has_value());
+          req.setPoolLimit(pool_limit.value_or(0));
+          req.setAllGpus(false);
+          std::vector<int> g = gpus.value_or(std::vector<int>{});
+          auto l = req.initGpus(static_cast<unsigned>(g.size()));
+          for (size_t i = 0; i < g.size(); i++) l.set(static_cast<unsigned>(i), g[i]);
+          return req;
+        },
+        [](auto& res, std::string& out) { out = res.getToken(); });
+  }
+
+  Result<PoolInfo> Pool() override {
+    return Do<PoolInfo>([](rpc::Admin::Client& a) { return a.poolInfoRequest(); },
+                        [](auto& res, PoolInfo& out) {
+                          auto p = res.getPool();
+                          out.name = p.getName();
+                          for (auto e : p.getEndpoints()) out.endpoints.emplace_back(e);
+                          out.prefix = p.getPrefix();
+                          out.revision = p.getRevision();
+                          out.fresh = p.getFresh();
+                          out.registered = p.getRegistered();
+                          for (auto s : p.getServers()) {
+                            PoolServerInfo i;
+                            i.name = s.getName();
+                            for (auto u : s.getUrls()) i.urls.emplace_back(u);
+                            i.backend = s.getBackend();
+                            i.emulated = s.getEmulated();
+                            i.version = s.getVersion();
+                            i.health = s.getHealth();
+                            i.started_at = s.getStartedAt();
+                            i.updated_at = s.getUpdatedAt();
+                            i.sessions = s.getSessions();
+                            i.applied_revision = s.getAppliedRevision();
+                            out.servers.push_back(std::move(i));
+                          }
+                          for (auto g : p.getGpus()) {
+                            PoolGpuInfo i;
+                            i.server = g.getServer();
+                            i.index = g.getIndex();
+                            i.uuid = g.getUuid();
+                            i.name = g.getName();
+                            i.total_memory = g.getTotalMemory();
+                            i.used = g.getUsed();
+                            for (auto t : g.getTenants()) i.tenants.emplace_back(t);
+                            i.gone = g.getGone();
+                            out.gpus.push_back(std::move(i));
+                          }
+                          for (auto t : p.getTenants()) {
+                            PoolTenantInfo i;
+                            i.name = t.getName();
+                            if (t.getHasLimit()) i.memory_limit = t.getMemoryLimit();
+                            if (t.getHasPoolLimit()) i.pool_limit = t.getPoolLimit();
+                            i.used = t.getUsed();
+                            i.shares = t.getShares();
+                            i.sessions = t.getSessions();
+                            i.gpus = t.getGpus();
+                            for (auto h : t.getServers())
+                              i.servers.push_back({h.getServer(), h.getUsed(), h.getSessions(), h.getShare()});
+                            out.tenants.push_back(std::move(i));
+                          }
+                          for (auto a : p.getAssignments())
+                            out.assignments.push_back({a.getTenant(), a.getServer(), a.getGpu(), a.getUuid(), a.getGone()});
+                        });
+  }
+
+  Result<std::vector<PoolAssignmentInfo>> PoolAttach(const PoolPlacement& r) override {
+    return Do<std::vector<PoolAssignmentInfo>>(
+        [&](rpc::Admin::Client& a) {
+          auto req = a.poolAttachRequest();
+          req.setTenant(r.tenant);
+          req.setCount(r.count);
+          req.setPolicy(r.policy);
+          req.setModel(r.model);
+          req.setMinFreeMemory(r.min_free_memory);
+          auto l = req.initServers(static_cast<unsigned>(r.servers.size()));
+          for (size_t i = 0; i < r.servers.size(); i++) l.set(static_cast<unsigned>(i), r.servers[i]);
+          return req;
+        },
+        [](auto& res, std::vector<PoolAssignmentInfo>& out) {
+          for (auto a : res.getPlaced()) out.push_back({a.getTenant(), a.getServer(), a.getGpu(), a.getUuid(), a.getGone()});
+        });
+  }
+
+  Result<int> PoolDetach(const std::string& tenant, const std::string& server, int gpu) override {
+    return Do<int>(
+        [&](rpc::Admin::Client& a) {
+          auto req = a.poolDetachRequest();
+          req.setTenant(tenant);
+          req.setServer(server);
+          req.setGpu(gpu);
+          return req;
+        },
+        [](auto& res, int& out) { out = res.getDetached(); });
+  }
+
+  Status PoolAssign(const std::string& tenant, const std::string& server, int gpu) override {
+    return Simple([&](rpc::Admin::Client& a) {
+      auto req = a.poolAssignRequest();
+      req.setTenant(tenant);
+      req.setServer(server);
+      req.setGpu(gpu);
+      return req;
+    });
+  }
+
+  Status SetPoolLimit(const std::string& name, std::optional<uint64_t> limit) override {
+    return Simple([&](rpc::Admin::Client& a) {
+      auto req = a.setPoolLimitRequest();
+      req.setName(name);
+      req.setHasLimit(limit.has_value());
+      req.setLimit(limit.value_or(0));
       return req;
     });
   }

@@ -58,6 +58,8 @@ struct TenantInfo {
   int64_t created_at = 0;
   sched::ComputeSettings compute;        // share, cap, priority
   uint64_t gpu_time_ns = 0;              // sum over GPUs
+  std::optional<uint64_t> pool_limit;    // a pool's tenant: bytes across the pool; nullopt = none
+  uint64_t pool_share = 0;               // the part of pool_limit this server holds now
 };
 
 struct GpuInfo {
@@ -87,6 +89,73 @@ struct SessionInfo {
   std::string data_path;  // how bulk moves: shared-memory | socket | rdma-host-staged
   std::string migrate_failed = {};  // why the last move asked for did not happen ("": none)
   uint64_t gpu_time_ns = 0;  // all GPUs, measured while compute shares are enforced
+};
+
+// ---- a pool of servers (remora-server --pool) ----
+struct PoolServerInfo {
+  std::string name;
+  std::vector<std::string> urls;
+  std::string backend;
+  bool emulated = false;
+  std::string version;
+  std::string health;  // ok | draining
+  int64_t started_at = 0, updated_at = 0;
+  uint32_t sessions = 0;
+  int64_t applied_revision = 0;
+};
+
+struct PoolGpuInfo {
+  std::string server;
+  int index = 0;
+  std::string uuid, name;
+  uint64_t total_memory = 0, used = 0;
+  std::vector<std::string> tenants;
+  bool gone = false;  // its server left the pool: assigned, unreachable
+};
+
+struct PoolTenantHere {
+  std::string server;
+  uint64_t used = 0;
+  uint32_t sessions = 0;
+  uint64_t share = 0;
+};
+
+struct PoolTenantInfo {
+  std::string name;
+  std::optional<uint64_t> memory_limit;  // per GPU
+  std::optional<uint64_t> pool_limit;    // across the pool
+  uint64_t used = 0, shares = 0;
+  uint32_t sessions = 0, gpus = 0;
+  std::vector<PoolTenantHere> servers;
+};
+
+struct PoolAssignmentInfo {
+  std::string tenant, server;
+  int gpu = 0;
+  std::string uuid;
+  bool gone = false;
+};
+
+struct PoolInfo {
+  std::string name;  // the answering server's
+  std::vector<std::string> endpoints;
+  std::string prefix;
+  int64_t revision = 0;
+  bool fresh = false;
+  bool registered = false;
+  std::vector<PoolServerInfo> servers;
+  std::vector<PoolGpuInfo> gpus;
+  std::vector<PoolTenantInfo> tenants;
+  std::vector<PoolAssignmentInfo> assignments;
+};
+
+struct PoolPlacement {
+  std::string tenant;
+  int count = 1;
+  std::string policy;  // spread | pack ("" : spread)
+  std::string model;
+  uint64_t min_free_memory = 0;
+  std::vector<std::string> servers;
 };
 
 // The admin token in `path` (its first line, trailing blanks dropped). kInitializationError,
@@ -134,6 +203,34 @@ class AdminClient {
     (void)url;
     (void)token;
     return Status(Err::kNotSupported, "this admin client cannot migrate sessions");
+  }
+
+  // ---- a pool (the server answers kNotSupported unless it runs with --pool) ----
+  // A tenant of the pool, with a limit across the pool (nullopt: none); gpus: GPUs of the
+  // answering server to assign at once (nullopt: none).
+  virtual Result<std::string> CreatePoolTenant(const std::string& name, std::optional<uint64_t> memory_limit,
+                                               std::optional<uint64_t> pool_limit, std::optional<std::vector<int>> gpus) {
+    (void)name, (void)memory_limit, (void)pool_limit, (void)gpus;
+    return Status(Err::kNotSupported, "this admin client knows no pool");
+  }
+  virtual Result<PoolInfo> Pool() { return Status(Err::kNotSupported, "this admin client knows no pool"); }
+  virtual Result<std::vector<PoolAssignmentInfo>> PoolAttach(const PoolPlacement& request) {
+    (void)request;
+    return Status(Err::kNotSupported, "this admin client knows no pool");
+  }
+  // One GPU (server, index), all of a server's (gpu < 0) or all (server ""). Returns how many.
+  virtual Result<int> PoolDetach(const std::string& tenant, const std::string& server, int gpu) {
+    (void)tenant, (void)server, (void)gpu;
+    return Status(Err::kNotSupported, "this admin client knows no pool");
+  }
+  // GPU `gpu` (the server's index) of server `server` to the tenant.
+  virtual Status PoolAssign(const std::string& tenant, const std::string& server, int gpu) {
+    (void)tenant, (void)server, (void)gpu;
+    return Status(Err::kNotSupported, "this admin client knows no pool");
+  }
+  virtual Status SetPoolLimit(const std::string& name, std::optional<uint64_t> limit) {
+    (void)name, (void)limit;
+    return Status(Err::kNotSupported, "this admin client knows no pool");
   }
 };
 

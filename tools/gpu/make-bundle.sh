@@ -2,7 +2,8 @@
 # make-bundle.sh BUILD_DIR OUT_DIR: everything the GPU host needs to run Remora's GPU suite
 # and remora-bench from a build made here - stripped binaries, the shim and the math client
 # libraries (with their SONAME links), the PyTorch scripts, and the one shared
-# library the shim needs that a GPU host may lack (libsodium). Used with the device tool,
+# library the shim needs that a GPU host may lack (libsodium), and with BUNDLE_ETCD=1 Debian's
+# etcd binary (the pool's GPU test). Used with the device tool,
 # whose machines have the CUDA driver and toolkit but no package registry.
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -34,6 +35,12 @@ for s in "$build"/lib/*.so.*; do
 done
 ln -s libcuda.so.1 "$out/lib/libcuda.so"
 cp -L "$(ldconfig -p | awk '/libsodium.so.23 / {print $NF; exit}')" "$out/deps/"
+# The pool's GPU test (scripts/pool-gpu.sh) needs etcd: Debian's is one binary needing only
+# libc (21 MB), carried when asked for with BUNDLE_ETCD=1.
+if [ "${BUNDLE_ETCD:-0}" = 1 ]; then
+  etcd_bin=$(command -v etcd) || { echo "make-bundle.sh: BUNDLE_ETCD=1 but no etcd here (apt install etcd-server)" >&2; exit 1; }
+  cp "$etcd_bin" "$out/bin/etcd"
+fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cp "$root"/tests/gpu/*.sh "$root/tools/gpu/gpu-session.sh" "$root/tools/gpu/tcp-loopback.py" "$root/tools/gpu/compare-bench.sh" \
   "$root/tools/gpu/cuda-samples.sh" "$root"/tests/gpu/*.py \

@@ -17,6 +17,7 @@
 
 #include "admin_client.h"
 #include "output.h"
+#include "pool_cmds.h"
 #include "remora/base/util.h"
 #include "remora/protocol/auth.h"
 
@@ -36,6 +37,7 @@ struct Options {
   std::string name, memory, gpus = "all", session_reason, migrate_url, migrate_token, migrate_token_file;
   int migrate_wait_s = 120;
   std::string compute, compute_max, priority;  // empty: not given
+  std::string pool_memory;                      // a pool's tenant: its limit across the pool
   bool force = false;
   int gpu = -1;
   uint64_t session_id = 0;
@@ -144,7 +146,8 @@ void WriteTenantJson(Json& j, const admin::TenantInfo& t) {
   for (const auto& u : t.usage)
     j.BeginObject().Key("gpu").Int(u.gpu).Key("used").Uint(u.used).Key("context_overhead").Uint(u.context_overhead)
         .Key("gpu_time_ns").Uint(u.gpu_time_ns).EndObject();
-  j.EndArray().Key("created_at").Int(t.created_at);
+  j.EndArray().Key("created_at").Int(t.created_at).Key("pool_limit").OptUint(t.pool_limit);
+  j.Key("pool_share").Uint(t.pool_share);
   WriteComputeJson(j, t.compute);
   j.Key("gpu_time_ns").Uint(t.gpu_time_ns).EndObject();
 }
@@ -152,15 +155,25 @@ void WriteTenantJson(Json& j, const admin::TenantInfo& t) {
 Status TenantCreate(AdminClient& c, const Options& o) {
   auto memory = o.memory.empty() ? std::nullopt : ParseMemory(o.memory);
   auto gpus = ParseGpuList(o.gpus);
-  ASSIGN_OR_RETURN(std::string token, c.CreateTenant(o.name, memory, gpus));
+  // A pool's tenant is made in the pool: GPUs come from `remoractl pool attach` (or --gpus
+  // names GPUs of this server), and --pool-memory limits it across the pool.
+  bool pooled = c.Pool().ok();
+  std::optional<uint64_t> pool_limit;
+  if (!o.pool_memory.empty()) pool_limit = ParseMemory(o.pool_memory);
+  if (pooled && o.gpus == "all") gpus = std::vector<int>{};
+  Result<std::string> made = pooled || pool_limit ? c.CreatePoolTenant(o.name, memory, pool_limit, gpus)
+                                                  : c.CreateTenant(o.name, memory, gpus);
+  ASSIGN_OR_RETURN(std::string token, std::move(made));
   if (ComputeGiven(o)) RETURN_IF_ERROR(c.SetCompute(o.name, ApplyComputeOptions(o, {})));
   if (o.json) {
     std::cout << Json().BeginObject().Key("name").String(o.name).Key("token").String(token).EndObject().str();
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(auto info, c.Info());
-  std::cout << "tenant '" << o.name << "' created: memory limit " << Limit(memory) << " per GPU, GPUs "
-            << (gpus ? JoinInts(*gpus) : std::string("all")) << (info.emulated ? " (host-emulated)" : "")
+  std::cout << "tenant '" << o.name << "' created" << (pooled ? " in the pool" : "") << ": memory limit " << Limit(memory)
+            << " per GPU" << (pooled ? ", " + Limit(pool_limit) + " across the pool" : std::string()) << ", GPUs "
+            << (gpus ? JoinInts(*gpus) : std::string("all")) << (pooled ? " of this server (remoractl pool attach adds more)" : "")
+            << (info.emulated ? " (host-emulated)" : "")
             << (ComputeGiven(o) ? ", " + DescribeCompute(ApplyComputeOptions(o, {})) : std::string()) << "\n"
             << "token (shown once, keep it secret; clients use it as REMORA_TOKEN):\n"
             << token << "\n";
@@ -355,7 +368,9 @@ int main(int argc, char** argv) {
   auto* t_create = tenant->add_subcommand("create", "create a tenant and print its token (once)");
   t_create->add_option("NAME", o.name, "tenant name: 1-63 of [a-z0-9_-]")->required();
   t_create->add_option("--memory", o.memory, "memory limit per GPU: 512MiB, 8GiB, 1.5G (default unlimited)");
-  t_create->add_option("--gpus", o.gpus, "GPUs to attach: all (default), none, or a list like 0,1");
+  t_create->add_option("--gpus", o.gpus, "GPUs to attach: all (default), none, or a list like 0,1 (a pool: this "
+                                       "server's, none by default)");
+  t_create->add_option("--pool-memory", o.pool_memory, "a pool's tenant: memory limit across all GPUs of the pool");
   auto add_compute = [&](CLI::App* cmd) {
     cmd->add_option("--compute", o.compute,
                     "compute share of each GPU: a percent like 30% (weight 3000), a weight 1..10000, or default "
@@ -369,6 +384,7 @@ int main(int argc, char** argv) {
   auto* t_set = tenant->add_subcommand("set", "change a tenant's memory limit or compute settings (applies to running sessions)");
   t_set->add_option("NAME", o.name)->required();
   t_set->add_option("--memory", o.memory, "new limit per GPU (or 'unlimited')");
+  t_set->add_option("--pool-memory", o.pool_memory, "a pool's tenant: new limit across the pool (or 'unlimited')");
   add_compute(t_set);
   auto* t_delete = tenant->add_subcommand("delete", "delete a tenant");
   t_delete->add_option("NAME", o.name)->required();
@@ -401,6 +417,8 @@ int main(int argc, char** argv) {
   auto* usage = app.add_subcommand("usage", "memory use and GPU time per tenant and GPU");
   usage->add_option("NAME", o.name, "only this tenant");
   auto* info = app.add_subcommand("info", "the server: version, backend, uptime");
+  PoolOptions po;
+  PoolCommands pool = AddPoolCommands(app, po);
 
   try {
     app.parse(argc, argv);
@@ -417,10 +435,11 @@ int main(int argc, char** argv) {
   try {
     // Usage errors before any connection attempt.
     if (!o.memory.empty()) (void)ParseMemory(o.memory);
+    if (!o.pool_memory.empty()) (void)ParseMemory(o.pool_memory);
     (void)ParseGpuList(o.gpus);
     (void)ApplyComputeOptions(o, {});
-    if (t_set->parsed() && o.memory.empty() && !ComputeGiven(o))
-      throw UsageError{"tenant set: give --memory, --compute, --compute-max or --priority"};
+    if (t_set->parsed() && o.memory.empty() && o.pool_memory.empty() && !ComputeGiven(o))
+      throw UsageError{"tenant set: give --memory, --pool-memory, --compute, --compute-max or --priority"};
     if (s_migrate->parsed() && !o.migrate_token.empty())
       std::fprintf(stderr, "remoractl: warning: --token shows the token to every local user (ps); use --token-file FILE "
                            "or --token-file - (standard input)\n");
@@ -440,6 +459,11 @@ int main(int argc, char** argv) {
         auto limit = ParseMemory(o.memory);
         st = c.SetMemoryLimit(o.name, limit);
         what = "memory limit " + Limit(limit) + " per GPU";
+      }
+      if (st.ok() && !o.pool_memory.empty()) {
+        auto limit = ParseMemory(o.pool_memory);
+        st = c.SetPoolLimit(o.name, limit);
+        what += (what.empty() ? "" : ", ") + std::string("memory limit ") + Limit(limit) + " across the pool";
       }
       if (st.ok() && ComputeGiven(o)) {
         st = SetComputeOptions(c, o);
@@ -468,6 +492,11 @@ int main(int argc, char** argv) {
       st = SessionMigrate(c, o);
     } else if (usage->parsed()) st = TenantList(c, o, true);
     else if (info->parsed()) st = Info(c, o);
+    else if (pool.parsed()) {
+      po.json = o.json;
+      st = RunPool(c, pool, po);
+      if (!st.ok() && st.message().rfind("usage: ", 0) == 0) throw UsageError{st.message().substr(7)};
+    }
     if (!st.ok()) {
       std::fprintf(stderr, "remoractl: %s\n", st.message().c_str());
       return 1;

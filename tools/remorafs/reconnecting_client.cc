@@ -82,4 +82,8 @@ Status ReconnectingClient::KillSession(uint64_t id, const std::string& reason) {
   return Call([&](admin::AdminClient& c) { return c.KillSession(id, reason); });
 }
 
+Result<admin::PoolInfo> ReconnectingClient::Pool() {
+  return Call([&](admin::AdminClient& c) { return c.Pool(); });
+}
+
 }  // namespace remora::fs

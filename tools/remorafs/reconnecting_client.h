@@ -34,6 +34,7 @@ class ReconnectingClient final : public admin::AdminClient {
   Status Detach(const std::string& name, int gpu) override;
   Result<std::vector<admin::SessionInfo>> ListSessions() override;
   Status KillSession(uint64_t id, const std::string& reason) override;
+  Result<admin::PoolInfo> Pool() override;
 
  private:
   template <typename Fn>

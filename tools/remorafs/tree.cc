@@ -74,9 +74,53 @@ int ErrnoFor(const Status& st) {
 
 FsResult<Tree::Resolved> Tree::Resolve(const std::string& path, bool consume_token) {
   std::vector<std::string> parts = Split(path);
-  if (parts.empty()) return Resolved::Dir({"gpus", "tenants"});
+  if (parts.empty()) {
+    // A pool's server shows the pool too.
+    if (client_.Pool().ok()) return Resolved::Dir({"gpus", "pool", "tenants"});
+    return Resolved::Dir({"gpus", "tenants"});
+  }
   if (parts[0] == "gpus") return ResolveGpu(parts);
   if (parts[0] == "tenants") return ResolveTenant(parts, consume_token);
+  if (parts[0] == "pool") return ResolvePool(parts);
+  return NoEntry();
+}
+
+FsResult<Tree::Resolved> Tree::ResolvePool(const std::vector<std::string>& parts) {
+  auto p = client_.Pool();
+  if (!p.ok()) return p.status().code() == Err::kNotSupported ? NoEntry() : ServerError(p.status(), "reading the pool");
+  if (parts.size() == 1) return Resolved::Dir({"status", "tenants"});
+  if (parts.size() > 2) return NoEntry();
+  std::string out;
+  if (parts[1] == "status") {
+    // One line per server, then per GPU, then the totals: "key value" pairs.
+    uint64_t gpus = 0, gone = 0, total = 0, used = 0;
+    for (const auto& s : p->servers)
+      out += fmt::format("server {} health {} sessions {} url {}\n", s.name, s.health, s.sessions,
+                         s.urls.empty() ? "-" : s.urls[0]);
+    for (const auto& g : p->gpus) {
+      out += fmt::format("gpu {}:{} {} memory.total {} memory.used {} tenants {}\n", g.server, g.index,
+                         g.gone ? "gone" : "live", g.total_memory, g.used, g.tenants.size());
+      if (g.gone) {
+        gone++;
+        continue;
+      }
+      gpus++, total += g.total_memory, used += g.used;
+    }
+    out += fmt::format("total servers {} gpus {} gone {} memory.total {} memory.used {} tenants {}\n", p->servers.size(),
+                       gpus, gone, total, used, p->tenants.size());
+    return Resolved::File(out, kRoMode);
+  }
+  if (parts[1] == "tenants") {
+    for (const auto& t : p->tenants) {
+      std::string where;
+      for (const auto& a : p->assignments)
+        if (a.tenant == t.name) where += (where.empty() ? "" : ",") + a.server + ":" + std::to_string(a.gpu);
+      out += fmt::format("{} pool.max {} shares {} memory.current {} sessions {} gpus {}\n", t.name,
+                         t.pool_limit ? std::to_string(*t.pool_limit) : "max", t.shares, t.used, t.sessions,
+                         where.empty() ? "-" : where);
+    }
+    return Resolved::File(out, kRoMode);
+  }
   return NoEntry();
 }
 

@@ -5,6 +5,7 @@
 //   /tenants/<name>/{memory.max,memory.current,memory.events,gpus,token,
 //                    compute.weight,compute.max,compute.priority,compute.stat}
 //   /tenants/<name>/sessions/<id>/{pid,host,transport,memory.current,started,compute.stat}
+//   /pool/{status,tenants}   (a server of a pool only: the pool's servers, GPUs, totals, tenants)
 //
 // compute.weight and compute.max read and write what cgroup v2's cpu.weight and cpu.max do
 // (a weight 1..10000, "QUOTA PERIOD" or "max PERIOD" in microseconds; a percent like 30% is
@@ -99,6 +100,8 @@ class Tree {
   FsResult<Resolved> Resolve(const std::string& path, bool consume_token);
   FsResult<Resolved> ResolveTenant(const std::vector<std::string>& parts, bool consume_token);
   FsResult<Resolved> ResolveGpu(const std::vector<std::string>& parts);
+  // pool/{status,tenants}: a pool's servers, GPUs and totals, its tenants (read-only).
+  FsResult<Resolved> ResolvePool(const std::vector<std::string>& parts);
   // compute.weight, compute.max or compute.priority of tenant `name` (the rest unchanged).
   FsStatus WriteCompute(const std::string& name, const std::string& file, std::string_view data);
   // The server's refusal of a change to tenant `name`, as an errno (ENOENT if it is gone).

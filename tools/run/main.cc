@@ -140,7 +140,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> command, only_libraries;
   std::string libraries_list;
   app.add_option("--server", server, "a running server: shm:///path.sock, tcp://HOST:PORT or rdma://HOST:PORT");
-  app.add_option("--token-file", token_file, "tenant token file for --server (or set REMORA_TOKEN)");
+  app.add_option("--token-file", token_file, "tenant token file for --server or --pool (or set REMORA_TOKEN)");
+  std::string pool;
+  int pool_gpus = 0;
+  app.add_option("--pool", pool, "a pool of servers, HOST:PORT,... (any of its servers' tcp:// addresses): the "
+                                 "tenant's GPUs wherever the pool placed them");
+  app.add_option("--gpus", pool_gpus, "with --pool: the program needs this many of the tenant's GPUs (the servers "
+                                      "holding the first ones are used; fewer in the pool is an error)")
+      ->check(CLI::Range(1, 256));
   app.add_option("--backend", backend, "private server only: cuda, host or auto (cuda if a driver is present)")
       ->check(CLI::IsMember({"auto", "cuda", "host"}));
   app.add_option("--transport", transport, "private server only: shm or tcp")->check(CLI::IsMember({"shm", "tcp"}));
@@ -205,6 +212,17 @@ int main(int argc, char** argv) {
   if (verbose && std::getenv("REMORA_LOG") == nullptr) app_env.emplace_back("REMORA_LOG", "info");
   if (!token_file.empty()) app_env.emplace_back("REMORA_TOKEN_FILE", token_file);
 
+  if (!pool.empty()) {
+    if (!server.empty()) {
+      std::fprintf(stderr, "remora-run: --server or --pool, not both\n");
+      return 2;
+    }
+    server = pool.rfind("pool://", 0) == 0 ? pool : "pool://" + pool;
+    if (pool_gpus > 0) app_env.emplace_back("REMORA_POOL_GPUS", std::to_string(pool_gpus));
+  } else if (pool_gpus > 0) {
+    std::fprintf(stderr, "remora-run: --gpus goes with --pool\n");
+    return 2;
+  }
   if (!server.empty()) {
     for (const auto& [k, v] : app_env) setenv(k.c_str(), v.c_str(), 1);
     setenv("REMORA_SERVER", server.c_str(), 1);

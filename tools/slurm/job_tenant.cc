@@ -75,8 +75,32 @@ Status WriteTokenFile(const std::string& token_dir, uint32_t job_id, const std::
   return Status::Ok();
 }
 
+namespace {
+
+// The pool's way: the tenant in the pool, `job.gpus` GPUs placed across its servers.
+Result<std::string> SetUpPoolJob(admin::AdminClient& admin, const JobRequest& job, const std::string& name,
+                                 const std::string& token_dir) {
+  ASSIGN_OR_RETURN(admin::PoolInfo pool, admin.Pool());
+  for (const auto& t : pool.tenants)
+    if (t.name == name) RETURN_IF_ERROR(admin.DeleteTenant(name, /*force=*/true));  // a leftover of this job id
+  ASSIGN_OR_RETURN(std::string token, admin.CreatePoolTenant(name, job.memory, std::nullopt, std::nullopt));
+  admin::PoolPlacement place;
+  place.tenant = name;
+  place.count = job.gpus;
+  auto placed = admin.PoolAttach(place);
+  Status st = placed.ok() ? WriteTokenFile(token_dir, job.job_id, token, job.uid, job.gid) : placed.status();
+  if (!st.ok()) {
+    (void)admin.DeleteTenant(name, /*force=*/true);
+    return st;
+  }
+  return name;
+}
+
+}  // namespace
+
 Result<std::string> SetUpJob(admin::AdminClient& admin, const JobRequest& job, const std::string& token_dir) {
   std::string name = TenantName(job.job_id, job.nodes, job.node_name);
+  if (job.pool) return SetUpPoolJob(admin, job, name, token_dir);
   ASSIGN_OR_RETURN(std::vector<admin::GpuInfo> gpus, admin.ListGpus());
   ASSIGN_OR_RETURN(std::vector<admin::TenantInfo> tenants, admin.ListTenants());
   for (const auto& t : tenants) {

@@ -27,6 +27,9 @@ struct JobRequest {
   std::string node_name;              // this node (used when nodes > 1)
   std::optional<uint64_t> memory;     // per GPU; nullopt = unlimited
   int gpus = 1;
+  // The jobs reach a pool of servers (REMORA_SERVER=pool://...): the tenant is made in the
+  // pool and its GPUs placed across the pool's servers, least loaded first.
+  bool pool = false;
 };
 
 std::string TenantName(uint32_t job_id, uint32_t nodes, const std::string& node_name);
@@ -43,7 +46,8 @@ Result<std::vector<int>> ChooseGpus(const std::vector<admin::GpuInfo>& gpus, int
 Status WriteTokenFile(const std::string& token_dir, uint32_t job_id, const std::string& token, uid_t uid, gid_t gid);
 
 // Creates the job's tenant (replacing a leftover of the same job, e.g. after a requeue) and
-// writes its token file; on failure nothing is left behind. Returns the tenant's name.
+// writes its token file; on failure nothing is left behind. Returns the tenant's name. With
+// job.pool, `admin` is any server of the pool and the GPUs come from the whole pool.
 Result<std::string> SetUpJob(admin::AdminClient& admin, const JobRequest& job, const std::string& token_dir);
 
 // Removes every tenant of the job (ending their sessions, so their memory returns) and the

@@ -53,13 +53,14 @@ int Prolog(const Config& c, JobRequest job, const std::string& memory_arg) {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   job.node_name = host;
+  job.pool = c.server.rfind("pool://", 0) == 0;
   auto admin = ConnectAdmin(c);
   if (!admin.ok()) return Fail(fmt::format("job {}: the Remora server", job.job_id), admin.status());
   auto name = SetUpJob(**admin, job, c.token_dir);
   if (!name.ok()) return Fail(fmt::format("job {}: cannot create its Remora tenant", job.job_id), name.status());
-  std::fprintf(stderr, "remora-slurm: job %u: tenant '%s' (memory limit %s per GPU, %d GPU(s)), token in %s\n",
+  std::fprintf(stderr, "remora-slurm: job %u: tenant '%s' (memory limit %s per GPU, %d GPU(s)%s), token in %s\n",
                job.job_id, name->c_str(), job.memory ? FormatSize(*job.memory).c_str() : "unlimited", job.gpus,
-               TokenFilePath(c.token_dir, job.job_id).c_str());
+               job.pool ? " placed across the pool" : "", TokenFilePath(c.token_dir, job.job_id).c_str());
   return 0;
 }
 

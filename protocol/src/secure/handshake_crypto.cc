@@ -88,6 +88,13 @@ std::string WelcomeMessage(std::string_view auth_message, const SessionInfo& inf
   m.push_back('|');
   m += info.backend;
   m.push_back(info.emulated ? '1' : '0');
+  // A locate answer's servers (none in a session's Welcome, whose message is unchanged).
+  for (const auto& [url, gpus] : info.pool_servers) {
+    m += "|pool|";
+    m += url;
+    m.push_back('|');
+    m += std::to_string(gpus);
+  }
   return m;
 }
 

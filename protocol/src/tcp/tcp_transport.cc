@@ -60,6 +60,24 @@ Result<Connected> TcpTransportConnect(const Endpoint& ep, const ConnectOptions& 
   return out;
 }
 
+}  // namespace
+
+Result<std::vector<std::pair<std::string, uint32_t>>> LocatePool(const Endpoint& ep, const ConnectOptions& options) {
+  if (ep.kind != TransportKind::kTcp) return Error(Err::kInvalidValue, "a pool is reached over tcp://");
+  ASSIGN_OR_RETURN(Fd sock, TcpConnect(ep.host, ep.port, options.timeout_ms));
+  FrameSocket fs(sock.get());
+  ClientHandshakeOptions ho = HandshakeOptions(options, true);
+  ho.data_streams = 0;
+  ho.locate = true;
+  ASSIGN_OR_RETURN(SessionInfo info, RunClientHandshake(fs, ho, {}, options.timeout_ms));
+  if (!info.server_authenticated)
+    return Error(Err::kNoDevice, "{} answered where the tenant's GPUs are without proving it knows the tenant's token",
+                 ep.ToUrl());
+  return std::move(info.pool_servers);
+}
+
+namespace {
+
 Result<std::unique_ptr<Listener>> TcpTransportListen(const Endpoint& ep, const ListenOptions&) {
   return TcpListen(ep, TransportKind::kTcp);
 }

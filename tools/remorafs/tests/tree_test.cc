@@ -98,6 +98,12 @@ class FakeAdmin final : public admin::AdminClient {
   }
   Status KillSession(uint64_t, const std::string&) override { return Status(Err::kNotSupported, "not here"); }
 
+  Result<admin::PoolInfo> Pool() override {
+    RETURN_IF_ERROR(Down());
+    if (!pool) return Status(Err::kNotSupported, "this Remora server is not part of a pool");
+    return *pool;
+  }
+
   TenantInfo* Find(const std::string& name) {
     auto it = std::find_if(tenants.begin(), tenants.end(), [&](const TenantInfo& t) { return t.name == name; });
     return it == tenants.end() ? nullptr : &*it;
@@ -106,6 +112,7 @@ class FakeAdmin final : public admin::AdminClient {
   std::vector<TenantInfo> tenants;
   std::vector<GpuInfo> gpus;
   std::vector<SessionInfo> sessions;
+  std::optional<admin::PoolInfo> pool;  // set: a server of a pool
   std::atomic<bool> down{false};
   int created = 0;
 
@@ -417,6 +424,45 @@ TEST(ErrnoFor, MapsTheServersCodesLikeCgroupfs) {
   EXPECT_EQ(ErrnoFor(Status(Err::kDevicesUnavailable, "")), EIO);
   EXPECT_EQ(ErrnoFor(Status(Err::kTimeout, "")), EIO);
   EXPECT_EQ(ErrnoFor(Status(Err::kUnknown, "")), EIO);
+}
+
+}  // namespace
+}  // namespace remora::fs
+
+namespace remora::fs {
+namespace {
+
+// A pool's server shows the pool: its servers, GPUs (a gone one apart) and totals, its tenants.
+TEST_F(TreeTest, APoolsServerShowsThePool) {
+  EXPECT_EQ(tree.Stat("/pool").status.err, ENOENT) << "not a pool's server";
+  admin::PoolInfo p;
+  p.servers = {{"s1", {"tcp://a:7070"}, "host-emulated", true, "0.1", "ok", 0, 0, 2, 10},
+               {"s2", {"tcp://b:7070"}, "host-emulated", true, "0.1", "ok", 0, 0, 0, 10}};
+  p.gpus = {{"s1", 0, "GPU-a", "Host GPU 0", 1024 * kMiB, 96 * kMiB, {"alice"}, false},
+            {"s2", 0, "GPU-b", "Host GPU 0", 1024 * kMiB, 0, {"alice"}, false},
+            {"s3", 0, "GPU-c", "", 0, 0, {"alice"}, true}};
+  admin::PoolTenantInfo t;
+  t.name = "alice";
+  t.pool_limit = 128 * kMiB;
+  t.used = 96 * kMiB;
+  t.shares = 100 * kMiB;
+  t.sessions = 2;
+  t.gpus = 3;
+  p.tenants = {t};
+  p.assignments = {{"alice", "s1", 0, "GPU-a", false}, {"alice", "s2", 0, "GPU-b", false}, {"alice", "s3", 0, "GPU-c", true}};
+  fake.pool = p;
+  EXPECT_EQ(List("/"), (Names{"gpus", "pool", "tenants"}));
+  EXPECT_EQ(List("/pool"), (Names{"status", "tenants"}));
+  std::string status = Read("/pool/status");
+  EXPECT_NE(status.find("server s1 health ok sessions 2 url tcp://a:7070\n"), std::string::npos) << status;
+  EXPECT_NE(status.find("gpu s3:0 gone"), std::string::npos) << status;
+  EXPECT_NE(status.find("total servers 2 gpus 2 gone 1 memory.total 2147483648 memory.used 100663296 tenants 1\n"),
+            std::string::npos)
+      << status;
+  EXPECT_EQ(Read("/pool/tenants"), "alice pool.max 134217728 shares 104857600 memory.current 100663296 sessions 2 gpus "
+                                   "s1:0,s2:0,s3:0\n");
+  EXPECT_EQ(tree.Open("/pool/status", false, true).status.err, EACCES) << "read-only";
+  EXPECT_EQ(tree.Stat("/pool/other").status.err, ENOENT);
 }
 
 }  // namespace

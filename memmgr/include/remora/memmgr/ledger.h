@@ -73,14 +73,24 @@ class Ledger {
   // Fails with kNotPermitted while the tenant has open sessions.
   Status RemoveTenant(uint32_t tenant);
   Status SetLimit(uint32_t tenant, uint32_t gpu, uint64_t limit);
+  // A limit on the tenant's bytes on all GPUs together (a pool's tenant: the share of its
+  // pool-wide limit this server holds; server/pool/). Starts unlimited. Once this returns, no
+  // reservation can commit against the previous value unless TenantClaimedTotal, read after
+  // it, counts it.
+  Status SetTotalLimit(uint32_t tenant, uint64_t limit);
+  uint64_t TotalLimit(uint32_t tenant) const;
+  // Committed plus in-flight bytes of the tenant on all GPUs.
+  uint64_t TenantClaimedTotal(uint32_t tenant) const;
   Result<uint32_t> OpenSession(uint32_t tenant, uint64_t session_id);
   // Releases everything the session holds; returns the bytes it held per GPU.
   std::vector<uint64_t> CloseSession(uint32_t slot);
 
   // ---- workers (their own slot) ------------------------------------------------------
   // Charges `bytes` on `gpu` to the slot's tenant, or fails with kMemoryAllocation (and
-  // counts a refusal) if the tenant's limit would be exceeded. One writer per slot.
-  Status Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes);
+  // counts a refusal) if the tenant's limit would be exceeded. One writer per slot. When the
+  // total limit alone refused it, *total_short (if given) gets how many bytes more of it
+  // would have let it pass (else 0): a pool's worker then asks for that much more share.
+  Status Reserve(uint32_t slot, uint32_t gpu, uint64_t bytes, uint64_t* total_short = nullptr);
   void Release(uint32_t slot, uint32_t gpu, uint64_t bytes);
   void SetContextOverhead(uint32_t slot, uint32_t gpu, uint64_t bytes);
 

@@ -24,6 +24,8 @@
 
 namespace remora {
 
+// A locate answer names at most this many servers (a client uses at most 16).
+inline constexpr size_t kMaxPoolServers = 64;
 // Each identity field a client reports is at most this many bytes.
 inline constexpr size_t kMaxIdentityBytes = 64;
 // The largest Hello or Proof body a server reads, in words (4 KiB).
@@ -53,6 +55,9 @@ struct SessionInfo {
   // connection), and the key that proves they belong to this session (DataMac).
   uint32_t data_streams = 0;
   SessionKey data_key{};
+  // A locate handshake's answer (pool:// clients): the servers holding the tenant's GPUs, in
+  // the order its devices are numbered, with how many each has. Signed with the Welcome.
+  std::vector<std::pair<std::string, uint32_t>> pool_servers;
 };
 
 // ---- client -------------------------------------------------------------------------
@@ -68,6 +73,8 @@ struct ClientHandshakeOptions {
   uint32_t data_streams = 0;
   // The window the session's handles and emulated device addresses are minted in (Hello.window).
   uint8_t window = 0;
+  // Ask where the tenant's GPUs are in a pool instead of opening a session (Hello.locate).
+  bool locate = false;
 };
 
 // `fds` travel with the Hello. A refusal comes back as its Status (kNoDevice for
@@ -115,6 +122,7 @@ struct AuthenticatedPeer {
   uint32_t data_streams_wanted = 0;  // the client's Hello.dataStreams
   uint8_t window = 0;                // the client's Hello.window
   SessionKey data_key{};             // authenticates the session's data connections
+  bool locate = false;               // the client's Hello.locate: answer where, open no session
 };
 
 // The server's side as a state machine, for an event loop: feed it the bodies of the

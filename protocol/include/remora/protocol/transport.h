@@ -73,6 +73,11 @@ struct Connected {
 // Connects, runs the handshake and sets up the transport's data path.
 Result<Connected> Connect(const Endpoint& endpoint, const ConnectOptions& options);
 
+// Asks a pool's server (tcp://) where the token's tenant has GPUs (a locate handshake, no
+// session): each server's client URL and its count of the tenant's GPUs, in the order the
+// application's devices are numbered. The server must prove it knows the tenant's token.
+Result<std::vector<std::pair<std::string, uint32_t>>> LocatePool(const Endpoint& endpoint, const ConnectOptions& options);
+
 // ---- server -------------------------------------------------------------------------
 // An accepted connection between accept() and its handoff to a worker process.
 struct PendingConnection {
