@@ -124,6 +124,40 @@ std::string RenderMetrics(const MetricsSnapshot& s, const std::vector<GpuSample>
       if (const GpuSample* x = sample_of(g); x && x->memory_used) e.Sample({{"gpu", Str(g.index)}}, *x->memory_used);
   }
 
+  // ---- the pool: its servers and GPUs (per server and in total; no tenant) ---------------
+  if (s.pool) {
+    const MetricsSnapshot::Pool& p = *s.pool;
+    uint64_t gpus = 0, total = 0, used = 0;
+    for (const auto& x : p.servers) gpus += x.gpus, total += x.memory_total, used += x.memory_used;
+    e.Family("remora_pool_info", "gauge", "This server's name in its pool; always 1.");
+    e.Sample({{"server", LabelValue(p.name)}}, uint64_t{1});
+    e.Family("remora_pool_registered", "gauge", "1 while this server holds its lease in the pool's store.");
+    e.Sample({}, uint64_t{p.registered});
+    e.Family("remora_pool_mirror_fresh", "gauge", "1 while this server's copy of the pool follows the store.");
+    e.Sample({}, uint64_t{p.fresh});
+    e.Family("remora_pool_revision", "gauge", "The store revision of this server's copy of the pool.");
+    e.Sample({}, static_cast<uint64_t>(p.revision));
+    e.Family("remora_pool_servers", "gauge", "Live servers of the pool (their lease holds).");
+    e.Sample({}, uint64_t{p.servers.size()});
+    e.Family("remora_pool_gpus", "gauge", "GPUs of the pool: of live servers, and assigned ones of servers that left.");
+    e.Sample({{"state", "live"}}, gpus);
+    e.Sample({{"state", "gone"}}, uint64_t{p.gpus_gone});
+    e.Family("remora_pool_memory_total_bytes", "gauge", "Memory of the live servers' GPUs together.");
+    e.Sample({}, total);
+    e.Family("remora_pool_memory_used_bytes", "gauge", "Memory charged to tenants on the live servers together.");
+    e.Sample({}, used);
+    e.Family("remora_pool_server_up", "gauge", "A live server of the pool, with its health (ok, draining); always 1.");
+    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}, {"health", LabelValue(x.health)}}, uint64_t{1});
+    e.Family("remora_pool_server_gpus", "gauge", "The server's GPUs.");
+    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}}, uint64_t{x.gpus});
+    e.Family("remora_pool_server_memory_total_bytes", "gauge", "The server's GPU memory.");
+    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}}, x.memory_total);
+    e.Family("remora_pool_server_memory_used_bytes", "gauge", "Memory charged to tenants on the server (its last report).");
+    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}}, x.memory_used);
+    e.Family("remora_pool_server_sessions", "gauge", "Sessions on the server (its last report).");
+    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}}, uint64_t{x.sessions});
+  }
+
   // Who uses the server, how much and for what are the authenticated scraper's only
   // (docs/SECURITY.md, N9): the aggregates above are anyone's.
   if (!details) return e.Take();
@@ -206,38 +240,9 @@ std::string RenderMetrics(const MetricsSnapshot& s, const std::vector<GpuSample>
     e.Sample(l, x.bytes_from_device);
   }
 
-  // ---- the pool (per server and in total) ---------------------------------------------------
+  // ---- the pool's tenants (the authenticated scraper's only) ----------------------------
   if (s.pool) {
     const MetricsSnapshot::Pool& p = *s.pool;
-    uint64_t gpus = 0, total = 0, used = 0;
-    for (const auto& x : p.servers) gpus += x.gpus, total += x.memory_total, used += x.memory_used;
-    e.Family("remora_pool_info", "gauge", "This server's name in its pool; always 1.");
-    e.Sample({{"server", LabelValue(p.name)}}, uint64_t{1});
-    e.Family("remora_pool_registered", "gauge", "1 while this server holds its lease in the pool's store.");
-    e.Sample({}, uint64_t{p.registered});
-    e.Family("remora_pool_mirror_fresh", "gauge", "1 while this server's copy of the pool follows the store.");
-    e.Sample({}, uint64_t{p.fresh});
-    e.Family("remora_pool_revision", "gauge", "The store revision of this server's copy of the pool.");
-    e.Sample({}, static_cast<uint64_t>(p.revision));
-    e.Family("remora_pool_servers", "gauge", "Live servers of the pool (their lease holds).");
-    e.Sample({}, uint64_t{p.servers.size()});
-    e.Family("remora_pool_gpus", "gauge", "GPUs of the pool: of live servers, and assigned ones of servers that left.");
-    e.Sample({{"state", "live"}}, gpus);
-    e.Sample({{"state", "gone"}}, uint64_t{p.gpus_gone});
-    e.Family("remora_pool_memory_total_bytes", "gauge", "Memory of the live servers' GPUs together.");
-    e.Sample({}, total);
-    e.Family("remora_pool_memory_used_bytes", "gauge", "Memory charged to tenants on the live servers together.");
-    e.Sample({}, used);
-    e.Family("remora_pool_server_up", "gauge", "A live server of the pool, with its health (ok, draining); always 1.");
-    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}, {"health", LabelValue(x.health)}}, uint64_t{1});
-    e.Family("remora_pool_server_gpus", "gauge", "The server's GPUs.");
-    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}}, uint64_t{x.gpus});
-    e.Family("remora_pool_server_memory_total_bytes", "gauge", "The server's GPU memory.");
-    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}}, x.memory_total);
-    e.Family("remora_pool_server_memory_used_bytes", "gauge", "Memory charged to tenants on the server (its last report).");
-    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}}, x.memory_used);
-    e.Family("remora_pool_server_sessions", "gauge", "Sessions on the server (its last report).");
-    for (const auto& x : p.servers) e.Sample({{"server", LabelValue(x.name)}}, uint64_t{x.sessions});
     e.Family("remora_pool_tenant_limit_bytes", "gauge", "The tenant's memory limit across the pool (absent: none).");
     for (const auto& t : p.tenants)
       if (t.limit) e.Sample({{"tenant", LabelValue(t.name)}}, *t.limit);

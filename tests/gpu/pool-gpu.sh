@@ -75,7 +75,7 @@ pool="pool://${url[p1]#tcp://},${url[p2]#tcp://}"
 libs="$lib/libcublas.so.13 $lib/libcublasLt.so.13 $lib/libcurand.so.10"
 remoted() {
   LD_PRELOAD="$lib/libremora.so $lib/libcuda.so.1 $lib/libnvidia-ml.so.1 $libs" LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" \
-    TRITON_LIBCUDA_PATH=$lib REMORA_SERVER=$pool REMORA_TOKEN=$token REMORA_ASSERT_NO_LOCAL_GPU=1 CUDA_VISIBLE_DEVICES= "$@"
+    TRITON_LIBCUDA_PATH=$lib REMORA_SERVER=$pool REMORA_TOKEN=$token REMORA_ASSERT_NO_LOCAL_GPU=1 env -u CUDA_VISIBLE_DEVICES "$@"
 }
 
 python3 "$torch_dir/matmul_train.py" >"$work/mm-native.log" 2>&1
@@ -86,7 +86,7 @@ remoted python3 "$torch_dir/pool_devices.py" --devices 2 --pool-limit-mib 12288 
 report "pool_devices: 2 devices on 2 servers, pool-wide limit of 12 GiB" $? "$work/devices.log"
 echo "$token" >"$work/token"
 chmod 600 "$work/token"
-CUDA_VISIBLE_DEVICES= REMORA_ASSERT_NO_LOCAL_GPU=1 "$bin/remora-run" --pool "${pool#pool://}" --gpus 2 --token-file "$work/token" \
+env -u CUDA_VISIBLE_DEVICES REMORA_ASSERT_NO_LOCAL_GPU=1 "$bin/remora-run" --pool "${pool#pool://}" --gpus 2 --token-file "$work/token" \
   --libraries cublas,cublasLt,curand -- python3 "$torch_dir/pool_devices.py" --devices 2 --pool-limit-mib 12288 \
   --gpu-limit-mib 8192 >"$work/run.log" 2>&1
 report "remora-run --pool --gpus 2 -- pool_devices.py" $? "$work/run.log"
@@ -97,7 +97,8 @@ done
 ctl pool status >"$work/status.log" 2>&1
 report "remoractl pool status" $? "$work/status.log"
 sed 's/^/    /' "$work/status.log"
-curl -fs "http://127.0.0.1:$mport/metrics" | grep -E '^remora_pool_(servers|gpus|memory_total_bytes|tenant_limit_bytes)' >"$work/metrics.log"
+python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+  "http://127.0.0.1:$mport/metrics" | grep -E '^remora_pool_(servers|gpus|memory_total_bytes|tenant_limit_bytes)' >"$work/metrics.log"
 report "the pool on /metrics" $? "$work/metrics.log"
 sed 's/^/    /' "$work/metrics.log"
 echo "pool-gpu: $failures failure(s)"
