@@ -65,7 +65,7 @@ ops_pass "$HELPER: $mode $caps"
 ops_log "systemd-analyze verify $UNIT"
 systemd-analyze verify "$UNIT" >"$T/verify.log" 2>&1 || { cat "$T/verify.log"; ops_fail "systemd-analyze verify failed"; }
 if grep -q "remora-server.service" "$T/verify.log"; then cat "$T/verify.log"; ops_fail "systemd-analyze verify complained"; fi
-for opt in User=remora ProtectSystem=strict PrivateTmp=yes ReadWritePaths=/var/lib/remora \
+for opt in User=remora ProtectSystem=strict PrivateTmp=yes "ReadWritePaths=/var/lib/remora /run/remora" \
            StateDirectory=remora RuntimeDirectory=remora KillSignal=SIGTERM SupplementaryGroups=remora-worker \
            "CapabilityBoundingSet=CAP_SETUID CAP_SETGID" AmbientCapabilities=; do
   grep -qx "$opt" "$UNIT" || ops_fail "the unit lacks $opt"

@@ -7,9 +7,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "sched/board_region.h"
 #include "security_support.h"
@@ -169,10 +171,16 @@ TEST_F(SharedMemoryAttack, ComputeBoardJunkIsBoundedEverywhere) {
   ASSERT_TRUE(alice);
   pid_t worker = NewestWorker();
   ASSERT_GT(worker, 0);
+  // The handshake's answer can come before alice's worker has mapped the board (it sets up
+  // its session's shared memory as it starts): wait for the mapping, as long as a start takes.
+  std::vector<Mapping> boards = SharedWritable(worker, "remora-compute");
+  for (int i = 0; i < 200 && boards.empty(); i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    boards = SharedWritable(worker, "remora-compute");
+  }
+  ASSERT_EQ(boards.size(), 1u) << ReadFile("/proc/" + std::to_string(worker) + "/maps");
   int slot = LedgerSlotOf(worker);
   ASSERT_GE(slot, 0);
-  std::vector<Mapping> boards = SharedWritable(worker, "remora-compute");
-  ASSERT_EQ(boards.size(), 1u) << ReadFile("/proc/" + std::to_string(worker) + "/maps");
   const uint64_t base = boards[0].start;
   // Offsets in the board's layout (sched/board_region.h), taken from a local instance.
   auto layout = std::make_unique<sched::BoardRegion>();
