@@ -118,8 +118,10 @@ expect_app "LD_LIBRARY_PATH=$SHIMDIR (libcudart.so.13 -> libremora.so)" "$T/app3
 n=$(grep -c "session [0-9]* started: tenant 'pkgtest'" "$T/server.log" || true)
 [ "$n" = 3 ] || ops_fail "the server's log shows $n sessions of tenant pkgtest, expected 3"
 grep -q "worker pid" "$T/server.log" || ops_fail "no worker was spawned"
-grep -q "workers run as user 'remora-worker' .*started through $HELPER" "$T/server.log" ||
-  ops_fail "the server did not start its workers as remora-worker through $HELPER"
+# The server names the helper as it found it beside itself (/usr/bin/../libexec/...).
+helper_used=$(grep -o "workers run as user 'remora-worker' .*started through [^ ]*" "$T/server.log" | sed 's/.*started through //')
+[ -n "$helper_used" ] && [ "$(realpath "$helper_used")" = "$HELPER" ] ||
+  ops_fail "the server did not start its workers as remora-worker through $HELPER (it said: ${helper_used:-nothing})"
 [ "$(awk '/^CapEff:/ {print $2}' "/proc/$(cat "$T/server.pid")/status")" = 0000000000000000 ] ||
   ops_fail "the server holds capabilities"
 ops_pass "the server holds no capability; its workers run as remora-worker through $HELPER"
