@@ -88,14 +88,16 @@ void Supervisor::OnNcclAsk(pid_t pid, uint64_t request, uint8_t op, const NcclId
     if (clique.server == nccl_->server_id()) {
       DeliverNccl(nccl_->MemberEnded(me, &clique, true, ""));
     } else {
-      for (auto [link, c] : nccl_->LocalEndedRemote(pid, &clique))
-        SendPeer(link, [&](void* p) {
+      for (const auto& ended : nccl_->LocalEndedRemote(pid, &clique)) {
+        const auto& c = ended.second;  // (clang 14, CI's, cannot capture a structured binding)
+        SendPeer(ended.first, [&](void* p) {
           auto l = static_cast<control::PeerMessage::Builder*>(p)->initLost();
           l.setCliqueServer(c.server);
           l.setCliqueId(c.id);
           l.setSession(s.id);
           l.setLeft(true);
         });
+      }
     }
     return;
   }
@@ -181,14 +183,16 @@ void Supervisor::NcclSessionEnded(SessionState& s) {
   if (!nccl_) return;
   std::string reason = fmt::format("session {} (tenant '{}') on server {:x} ended", s.id, s.tenant, nccl_->server_id());
   DeliverNccl(nccl_->MemberEnded(NcclMember{nccl_->server_id(), s.id, s.pid, 0}, nullptr, false, reason));
-  for (auto [link, c] : nccl_->LocalEndedRemote(s.pid, nullptr))
-    SendPeer(link, [&](void* p) {
+  for (const auto& ended : nccl_->LocalEndedRemote(s.pid, nullptr)) {
+    const auto& c = ended.second;
+    SendPeer(ended.first, [&](void* p) {
       auto l = static_cast<control::PeerMessage::Builder*>(p)->initLost();
       l.setCliqueServer(c.server);
       l.setCliqueId(c.id);
       l.setSession(s.id);
       l.setReason(reason);
     });
+  }
   for (auto it = remote_resolves_.begin(); it != remote_resolves_.end();)
     it = it->second.pid == s.pid ? remote_resolves_.erase(it) : std::next(it);
 }
