@@ -229,7 +229,8 @@ class FakeHost final : public PoolHost {
   }
   std::mutex mu;
   std::map<std::string, uint64_t> local, used;
-  int violations = 0, fenced = 0;
+  int violations = 0;
+  std::atomic<int> fenced{0};  // written by the agent's lease thread, read by the test
   std::atomic<int> applied{0};
 
  private:

@@ -52,6 +52,13 @@ def _creators(lib):
     return out
 
 
+# Entries whose by-value enum the fixture's byte patterns put outside the enum's range (a value
+# an unscoped enum without a fixed type cannot hold): clang's sanitizer builds then did not
+# round-trip cufftXtQueryPlan's output (the TSan stage of 2026-12-01), gcc's did. Until the
+# fixture samples enums from their enumerators, they are covered by their GPU tests.
+PATTERN_UNSAFE = {"cufftXtQueryPlan"}
+
+
 def _covered(e, creators):
     if e.internal or "wcall" in e.attrs or e.hand:
         return False  # hand-written ends have hand-written tests
@@ -61,6 +68,8 @@ def _covered(e, creators):
         return False  # (a count the worker keeps with an object)
     if any(p.role == "scalarinout" for p in e.params):
         return False  # (values that go both ways: their GPU tests cover them)
+    if e.name in PATTERN_UNSAFE:
+        return False  # see PATTERN_UNSAFE
     if any(p.role in ("array", "outarray") and "handle" in p.args for p in e.params):
         return False  # handle arrays need live objects of their kind
     # An extent the worker asks the library for (cuDNN's tensor sizes): the recording library
