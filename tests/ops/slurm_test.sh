@@ -263,6 +263,8 @@ ops_wait 60 "job $JOB3 to allocate" grep -q holding "$T/out/$JOB3.out"
 APP=$(awk '/^pid /{print $2}' "$T/out/$JOB3.out")
 STEPD=$(ps -o ppid= -p "$APP" | tr -d ' ')
 ops_on_exit "kill -9 $APP $STEPD"  # what a dead node would have taken with it
+# (With a pool, servers report their sessions once a second: wait for it, 15 s at most.)
+for _ in $(seq 1 75); do [ "$(ops_json_tenant_field "$(tenants)" "slurm-$JOB3" sessions)" = 1 ] && break; sleep 0.2; done
 [ "$(ops_json_tenant_field "$(tenants)" "slurm-$JOB3" sessions)" = 1 ] || ops_fail "job $JOB3 has no session"
 kill -9 "$(cat "$T/slurmd.pid")"
 scontrol update NodeName=remoratest State=DOWN Reason="remora test: node failure"
