@@ -7,27 +7,12 @@
 #include "worker/api_op.h"
 #include "worker/lib_objects.h"
 #include "worker/nccl_session.h"
+#include "worker/nccl_types.h"
 
 namespace remora::worker::gen::nccl {
 namespace {
 
-int TypeSize(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32: return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
-  }
-}
+int TypeSize(ncclDataType_t t) { return NcclTypeSize(t); }
 
 NcclSession& Session(OpContext& x) { return *x.executor().nccl(); }
 

@@ -6,6 +6,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "worker/nccl_types.h"
+
 namespace remora::worker::emu_nccl {
 namespace {
 
@@ -84,23 +86,7 @@ void ReduceAs(void* out, const std::vector<const void*>& in, size_t count, const
 
 }  // namespace
 
-int TypeSize(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32: return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
-  }
-}
+int TypeSize(ncclDataType_t t) { return NcclTypeSize(t); }
 
 float HalfToFloat(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
