@@ -2,6 +2,9 @@
 
 #include <sodium.h>
 
+#include <map>
+#include <mutex>
+
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "driver/objects.h"
@@ -95,12 +98,14 @@ Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, ui
 
 Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value) {
   ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
-  RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
+  Status st = client->Call(device, [&](wire::Request::Builder& r) {
     auto a = r.initFuncSetAttribute();
     a.setFunction(k->handle);
     a.setAttribute(attr);
     a.setValue(value);
-  }, [](wire::Reply::Reader&) { return Status::Ok(); }));
+  }, [](wire::Reply::Reader&) { return Status::Ok(); });
+  ForgetOccupancy();  // after the change: an answer computed before it is not kept
+  RETURN_IF_ERROR(st);
   // The launch checks read the cached attributes: keep them in step.
   if (attr >= 0 && static_cast<size_t>(attr) < k->attributes.size()) k->attributes[static_cast<size_t>(attr)] = value;
   return Status::Ok();
@@ -108,16 +113,54 @@ Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value) {
 
 Status SetFunctionCacheConfig(int device, uint64_t handle, int config) {
   ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
-  return client->Call(device, [&](wire::Request::Builder& r) {
+  Status st = client->Call(device, [&](wire::Request::Builder& r) {
     auto a = r.initFuncSetCacheConfig();
     a.setFunction(handle);
     a.setValue(config);
   }, [](wire::Reply::Reader&) { return Status::Ok(); });
+  ForgetOccupancy();
+  return st;
+}
+
+namespace {
+
+// The occupancy answers the worker gave, kept until something they depend on changes (a
+// kernel's attribute or cache preference, the context's cache or shared-memory configuration,
+// a module unloaded, the session moved): PyTorch asks the same questions on every step, and
+// each would be a round trip. Answers to launch-configuration queries (clusters) are not kept.
+struct OccupancyKey {
+  int device;
+  uint64_t handle;
+  int kind;
+  int block_size;
+  uint64_t smem;
+  unsigned flags;
+  int num_blocks;
+  auto operator<=>(const OccupancyKey&) const = default;
+};
+constexpr size_t kOccupancyMemoMax = 4096;  // beyond it the memo starts again
+std::mutex g_occupancy_mu;
+std::map<OccupancyKey, int64_t> g_occupancy;  // guarded by g_occupancy_mu
+uint64_t g_occupancy_epoch = 0;               // guarded by g_occupancy_mu; moves when it is cleared
+
+}  // namespace
+
+void ForgetOccupancy() {
+  std::lock_guard<std::mutex> lock(g_occupancy_mu);
+  g_occupancy.clear();
+  g_occupancy_epoch++;
 }
 
 Result<int64_t> FunctionOccupancy(int device, uint64_t handle, wire::Occupancy::Kind kind, int block_size, size_t smem,
                                   unsigned flags, int num_blocks, const cudaLaunchConfig_t* config) {
   ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
+  const OccupancyKey key{device, handle, static_cast<int>(kind), block_size, smem, flags, num_blocks};
+  uint64_t epoch = 0;
+  if (config == nullptr) {
+    std::lock_guard<std::mutex> lock(g_occupancy_mu);
+    if (auto it = g_occupancy.find(key); it != g_occupancy.end()) return it->second;
+    epoch = g_occupancy_epoch;
+  }
   int64_t value = 0;
   RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
     auto o = r.initOccupancy();
@@ -148,12 +191,21 @@ Result<int64_t> FunctionOccupancy(int device, uint64_t handle, wire::Occupancy::
     value = r.getValue();
     return Status::Ok();
   }));
+  if (config == nullptr) {
+    std::lock_guard<std::mutex> lock(g_occupancy_mu);
+    if (epoch == g_occupancy_epoch) {  // no configuration changed while the question was out
+      if (g_occupancy.size() >= kOccupancyMemoMax) g_occupancy.clear();
+      g_occupancy.emplace(key, value);
+    }
+  }
   return value;
 }
 
 Status UnloadModule(Client* client, int device, uint64_t module) {
-  return client->Call(device, [&](wire::Request::Builder& r) { r.setModuleUnload(module); },
-                      [](wire::Reply::Reader&) { return Status::Ok(); });
+  Status st = client->Call(device, [&](wire::Request::Builder& r) { r.setModuleUnload(module); },
+                           [](wire::Reply::Reader&) { return Status::Ok(); });
+  ForgetOccupancy();  // its functions' handles may be reused
+  return st;
 }
 
 Result<uint64_t> LoadImage(FatbinRecord* fb, int device) {

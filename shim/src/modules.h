@@ -21,9 +21,14 @@ Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, ui
 // A function's attribute on the worker, kept in step in `k`'s cached attributes.
 Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value);
 Status SetFunctionCacheConfig(int device, uint64_t handle, int config);
-// The worker's occupancy calculator for function `handle` of `device`.
+// The worker's occupancy calculator for function `handle` of `device`. Answers to queries
+// without a launch configuration are kept in the client until ForgetOccupancy.
+// Thread-safe.
 Result<int64_t> FunctionOccupancy(int device, uint64_t handle, wire::Occupancy::Kind kind, int block_size, size_t smem,
                                   unsigned flags, int num_blocks, const cudaLaunchConfig_t* config);
+// Drops the kept occupancy answers: a kernel's or the context's cache or shared-memory
+// configuration changed, a module went, or the session moved.
+void ForgetOccupancy();
 // Unloads a module on the worker (the driver API's cuModuleUnload and cuLibraryUnload).
 Status UnloadModule(Client* client, int device, uint64_t module);
 // The module of `image` on `device` (loaded on first use; a fresh image's load is a module of
@@ -37,3 +42,15 @@ Result<std::pair<uint64_t, uint64_t>> GlobalOn(VariableRecord* v, int device);
 FunctionRecord* FunctionFromHost(const void* func);
 
 }  // namespace remora::shim
+
+namespace remora::gen::cuda {
+
+// The client hook (cuda.api `mirror=`) of the entries that change a context's or a function's
+// cache or shared-memory configuration: their arguments do not matter, only that the
+// occupancy answers kept in the client may no longer hold.
+template <typename... Args>
+void OccupancyConfigChanged(const Args&...) {
+  shim::ForgetOccupancy();
+}
+
+}  // namespace remora::gen::cuda

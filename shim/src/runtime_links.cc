@@ -16,6 +16,7 @@
 
 #include "callbacks.h"
 #include "migration.h"
+#include "modules.h"
 #include "runtime.h"
 #include "watchdog.h"
 #include "remora/memmgr/handle_table.h"
@@ -325,6 +326,7 @@ Status Runtime::Migrate(Client& link, size_t window, const std::string& url, con
     options.token = tokens[window];
   }
   RETURN_IF_ERROR(MoveLink(link, ep, options));
+  ForgetOccupancy();  // the new server's GPU answers for itself
   if (window == 0) {
     const SessionInfo& s = link.session();
     SetLogIdentity(fmt::format("remora-shim s{}{}", s.session_id, s.emulated ? " (host-emulated)" : ""));

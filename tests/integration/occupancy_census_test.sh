@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# occupancy_census_test.sh REMORA_RUN PROGRAM TRANSPORT: runs tests/gpu/occupancy_memo through
+# remora-run (host backend) over TRANSPORT with REMORA_CALL_STATS=FILE and checks the census of
+# its interval: 200 repeated occupancy questions answered in the client, one round trip after
+# the kernel's carveout changed and one after the context's cache configuration did (issue 45).
+set -euo pipefail
+run=$1
+program=$2
+transport=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+census=$work/census.jsonl
+REMORA_TEST_HOST_BACKEND=1 REMORA_CALL_STATS=$census "$run" --backend host --transport "$transport" -- "$program" \
+  >"$work/out.log" 2>&1 || { cat "$work/out.log"; echo "FAIL: the program failed over $transport"; exit 1; }
+grep -q "^PASS occupancy_memo:" "$work/out.log" || { cat "$work/out.log"; echo "FAIL: no PASS line"; exit 1; }
+python3 - "$census" "$transport" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+steady = [l for l in lines if l["interval"] != "session"]
+assert len(steady) == 1, "one interval expected, found %d" % len(steady)
+calls = {c["call"]: c for c in steady[0]["calls"]}
+occ = calls.get("occupancy", {"round_trips": 0})
+assert occ["round_trips"] == 2, "occupancy questions made %d round trips, 2 expected (one after each change): %s" % (
+    occ["round_trips"], steady[0]["calls"])
+print("PASS occupancy census over %s: 202 questions, %d round trips (after the two changes)" % (sys.argv[2], occ["round_trips"]))
+PY
