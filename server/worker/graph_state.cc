@@ -213,4 +213,41 @@ void GraphTables::Clear() {
   captures_.clear();
 }
 
+Result<uint64_t> AdoptGraphMemory(AllocationTable& table, Graph& graph, Allocation a) {
+  Status inserted = table.Insert(a);
+  if (inserted.ok()) {
+    graph.memory.push_back(a.base);
+    return a.base;
+  }
+  if (a.size == 0) return inserted;
+  std::vector<Allocation> overlapping;
+  for (const Allocation& e : table.All()) {
+    if (e.base >= a.base + a.size || e.base + e.size <= a.base) continue;
+    bool ours = e.kind == AllocKind::kGraphMemory && e.device == a.device &&
+                std::find(graph.memory.begin(), graph.memory.end(), e.base) != graph.memory.end();
+    if (!ours) return inserted;  // someone else's range: the driver never does this
+    overlapping.push_back(e);
+  }
+  Allocation merged = a;
+  for (const Allocation& e : overlapping) {
+    uint64_t end = std::max(merged.base + merged.size, e.base + e.size);
+    merged.base = std::min(merged.base, e.base);
+    merged.size = end - merged.base;
+    merged.reserved += e.reserved;
+  }
+  for (const Allocation& e : overlapping) {
+    (void)table.Erase(e.base);
+    graph.memory.erase(std::remove(graph.memory.begin(), graph.memory.end(), e.base), graph.memory.end());
+  }
+  if (Status st = table.Insert(merged); !st.ok()) {  // not expected: the union overlapped only these
+    for (const Allocation& e : overlapping) {
+      (void)table.Insert(e);
+      graph.memory.push_back(e.base);
+    }
+    return st;
+  }
+  graph.memory.push_back(merged.base);
+  return merged.base;
+}
+
 }  // namespace remora::worker

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "remora/memmgr/allocation_table.h"
 #include "remora/memmgr/handle_table.h"
 #include "worker/driver.h"
 
@@ -224,5 +225,13 @@ class GraphTables {
   std::map<int, DStream> sync_streams_;
   uint64_t node_count_ = 0;
 };
+
+// Records `a` (AllocKind::kGraphMemory, `a.reserved` already charged) as memory of `graph`.
+// The driver may give an allocation node of a graph the address of another of the same graph
+// whose memory the graph frees before it (virtual address reuse within a graph, as
+// graphMemoryFootprint shows): the overlapping ranges of `graph` become one entry, their union,
+// charged with the sum of the nodes' sizes and released with the graph. Overlapping any other
+// allocation fails as AllocationTable::Insert does, changing nothing. Returns the entry's base.
+Result<uint64_t> AdoptGraphMemory(AllocationTable& table, Graph& graph, Allocation a);
 
 }  // namespace remora::worker

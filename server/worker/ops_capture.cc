@@ -75,13 +75,13 @@ Status Handlers::CapturedMallocAsync(Executor& ex, uint64_t tag, const Executor:
   al.device = gpu;
   al.kind = AllocKind::kGraphMemory;
   al.reserved = size;
-  if (Status st = ex.session().allocations().Insert(al); !st.ok()) {
-    // The graph's address range is the driver's: taken already means it is still known from
-    // an earlier graph's allocation at the same address (never expected).
+  Graph* g = ex.session().graphs().graphs().Find(*graph_id);
+  Status st = g == nullptr ? Error(Err::kUnknown, "the capture's graph {} is not known", *graph_id)
+                           : AdoptGraphMemory(ex.session().allocations(), *g, al).status();
+  if (!st.ok()) {
     ex.ReleaseCharge(gpu, size);
     return ex.PostReply(tag, st);
   }
-  if (Graph* g = ex.session().graphs().graphs().Find(*graph_id)) g->memory.push_back(al.base);
   DevPtr ptr = *p;
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setGraphPointer(ptr); });
 }

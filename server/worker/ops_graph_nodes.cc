@@ -272,11 +272,13 @@ Status Adopted(OpContext& x, uint64_t graph_id, void* node, NodeParams& np) {
     a.kind = AllocKind::kGraphMemory;
     a.reserved = bytes;
     RETURN_IF_ERROR(ex.Charge(x.gpu(), bytes));
-    if (Status st = ex.session().allocations().Insert(a); !st.ok()) {
+    Graph* graph = g.graphs().Find(graph_id);
+    Status st = graph != nullptr ? AdoptGraphMemory(ex.session().allocations(), *graph, a).status()
+                                 : ex.session().allocations().Insert(a);
+    if (!st.ok()) {
       ex.ReleaseCharge(x.gpu(), bytes);
       return st;
     }
-    if (Graph* graph = g.graphs().Find(graph_id)) graph->memory.push_back(a.base);
     x.out().Put<uint64_t>(a.base);
   }
   return Status::Ok();
