@@ -214,10 +214,13 @@ class HostCublasLt final : public gen::cublasLt::Api {
       return CUBLAS_STATUS_NOT_SUPPORTED;
     if (!numeric::Supported(scale)) return CUBLAS_STATUS_NOT_SUPPORTED;
     LayoutView va, vb, vc, vd;
-    if (!View(*al, A, &va) || !View(*bl, B, &vb) || !View(*cl, C, &vc) || !View(*dl, D, &vd)) return CUBLAS_STATUS_INVALID_VALUE;
+    // C may be NULL where it is not read (beta 0); the real library then reads none of it.
+    const bool no_c = C == nullptr;
+    if (!View(*al, A, &va) || !View(*bl, B, &vb) || (!no_c && !View(*cl, C, &vc)) || !View(*dl, D, &vd))
+      return CUBLAS_STATUS_INVALID_VALUE;
     int64_t m = vd.rows, n = vd.cols, k = ta ? va.rows : va.cols;
-    if ((ta ? va.cols : va.rows) != m || (tb ? vb.cols : vb.rows) != k || (tb ? vb.rows : vb.cols) != n || vc.rows != m ||
-        vc.cols != n)
+    if ((ta ? va.cols : va.rows) != m || (tb ? vb.cols : vb.rows) != k || (tb ? vb.rows : vb.cols) != n ||
+        (!no_c && (vc.rows != m || vc.cols != n)))
       return CUBLAS_STATUS_INVALID_VALUE;
     int64_t batch = dl->a.Get<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
     // Scalars: read now (host mode) or in stream order (device mode); bias in stream order.
@@ -232,6 +235,7 @@ class HostCublasLt final : public gen::cublasLt::Api {
     } else {
       alpha_v = numeric::Load(scale, alpha, 0);
       beta_v = numeric::Load(scale, beta, 0);
+      if (no_c && beta_v != 0) return CUBLAS_STATUS_INVALID_VALUE;  // the emulation's own refusal
     }
     cudaDataType bias_type = vd.type;
     if (bias != 0) {
@@ -252,7 +256,7 @@ class HostCublasLt final : public gen::cublasLt::Api {
           for (int64_t i = 0; i < m; i++) {
             double acc = 0;
             for (int64_t l = 0; l < k; l++) acc += va.At(b, i, l, ta) * vb.At(b, l, j, tb);
-            double v = av * acc + (bv == 0 ? 0 : bv * vc.At(b, i, j, false));
+            double v = av * acc + (bv == 0 || no_c ? 0 : bv * vc.At(b, i, j, false));
             if (use_bias) v += numeric::Load(bias_type, bias_host, i);
             if (relu) v = v > 0 ? v : 0;
             if (gelu) v = Gelu(v);
