@@ -121,7 +121,9 @@ REMORA_API cudaError_t cudaGetDeviceCount(int* count) {
   *count = static_cast<int>((*devs)->size());
   if (*count == 0) {
     if (auto v = Runtime::Get().VisibleDevicesVariable())
-      return Finish(Error(Err::kNoDevice, "CUDA_VISIBLE_DEVICES=\"{}\" makes none of the session's devices visible", *v),
+      return Finish(Error(Runtime::Get().VisibleDevicesNamedTwice() ? Err::kInvalidDevice : Err::kNoDevice,
+                          "CUDA_VISIBLE_DEVICES=\"{}\" makes none of the session's devices visible{}", *v,
+                          Runtime::Get().VisibleDevicesNamedTwice() ? " (it names a device twice)" : ""),
                     "cudaGetDeviceCount");
     return Finish(Error(Err::kNoDevice, "no GPU is attached to this tenant"), "cudaGetDeviceCount");
   }

@@ -159,7 +159,7 @@ Result<Runtime::DeviceList> Runtime::Devices(bool force_refresh) {
     visible_mapped_ = true;
     std::vector<std::string> uuids;
     for (const DeviceEntry& e : *session) uuids.push_back(UuidText(e.uuid));
-    std::vector<int> shown = VisibleDevices(*visible_devices_, uuids);
+    std::vector<int> shown = VisibleDevices(*visible_devices_, uuids, &visible_named_twice_);
     for (int d : shown) (void)ordinal_of(static_cast<size_t>((*session)[static_cast<size_t>(d)].link),
                                          (*session)[static_cast<size_t>(d)].local, true);
     LOG_INFO("CUDA_VISIBLE_DEVICES=\"{}\": {} of the session's {} device(s) visible", *visible_devices_, shown.size(),

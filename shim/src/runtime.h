@@ -94,6 +94,11 @@ class Runtime {
     std::lock_guard<std::mutex> lock(mu_);
     return visible_devices_;
   }
+  // Whether CUDA_VISIBLE_DEVICES hides every device because it named one twice.
+  bool VisibleDevicesNamedTwice() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return visible_named_twice_;
+  }
   // Checks that the calling thread's current device can be used (and resolves it).
   Result<int> CurrentDevice();
   // cudaSetValidDevices: the devices, in priority order, a thread that never chose one uses.
@@ -202,6 +207,7 @@ class Runtime {
   // the first enumeration (visible_devices.h): the devices it names get the first ordinals in
   // its order; the others (and GPUs attached later) get none.
   std::optional<std::string> visible_devices_;
+  bool visible_named_twice_ = false;  // guarded by mu_
   bool visible_applied_ = false;  // the variable was read
   bool visible_mapped_ = false;   // its devices have their ordinals
   AllocationTable device_allocs_;

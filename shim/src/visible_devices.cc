@@ -52,7 +52,10 @@ int ByUuid(const std::string& prefix, const std::vector<std::string>& uuids) {
 
 }  // namespace
 
-std::vector<int> VisibleDevices(const std::string& value, const std::vector<std::string>& uuids) {
+std::vector<int> VisibleDevices(const std::string& value, const std::vector<std::string>& uuids, bool* named_twice) {
+  bool ignored = false;
+  bool& twice = named_twice != nullptr ? *named_twice : ignored;
+  twice = false;
   std::string v = Trim(value);
   if (v.empty() || v.rfind("MIG-", 0) == 0) return {};
   std::vector<int> visible;
@@ -60,14 +63,14 @@ std::vector<int> VisibleDevices(const std::string& value, const std::vector<std:
     std::vector<std::string> named;
     for (const std::string& raw : Split(v)) {
       std::string entry = Trim(raw);
-      if (std::find(named.begin(), named.end(), entry) != named.end()) return {};
+      if (std::find(named.begin(), named.end(), entry) != named.end()) return twice = true, std::vector<int>{};
       if (entry.rfind("GPU-", 0) != 0) break;
       named.push_back(entry);
     }
     for (const std::string& prefix : named) {
       int device = ByUuid(prefix, uuids);
       if (device < 0) break;
-      if (std::find(visible.begin(), visible.end(), device) != visible.end()) return {};
+      if (std::find(visible.begin(), visible.end(), device) != visible.end()) return twice = true, std::vector<int>{};
       visible.push_back(device);
     }
     return visible;
@@ -75,7 +78,7 @@ std::vector<int> VisibleDevices(const std::string& value, const std::vector<std:
   std::vector<long> named;
   for (const std::string& raw : Split(v)) {
     long i = Index(Trim(raw));
-    if (i >= 0 && std::find(named.begin(), named.end(), i) != named.end()) return {};
+    if (i >= 0 && std::find(named.begin(), named.end(), i) != named.end()) return twice = true, std::vector<int>{};
     if (i < 0) break;
     named.push_back(i);
   }

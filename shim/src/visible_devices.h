@@ -20,7 +20,10 @@ namespace remora::shim {
 //    or several; an entry or a device named twice makes none visible;
 //  * "MIG-" entries name MIG instances, which a Remora session does not have: none visible;
 //  * an empty value: none visible.
-std::vector<int> VisibleDevices(const std::string& value, const std::vector<std::string>& uuids);
+// `named_twice`, when given, tells whether none is visible because a device was named twice
+// (CUDA then answers cudaErrorInvalidDevice, not cudaErrorNoDevice).
+std::vector<int> VisibleDevices(const std::string& value, const std::vector<std::string>& uuids,
+                                bool* named_twice = nullptr);
 
 // The text form of a 16-byte UUID: "GPU-" and the 8-4-4-4-12 lower-case hex groups.
 std::string UuidText(const unsigned char uuid[16]);

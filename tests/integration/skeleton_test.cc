@@ -109,12 +109,13 @@ TEST_P(Skeleton, CudaVisibleDevicesSelectsAmongTheSessionsDevices) {
   struct Case {
     std::string value;
     std::vector<std::string> visible;
+    bool twice = false;  // none visible because a device is named twice: CUDA's InvalidDevice
   };
   const std::vector<Case> cases = {
       {"1", {b}},
       {"1,0", {b, a}},
       {"0,5,1", {a}},          // the first invalid index ends the list
-      {"1,1", {}},             // a device named twice: none
+      {"1,1", {}, true},       // a device named twice: none
       {b.substr(0, 12), {b}},  // a unique UUID prefix
       {b + "," + a, {b, a}},
       {"GPU-", {}},            // a prefix of both: ambiguous
@@ -127,8 +128,10 @@ TEST_P(Skeleton, CudaVisibleDevicesSelectsAmongTheSessionsDevices) {
     for (const std::string& u : c.visible) uuids += " " + u;
     std::string n = std::to_string(c.visible.size());
     if (c.visible.empty()) {
-      EXPECT_EQ(line(out, "runtime"), "runtime 0 cudaErrorNoDevice") << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
-      EXPECT_EQ(line(out, "driver"), "driver 0 CUDA_ERROR_NO_DEVICE") << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
+      EXPECT_EQ(line(out, "runtime"), c.twice ? "runtime 0 cudaErrorInvalidDevice" : "runtime 0 cudaErrorNoDevice")
+          << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
+      EXPECT_EQ(line(out, "driver"), c.twice ? "driver 0 CUDA_ERROR_INVALID_DEVICE" : "driver 0 CUDA_ERROR_NO_DEVICE")
+          << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
     } else {
       EXPECT_EQ(line(out, "runtime"), "runtime " + n + " cudaSuccess" + uuids) << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;
       EXPECT_EQ(line(out, "driver"), "driver " + n + " CUDA_SUCCESS" + uuids) << "CUDA_VISIBLE_DEVICES=" << c.value << "\n" << out;

@@ -38,6 +38,18 @@ TEST(VisibleDevices, ADeviceNamedTwiceMakesNoneVisible) {
   EXPECT_EQ(VisibleDevices("0,9,0", kFour), V({}));  // counted before the range is
   EXPECT_EQ(VisibleDevices("GPU-8932,GPU-8932f937", kFour), V({}));  // the same device by two prefixes
   EXPECT_EQ(VisibleDevices("GPU-f00d,GPU-f00d", kFour), V({}));
+  // ... and says why: CUDA answers cudaErrorInvalidDevice for it, cudaErrorNoDevice otherwise.
+  bool twice = false;
+  EXPECT_EQ(VisibleDevices("1,2,1", kFour, &twice), V({}));
+  EXPECT_TRUE(twice);
+  EXPECT_EQ(VisibleDevices("GPU-8932,GPU-8932f937", kFour, &twice), V({}));
+  EXPECT_TRUE(twice);
+  EXPECT_EQ(VisibleDevices("", kFour, &twice), V({}));
+  EXPECT_FALSE(twice) << "empty hides every device without naming one twice";
+  EXPECT_EQ(VisibleDevices("4", kFour, &twice), V({}));
+  EXPECT_FALSE(twice);
+  EXPECT_EQ(VisibleDevices("0,1", kFour, &twice), V({0, 1}));
+  EXPECT_FALSE(twice);
 }
 
 TEST(VisibleDevices, UuidsAndUniquePrefixes) {

@@ -47,8 +47,11 @@ REMORA_API CUresult cuInit(unsigned int flags) {
   if (!c.ok()) return FromStatus(c.status(), "cuInit");
   // As the driver: no device left visible by CUDA_VISIBLE_DEVICES is no device.
   auto devs = Runtime::Get().Devices();
-  if (devs.ok() && (*devs)->empty() && Runtime::Get().VisibleDevicesVariable())
+  if (devs.ok() && (*devs)->empty() && Runtime::Get().VisibleDevicesVariable()) {
+    if (Runtime::Get().VisibleDevicesNamedTwice())
+      return FromStatus(Status(Domain::kCuda, CUDA_ERROR_INVALID_DEVICE, "CUDA_VISIBLE_DEVICES names a device twice"), "cuInit");
     return FromStatus(Status(Domain::kCuda, CUDA_ERROR_NO_DEVICE, "CUDA_VISIBLE_DEVICES makes no device visible"), "cuInit");
+  }
   return CUDA_SUCCESS;
 }
 
