@@ -6,6 +6,8 @@
 #                     by default and forced onto cuDNN, against the math backend in fp32
 #   gpt_train.py      a GPT-2-style model trained in bf16 with default attention
 #   resnet_census.py  a ResNet-50 training step (batch 64, bf16, channels-last)
+#   infer_census.py   the `.item()` loop and GPT-2 greedy decoding (issue 45), us/step, ms/token
+# CHECKS="gpt_train infer_census" runs a subset (default: all four).
 # Remoted runs write the census (REMORA_CALL_STATS=FILE, one line per steady-state interval);
 # gpt_train and resnet_census fail if a step makes a round trip besides the application's own
 # synchronisations. Ends with a PASS/FAIL table and images/s, tokens/s side by side.
@@ -56,17 +58,18 @@ run() {  # run NAME SCRIPT MODE
   local verdict=PASS
   if [ $rc -eq 77 ]; then verdict=SKIP; elif [ $rc -ne 0 ]; then verdict=FAIL; failures=$((failures + 1)); fi
   local figure
-  figure=$(grep -Eo '[0-9.]+ (images|tokens)/s' "$log" | tail -1)
+  figure=$(grep -Eo '[0-9.]+ (images|tokens)/s|[0-9.]+ (us/step|ms/token)' "$log" | tr '\n' ' ')
   rows+=("$(printf '%-14s %-7s %-5s %s' "$name" "$mode" "$verdict" "$figure")")
   echo "$verdict $name $mode"
-  grep -E '^(PASS|FAIL|SKIP|census|    )' "$log" | sed 's/^/    /'
+  grep -E '^(PASS|FAIL|SKIP|census|item:|decode:|    )' "$log" | sed 's/^/    /'
   [ $rc -eq 0 ] || [ $rc -eq 77 ] || tail -25 "$log" | sed 's/^/    | /'
 }
-for mode in native shm tcp; do run sdpa_check sdpa_check.py $mode; done
-for mode in native shm tcp; do run gpt_train gpt_train.py $mode; done
-for mode in native shm tcp; do run resnet_census resnet_census.py $mode; done
+for check in ${CHECKS:-sdpa_check gpt_train resnet_census infer_census}; do
+  for mode in native shm tcp; do run $check $check.py $mode; done
+done
 echo
 printf '%-14s %-7s %-5s %s\n' check mode result figure
 printf '%s\n' "${rows[@]}"
 echo "cudnn-gpu: $failures failure(s)"
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/cudnn-gpu" && cp "$work"/*.log "$work"/census-*.jsonl "$OUT/cudnn-gpu/" 2>/dev/null; fi
 [ $failures -eq 0 ]
