@@ -325,6 +325,22 @@ class HostNccl final : public gen::nccl::Api, public NcclEmulation {
   ncclResult_t ncclSend(const void* s, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st) override;
   ncclResult_t ncclRecv(void* r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st) override;
 
+  // ---- NCCL 2.28's device API (host_lib_nccl_dev.cc): emulated values, not NCCL's layout ----
+  ncclResult_t ncclGetVersion(int* version) override;
+  ncclTeam_t ncclTeamWorld(ncclComm_t comm) override;
+  ncclTeam_t ncclTeamLsa(ncclComm_t comm) override;
+  ncclTeam_t ncclTeamRail(ncclComm_t comm) override;
+  int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) override;
+  int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) override;
+  int ncclLLA2ACalcSlots(int max_elts, int max_elt_size) override;
+  ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int n, ncclLsaBarrierHandle_t* h,
+                                               ncclDevResourceRequirements_t* req) override;
+  ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int n, ncclGinBarrierHandle_t* h,
+                                               ncclDevResourceRequirements_t* req) override;
+  ncclResult_t ncclLLA2ACreateRequirement(int blocks, int slots, ncclLLA2AHandle_t* h, ncclDevResourceRequirements_t* req) override;
+  ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs, ncclDevComm_t* out) override;
+  ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm_t* dev) override;
+
  private:
   // A communicator of `nranks` whose buffers are sized for `buffer_ranks` (a split's parent's).
   std::shared_ptr<EmuComm> Make(int nranks, int buffer_ranks) {
@@ -396,6 +412,14 @@ class HostNccl final : public gen::nccl::Api, public NcclEmulation {
   std::vector<std::shared_ptr<EmuComm>> leavers_;    // NCCL_SPLIT_NOCOLOR exchanges
   std::array<std::atomic<uint64_t>, kMaxGpus> internal_{};
   uint64_t registrations_ = 0;
+  // Device communicators' resource windows: each its emulated device buffer.
+  struct ResourceWindow {
+    std::unique_ptr<ncclWindow_vidmem> window;
+    DevPtr buffer = 0;
+    uint64_t bytes = 0;
+    int gpu = 0;
+  };
+  std::map<ncclWindow_t, ResourceWindow> resource_windows_;
   int group_depth_ = 0;
   std::map<cudaStream_t, std::vector<EmuOp>> grouped_;
   ncclConfig_t nonblocking_ = [] {

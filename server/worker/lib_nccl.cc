@@ -65,5 +65,20 @@ Status Op_ncclCommGetAsyncError(OpContext& x) { return Session(x).GetAsyncError(
 Status Op_ncclRedOpCreatePreMulSum(OpContext& x) { return Session(x).RedOpCreatePreMulSum(x); }
 Status Op_remoraNcclGroup(OpContext& x) { return Session(x).Group(x, false); }
 Status Op_remoraNcclGroupWait(OpContext& x) { return Session(x).Group(x, true); }
+Status Op_ncclCommWindowRegister(OpContext& x) { return Session(x).WindowRegister(x); }
+Status Op_ncclCommWindowDeregister(OpContext& x) { return Session(x).WindowDeregister(x); }
+Status Op_ncclDevCommCreate(OpContext& x) { return Session(x).DevCommCreate(x); }
+Status Op_ncclDevCommDestroy(OpContext& x) { return Session(x).DevCommDestroy(x); }
+Status Op_ncclLsaBarrierCreateRequirement(OpContext& x) {
+  return Session(x).Requirement(x, ::remora::gen::nccl::k_ncclLsaBarrierCreateRequirement);
+}
+Status Op_ncclGinBarrierCreateRequirement(OpContext& x) {
+  return Session(x).Requirement(x, ::remora::gen::nccl::k_ncclGinBarrierCreateRequirement);
+}
+Status Op_ncclLLA2ACreateRequirement(OpContext& x) {
+  return Session(x).Requirement(x, ::remora::gen::nccl::k_ncclLLA2ACreateRequirement);
+}
+Status Op_remoraNcclTeam(OpContext& x) { return Session(x).Team(x); }
+Status Op_remoraNcclLLA2ACalcSlots(OpContext& x) { return Session(x).CalcSlots(x); }
 
 }  // namespace remora::worker::gen::nccl

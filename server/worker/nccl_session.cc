@@ -32,6 +32,7 @@ const char* PhaseName(NcclComm::Phase p) {
     case NcclComm::Phase::kReady: return "ready";
     case NcclComm::Phase::kBusy: return "launching";
     case NcclComm::Phase::kFinalizing: return "finalizing";
+    case NcclComm::Phase::kRegistering: return "registering";
     case NcclComm::Phase::kFailed: return "failed";
   }
   return "?";
@@ -166,7 +167,8 @@ ncclResult_t NcclSession::Launch(ncclComm_t comm, const char* call, F&& f) {
     LOG_DEBUG("{} on a failed communicator: {}", call, c->why);
     return ncclSuccess;  // dropped: the communicator reports its failure
   }
-  if (c->phase == NcclComm::Phase::kStarting || c->phase == NcclComm::Phase::kFinalizing) {
+  if (c->phase == NcclComm::Phase::kStarting || c->phase == NcclComm::Phase::kFinalizing ||
+      c->phase == NcclComm::Phase::kRegistering) {
     LOG_WARN("{}: the communicator is {} (poll ncclCommGetAsyncError until it answers ncclSuccess)", call, PhaseName(c->phase));
     c->deferred = ncclInvalidUsage;
     return ncclSuccess;
@@ -212,20 +214,6 @@ ncclResult_t NcclSession::ncclCommDeregister(const ncclComm_t comm, void* handle
   if (c == nullptr) return ncclInvalidArgument;
   if (c->phase == NcclComm::Phase::kFailed) return ncclSuccess;  // it went with its communicator
   return real_.ncclCommDeregister(c->real, handle);
-}
-
-ncclResult_t NcclSession::ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
-  NcclComm* c = ByBits(comm);
-  if (c == nullptr) return ncclInvalidArgument;
-  if (c->phase == NcclComm::Phase::kFailed) return c->error;
-  return real_.ncclCommWindowRegister(c->real, buff, size, win, flags);
-}
-
-ncclResult_t NcclSession::ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  NcclComm* c = ByBits(comm);
-  if (c == nullptr) return ncclInvalidArgument;
-  if (c->phase == NcclComm::Phase::kFailed) return ncclSuccess;
-  return real_.ncclCommWindowDeregister(c->real, win);
 }
 
 ncclResult_t NcclSession::ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
@@ -285,7 +273,7 @@ Result<bool> NcclSession::Poll() {
   for (auto& [id, cp] : comms_) {
     NcclComm& c = *cp;
     if (c.phase != NcclComm::Phase::kStarting && c.phase != NcclComm::Phase::kBusy &&
-        c.phase != NcclComm::Phase::kFinalizing)
+        c.phase != NcclComm::Phase::kFinalizing && c.phase != NcclComm::Phase::kRegistering)
       continue;
     ncclResult_t state = ncclInProgress;
     ncclResult_t r = real_.ncclCommGetAsyncError(c.real, &state);
@@ -307,10 +295,11 @@ Result<bool> NcclSession::Poll() {
     }
   }
   RETURN_IF_ERROR(PollBatches());
-  bool idle = registering_.empty() && asked_.empty() && batches_.empty();
+  PollDevWaits();
+  bool idle = registering_.empty() && asked_.empty() && batches_.empty() && dev_waits_.empty();
   for (const auto& [id, c] : comms_)
     if (c->phase == NcclComm::Phase::kStarting || c->phase == NcclComm::Phase::kBusy ||
-        c->phase == NcclComm::Phase::kFinalizing)
+        c->phase == NcclComm::Phase::kFinalizing || c->phase == NcclComm::Phase::kRegistering)
       idle = false;
   if (idle) scheduled_ = false;
   return idle;
@@ -421,6 +410,7 @@ void NcclSession::Teardown() {
   }
   if (auto* emu = dynamic_cast<NcclEmulation*>(&real_)) emu->AbortAll();
   batches_.clear();
+  dev_waits_.clear();
   registering_.clear();
   asked_.clear();
 }

@@ -29,6 +29,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,7 +38,9 @@
 #include <vector>
 
 #include "nccl_api.h"
+#include "nccl_device_types.h"
 #include "remora/base/status.h"
+#include "remora/protocol/api_args.h"
 #include "worker/executor.h"
 #include "worker/lib_objects.h"
 
@@ -60,7 +63,9 @@ using NcclId = std::array<uint8_t, NCCL_UNIQUE_ID_BYTES>;
 
 // One NCCL communicator of the session, beside its LibObject (same id).
 struct NcclComm {
-  enum class Phase { kStarting, kReady, kBusy, kFinalizing, kFailed };
+  // kRegistering: a window registration or device communicator NCCL completes in the
+  // background (its answer waits; the session's later requests do not).
+  enum class Phase { kStarting, kReady, kBusy, kFinalizing, kRegistering, kFailed };
   uint64_t id = 0;        // the client's id (the LibObject's)
   uint64_t bits = 0;      // what the generated operations pass as ncclComm_t (the real one,
                           // or a dead value once aborted, never a real library's)
@@ -81,6 +86,10 @@ struct NcclComm {
   int launches_measured = 0;
   uint64_t launch_before = 0;       // ... when a measured launch started
   bool measure_launch = false;
+  // What the device API made on it (nccl_device.cc): NCCL's windows, and the device
+  // communicators as NCCL filled them; only these are deregistered or destroyed.
+  std::set<uint64_t> windows;
+  std::vector<std::unique_ptr<ncclDevComm>> devcomms;
 };
 
 // A communicator's LibObject points at it (the description's size hooks read its size and rank).
@@ -102,8 +111,6 @@ class NcclSession final : public gen::nccl::Api {
   ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) override;
   ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) override;
   ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) override;
-  ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) override;
-  ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) override;
   ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) override;
   ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                              ncclComm_t comm, cudaStream_t stream) override;
@@ -140,6 +147,14 @@ class NcclSession final : public gen::nccl::Api {
   Status Revoke(OpContext& x);
   Status GetAsyncError(OpContext& x);
   Status RedOpCreatePreMulSum(OpContext& x);
+  // Windows and NCCL 2.28's device API (nccl_device.cc; `fn` is the requirement's wire number).
+  Status WindowRegister(OpContext& x);
+  Status WindowDeregister(OpContext& x);
+  Status DevCommCreate(OpContext& x);
+  Status DevCommDestroy(OpContext& x);
+  Status Requirement(OpContext& x, uint32_t fn);
+  Status Team(OpContext& x);
+  Status CalcSlots(OpContext& x);
   // The session's end: every communicator aborted (so work blocked in them ends).
   void Teardown();
   // An object of an NCCL kind the session's end releases (the generated DestroyObject).
@@ -198,6 +213,14 @@ class NcclSession final : public gen::nccl::Api {
     uint64_t tag = 0;
     NcclId real{};
   };
+  // A device-API call NCCL completes in the background (kRegistering): answered once its
+  // communicator is ready again; `scratch` is what NCCL writes into until then.
+  struct DevWait {
+    uint64_t tag = 0;
+    uint64_t comm = 0;
+    std::shared_ptr<void> scratch;
+    std::function<void(NcclComm&, api::ArgWriter&)> reply;
+  };
 
   NcclComm* ByBits(ncclComm_t comm);
   NcclComm* ById(uint64_t id);
@@ -226,6 +249,15 @@ class NcclSession final : public gen::nccl::Api {
   void Charge(NcclComm& c, uint64_t before);
   void Schedule();
   Result<uint64_t> Ask(NcclQuestion::Op op, const NcclId& id);
+  // The server's NCCL serves `name` of the device API (it has it, and is the release whose
+  // structs Remora's nccl.h lays out), else ncclInvalidUsage saying why.
+  Status DeviceApi(const char* name);
+  // `c` can run a call now: ready (failed: its error; still busy: ncclInvalidUsage).
+  Status Usable(const NcclComm& c, const char* call) const;
+  // Answers a device-API call on `c` now (NCCL returned ncclSuccess) or once NCCL finished it.
+  Status Complete(OpContext& x, NcclComm& c, ncclResult_t r, std::shared_ptr<void> scratch,
+                  std::function<void(NcclComm&, api::ArgWriter&)> reply);
+  void PollDevWaits();
 
   Executor& ex_;
   gen::nccl::Api& real_;
@@ -236,6 +268,7 @@ class NcclSession final : public gen::nccl::Api {
   std::map<uint64_t, NcclId> asked_;                     // request -> capability (resolve)
   std::map<uint64_t, Registering> registering_;          // request -> who waits (register)
   std::deque<std::unique_ptr<Batch>> batches_;
+  std::vector<DevWait> dev_waits_;
   uint64_t next_request_ = 1;
   bool in_group_ = false;
   std::set<NcclComm*> touched_;  // communicators a group's calls named

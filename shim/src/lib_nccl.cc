@@ -3,6 +3,7 @@
 // checks, groups, and ncclMemAlloc (lib_nccl.h). The communicator calls are lib_nccl_comm.cc.
 #include "lib_nccl.h"
 
+#include <cuda.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -416,24 +417,96 @@ extern "C" ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return static_cast<ncclResult_t>(shim::NotSupported(Domain::kNccl, ncclInvalidUsage, "ncclGroupSimulateEnd"));
 }
 
+namespace {
+
+// ncclMemAlloc's allocations: physical memory mapped at a reserved range, as NCCL makes them
+// (symmetric window registration retains the allocation handle of the memory: cudaMalloc's
+// has none). Every call below is remoted: the server holds the memory, charged to the tenant.
+struct VmmAllocation {
+  CUmemGenericAllocationHandle handle = 0;
+  size_t size = 0;
+};
+struct VmmAllocations {
+  std::mutex mu;
+  std::map<CUdeviceptr, VmmAllocation> map;
+};
+VmmAllocations& TheVmm() {
+  static auto* v = new VmmAllocations();  // never destroyed: NCCL calls come from exit handlers
+  return *v;
+}
+
+ncclResult_t VmmFail(CUresult r, const char* step, size_t size) {
+  const char* text = nullptr;
+  (void)::cuGetErrorString(r, &text);
+  return Finish(Status(Domain::kNccl, r == CUDA_ERROR_OUT_OF_MEMORY ? ncclSystemError : ncclUnhandledCudaError,
+                       fmt::format("ncclMemAlloc of {} bytes: {}: {}", size, step, text ? text : "a CUDA error")),
+                "ncclMemAlloc");
+}
+
+}  // namespace
+
 extern "C" ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   if (ptr == nullptr) return Finish(Status(Domain::kNccl, ncclInvalidArgument, "ncclMemAlloc: ptr is NULL"), "ncclMemAlloc");
   if (size == 0) {
     *ptr = nullptr;
     return ncclSuccess;
   }
-  cudaError_t e = ::cudaMalloc(ptr, size);
-  if (e == cudaSuccess) return ncclSuccess;
-  return Finish(Status(Domain::kNccl, e == cudaErrorMemoryAllocation ? ncclSystemError : ncclUnhandledCudaError,
-                       fmt::format("ncclMemAlloc of {} bytes: {}", size, ::cudaGetErrorString(e))),
-                "ncclMemAlloc");
+  int device = 0;
+  if (::cudaGetDevice(&device) != cudaSuccess) device = 0;
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;  // as NCCL asks (peers import it)
+  size_t gran = 0;
+  CUresult r = ::cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  if (r != CUDA_SUCCESS || gran == 0) return VmmFail(r, "cuMemGetAllocationGranularity", size);
+  const size_t bytes = (size + gran - 1) / gran * gran;
+  CUmemGenericAllocationHandle h = 0;
+  if ((r = ::cuMemCreate(&h, bytes, &prop, 0)) != CUDA_SUCCESS) return VmmFail(r, "cuMemCreate", size);
+  CUdeviceptr p = 0;
+  if ((r = ::cuMemAddressReserve(&p, bytes, gran, 0, 0)) != CUDA_SUCCESS) {
+    (void)::cuMemRelease(h);
+    return VmmFail(r, "cuMemAddressReserve", size);
+  }
+  CUmemAccessDesc access = {};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if ((r = ::cuMemMap(p, bytes, 0, h, 0)) != CUDA_SUCCESS || (r = ::cuMemSetAccess(p, bytes, &access, 1)) != CUDA_SUCCESS) {
+    (void)::cuMemUnmap(p, bytes);
+    (void)::cuMemAddressFree(p, bytes);
+    (void)::cuMemRelease(h);
+    return VmmFail(r, "cuMemMap/cuMemSetAccess", size);
+  }
+  {
+    std::lock_guard<std::mutex> lock(TheVmm().mu);
+    TheVmm().map[p] = VmmAllocation{h, bytes};
+  }
+  *ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+  return ncclSuccess;
 }
 
 extern "C" ncclResult_t ncclMemFree(void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
-  cudaError_t e = ::cudaFree(ptr);
-  if (e == cudaSuccess) return ncclSuccess;
-  return Finish(Status(Domain::kNccl, ncclInvalidArgument, fmt::format("ncclMemFree: {}", ::cudaGetErrorString(e))), "ncclMemFree");
+  const auto p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr));
+  VmmAllocation a;
+  {
+    std::lock_guard<std::mutex> lock(TheVmm().mu);
+    auto it = TheVmm().map.find(p);
+    if (it == TheVmm().map.end())
+      return Finish(Status(Domain::kNccl, ncclInvalidArgument, "ncclMemFree: not memory ncclMemAlloc returned"), "ncclMemFree");
+    a = it->second;
+    TheVmm().map.erase(it);
+  }
+  CUresult r = ::cuMemUnmap(p, a.size);
+  CUresult r2 = ::cuMemRelease(a.handle);
+  CUresult r3 = ::cuMemAddressFree(p, a.size);
+  if (r == CUDA_SUCCESS) r = r2 != CUDA_SUCCESS ? r2 : r3;
+  if (r == CUDA_SUCCESS) return ncclSuccess;
+  const char* text = nullptr;
+  (void)::cuGetErrorString(r, &text);
+  return Finish(Status(Domain::kNccl, ncclUnhandledCudaError, fmt::format("ncclMemFree: {}", text ? text : "a CUDA error")),
+                "ncclMemFree");
 }
 
 // The profiling names (pnccl*) of the functions above, as NVIDIA's library exports them.

@@ -123,6 +123,24 @@ TEST_P(Nccl, AnotherTenantGivenTheIdAndAForgedIdAreRefused) {
   EXPECT_NE(log.find("nonce does not match"), std::string::npos) << log;
 }
 
+// NCCL 2.28's device API (the emulation's values): every host function served by the server,
+// out-pointers re-aimed at the caller's structs, forged windows and device communicators and
+// cyclic or over-long requirement lists refused (tests/apps/nccl_device.cc).
+TEST_P(Nccl, DeviceApiIsServedAndForgedHandlesAreRefused) {
+  TenancyServer s;
+  ASSERT_TRUE(s.Start(2));
+  std::string alice = s.CreateTenant("alice", {"--gpus", "0,1"});
+  auto env = AppEnv(s.server.Url(GetParam()));
+  env["REMORA_TOKEN"] = alice;
+  RunResult r = testing::Run({BinDir() + "/app_nccl_device"}, env, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.output << s.server.Log();
+  for (const char* check : {"teams ok", "requirements ok", "device communicator ok", "refusals ok"})
+    for (int rank = 0; rank < 2; rank++)
+      EXPECT_NE(r.output.find("rank " + std::to_string(rank) + ": " + check), std::string::npos) << check << "\n" << r.output;
+  EXPECT_NE(r.output.find("device api ok"), std::string::npos) << r.output;
+  EXPECT_TRUE(Eventually([&] { return s.MemoryUsed("alice") == 0; })) << s.MemoryUsed("alice");
+}
+
 // A rank that goes (killed, or stopped until its server's deadline ends its session): every
 // other rank's pending all-reduce fails with ncclRemoteError within the deadline, its stream
 // drains, and the servers give all the memory back.

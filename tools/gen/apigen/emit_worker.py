@@ -100,15 +100,19 @@ def emit_api_h(lib):
     for e in called(lib):
         out.append("  virtual %s;\n" % e.decl())
     out.append("  // The symbolic name of a status value (\"%s\"), or nullptr.\n" % lib.status["ok"])
-    out.append("  static const char* StatusName(int code);\n\n protected:\n")
+    out.append("  static const char* StatusName(int code);\n")
+    out.append("  // Whether the library lacks the function `name` (the real one does not export it; an\n")
+    out.append("  // emulation lacks none: what it does not override answers \"not supported\").\n")
+    out.append("  virtual bool Lacks(const char* name) const { (void)name; return false; }\n\n protected:\n")
     out.append("  virtual %s NotSupported(const char* name);\n};\n\n" % lib.status["type"])
     out.append("// The real library, each function resolved by name.\nclass DlApi : public Api {\n public:\n")
     out.append("  // Resolves every function; returns the names `resolve` did not find (they answer\n")
     out.append("  // \"not supported\").\n")
     out.append("  std::vector<std::string> Load(const std::function<void*(const char* name)>& resolve);\n")
+    out.append("  bool Lacks(const char* name) const override;\n")
     for e in called(lib):
         out.append("  %s override;\n" % e.decl())
-    out.append("\n private:\n")
+    out.append("\n private:\n  std::vector<std::string> missing_;\n")
     for e in called(lib):
         out.append("  %s (*p_%s)(%s) = nullptr;\n" % (e.ret, e.name, ", ".join(p.ctype for p in e.params)))
     out.append("};\n\n}  // namespace remora::worker::gen::%s\n" % ns)
@@ -152,7 +156,9 @@ def emit_api_cc(lib, include_dirs):
     for e in called(lib):
         out.append('  p_%s = reinterpret_cast<decltype(p_%s)>(resolve("%s"));\n' % (e.name, e.name, e.name))
         out.append('  if (p_%s == nullptr) missing.push_back("%s");\n' % (e.name, e.name))
-    out.append("  return missing;\n}\n\n")
+    out.append("  missing_ = missing;\n  return missing;\n}\n\n")
+    out.append("bool DlApi::Lacks(const char* name) const {\n")
+    out.append("  for (const std::string& m : missing_)\n    if (m == name) return true;\n  return false;\n}\n\n")
     for e in called(lib):
         params = ", ".join("%s %s" % (p.ctype, p.name) for p in e.params)
         args = ", ".join(p.name for p in e.params)
