@@ -392,6 +392,8 @@ class HostNccl final : public gen::nccl::Api, public NcclEmulation {
   // `root`: ignored by those without one).
   ncclResult_t Collective(const CollectivePattern& how, const void* s, void* r, size_t n, ncclDataType_t t, const ncclRedOp_t* op,
                           int root, ncclComm_t comm, cudaStream_t st);
+  // Checks, translates and enqueues a send (`send`) or receive of `buf` with rank `peer`.
+  ncclResult_t PointToPoint(bool send, const void* buf, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st);
   ncclResult_t Submit(cudaStream_t stream, std::vector<EmuOp> ops);
 
   EmulatedDevice& d_;

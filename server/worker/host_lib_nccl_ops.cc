@@ -215,33 +215,30 @@ ncclResult_t HostNccl::ncclScatter(const void* s, void* r, size_t n, ncclDataTyp
 }
 
 ncclResult_t HostNccl::ncclSend(const void* s, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st) {
-  std::shared_ptr<EmuComm> c;
-  Reduction red;
-  if (ncclResult_t e = Check(comm, t, nullptr, &c, &red); e != ncclSuccess) return e;
-  if (peer < 0 || peer >= c->nranks) return ncclInvalidArgument;
-  uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  std::byte* send = Host(s, bytes);
-  if (bytes > 0 && send == nullptr) return ncclInvalidArgument;
-  Key key{c->channel, kPointToPoint, c->send_seq[static_cast<size_t>(peer)]++};
-  EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c, [=] { return p->mesh->Send(p->world[static_cast<size_t>(peer)], key, send, bytes); },
-                           [] { return Status::Ok(); }});
+  return PointToPoint(true, s, n, t, peer, comm, st);
 }
 
 ncclResult_t HostNccl::ncclRecv(void* r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st) {
+  return PointToPoint(false, r, n, t, peer, comm, st);
+}
+
+ncclResult_t HostNccl::PointToPoint(bool send, const void* buf, size_t n, ncclDataType_t t, int peer, ncclComm_t comm,
+                                    cudaStream_t st) {
   std::shared_ptr<EmuComm> c;
   Reduction red;
   if (ncclResult_t e = Check(comm, t, nullptr, &c, &red); e != ncclSuccess) return e;
   if (peer < 0 || peer >= c->nranks) return ncclInvalidArgument;
   uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  std::byte* recv = Host(r, bytes);
-  if (bytes > 0 && recv == nullptr) return ncclInvalidArgument;
-  Key key{c->channel, kPointToPoint, c->recv_seq[static_cast<size_t>(peer)]++};
+  std::byte* host = Host(buf, bytes);
+  if (bytes > 0 && host == nullptr) return ncclInvalidArgument;
+  std::vector<uint64_t>& seq = send ? c->send_seq : c->recv_seq;  // one sequence per direction and peer
+  Key key{c->channel, kPointToPoint, seq[static_cast<size_t>(peer)]++};
   EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c, [] { return Status::Ok(); },
-                           [=] {
+  auto nothing = [] { return Status::Ok(); };
+  if (send) return Enqueue(st, EmuOp{c, [=] { return p->mesh->Send(p->world[static_cast<size_t>(peer)], key, host, bytes); }, nothing});
+  return Enqueue(st, EmuOp{c, nothing, [=] {
                              ASSIGN_OR_RETURN(auto got, p->mesh->Receive(p->world[static_cast<size_t>(peer)], key, &p->stop));
-                             return Copy(recv, got, bytes);
+                             return Copy(host, got, bytes);
                            }});
 }
 
