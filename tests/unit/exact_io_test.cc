@@ -12,6 +12,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "remora/base/fd.h"
@@ -25,12 +26,10 @@ using Clock = std::chrono::steady_clock;
 struct Pair {
   Fd a, b;
   Pair() {
-    int fds[2];
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    a.reset(fds[0]);
-    b.reset(fds[1]);
+    std::tie(a, b) = test::SocketPair();
+    EXPECT_TRUE(a && b);
     int small = 4096;  // small buffers, so large writes and reads come in many pieces
-    for (int fd : fds) {
+    for (int fd : {a.get(), b.get()}) {
       ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     }
