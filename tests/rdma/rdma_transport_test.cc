@@ -57,21 +57,29 @@ TEST_F(RdmaTransport, FramesRoundTrip) {
 
 // ---- a connection that does not come up -----------------------------------------------
 
+// A client of `server` up to its RDMA connection: the TCP side connected and handshaken, and
+// the first boot.size() bytes of the bootstrap read. `sock` receives the TCP connection.
+void ClientUntilItsRdmaConnection(const TestServer& server, MutableBytes boot, Fd* sock) {
+  auto ep = ParseEndpoint(server.url());
+  ASSERT_TRUE(ep.ok());
+  auto s = TcpConnect(ep->host, ep->port, 5000);
+  ASSERT_TRUE(s.ok());
+  FrameSocket fs(s->get());
+  ASSERT_TRUE(RunClientHandshake(fs, ClientHandshakeOptions{}, {}, 5000).ok());
+  ASSERT_TRUE(fs.ReadBulk(boot, 5000).ok());
+  *sock = std::move(*s);
+}
+
 TEST(RdmaFailure, ClientGoneBeforeItsRdmaConnection) {
   REQUIRE_RDMA();
   // A client that never makes its RDMA connection: the worker gives up by itself after a
   // while, or as soon as the TCP side goes, as here.
   TestServer server(RdmaAddress());
   ASSERT_TRUE(server.status().ok());
-  auto ep = ParseEndpoint(server.url());
-  ASSERT_TRUE(ep.ok());
   {
-    auto sock = TcpConnect(ep->host, ep->port, 5000);
-    ASSERT_TRUE(sock.ok());
-    FrameSocket fs(sock->get());
-    ASSERT_TRUE(RunClientHandshake(fs, ClientHandshakeOptions{}, {}, 5000).ok());
+    Fd sock;
     std::array<std::byte, 64> boot;
-    ASSERT_TRUE(fs.ReadBulk(boot, 5000).ok());  // the bootstrap; then go away
+    ASSERT_NO_FATAL_FAILURE(ClientUntilItsRdmaConnection(server, boot, &sock));  // then go away
   }
   Status end = server.WaitSessionEnd(20000);
   EXPECT_EQ(end.code(), Err::kDevicesUnavailable) << end.ToString();
@@ -83,14 +91,9 @@ TEST(RdmaFailure, ConnectionWithoutTheSessionSecretIsRejected) {
   // bootstrap ourselves) and connects there with a wrong secret: rejected.
   TestServer server(RdmaAddress());
   ASSERT_TRUE(server.status().ok());
-  auto ep = ParseEndpoint(server.url());
-  ASSERT_TRUE(ep.ok());
-  auto sock = TcpConnect(ep->host, ep->port, 5000);
-  ASSERT_TRUE(sock.ok());
-  FrameSocket fs(sock->get());
-  ASSERT_TRUE(RunClientHandshake(fs, ClientHandshakeOptions{}, {}, 5000).ok());
+  Fd sock;
   std::array<std::byte, rdma::kBootstrapFixedBytes> fixed;
-  ASSERT_TRUE(fs.ReadBulk(fixed, 5000).ok());
+  ASSERT_NO_FATAL_FAILURE(ClientUntilItsRdmaConnection(server, fixed, &sock));
   rdma::Bootstrap boot;
   ASSERT_TRUE(rdma::DecodeBootstrapFixed(fixed, &boot).ok());
 
@@ -127,7 +130,7 @@ TEST(RdmaFailure, ConnectionWithoutTheSessionSecretIsRejected) {
   EXPECT_EQ((*ev)->event, RDMA_CM_EVENT_REJECTED) << ev->name();
   *ev = rdma::CmEvent();
   // The session's real client never comes; when its TCP connection goes, the worker gives up.
-  sock->reset();
+  sock.reset();
   Status end = server.WaitSessionEnd(20000);
   EXPECT_EQ(end.code(), Err::kDevicesUnavailable) << end.ToString();
 }
