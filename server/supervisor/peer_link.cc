@@ -18,6 +18,7 @@
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "remora/protocol/exact_io.h"
 #include "remora/protocol/transport.h"
 
 namespace remora::server {
@@ -35,41 +36,14 @@ uint64_t NowMs() {
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
-bool ReadAll(int fd, void* out, size_t n, int ms, const std::atomic<bool>& stop) {
-  auto* p = static_cast<uint8_t*>(out);
-  uint64_t deadline = NowMs() + static_cast<uint64_t>(ms);
-  while (n > 0) {
-    if (stop.load()) return false;
-    uint64_t now = NowMs();
-    if (now >= deadline) return false;
-    struct pollfd pf = {fd, POLLIN, 0};
-    int r = ::poll(&pf, 1, static_cast<int>(std::min<uint64_t>(deadline - now, 100)));
-    if (r < 0 && errno != EINTR) return false;
-    if (r <= 0) continue;
-    ssize_t got = ::recv(fd, p, n, 0);
-    if (got == 0) return false;
-    if (got < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return false;
-    }
-    p += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
+// The exchange's reads and writes, and the rest of a frame once its first bytes came: within
+// kHandshakeMs, and ended by the links' stop.
+bool ReadAll(int fd, void* out, size_t n, const std::atomic<bool>& stop) {
+  return ReadExact(fd, out, n, {kHandshakeMs, &stop}) == ExactIo::kDone;
 }
 
-bool WriteAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
+bool WriteAll(int fd, const void* data, size_t n, const std::atomic<bool>& stop) {
+  return WriteExact(fd, data, n, {kHandshakeMs, &stop}) == ExactIo::kDone;
 }
 
 Key32 Hmac(const Key32& key, std::string_view label, std::initializer_list<std::pair<const void*, size_t>> parts) {
@@ -280,24 +254,24 @@ void PeerLinks::RunLink(std::shared_ptr<Link> l) {
     std::memcpy(hello_c, kMagic, 8);
     std::memcpy(hello_c + 8, &server_id_, 8);
     randombytes_buf(hello_c + 16, 32);
-    if (!WriteAll(fd, hello_c, sizeof(hello_c)) || !ReadAll(fd, hello_s, sizeof(hello_s), kHandshakeMs, stop_) ||
-        !ReadAll(fd, mac.data(), mac.size(), kHandshakeMs, stop_))
+    if (!WriteAll(fd, hello_c, sizeof(hello_c), stop_) || !ReadAll(fd, hello_s, sizeof(hello_s), stop_) ||
+        !ReadAll(fd, mac.data(), mac.size(), stop_))
       return down("the peer did not answer the exchange");
     Key32 want = Hmac(key_, "remora-peer accept", {{hello_c, 48}, {hello_s, 48}});
     if (std::memcmp(hello_s, kMagic, 8) != 0 || sodium_memcmp(want.data(), mac.data(), 32) != 0)
       return down("the peer does not know the cluster key (--peer-key-file)");
     Key32 mine = Hmac(key_, "remora-peer connect", {{hello_c, 48}, {hello_s, 48}});
-    if (!WriteAll(fd, mine.data(), mine.size())) return down("the peer closed during the exchange");
+    if (!WriteAll(fd, mine.data(), mine.size(), stop_)) return down("the peer closed during the exchange");
     std::memcpy(&l->remote, hello_s + 8, 8);
   } else {
-    if (!ReadAll(fd, hello_c, sizeof(hello_c), kHandshakeMs, stop_) || std::memcmp(hello_c, kMagic, 8) != 0)
+    if (!ReadAll(fd, hello_c, sizeof(hello_c), stop_) || std::memcmp(hello_c, kMagic, 8) != 0)
       return down("a connection that is not a Remora server's");
     std::memcpy(hello_s, kMagic, 8);
     std::memcpy(hello_s + 8, &server_id_, 8);
     randombytes_buf(hello_s + 16, 32);
     Key32 mine = Hmac(key_, "remora-peer accept", {{hello_c, 48}, {hello_s, 48}});
-    if (!WriteAll(fd, hello_s, sizeof(hello_s)) || !WriteAll(fd, mine.data(), mine.size()) ||
-        !ReadAll(fd, mac.data(), mac.size(), kHandshakeMs, stop_))
+    if (!WriteAll(fd, hello_s, sizeof(hello_s), stop_) || !WriteAll(fd, mine.data(), mine.size(), stop_) ||
+        !ReadAll(fd, mac.data(), mac.size(), stop_))
       return down("the peer left during the exchange");
     Key32 want = Hmac(key_, "remora-peer connect", {{hello_c, 48}, {hello_s, 48}});
     if (sodium_memcmp(want.data(), mac.data(), 32) != 0) {
@@ -326,6 +300,8 @@ void PeerLinks::RunLink(std::shared_ptr<Link> l) {
   };
   uint64_t deadline_ms = static_cast<uint64_t>(options_.deadline_s * 1000);
   uint64_t heard = NowMs(), beat = 0;
+  // A peer that does not take a frame within the deadline is as down as one that sends nothing.
+  const int write_ms = deadline_ms > 0 ? static_cast<int>(deadline_ms) : -1;
   while (!stop_.load()) {
     uint64_t now = NowMs();
     if (deadline_ms > 0 && now - heard > deadline_ms)
@@ -340,8 +316,9 @@ void PeerLinks::RunLink(std::shared_ptr<Link> l) {
       beat = now;
     }
     for (auto& m : out)
-      if (!WriteAll(fd, seal(m).data(), 4 + crypto_secretbox_MACBYTES + m.size()))
-        return down(fmt::format("the connection to server {:x} broke", l->remote));
+      if (std::vector<uint8_t> frame = seal(m);
+          WriteExact(fd, frame.data(), frame.size(), {write_ms, &stop_}) != ExactIo::kDone)
+        return down(fmt::format("the connection to server {:x} broke or did not take a frame within the deadline", l->remote));
     struct pollfd pf[2] = {{fd, POLLIN, 0}, {l->wake[0].get(), POLLIN, 0}};
     if (::poll(pf, 2, kBeatMs / 2) < 0 && errno != EINTR) return down("poll failed");
     if (pf[1].revents != 0) {
@@ -351,10 +328,10 @@ void PeerLinks::RunLink(std::shared_ptr<Link> l) {
     }
     if (pf[0].revents == 0) continue;
     uint32_t len = 0;
-    if (!ReadAll(fd, &len, 4, kHandshakeMs, stop_) || len < crypto_secretbox_MACBYTES || len > kMaxFrame)
+    if (!ReadAll(fd, &len, 4, stop_) || len < crypto_secretbox_MACBYTES || len > kMaxFrame)
       return down(fmt::format("the connection to server {:x} closed", l->remote));
     std::vector<uint8_t> sealed(len), plain(len - crypto_secretbox_MACBYTES);
-    if (!ReadAll(fd, sealed.data(), len, kHandshakeMs, stop_)) return down(fmt::format("server {:x} sent half a frame", l->remote));
+    if (!ReadAll(fd, sealed.data(), len, stop_)) return down(fmt::format("server {:x} sent half a frame", l->remote));
     uint8_t nonce[crypto_secretbox_NONCEBYTES] = {};
     std::memcpy(nonce, &recv_n, 8);
     recv_n++;

@@ -12,8 +12,9 @@
 // addresses the operator allowed (--peer), whatever a capability names.
 //
 // Liveness: both ends send a heartbeat every 250 ms; a link silent for the deadline (the
-// server's --deadline) is down, as is one whose connection closed. A link that goes down is
-// reported once (Handlers::down); the supervisor treats every member behind it as gone.
+// server's --deadline) is down, as is one whose connection closed or that does not take a frame
+// within the deadline. A link that goes down is reported once (Handlers::down); the supervisor
+// treats every member behind it as gone.
 //
 // Threads: one that accepts, and one per link (blocking I/O with short polls); the handlers
 // run on the supervisor's loop thread (through `post`). Thread-safe.

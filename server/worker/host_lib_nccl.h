@@ -71,6 +71,9 @@ struct EmuComm {
   }
 };
 
+// What a collective sends to whom, and what each receiver makes of it (host_lib_nccl_ops.cc).
+struct CollectivePattern;
+
 // One collective or point-to-point call: what it sends first, then what it waits for.
 struct EmuOp {
   std::shared_ptr<EmuComm> comm;
@@ -401,6 +404,12 @@ class HostNccl final : public gen::nccl::Api, public NcclEmulation {
   // Host memory of an argument (`bytes` > 0), or nullptr when it is not the session's.
   std::byte* Host(const void* p, uint64_t bytes);
   ncclResult_t Enqueue(cudaStream_t stream, EmuOp op);
+  // Checks, translates and enqueues the collective `how` (`op`: null for those without one;
+  // `root`: ignored by those without one).
+  ncclResult_t Collective(const CollectivePattern& how, const void* s, void* r, size_t n, ncclDataType_t t, const ncclRedOp_t* op,
+                          int root, ncclComm_t comm, cudaStream_t st);
+  // Checks, translates and enqueues a send (`send`) or receive of `buf` with rank `peer`.
+  ncclResult_t PointToPoint(bool send, const void* buf, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st);
   ncclResult_t Submit(cudaStream_t stream, std::vector<EmuOp> ops);
 
   EmulatedDevice& d_;

@@ -93,285 +93,153 @@ ncclResult_t HostNccl::Submit(cudaStream_t stream, std::vector<EmuOp> ops) {
   return ncclSuccess;
 }
 
-// The collective's buffers, translated: a NULL or foreign one where the call needs it is an
-// invalid argument.
-#define REMORA_EMU_BUFFER(var, ptr, bytes, needed)                   \
-  std::byte* var = (needed) ? Host(ptr, bytes) : nullptr;             \
-  if ((needed) && (bytes) > 0 && var == nullptr) return ncclInvalidArgument;
+// A collective as a pattern of messages: each sender sends every other receiver its block, and
+// each receiver folds what the senders sent (its own block taken from its send buffer).
+struct CollectivePattern {
+  enum class Who : uint8_t { kAll, kRoot };
+  enum class Fold : uint8_t { kReduce, kPlace };
+  Who senders, receivers;
+  bool send_blocks;  // the send buffer holds a block per receiver (rank j's at j * bytes), else one for all
+  Fold fold;         // kReduce: the contributions, in rank order, reduce into the receive buffer
+  bool recv_blocks;  // kPlace: the receive buffer holds a block per sender, else the one block
+  bool rooted() const { return senders == Who::kRoot || receivers == Who::kRoot; }
+};
 
-ncclResult_t HostNccl::ncclAllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
-                                     cudaStream_t st) {
+namespace {
+
+using Who = CollectivePattern::Who;
+using Fold = CollectivePattern::Fold;
+constexpr CollectivePattern kAllReduce{Who::kAll, Who::kAll, false, Fold::kReduce, false};
+constexpr CollectivePattern kBroadcast{Who::kRoot, Who::kAll, false, Fold::kPlace, false};
+constexpr CollectivePattern kReduce{Who::kAll, Who::kRoot, false, Fold::kReduce, false};
+constexpr CollectivePattern kReduceScatter{Who::kAll, Who::kAll, true, Fold::kReduce, false};
+constexpr CollectivePattern kAllGather{Who::kAll, Who::kAll, false, Fold::kPlace, true};
+constexpr CollectivePattern kAlltoAll{Who::kAll, Who::kAll, true, Fold::kPlace, true};
+constexpr CollectivePattern kGather{Who::kAll, Who::kRoot, false, Fold::kPlace, true};
+constexpr CollectivePattern kScatter{Who::kRoot, Who::kAll, true, Fold::kPlace, false};
+
+}  // namespace
+
+ncclResult_t HostNccl::Collective(const CollectivePattern& how, const void* s, void* r, size_t n, ncclDataType_t t, const ncclRedOp_t* op,
+                                  int root, ncclComm_t comm, cudaStream_t st) {
   std::shared_ptr<EmuComm> c;
   Reduction red;
-  if (ncclResult_t e = Check(comm, t, &op, &c, &red); e != ncclSuccess) return e;
+  if (ncclResult_t e = Check(comm, t, op, &c, &red); e != ncclSuccess) return e;
+  if (how.rooted() && (root < 0 || root >= c->nranks)) return ncclInvalidArgument;
+  auto is = [root](Who who, int rank) { return who == Who::kAll || rank == root; };
   uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(send, s, bytes, true);
-  REMORA_EMU_BUFFER(recv, r, bytes, true);
+  auto nr = static_cast<uint64_t>(c->nranks);
+  // The buffers, translated: a NULL or foreign one where this rank needs it is an invalid argument.
+  bool sends = is(how.senders, c->rank), receives = is(how.receivers, c->rank);
+  std::byte* send = sends ? Host(s, how.send_blocks ? bytes * nr : bytes) : nullptr;
+  if (sends && bytes > 0 && send == nullptr) return ncclInvalidArgument;
+  std::byte* recv = receives ? Host(r, how.recv_blocks ? bytes * nr : bytes) : nullptr;
+  if (receives && bytes > 0 && recv == nullptr) return ncclInvalidArgument;
   Key key{c->channel, kCollective, c->coll_seq++};
   EmuComm* p = c.get();
+  // Rank j's block of `base` (a buffer with a block per rank), or `base` itself.
+  auto block = [bytes](std::byte* base, bool blocks, int j) { return blocks ? base + static_cast<uint64_t>(j) * bytes : base; };
+  auto mesh_rank = [p](int j) { return p->world[static_cast<size_t>(j)]; };
   return Enqueue(st, EmuOp{c,
                            [=] {
+                             if (!sends) return Status::Ok();
                              for (int j = 0; j < p->nranks; j++)
-                               if (j != p->rank) RETURN_IF_ERROR(p->mesh->Send(p->world[static_cast<size_t>(j)], key, send, bytes));
+                               if (j != p->rank && is(how.receivers, j))
+                                 RETURN_IF_ERROR(p->mesh->Send(mesh_rank(j), key, block(send, how.send_blocks, j), bytes));
                              return Status::Ok();
                            },
                            [=] {
+                             if (!receives) return Status::Ok();
+                             std::byte* mine = block(send, how.send_blocks, p->rank);
                              std::vector<std::vector<std::byte>> got(static_cast<size_t>(p->nranks));
                              std::vector<const void*> in(static_cast<size_t>(p->nranks));
                              for (int j = 0; j < p->nranks; j++) {
-                               if (j == p->rank) {
-                                 in[static_cast<size_t>(j)] = send;
+                               if (!is(how.senders, j)) continue;
+                               if (how.fold == Fold::kReduce) {
+                                 if (j == p->rank) {
+                                   in[static_cast<size_t>(j)] = mine;
+                                   continue;
+                                 }
+                                 auto& g = got[static_cast<size_t>(j)];
+                                 ASSIGN_OR_RETURN(g, p->mesh->Receive(mesh_rank(j), key, &p->stop));
+                                 if (g.size() != bytes) return Status(Domain::kNccl, ncclInvalidUsage, "ranks disagree on the count");
+                                 in[static_cast<size_t>(j)] = g.data();
                                  continue;
                                }
-                               ASSIGN_OR_RETURN(got[static_cast<size_t>(j)], p->mesh->Receive(p->world[static_cast<size_t>(j)], key, &p->stop));
-                               if (got[static_cast<size_t>(j)].size() != bytes) return Status(Domain::kNccl, ncclInvalidUsage, "ranks disagree on the count");
-                               in[static_cast<size_t>(j)] = got[static_cast<size_t>(j)].data();
+                               std::byte* dst = block(recv, how.recv_blocks, j);
+                               if (j == p->rank) {
+                                 if (bytes > 0 && dst != mine) std::memmove(dst, mine, static_cast<size_t>(bytes));
+                                 continue;
+                               }
+                               ASSIGN_OR_RETURN(auto g, p->mesh->Receive(mesh_rank(j), key, &p->stop));
+                               RETURN_IF_ERROR(Copy(dst, g, bytes));
                              }
-                             Reduce(recv, in, n, t, red, p->nranks);
+                             if (how.fold == Fold::kReduce) Reduce(recv, in, n, t, red, p->nranks);
                              return Status::Ok();
                            }});
 }
 
+ncclResult_t HostNccl::ncclAllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
+                                     cudaStream_t st) {
+  return Collective(kAllReduce, s, r, n, t, &op, -1, comm, st);
+}
+
 ncclResult_t HostNccl::ncclBroadcast(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t st) {
-  std::shared_ptr<EmuComm> c;
-  Reduction red;
-  if (ncclResult_t e = Check(comm, t, nullptr, &c, &red); e != ncclSuccess) return e;
-  if (root < 0 || root >= c->nranks) return ncclInvalidArgument;
-  uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(send, s, bytes, c->rank == root);
-  REMORA_EMU_BUFFER(recv, r, bytes, true);
-  Key key{c->channel, kCollective, c->coll_seq++};
-  EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c,
-                           [=] {
-                             if (p->rank != root) return Status::Ok();
-                             for (int j = 0; j < p->nranks; j++)
-                               if (j != root) RETURN_IF_ERROR(p->mesh->Send(p->world[static_cast<size_t>(j)], key, send, bytes));
-                             return Status::Ok();
-                           },
-                           [=] {
-                             if (p->rank == root) {
-                               if (bytes > 0 && recv != send) std::memmove(recv, send, static_cast<size_t>(bytes));
-                               return Status::Ok();
-                             }
-                             ASSIGN_OR_RETURN(auto got, p->mesh->Receive(p->world[static_cast<size_t>(root)], key, &p->stop));
-                             return Copy(recv, got, bytes);
-                           }});
+  return Collective(kBroadcast, s, r, n, t, nullptr, root, comm, st);
 }
 
 ncclResult_t HostNccl::ncclReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t comm,
                                   cudaStream_t st) {
-  std::shared_ptr<EmuComm> c;
-  Reduction red;
-  if (ncclResult_t e = Check(comm, t, &op, &c, &red); e != ncclSuccess) return e;
-  if (root < 0 || root >= c->nranks) return ncclInvalidArgument;
-  uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(send, s, bytes, true);
-  REMORA_EMU_BUFFER(recv, r, bytes, c->rank == root);
-  Key key{c->channel, kCollective, c->coll_seq++};
-  EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c,
-                           [=] {
-                             if (p->rank == root) return Status::Ok();
-                             return p->mesh->Send(p->world[static_cast<size_t>(root)], key, send, bytes);
-                           },
-                           [=] {
-                             if (p->rank != root) return Status::Ok();
-                             std::vector<std::vector<std::byte>> got(static_cast<size_t>(p->nranks));
-                             std::vector<const void*> in(static_cast<size_t>(p->nranks));
-                             for (int j = 0; j < p->nranks; j++) {
-                               if (j == p->rank) {
-                                 in[static_cast<size_t>(j)] = send;
-                                 continue;
-                               }
-                               ASSIGN_OR_RETURN(got[static_cast<size_t>(j)], p->mesh->Receive(p->world[static_cast<size_t>(j)], key, &p->stop));
-                               if (got[static_cast<size_t>(j)].size() != bytes) return Status(Domain::kNccl, ncclInvalidUsage, "ranks disagree on the count");
-                               in[static_cast<size_t>(j)] = got[static_cast<size_t>(j)].data();
-                             }
-                             Reduce(recv, in, n, t, red, p->nranks);
-                             return Status::Ok();
-                           }});
+  return Collective(kReduce, s, r, n, t, &op, root, comm, st);
 }
 
 ncclResult_t HostNccl::ncclReduceScatter(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
                                          cudaStream_t st) {
-  std::shared_ptr<EmuComm> c;
-  Reduction red;
-  if (ncclResult_t e = Check(comm, t, &op, &c, &red); e != ncclSuccess) return e;
-  uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(send, s, bytes * static_cast<uint64_t>(c->nranks), true);
-  REMORA_EMU_BUFFER(recv, r, bytes, true);
-  Key key{c->channel, kCollective, c->coll_seq++};
-  EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c,
-                           [=] {
-                             for (int j = 0; j < p->nranks; j++)
-                               if (j != p->rank)
-                                 RETURN_IF_ERROR(p->mesh->Send(p->world[static_cast<size_t>(j)], key, send + static_cast<uint64_t>(j) * bytes, bytes));
-                             return Status::Ok();
-                           },
-                           [=] {
-                             std::vector<std::vector<std::byte>> got(static_cast<size_t>(p->nranks));
-                             std::vector<const void*> in(static_cast<size_t>(p->nranks));
-                             for (int j = 0; j < p->nranks; j++) {
-                               if (j == p->rank) {
-                                 in[static_cast<size_t>(j)] = send + static_cast<uint64_t>(j) * bytes;
-                                 continue;
-                               }
-                               ASSIGN_OR_RETURN(got[static_cast<size_t>(j)], p->mesh->Receive(p->world[static_cast<size_t>(j)], key, &p->stop));
-                               if (got[static_cast<size_t>(j)].size() != bytes) return Status(Domain::kNccl, ncclInvalidUsage, "ranks disagree on the count");
-                               in[static_cast<size_t>(j)] = got[static_cast<size_t>(j)].data();
-                             }
-                             Reduce(recv, in, n, t, red, p->nranks);
-                             return Status::Ok();
-                           }});
+  return Collective(kReduceScatter, s, r, n, t, &op, -1, comm, st);
 }
 
 ncclResult_t HostNccl::ncclAllGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t comm, cudaStream_t st) {
-  std::shared_ptr<EmuComm> c;
-  Reduction red;
-  if (ncclResult_t e = Check(comm, t, nullptr, &c, &red); e != ncclSuccess) return e;
-  uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(send, s, bytes, true);
-  REMORA_EMU_BUFFER(recv, r, bytes * static_cast<uint64_t>(c->nranks), true);
-  Key key{c->channel, kCollective, c->coll_seq++};
-  EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c,
-                           [=] {
-                             for (int j = 0; j < p->nranks; j++)
-                               if (j != p->rank) RETURN_IF_ERROR(p->mesh->Send(p->world[static_cast<size_t>(j)], key, send, bytes));
-                             return Status::Ok();
-                           },
-                           [=] {
-                             for (int j = 0; j < p->nranks; j++) {
-                               std::byte* dst = recv + static_cast<uint64_t>(j) * bytes;
-                               if (j == p->rank) {
-                                 if (bytes > 0 && dst != send) std::memmove(dst, send, static_cast<size_t>(bytes));
-                                 continue;
-                               }
-                               ASSIGN_OR_RETURN(auto got, p->mesh->Receive(p->world[static_cast<size_t>(j)], key, &p->stop));
-                               RETURN_IF_ERROR(Copy(dst, got, bytes));
-                             }
-                             return Status::Ok();
-                           }});
+  return Collective(kAllGather, s, r, n, t, nullptr, -1, comm, st);
 }
 
 ncclResult_t HostNccl::ncclAlltoAll(const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t comm, cudaStream_t st) {
-  std::shared_ptr<EmuComm> c;
-  Reduction red;
-  if (ncclResult_t e = Check(comm, t, nullptr, &c, &red); e != ncclSuccess) return e;
-  uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(send, s, bytes * static_cast<uint64_t>(c->nranks), true);
-  REMORA_EMU_BUFFER(recv, r, bytes * static_cast<uint64_t>(c->nranks), true);
-  Key key{c->channel, kCollective, c->coll_seq++};
-  EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c,
-                           [=] {
-                             for (int j = 0; j < p->nranks; j++)
-                               if (j != p->rank)
-                                 RETURN_IF_ERROR(p->mesh->Send(p->world[static_cast<size_t>(j)], key, send + static_cast<uint64_t>(j) * bytes, bytes));
-                             return Status::Ok();
-                           },
-                           [=] {
-                             uint64_t me = static_cast<uint64_t>(p->rank) * bytes;
-                             if (bytes > 0 && recv + me != send + me) std::memmove(recv + me, send + me, static_cast<size_t>(bytes));
-                             for (int j = 0; j < p->nranks; j++) {
-                               if (j == p->rank) continue;
-                               ASSIGN_OR_RETURN(auto got, p->mesh->Receive(p->world[static_cast<size_t>(j)], key, &p->stop));
-                               RETURN_IF_ERROR(Copy(recv + static_cast<uint64_t>(j) * bytes, got, bytes));
-                             }
-                             return Status::Ok();
-                           }});
+  return Collective(kAlltoAll, s, r, n, t, nullptr, -1, comm, st);
 }
 
 ncclResult_t HostNccl::ncclGather(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t st) {
-  std::shared_ptr<EmuComm> c;
-  Reduction red;
-  if (ncclResult_t e = Check(comm, t, nullptr, &c, &red); e != ncclSuccess) return e;
-  if (root < 0 || root >= c->nranks) return ncclInvalidArgument;
-  uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(send, s, bytes, true);
-  REMORA_EMU_BUFFER(recv, r, bytes * static_cast<uint64_t>(c->nranks), c->rank == root);
-  Key key{c->channel, kCollective, c->coll_seq++};
-  EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c,
-                           [=] {
-                             if (p->rank == root) return Status::Ok();
-                             return p->mesh->Send(p->world[static_cast<size_t>(root)], key, send, bytes);
-                           },
-                           [=] {
-                             if (p->rank != root) return Status::Ok();
-                             for (int j = 0; j < p->nranks; j++) {
-                               std::byte* dst = recv + static_cast<uint64_t>(j) * bytes;
-                               if (j == root) {
-                                 if (bytes > 0 && dst != send) std::memmove(dst, send, static_cast<size_t>(bytes));
-                                 continue;
-                               }
-                               ASSIGN_OR_RETURN(auto got, p->mesh->Receive(p->world[static_cast<size_t>(j)], key, &p->stop));
-                               RETURN_IF_ERROR(Copy(dst, got, bytes));
-                             }
-                             return Status::Ok();
-                           }});
+  return Collective(kGather, s, r, n, t, nullptr, root, comm, st);
 }
 
 ncclResult_t HostNccl::ncclScatter(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t st) {
-  std::shared_ptr<EmuComm> c;
-  Reduction red;
-  if (ncclResult_t e = Check(comm, t, nullptr, &c, &red); e != ncclSuccess) return e;
-  if (root < 0 || root >= c->nranks) return ncclInvalidArgument;
-  uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(send, s, bytes * static_cast<uint64_t>(c->nranks), c->rank == root);
-  REMORA_EMU_BUFFER(recv, r, bytes, true);
-  Key key{c->channel, kCollective, c->coll_seq++};
-  EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c,
-                           [=] {
-                             if (p->rank != root) return Status::Ok();
-                             for (int j = 0; j < p->nranks; j++)
-                               if (j != root)
-                                 RETURN_IF_ERROR(p->mesh->Send(p->world[static_cast<size_t>(j)], key, send + static_cast<uint64_t>(j) * bytes, bytes));
-                             return Status::Ok();
-                           },
-                           [=] {
-                             if (p->rank == root) {
-                               std::byte* mine = send + static_cast<uint64_t>(root) * bytes;
-                               if (bytes > 0 && recv != mine) std::memmove(recv, mine, static_cast<size_t>(bytes));
-                               return Status::Ok();
-                             }
-                             ASSIGN_OR_RETURN(auto got, p->mesh->Receive(p->world[static_cast<size_t>(root)], key, &p->stop));
-                             return Copy(recv, got, bytes);
-                           }});
+  return Collective(kScatter, s, r, n, t, nullptr, root, comm, st);
 }
 
 ncclResult_t HostNccl::ncclSend(const void* s, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st) {
-  std::shared_ptr<EmuComm> c;
-  Reduction red;
-  if (ncclResult_t e = Check(comm, t, nullptr, &c, &red); e != ncclSuccess) return e;
-  if (peer < 0 || peer >= c->nranks) return ncclInvalidArgument;
-  uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(send, s, bytes, true);
-  Key key{c->channel, kPointToPoint, c->send_seq[static_cast<size_t>(peer)]++};
-  EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c, [=] { return p->mesh->Send(p->world[static_cast<size_t>(peer)], key, send, bytes); },
-                           [] { return Status::Ok(); }});
+  return PointToPoint(true, s, n, t, peer, comm, st);
 }
 
 ncclResult_t HostNccl::ncclRecv(void* r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st) {
+  return PointToPoint(false, r, n, t, peer, comm, st);
+}
+
+ncclResult_t HostNccl::PointToPoint(bool send, const void* buf, size_t n, ncclDataType_t t, int peer, ncclComm_t comm,
+                                    cudaStream_t st) {
   std::shared_ptr<EmuComm> c;
   Reduction red;
   if (ncclResult_t e = Check(comm, t, nullptr, &c, &red); e != ncclSuccess) return e;
   if (peer < 0 || peer >= c->nranks) return ncclInvalidArgument;
   uint64_t bytes = n * static_cast<uint64_t>(TypeSize(t));
-  REMORA_EMU_BUFFER(recv, r, bytes, true);
-  Key key{c->channel, kPointToPoint, c->recv_seq[static_cast<size_t>(peer)]++};
+  std::byte* host = Host(buf, bytes);
+  if (bytes > 0 && host == nullptr) return ncclInvalidArgument;
+  std::vector<uint64_t>& seq = send ? c->send_seq : c->recv_seq;  // one sequence per direction and peer
+  Key key{c->channel, kPointToPoint, seq[static_cast<size_t>(peer)]++};
   EmuComm* p = c.get();
-  return Enqueue(st, EmuOp{c, [] { return Status::Ok(); },
-                           [=] {
+  auto nothing = [] { return Status::Ok(); };
+  if (send) return Enqueue(st, EmuOp{c, [=] { return p->mesh->Send(p->world[static_cast<size_t>(peer)], key, host, bytes); }, nothing});
+  return Enqueue(st, EmuOp{c, nothing, [=] {
                              ASSIGN_OR_RETURN(auto got, p->mesh->Receive(p->world[static_cast<size_t>(peer)], key, &p->stop));
-                             return Copy(recv, got, bytes);
+                             return Copy(host, got, bytes);
                            }});
 }
-
-#undef REMORA_EMU_BUFFER
 
 }  // namespace remora::worker::emu_nccl

@@ -25,25 +25,8 @@ Status NcclSession::Finalize(OpContext& x) {
   RETURN_IF_ERROR(ex_.SetDevice(c->gpu));
   ncclResult_t r = real_.ncclCommFinalize(c->real);
   if (r != ncclSuccess && r != ncclInProgress) return Nccl(r, "ncclCommFinalize");
-  if (r == ncclInProgress) {
-    c->phase = NcclComm::Phase::kFinalizing;
-    Schedule();
-  } else {
-    c->finalized = true;
-  }
-  auto b = std::make_unique<Batch>();
-  b->tag = x.tag();
-  b->reply = Batch::Reply::kState;
-  b->ran = true;
-  b->comms.push_back(c->id);
-  b->wait_ready = c->app_blocking && r == ncclInProgress;
-  x.AnswerLater();
-  if (!b->wait_ready) {
-    Answer(*b, Status::Ok());
-    return Status::Ok();
-  }
-  batches_.push_back(std::move(b));
-  return Status::Ok();
+  if (r == ncclSuccess) c->finalized = true;
+  return AnswerState(x, *c, r);
 }
 
 Status NcclSession::Revoke(OpContext& x) {
@@ -54,16 +37,20 @@ Status NcclSession::Revoke(OpContext& x) {
   RETURN_IF_ERROR(ex_.SetDevice(c->gpu));
   ncclResult_t r = real_.ncclCommRevoke(c->real, flags);
   if (r != ncclSuccess && r != ncclInProgress) return Nccl(r, "ncclCommRevoke");
+  return AnswerState(x, *c, r);
+}
+
+Status NcclSession::AnswerState(OpContext& x, NcclComm& c, ncclResult_t r) {
   if (r == ncclInProgress) {
-    c->phase = NcclComm::Phase::kFinalizing;
+    c.phase = NcclComm::Phase::kFinalizing;
     Schedule();
   }
   auto b = std::make_unique<Batch>();
   b->tag = x.tag();
   b->reply = Batch::Reply::kState;
   b->ran = true;
-  b->comms.push_back(c->id);
-  b->wait_ready = c->app_blocking && r == ncclInProgress;
+  b->comms.push_back(c.id);
+  b->wait_ready = c.app_blocking && r == ncclInProgress;
   x.AnswerLater();
   if (!b->wait_ready) {
     Answer(*b, Status::Ok());
@@ -73,28 +60,19 @@ Status NcclSession::Revoke(OpContext& x) {
   return Status::Ok();
 }
 
-Status NcclSession::Destroy(OpContext& x) {
+Status NcclSession::Destroy(OpContext& x) { return End(x, false); }
+
+Status NcclSession::Abort(OpContext& x) { return End(x, true); }
+
+Status NcclSession::End(OpContext& x, bool abort) {
   ASSIGN_OR_RETURN(NcclComm * c, Named(x));
   RETURN_IF_ERROR(x.EndArgs());
   if (c->real != nullptr) {
     RETURN_IF_ERROR(ex_.SetDevice(c->gpu));
     // Non-blocking: NCCL ends what is left in the background and frees the communicator.
-    ncclResult_t r = real_.ncclCommDestroy(c->real);
-    if (r != ncclSuccess && r != ncclInProgress) LOG_WARN("ncclCommDestroy: {}", ncclGetErrorStringOf(r));
-    c->real = nullptr;
-  }
-  Leave(*c);
-  Forget(c->id);
-  return Status::Ok();
-}
-
-Status NcclSession::Abort(OpContext& x) {
-  ASSIGN_OR_RETURN(NcclComm * c, Named(x));
-  RETURN_IF_ERROR(x.EndArgs());
-  if (c->real != nullptr) {
-    RETURN_IF_ERROR(ex_.SetDevice(c->gpu));
-    ncclResult_t r = real_.ncclCommAbort(c->real);
-    if (r != ncclSuccess && r != ncclInProgress) LOG_WARN("ncclCommAbort: {}", ncclGetErrorStringOf(r));
+    ncclResult_t r = abort ? real_.ncclCommAbort(c->real) : real_.ncclCommDestroy(c->real);
+    if (r != ncclSuccess && r != ncclInProgress)
+      LOG_WARN("{}: {}", abort ? "ncclCommAbort" : "ncclCommDestroy", ncclGetErrorStringOf(r));
     c->real = nullptr;
   }
   Leave(*c);

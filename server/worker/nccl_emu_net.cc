@@ -16,6 +16,7 @@
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "remora/protocol/exact_io.h"
 
 namespace remora::worker::emu_nccl {
 namespace {
@@ -68,35 +69,11 @@ bool Wait(int fd, short events, int ms, const std::atomic<bool>* abort) {
   }
 }
 
-bool ReadAll(int fd, void* out, size_t n, int ms, const std::atomic<bool>* abort) {
-  auto* p = static_cast<char*>(out);
-  while (n > 0) {
-    if (ms != -2 && !Wait(fd, POLLIN, ms, abort)) return false;
-    ssize_t r = ::recv(fd, p, n, 0);
-    if (r == 0) return false;
-    if (r < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return false;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
+bool ReadAll(int fd, void* out, size_t n, ExactIoLimits limits = {}) {
+  return ReadExact(fd, out, n, limits) == ExactIo::kDone;
 }
 
-bool WriteAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
+bool WriteAll(int fd, const void* data, size_t n) { return WriteExact(fd, data, n) == ExactIo::kDone; }
 
 Result<Fd> Listen(Address* bound) {
   const char* host = std::getenv("REMORA_NCCL_EMU_HOST");
@@ -185,7 +162,7 @@ void Root::Serve() {
     auto fd = Accept(listen_.get(), &stop_, -1);
     if (!fd.ok()) continue;
     Hello h = {};
-    if (!ReadAll(fd->get(), &h, sizeof(h), kHelloMs, &stop_) || std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 ||
+    if (!ReadAll(fd->get(), &h, sizeof(h), {kHelloMs, &stop_}) || std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 ||
         !SecretMatches(h.secret, secret_) || h.nranks < 1 || h.rank < 0 || h.rank >= h.nranks ||
         (nranks != 0 && h.nranks != nranks)) {
       LOG_WARN("emulated NCCL: a rank that does not match the communicator checked in: refused");
@@ -227,7 +204,7 @@ Result<std::shared_ptr<Mesh>> Mesh::Join(const ncclUniqueId& id, int nranks, int
   h.listen = mine;
   if (!WriteAll(root.get(), &h, sizeof(h))) return Status(Domain::kNccl, ncclSystemError, "the unique id's root is gone");
   std::vector<Address> table(static_cast<size_t>(nranks));
-  if (!ReadAll(root.get(), table.data(), table.size() * sizeof(Address), -1, &abort))
+  if (!ReadAll(root.get(), table.data(), table.size() * sizeof(Address), {-1, &abort}))
     return Status(Domain::kNccl, abort.load() ? ncclInternalError : ncclSystemError,
                   abort.load() ? "aborted while the ranks joined" : "the unique id's root refused this rank or is gone");
   m->peers_.resize(static_cast<size_t>(nranks));
@@ -249,7 +226,7 @@ Result<std::shared_ptr<Mesh>> Mesh::Join(const ncclUniqueId& id, int nranks, int
       continue;
     }
     Hello p = {};
-    if (!ReadAll(fd->get(), &p, sizeof(p), kHelloMs, &abort) || !SecretMatches(p.secret, layout.secret) ||
+    if (!ReadAll(fd->get(), &p, sizeof(p), {kHelloMs, &abort}) || !SecretMatches(p.secret, layout.secret) ||
         p.rank <= rank || p.rank >= nranks || m->peers_[static_cast<size_t>(p.rank)].valid())
       continue;  // not one of ours
     m->peers_[static_cast<size_t>(p.rank)] = std::move(*fd);
@@ -336,7 +313,7 @@ Status Mesh::Health() {
 bool Mesh::ReadFrom(int peer) {
   int fd = peers_[static_cast<size_t>(peer)].get();
   uint8_t header[25];
-  if (!ReadAll(fd, header, sizeof(header), -2, nullptr)) return false;
+  if (!ReadAll(fd, header, sizeof(header))) return false;
   Key key;
   std::memcpy(&key.channel, header, 8);
   key.kind = header[8];
@@ -345,7 +322,7 @@ bool Mesh::ReadFrom(int peer) {
   std::memcpy(&len, header + 17, 8);
   if (len > kMaxMessage) return false;
   std::vector<std::byte> data(static_cast<size_t>(len));
-  if (len > 0 && !ReadAll(fd, data.data(), data.size(), -2, nullptr)) return false;
+  if (len > 0 && !ReadAll(fd, data.data(), data.size())) return false;
   std::lock_guard<std::mutex> lock(mu_);
   mail_[{peer, key}] = std::move(data);
   cv_.notify_all();

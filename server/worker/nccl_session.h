@@ -233,6 +233,11 @@ class NcclSession final : public gen::nccl::Api {
   Status ParseCreate(OpContext& x, uint32_t function, CreateCall* out);
   Status Submit(OpContext& x, std::unique_ptr<Batch> b);
   Status PollBatches();
+  // Finalize's and revoke's answer, the communicator's state: now, or for a blocking
+  // application whose call `r` is still in progress, once it is ready (or failed).
+  Status AnswerState(OpContext& x, NcclComm& c, ncclResult_t r);
+  // Destroy and abort (`abort`): the real communicator is ended and the session's forgotten.
+  Status End(OpContext& x, bool abort);
   void Run(Batch& b);
   Status StartCreate(Batch& b, CreateCall& c);
   void Answer(Batch& b, const Status& st);

@@ -256,6 +256,23 @@ static void Collectives(ncclComm_t comm, Bufs b, cudaStream_t s) {
     for (i = 0; i < C; i++) CHECK(gi[k * C + i] == k * 1000 + r * 10 + i, "alltoall[%d][%d] = %d", k, i, gi[k * C + i]);
   printf("rank %d: all-gather, reduce-scatter and all-to-all ok\n", r);
 
+  /* gather to rank 0, scatter from the last rank */
+  for (i = 0; i < C; i++) hf[i] = (float)(r * 100 + i);
+  Put(b.a, hf, C * sizeof(float), s);
+  NCCL(ncclGather(b.a, b.big, C, ncclFloat, 0, comm, s));
+  if (r == 0) {
+    Get(gf, b.big, (size_t)n * C * sizeof(float), s);
+    for (k = 0; k < n; k++)
+      for (i = 0; i < C; i++) CHECK(gf[k * C + i] == (float)(k * 100 + i), "gather[%d][%d] = %g", k, i, gf[k * C + i]);
+  }
+  for (k = 0; k < n; k++)
+    for (i = 0; i < C; i++) hf[k * C + i] = r == n - 1 ? (float)(k * 10 + i) : -1.0f;
+  Put(b.big, hf, (size_t)n * C * sizeof(float), s);
+  NCCL(ncclScatter(b.big, b.b, C, ncclFloat, n - 1, comm, s));
+  Get(gf, b.b, C * sizeof(float), s);
+  for (i = 0; i < C; i++) CHECK(gf[i] == (float)(r * 10 + i), "scatter[%d] = %g", i, gf[i]);
+  printf("rank %d: gather and scatter ok\n", r);
+
   /* point-to-point in a group: a ring both ways, and a copy to itself */
   int next = (r + 1) % n, prev = (r + n - 1) % n;
   for (i = 0; i < C; i++) hf[i] = (float)(r * 7 + i);

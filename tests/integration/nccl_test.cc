@@ -32,12 +32,21 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
+std::map<std::string, std::string> AppEnv(const std::string& url) {
+  auto env = ShimEnv(url);
+  // Remora's libnccl.so.2 first, as remora-run preloads it.
+  std::string dir = ShimPath().substr(0, ShimPath().rfind('/'));
+  env["LD_PRELOAD"] += ":" + dir + "/libnccl.so.2";
+  return env;
+}
+
 // Two servers of one cluster: peer links between them on the cluster key.
 struct Cluster {
+  TempDir dir;  // the key file; outlives the servers
   TenancyServer a, b;
   std::string key_file;
-  bool Start(const std::string& dir, double deadline_s) {
-    key_file = dir + "/cluster.key";
+  bool Start(double deadline_s) {
+    key_file = dir.path() + "/cluster.key";
     {
       std::ofstream k(key_file);
       k << "remora-test-cluster-key-0123456789abcdef0123456789abcdef\n";
@@ -51,29 +60,26 @@ struct Cluster {
     };
     return a.Start(2, "", args(pa, pb)) && b.Start(2, "", args(pb, pa));
   }
+  // Tenant alice on both servers, and the environment of app_nccl_ranks's four ranks over
+  // transport `t`: ranks 0 and 1 on server a, 2 and 3 on server b.
+  std::map<std::string, std::string> FourRanks(const std::string& t) {
+    std::string ta = a.CreateTenant("alice", {"--gpus", "0,1"}), tb = b.CreateTenant("alice", {"--gpus", "0,1"});
+    std::string ua = a.server.Url(t), ub = b.server.Url(t);
+    auto env = AppEnv(ua);
+    env["NCCL_TEST_SERVERS"] = ua + "," + ua + "," + ub + "," + ub;
+    env["NCCL_TEST_TOKENS"] = ta + "," + ta + "," + tb + "," + tb;
+    return env;
+  }
 };
-
-std::map<std::string, std::string> AppEnv(const std::string& url) {
-  auto env = ShimEnv(url);
-  // Remora's libnccl.so.2 first, as remora-run preloads it.
-  std::string dir = ShimPath().substr(0, ShimPath().rfind('/'));
-  env["LD_PRELOAD"] += ":" + dir + "/libnccl.so.2";
-  return env;
-}
 
 class Nccl : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Nccl, FourRanksOnTwoServersRunEveryCollectiveAndTheirBuffersAreCharged) {
   const std::string t = GetParam();
-  TempDir dir;
   Cluster c;
-  ASSERT_TRUE(c.Start(dir.path(), 10));
-  std::string ta = c.a.CreateTenant("alice", {"--gpus", "0,1"}), tb = c.b.CreateTenant("alice", {"--gpus", "0,1"});
-  std::string ua = c.a.server.Url(t), ub = c.b.server.Url(t);
-  auto env = AppEnv(ua);
-  env["NCCL_TEST_SERVERS"] = ua + "," + ua + "," + ub + "," + ub;
-  env["NCCL_TEST_TOKENS"] = ta + "," + ta + "," + tb + "," + tb;
-  std::string hold = dir.path() + "/go";
+  ASSERT_TRUE(c.Start(10));
+  auto env = c.FourRanks(t);
+  std::string hold = c.dir.path() + "/go";
   env["NCCL_TEST_HOLD"] = hold;
   if (t == "tcp") env["NCCL_TEST_NONBLOCKING"] = "1";  // config.blocking = 0: ncclInProgress, polled
   BackgroundProcess app({BinDir() + "/app_nccl_ranks", "collectives", "4"}, env);
@@ -88,7 +94,8 @@ TEST_P(Nccl, FourRanksOnTwoServersRunEveryCollectiveAndTheirBuffersAreCharged) {
   std::string out = app.Output();
   EXPECT_NE(out.find("all ranks passed"), std::string::npos) << out;
   for (const char* check : {"all-reduce ok", "reduction operators ok", "broadcast and reduce ok",
-                            "all-gather, reduce-scatter and all-to-all ok", "send/recv group ok", "split ok"})
+                            "all-gather, reduce-scatter and all-to-all ok", "gather and scatter ok", "send/recv group ok",
+                            "split ok"})
     for (int r = 0; r < 4; r++)
       EXPECT_NE(out.find("rank " + std::to_string(r) + ": " + check), std::string::npos) << check << "\n" << out;
   EXPECT_TRUE(Eventually([&] { return c.a.MemoryUsed("alice") == 0 && c.b.MemoryUsed("alice") == 0; }))
@@ -145,14 +152,9 @@ TEST_P(Nccl, DeviceApiIsServedAndForgedHandlesAreRefused) {
 // other rank's pending all-reduce fails with ncclRemoteError within the deadline, its stream
 // drains, and the servers give all the memory back.
 void LostRank(const std::string& t, const std::string& how, double within) {
-  TempDir dir;
   Cluster c;
-  ASSERT_TRUE(c.Start(dir.path(), 2));
-  std::string ta = c.a.CreateTenant("alice", {"--gpus", "0,1"}), tb = c.b.CreateTenant("alice", {"--gpus", "0,1"});
-  std::string ua = c.a.server.Url(t), ub = c.b.server.Url(t);
-  auto env = AppEnv(ua);
-  env["NCCL_TEST_SERVERS"] = ua + "," + ua + "," + ub + "," + ub;
-  env["NCCL_TEST_TOKENS"] = ta + "," + ta + "," + tb + "," + tb;
+  ASSERT_TRUE(c.Start(2));
+  auto env = c.FourRanks(t);
   env["NCCL_TEST_WITHIN"] = std::to_string(within);
   env["REMORA_DEADLINE_S"] = "2";
   RunResult r = testing::Run({BinDir() + "/app_nccl_ranks", how, "4"}, env, 180);
@@ -174,14 +176,9 @@ TEST_P(Nccl, AStoppedRankFailsTheOthersWithinTheDeadline) { LostRank(GetParam(),
 // down), the one on the lost server with ncclSystemError; nothing hangs.
 TEST_P(Nccl, ALostServerFailsTheOtherServersRanks) {
   const std::string t = GetParam();
-  TempDir dir;
   Cluster c;
-  ASSERT_TRUE(c.Start(dir.path(), 2));
-  std::string ta = c.a.CreateTenant("alice", {"--gpus", "0,1"}), tb = c.b.CreateTenant("alice", {"--gpus", "0,1"});
-  std::string ua = c.a.server.Url(t), ub = c.b.server.Url(t);
-  auto env = AppEnv(ua);
-  env["NCCL_TEST_SERVERS"] = ua + "," + ua + "," + ub + "," + ub;
-  env["NCCL_TEST_TOKENS"] = ta + "," + ta + "," + tb + "," + tb;
+  ASSERT_TRUE(c.Start(2));
+  auto env = c.FourRanks(t);
   env["NCCL_TEST_WITHIN"] = "10";
   env["REMORA_DEADLINE_S"] = "2";
   BackgroundProcess app({BinDir() + "/app_nccl_ranks", "lostserver", "4"}, env);

@@ -10,6 +10,7 @@
 #include <kj/async-io.h>
 
 #include "common/admin_channel.h"
+#include "idle_flood.h"
 #include "relay.h"
 #include "security_support.h"
 
@@ -18,22 +19,6 @@ namespace {
 
 // The token's secret part (after the last '.').
 std::string SecretOf(const std::string& token) { return token.substr(token.rfind('.') + 1); }
-
-// A TCP connection to 127.0.0.1:port from the loopback address 127.0.0.`host` (another peer
-// as far as the server can tell).
-Fd ConnectFrom(int host, uint16_t port) {
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  struct sockaddr_in src = {};
-  src.sin_family = AF_INET;
-  src.sin_addr.s_addr = htonl(0x7f000000u | static_cast<uint32_t>(host));
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0) return Fd();
-  struct sockaddr_in dst = {};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(port);
-  dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&dst), sizeof(dst)) != 0) return Fd();
-  return fd;
-}
 
 class AdminTcp : public ::testing::Test {
  protected:
@@ -177,35 +162,7 @@ TEST_F(AdminTcp, AManInTheMiddleCannotLogIn) {
 // one that is closed for 12 s (past the 10 s deadline); an administrator from another address
 // is served every time, and a flooder's extra connection is told why it was refused.
 TEST_F(AdminTcp, IdlePeersCannotLockOutAnAdministrator) {
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> opened{0}, closed_by_server{0};
-  std::thread flood([&] {
-    std::vector<std::pair<Fd, int>> conns;
-    while (!stop) {
-      for (int host = 2; host < 12; host++) {
-        int mine = 0;
-        for (auto& [fd, h] : conns) mine += h == host;
-        for (; mine < 16; mine++) {
-          Fd fd = ConnectFrom(host, port_);
-          if (!fd) break;
-          conns.emplace_back(std::move(fd), host);
-          opened++;
-        }
-      }
-      std::vector<struct pollfd> p;
-      for (auto& [fd, h] : conns) p.push_back({fd.get(), POLLIN, 0});
-      ::poll(p.data(), p.size(), 100);
-      for (size_t i = 0; i < p.size(); i++)
-        if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-          char buf[256];
-          if (::recv(p[i].fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0) {
-            conns[i].first.reset();
-            closed_by_server++;
-          }
-        }
-      conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& c) { return !c.first; }), conns.end());
-    }
-  });
+  IdleFlood flood(port_, 2, 10, 16);
   int served = 0, tries = 0;
   std::string failures;
   auto start = std::chrono::steady_clock::now();
@@ -216,14 +173,13 @@ TEST_F(AdminTcp, IdlePeersCannotLockOutAnAdministrator) {
     if (r.exit_code == 0) served++;
     else failures += r.output;
   }
-  stop = true;
-  flood.join();
+  flood.Stop();
   std::printf("admin flood: %llu connections opened by 10 addresses, %llu closed by the server; %d of %d administrator "
               "commands served\n",
-              static_cast<unsigned long long>(opened.load()), static_cast<unsigned long long>(closed_by_server.load()),
+              static_cast<unsigned long long>(flood.opened()), static_cast<unsigned long long>(flood.closed_by_server()),
               served, tries);
   EXPECT_EQ(served, tries) << failures;
-  EXPECT_GE(opened.load(), 160u);
+  EXPECT_GE(flood.opened(), 160u);
   // One address holding its share: its next connection is refused, and told why.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the server sees the flood go
   std::vector<Fd> held;

@@ -8,24 +8,11 @@
 
 #include <atomic>
 
+#include "idle_flood.h"
 #include "security_support.h"
 
 namespace remora::security {
 namespace {
-
-Fd ConnectFrom(int host, uint16_t port) {
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  struct sockaddr_in src = {};
-  src.sin_family = AF_INET;
-  src.sin_addr.s_addr = htonl(0x7f000000u | static_cast<uint32_t>(host));
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0) return Fd();
-  struct sockaddr_in dst = {};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(port);
-  dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&dst), sizeof(dst)) != 0) return Fd();
-  return fd;
-}
 
 // GET /metrics from 127.0.0.`host`, with `headers` ("Name: value\r\n"...): the whole response.
 std::string Get(uint16_t port, const std::string& headers = "", int host = 1) {
@@ -131,32 +118,7 @@ TEST_F(Metrics, PublicDetailsAreAnOperatorsChoice) {
 // flooder over its share gets a 503 that says why.
 TEST_F(Metrics, SilentPeersCannotStarveTheScraper) {
   StartServer({});
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> opened{0};
-  std::thread flood([&] {
-    std::vector<std::pair<Fd, int>> conns;
-    while (!stop) {
-      for (int host = 2; host < 12; host++) {
-        int mine = 0;
-        for (auto& [fd, h] : conns) mine += h == host;
-        for (; mine < 16; mine++) {
-          Fd fd = ConnectFrom(host, port_);
-          if (!fd) break;
-          conns.emplace_back(std::move(fd), host);
-          opened++;
-        }
-      }
-      std::vector<struct pollfd> p;
-      for (auto& [fd, h] : conns) p.push_back({fd.get(), POLLIN, 0});
-      ::poll(p.data(), p.size(), 100);
-      for (size_t i = 0; i < p.size(); i++)
-        if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-          char buf[512];
-          if (::recv(p[i].fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0) conns[i].first.reset();
-        }
-      conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& c) { return !c.first; }), conns.end());
-    }
-  });
+  IdleFlood flood(port_, 2, 10, 16);
   int served = 0, tries = 0;
   std::string failures;
   auto start = std::chrono::steady_clock::now();
@@ -168,10 +130,9 @@ TEST_F(Metrics, SilentPeersCannotStarveTheScraper) {
     else
       failures += r.substr(0, 200) + "\n";
   }
-  stop = true;
-  flood.join();
+  flood.Stop();
   std::printf("metrics flood: %llu connections opened by 10 addresses; %d of %d scrapes answered\n",
-              static_cast<unsigned long long>(opened.load()), served, tries);
+              static_cast<unsigned long long>(flood.opened()), served, tries);
   EXPECT_EQ(served, tries) << failures;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::vector<Fd> held;

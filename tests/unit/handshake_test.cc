@@ -8,10 +8,12 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "remora.capnp.h"
 #include "remora/protocol/handshake.h"
 #include "remora/protocol/message.h"
+#include "test_util.h"
 
 namespace remora {
 namespace {
@@ -36,10 +38,8 @@ TenantVerifier VerifierOf(const Secret& s) {
 struct Sockets {
   Fd client, server;
   Sockets() {
-    int sv[2];
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    client.reset(sv[0]);
-    server.reset(sv[1]);
+    std::tie(client, server) = test::SocketPair();
+    EXPECT_TRUE(client && server);
   }
 };
 

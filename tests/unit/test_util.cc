@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstring>
 #include <cstdlib>
@@ -56,6 +58,12 @@ bool WaitFor(const std::function<bool()>& pred, int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
+}
+
+std::pair<Fd, Fd> SocketPair() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return {};
+  return {Fd(sv[0]), Fd(sv[1])};
 }
 
 }  // namespace remora::test

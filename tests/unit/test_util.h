@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "remora/base/fd.h"
 #include "remora/protocol/connection.h"
 
 namespace remora::test {
@@ -43,5 +45,8 @@ class AlignedStaging final : public StagingAllocator {
 
 // Polls `pred` until it is true or `timeout_ms` passes; returns its last value.
 bool WaitFor(const std::function<bool()>& pred, int timeout_ms);
+
+// A connected pair of Unix stream sockets (close-on-exec); both empty if none could be made.
+std::pair<Fd, Fd> SocketPair();
 
 }  // namespace remora::test

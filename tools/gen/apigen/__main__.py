@@ -124,7 +124,7 @@ def main():
             elif kind == "wire":
                 write(os.path.join(a.out, n + "_wire.h"), emit_shim.emit_wire_h(lib))
             elif kind == "roundtrip-test":
-                write(os.path.join(a.out, n + "_roundtrip_test.cc"), emit_tests.emit_roundtrip(lib))
+                write(os.path.join(a.out, n + "_roundtrip_test.cc"), emit_tests.emit_roundtrip(lib, a.include_dirs))
             elif kind == "fuzz-calls":
                 write(os.path.join(a.out, n + "_fuzz_calls.cc"), emit_fuzz.emit_fuzz_calls(lib))
             elif kind == "exports-list":

@@ -4,12 +4,15 @@ implementation of the library's table, which answers with known bytes; the test 
 every argument arrived intact and every result came back intact.
 
 Library objects (roles.LIB_KINDS) come from the entry that creates their kind, called once
-per test binary (a fresh one for an entry that destroys its object). Entries whose worker
+per test binary (a fresh one for an entry that destroys its object, or that the client
+mirrors). Arguments are byte patterns, but for enums: one of their declared enumerators, read
+from the library's headers (cenums.py). Entries whose worker
 hooks do more than a call (wcall), or whose device extents the worker asks the library for
 (wsize=F(x, ...)), are not covered here: the recording library cannot answer like the real
 one; their GPU tests cover them."""
 import re
 
+import cenums
 import emit_worker
 import roles
 
@@ -52,11 +55,9 @@ def _creators(lib):
     return out
 
 
-# Entries whose by-value enum the fixture's byte patterns put outside the enum's range (a value
-# an unscoped enum without a fixed type cannot hold): clang's sanitizer builds then did not
-# round-trip cufftXtQueryPlan's output (the TSan stage of 2026-12-01), gcc's did. Until the
-# fixture samples enums from their enumerators, they are covered by their GPU tests.
-PATTERN_UNSAFE = {"cufftXtQueryPlan"}
+# A sample of an enum type is one of its declared enumerators (cenums.py, _enum_samples): byte
+# patterns put a by-value enum outside its range, a value an unscoped enum without a fixed type
+# cannot hold (clang's sanitizer builds did not round-trip cufftXtQueryPlan's output with one).
 
 
 def _covered(e, creators):
@@ -68,8 +69,6 @@ def _covered(e, creators):
         return False  # (a count the worker keeps with an object)
     if any(p.role == "scalarinout" for p in e.params):
         return False  # (values that go both ways: their GPU tests cover them)
-    if e.name in PATTERN_UNSAFE:
-        return False  # see PATTERN_UNSAFE
     if any(p.role in ("array", "outarray") and "handle" in p.args for p in e.params):
         return False  # handle arrays need live objects of their kind
     # An extent the worker asks the library for (cuDNN's tensor sizes): the recording library
@@ -116,6 +115,14 @@ def _unqualified(ctype):
     """A by-value parameter's type without its top-level const (`const int blockSize`)."""
     t = ctype.strip()
     return t[len("const "):] if t.startswith("const ") and not t.endswith("*") else t
+
+
+def _buf_bytes(p):
+    """A sample buffer's bytes: 64, or the size of the type its extent names when larger
+    (cufftXtQueryPlan's cufftXt1dFactors is 96). Other extents depend on sample values that
+    keep them small."""
+    m = re.match(r"^sizeof\(([A-Za-z_][\w:]*)\)$", str(p.args.get("size", "")).strip())
+    return "std::max<size_t>(64, sizeof(%s))" % m.group(1) if m else "64"
 
 
 def _record_stmt(e, p, i):
@@ -181,7 +188,9 @@ def _decls(e, fresh_destroyed=True):
             kind = _kind_of(p)
             if kind in LEGACY_KINDS:
                 decls.append("%s %s = Handle%s<%s>();" % (p.ctype, n, kind, p.ctype))
-            elif "destroys" in p.flags and fresh_destroyed:
+            elif ("destroys" in p.flags or "mirror" in e.attrs) and fresh_destroyed:
+                # (A call the client mirrors changes how later calls on its object travel, the
+                # pointer mode say: it gets an object of its own, so the shared one stays as made.)
                 decls.append("%s %s = Fresh%s<%s>();" % (p.ctype, n, kind, p.ctype))
             else:
                 decls.append("%s %s = Object%s<%s>();" % (p.ctype, n, kind, p.ctype))
@@ -207,7 +216,8 @@ def _decls(e, fresh_destroyed=True):
             checks.append("EXPECT_TRUE(IsPattern(%s, %s, %d)) << \"%s\";" % (n, _size_expr(p), i, n))
         elif r in ("in", "inout", "inbytes"):
             if "size" in p.args:
-                decls.append("std::vector<std::byte> %s_buf(64); FillPattern(%s_buf.data(), %s_buf.size(), %d);" % (n, n, n, e.number * 16 + i + 100))
+                decls.append("std::vector<std::byte> %s_buf(%s); FillPattern(%s_buf.data(), %s_buf.size(), %d);"
+                             % (n, _buf_bytes(p), n, n, e.number * 16 + i + 100))
                 decls.append("%s %s = reinterpret_cast<%s>(%s_buf.data());" % (p.ctype, n, p.ctype, n))
             elif n in small:  # another argument's extent reads it (*bufferSize1)
                 decls.append("%s %s_v = static_cast<%s>(4);" % (p.pointee, n, p.pointee))
@@ -227,7 +237,7 @@ def _decls(e, fresh_destroyed=True):
             decls.append('%s %s = "remora-roundtrip";' % (p.ctype, n))
         elif r == "out":
             if "size" in p.args:
-                decls.append("std::vector<std::byte> %s_buf(64);" % n)
+                decls.append("std::vector<std::byte> %s_buf(%s);" % (n, _buf_bytes(p)))
                 decls.append("%s %s = reinterpret_cast<%s>(%s_buf.data());" % (p.ctype, n, p.ctype, n))
                 checks.append("EXPECT_TRUE(IsPattern(%s, %s, %d)) << \"%s\";" % (n, p.args["size"], i, n))
             else:
@@ -262,7 +272,7 @@ def _setter_of(kind, entries, creators):
     return None, None
 
 
-def _memo_test(lib, e, entries, creators):
+def _memo_test(lib, e, entries, creators, enums):
     """A memoised query: asked once for objects made afresh with the same content, asked again
     once one of them changed (when the library has a call that changes it)."""
     decls, _, checks = _decls(e)
@@ -291,7 +301,9 @@ def _memo_test(lib, e, entries, creators):
                 d = "%s %s = (%s)(changed);" % (sp.ctype, sp.name, sp.ctype)  # (a const descriptor's setter)
             # Other values than the setter's own round-trip test gave the shared object, so
             # the changed content is one no earlier test asked about.
-            d = re.sub(r"Sample<(.+?)>\((\d+)\)", lambda m: "Sample<%s>(%d)" % (m.group(1), int(m.group(2)) + 1000), d)
+            # (An enum's next enumerator: a sample of an enum is its enumerator seed % count.)
+            d = re.sub(r"Sample<(.+?)>\((\d+)\)",
+                       lambda m: "Sample<%s>(%d)" % (m.group(1), int(m.group(2)) + (1 if _enum_key(m.group(1)) in enums else 1000)), d)
             out.append("      %s\n" % d)
         sargs = "".join(", %s" % q.name for q in s.params)
         out.append('      ASSERT_TRUE(gen::%s::%s(shim::CallCtx{false, "%s"}%s).ok());\n' % (lib.name, s.name, s.name, sargs))
@@ -306,7 +318,30 @@ def _memo_test(lib, e, entries, creators):
     return "".join(out)
 
 
-def emit_roundtrip(lib):
+def _enum_key(ctype):
+    """The name an argument type's enum is declared under (`const cudnnDataType_t` ->
+    cudnnDataType_t, `enum cudaMemcpyKind` -> cudaMemcpyKind)."""
+    return ctype.replace("const ", "").replace("enum ", "").strip()
+
+
+def _enum_samples(text, enums):
+    """Sample<T> for each enum T that `text` samples: its declared enumerators in turn."""
+    out = []
+    for t in sorted(set(re.findall(r"Sample<([^<>]+)>", text))):
+        names = enums.get(_enum_key(t))
+        if not names:
+            continue
+        out.append("template <>\ninline %s Sample<%s>(int seed) {\n" % (t, t))
+        out.append("  static const %s kEnumerators[] = {%s};\n" % (_enum_key(t), ", ".join(names)))
+        out.append("  return kEnumerators[static_cast<unsigned>(seed) %% %d];\n}\n" % len(names))
+    if out:
+        out.insert(0, "// Enums are sampled from their declared enumerators (a pattern may be no value of the type).\n")
+        out.append("\n")
+    return "".join(out)
+
+
+def emit_roundtrip(lib, include_dirs=()):
+    enums = cenums.of_library(lib, include_dirs)
     table = emit_worker.called(lib)
     called = sorted((e for e in lib.entries if e.travels and e.cls != "wait"), key=lambda e: e.number)
     waits = sorted((e for e in lib.entries if e.cls == "wait"), key=lambda e: e.number)
@@ -314,7 +349,7 @@ def emit_roundtrip(lib):
     dom = lib.props.get("domain", lib.name)
     dom = dom[0].upper() + dom[1:]
     creators = _creators(lib)
-    out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n', "#include <cstring>\n\n",
+    out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n', "#include <algorithm>\n#include <cstring>\n\n",
            '#include "api_roundtrip_fixture.h"\n',
            '#include "%s_api.h"\n#include "%s_client.h"\n\n' % (lib.name, lib.name),
            "namespace remora::test {\nnamespace {\n\n",
@@ -392,7 +427,7 @@ def emit_roundtrip(lib):
     if lib.name != "cuda":
         for e in called:
             if "memo" in e.attrs and e.cls == "sync" and _covered(e, creators):
-                out.append(_memo_test(lib, e, called, creators))
+                out.append(_memo_test(lib, e, called, creators, enums))
     if skipped:
         out.append("// Not covered here (hand-written worker ends, or handles that need a loaded module): %s\n"
                    % ", ".join(skipped))
@@ -400,4 +435,8 @@ def emit_roundtrip(lib):
         out.append("// Not covered here (a worker hook checks them against the session's state; the driver-API\n"
                    "// integration test runs them): %s\n" % ", ".join(hooked))
     out.append("}  // namespace\n}  // namespace remora::test\n")
-    return "".join(out)
+    text = "".join(out)
+    head = "namespace remora::test {\n"
+    at = text.index(head) + len(head)
+    samples = _enum_samples(text[at:], enums)
+    return text[:at] + ("\n" + samples if samples else "") + text[at:]

@@ -14,7 +14,9 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 APIGEN = os.path.join(ROOT, "tools", "gen", "apigen")
 sys.path.insert(0, APIGEN)
 
+import cenums  # noqa: E402
 import emit_shim  # noqa: E402
+import emit_tests  # noqa: E402
 import emit_worker  # noqa: E402
 import model  # noqa: E402
 from model import ApiError  # noqa: E402
@@ -212,6 +214,71 @@ class Reads(unittest.TestCase):
             r = self.run_apigen(api, out, "--lib", "demo", "--emit", "client", "--shards", "3")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(sorted(os.listdir(out)), ["demo_client.cc", "demo_client.h", "demo_client_2.cc", "demo_client_3.cc"])
+
+
+class Enums(unittest.TestCase):
+    """The round-trip tests sample an enum from its declared enumerators (cenums.py)."""
+
+    HEADER_TEXT = """
+        #include "other.h"
+        typedef enum demoMode_t {   /* a comment, { braces } and all */
+            DEMO_MODE_A = 0,
+            DEMO_MODE_B = 1 << 2,   // an expression
+        #if defined(DEMO_NEW)
+            DEMO_MODE_NEW = 7,
+        #endif
+            DEMO_MODE_OLD DEMO_DEPRECATED_ENUM = 9,
+            DEMO_MODE_MAX = 0x7fffffff
+        } demoMode_t;
+        enum __device_builtin__ demoKind { demoKindOne, demoKindTwo };
+        typedef __device_builtin__ enum demoKind demoKind_t;
+        typedef enum { DEMO_ANON } demoAnon;
+        typedef enum { DEMO_GONE_A, DEMO_GONE_B } demoGone DEMO_DEPRECATED;
+        void demoCall(demoGone g);
+        typedef enum { DEMO_NEXT } demoNext;
+        struct demoStruct { int enum_like; };
+    """
+
+    def test_enumerators_are_those_every_configuration_declares(self):
+        e = cenums.parse(self.HEADER_TEXT)
+        self.assertEqual(e["demoMode_t"], ["DEMO_MODE_A", "DEMO_MODE_B", "DEMO_MODE_MAX"])
+        self.assertEqual(e["demoKind"], ["demoKindOne", "demoKindTwo"])
+        self.assertEqual(e["demoKind_t"], ["demoKindOne", "demoKindTwo"])
+        self.assertEqual(e["demoAnon"], ["DEMO_ANON"])
+        self.assertEqual(e["demoGone"], ["DEMO_GONE_A", "DEMO_GONE_B"])  # an attribute after the name
+        self.assertEqual(e["demoNext"], ["DEMO_NEXT"])
+        self.assertNotIn("demoStruct", e)
+
+    def test_a_library_reads_the_headers_its_headers_include(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "demo.h"), "w") as f:
+                f.write(textwrap.dedent(self.HEADER_TEXT))
+            with open(os.path.join(d, "other.h"), "w") as f:
+                f.write("typedef enum otherE { OTHER_X, OTHER_Y } otherE_t;\n")
+            lib = parse_text(HEADER)
+            e = cenums.of_library(lib, [d])
+        self.assertEqual(e["otherE_t"], ["OTHER_X", "OTHER_Y"])
+        self.assertIn("demoMode_t", e)
+
+    def test_only_sampled_enums_get_a_sample_of_their_enumerators(self):
+        enums = {"demoMode_t": ["DEMO_MODE_A", "DEMO_MODE_B"]}
+        text = "demoMode_t m = Sample<demoMode_t>(3); int i = Sample<int>(4); const demoMode_t c = Sample<const demoMode_t>(5);"
+        out = emit_tests._enum_samples(text, enums)
+        self.assertIn("inline demoMode_t Sample<demoMode_t>(int seed)", out)
+        self.assertIn("inline const demoMode_t Sample<const demoMode_t>(int seed)", out)
+        self.assertIn("{DEMO_MODE_A, DEMO_MODE_B}", out)
+        self.assertIn("% 2];", out)
+        self.assertNotIn("Sample<int>", out)
+        self.assertEqual(emit_tests._enum_samples("int i = Sample<int>(4);", enums), "")
+
+    def test_the_tree_samples_cufft_query_types_from_the_header(self):
+        include = "/usr/local/cuda/include"
+        if not os.path.exists(os.path.join(include, "cufftXt.h")):
+            self.skipTest("no CUDA headers at %s" % include)
+        lib = model.parse(os.path.join(ROOT, "protocol", "api", "cufft.api"))
+        out = emit_tests.emit_roundtrip(lib, [include])
+        self.assertIn("TEST_F(ApiRoundTrip, cufftXtQueryPlan)", out)
+        self.assertIn("{CUFFT_QUERY_1D_FACTORS, CUFFT_QUERY_UNDEFINED}", out)
 
 
 if __name__ == "__main__":
