@@ -235,19 +235,22 @@ Result<uint64_t> AdoptGraphMemory(AllocationTable& table, Graph& graph, Allocati
     merged.size = end - merged.base;
     merged.reserved += e.reserved;
   }
-  for (const Allocation& e : overlapping) {
-    (void)table.Erase(e.base);
-    graph.memory.erase(std::remove(graph.memory.begin(), graph.memory.end(), e.base), graph.memory.end());
-  }
+  for (const Allocation& e : overlapping) (void)table.Erase(e.base);
   if (Status st = table.Insert(merged); !st.ok()) {  // not expected: the union overlapped only these
-    for (const Allocation& e : overlapping) {
-      (void)table.Insert(e);
-      graph.memory.push_back(e.base);
-    }
+    for (const Allocation& e : overlapping) (void)table.Insert(e);
     return st;
   }
-  graph.memory.push_back(merged.base);
+  // The union's base is one of the nodes' addresses, all of which stay listed.
+  if (std::find(graph.memory.begin(), graph.memory.end(), a.base) == graph.memory.end()) graph.memory.push_back(a.base);
   return merged.base;
+}
+
+bool IsGraphMemoryAddress(GraphTables& tables, uint64_t ptr) {
+  for (uint64_t id : tables.graphs().Ids()) {
+    const Graph* g = tables.graphs().Find(id);
+    if (g != nullptr && std::find(g->memory.begin(), g->memory.end(), ptr) != g->memory.end()) return true;
+  }
+  return false;
 }
 
 }  // namespace remora::worker

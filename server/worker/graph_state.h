@@ -230,8 +230,12 @@ class GraphTables {
 // The driver may give an allocation node of a graph the address of another of the same graph
 // whose memory the graph frees before it (virtual address reuse within a graph, as
 // graphMemoryFootprint shows): the overlapping ranges of `graph` become one entry, their union,
-// charged with the sum of the nodes' sizes and released with the graph. Overlapping any other
-// allocation fails as AllocationTable::Insert does, changing nothing. Returns the entry's base.
+// charged with the sum of the nodes' sizes and released with the graph; `graph.memory` lists
+// every node's own address (a free names one), the entries' bases among them. Overlapping any
+// other allocation fails as AllocationTable::Insert does, changing nothing. Returns the
+// entry's base.
 Result<uint64_t> AdoptGraphMemory(AllocationTable& table, Graph& graph, Allocation a);
+// Whether `ptr` is the address an allocation node of one of `tables`' graphs returned.
+bool IsGraphMemoryAddress(GraphTables& tables, uint64_t ptr);
 
 }  // namespace remora::worker

@@ -258,7 +258,9 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   if (ptr == 0) return ex.PostReply(tag, Status::Ok());
   if (ClosePoolPointer(ex, ptr)) return ex.PostReply(tag, Status::Ok());  // opened from an imported pool
   auto found = ex.session().allocations().Find(ptr);
-  if (found && found->base == ptr && found->kind == AllocKind::kGraphMemory) {
+  if (found && found->kind == AllocKind::kGraphMemory &&
+      (found->base == ptr || IsGraphMemoryAddress(ex.session().graphs(), ptr))) {
+    found->base = ptr;  // one node's memory of an entry its graph's nodes share (graph_state.h)
     // A graph's memory (cudaFree synchronises first, as below): the address and the charge
     // stay the graph's (FreeAsync).
     std::vector<std::pair<int, DEvent>> events;
@@ -452,6 +454,9 @@ Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getFreeAsync();
   if (ClosePoolPointer(ex, a.getPtr())) return ReplyOrDefer(ex, tag, Status::Ok());  // opened from an imported pool
   auto found = ex.session().allocations().Find(a.getPtr());
+  if (found && found->kind == AllocKind::kGraphMemory && found->base != a.getPtr() &&
+      IsGraphMemoryAddress(ex.session().graphs(), a.getPtr()))
+    found->base = a.getPtr();  // one node's memory of an entry its graph's nodes share (graph_state.h)
   if (!found || found->base != a.getPtr() || !(Freeable(found->kind) || found->kind == AllocKind::kGraphMemory))
     return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", a.getPtr()));
   auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());

@@ -399,7 +399,9 @@ REMORA_API cudaError_t cudaFree(void* devPtr) {
   if (devPtr == nullptr) return cudaSuccess;
   if (Status st; FreeManaged(*c, devPtr, &st)) return FinishSync(*c, st, "cudaFree");
   auto a = rt.FindDevice(U(devPtr));
-  if (!a || a->base != U(devPtr) || a->kind == AllocKind::kModule)
+  // Inside a graph's memory the worker tells a node's address from an interior one: the
+  // nodes of one graph may share an entry (runtime.cc, AddDeviceAllocation).
+  if (!a || (a->base != U(devPtr) && a->kind != AllocKind::kGraphMemory) || a->kind == AllocKind::kModule)
     return Finish(Error(Err::kInvalidValue, "{} is not a device allocation of this process", devPtr), "cudaFree");
   if (a->kind == AllocKind::kIpcImported)
     return Finish(Error(Err::kInvalidValue, "{} was opened by IPC: close it with cudaIpcCloseMemHandle", devPtr), "cudaFree");

@@ -61,7 +61,8 @@ cudaError_t FreeAsync(void* ptr, cudaStream_t stream, bool per_thread, const cha
   if (!st.ok()) return Finish(st, call);
   if (ptr == nullptr) return cudaSuccess;
   auto a = rt.FindDevice(U(ptr));
-  if (!a || a->base != U(ptr) || a->kind == AllocKind::kModule)
+  // Inside a graph's memory the worker tells a node's address from an interior one.
+  if (!a || (a->base != U(ptr) && a->kind != AllocKind::kGraphMemory) || a->kind == AllocKind::kModule)
     return Finish(Error(Err::kInvalidValue, "{} is not a device allocation of this process", ptr), call);
   // A graph's memory keeps its address (the graph allocates it again at its next launch).
   if (a->kind != AllocKind::kGraphMemory) (void)rt.RemoveDeviceAllocation(U(ptr));

@@ -1,5 +1,6 @@
 #include "modules.h"
 
+#include <cuda.h>
 #include <sodium.h>
 
 #include <map>
@@ -98,6 +99,15 @@ Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, ui
 
 Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value) {
   ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
+  // Setting an attribute to the value the kernel has is a no-op for CUDA (and the value was
+  // accepted before): answered here. PyTorch sets a kernel's dynamic shared memory before
+  // each of its launches, a round trip each otherwise (issue 45's decode census).
+  // Only the two settable attributes whose value reads back as set (the dynamic shared memory
+  // limit and the carveout); the driver refuses to set a read-only one, whatever its value.
+  const bool settable = attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ||
+                        attr == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+  if (settable && static_cast<size_t>(attr) < k->attributes.size() && k->attributes[static_cast<size_t>(attr)] == value)
+    return Status::Ok();
   Status st = client->Call(device, [&](wire::Request::Builder& r) {
     auto a = r.initFuncSetAttribute();
     a.setFunction(k->handle);

@@ -3,7 +3,8 @@
 // a change of the kernel's carveout and of the context's cache configuration. Through Remora
 // (tests/integration/occupancy_census_test.sh) the call census of the interval between
 // cudaProfilerStart and cudaProfilerStop shows the repeated questions answered in the client:
-// a round trip only after each change (issue 45: PyTorch asks the same questions every step).
+// a round trip only after each change (issue 45: PyTorch asks the same questions every step);
+// an attribute set again to the value it has is answered in the client too.
 #define GPU_TEST_NAME "occupancy_memo"
 #include "gpu_test.h"
 
@@ -30,6 +31,8 @@ int main() {
       gpu_test::fail("question %d: %d blocks/SM, %zu B available; first %d, %zu B", i, n, avail, first, avail_first);
   }
   // The kernel's configuration changes: the next answer is the device's again.
+  CK(cudaFuncSetAttribute(scale_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 25));
+  // Set again to the value it has: nothing changes (through Remora: no round trip).
   CK(cudaFuncSetAttribute(scale_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 25));
   int after_carveout = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&after_carveout, scale_kernel, 256, 0));

@@ -2,7 +2,8 @@
 # occupancy_census_test.sh REMORA_RUN PROGRAM TRANSPORT: runs tests/gpu/occupancy_memo through
 # remora-run (host backend) over TRANSPORT with REMORA_CALL_STATS=FILE and checks the census of
 # its interval: 200 repeated occupancy questions answered in the client, one round trip after
-# the kernel's carveout changed and one after the context's cache configuration did (issue 45).
+# the kernel's carveout changed and one after the context's cache configuration did, and the
+# carveout set a second time to the same value answered in the client (issue 45).
 set -euo pipefail
 run=$1
 program=$2
@@ -22,5 +23,7 @@ calls = {c["call"]: c for c in steady[0]["calls"]}
 occ = calls.get("occupancy", {"round_trips": 0})
 assert occ["round_trips"] == 2, "occupancy questions made %d round trips, 2 expected (one after each change): %s" % (
     occ["round_trips"], steady[0]["calls"])
+fsa = calls.get("funcSetAttribute", {"round_trips": 0})
+assert fsa["round_trips"] == 1, "cudaFuncSetAttribute twice with one value made %d round trips, 1 expected" % fsa["round_trips"]
 print("PASS occupancy census over %s: 202 questions, %d round trips (after the two changes)" % (sys.argv[2], occ["round_trips"]))
 PY
