@@ -65,7 +65,9 @@ if model is not None:
         elapsed = time.perf_counter() - t
     print("decode: %s, %.3f ms/token" % (kind, elapsed / n * 1e3))
     # The prompt's forward pass is inside the interval too: it is one more synchronisation-free pass.
-    ok &= census.report("decode", n)
+    # PyTorch's caching allocator still grows now and then (a cudaMalloc must return its
+    # pointer): up to 0.05 such round trips per token are the application's, not Remora's.
+    ok &= census.report("decode", n, allowed_other=0.05)
     if toks[:16] != first:
         print("FAIL infer_census: greedy decoding is not deterministic (%s vs %s)" % (toks[:16], first))
         ok = False
