@@ -53,7 +53,7 @@ uint64_t GraphTables::AdoptNode(void* n, uint64_t graph) {
 uint64_t GraphTables::AdoptExec(void* e, int gpu) {
   auto it = exec_index_.find(e);
   if (it != exec_index_.end() && execs_.Find(it->second) != nullptr) return it->second;
-  uint64_t id = execs_.Insert(GraphExec{e, gpu, {}});
+  uint64_t id = execs_.Insert(GraphExec{e, gpu, {}, 0, {}});
   exec_index_[e] = id;
   return id;
 }
@@ -120,8 +120,17 @@ std::vector<DevPtr> GraphTables::ForgetGraph(uint64_t id) {
       if (graphs_.Find(c)->parent == g) todo.push_back(c);
   }
   std::vector<DevPtr> out = Unbound(dropped);
-  out.insert(out.end(), memory.begin(), memory.end());
+  for (DevPtr p : memory)
+    if (!MemoryHeld(p)) out.push_back(p);  // else an executable graph of it still allocates it
   return out;
+}
+
+bool GraphTables::MemoryHeld(DevPtr p) {
+  for (uint64_t id : graphs_.Ids())
+    if (const Graph* g = graphs_.Find(id); std::find(g->memory.begin(), g->memory.end(), p) != g->memory.end()) return true;
+  for (uint64_t id : execs_.Ids())
+    if (const GraphExec* e = execs_.Find(id); std::find(e->memory.begin(), e->memory.end(), p) != e->memory.end()) return true;
+  return false;
 }
 
 void GraphTables::ForgetNode(uint64_t id) {
@@ -135,10 +144,14 @@ std::vector<DevPtr> GraphTables::ForgetExec(uint64_t id) {
   GraphExec* e = execs_.Find(id);
   if (e == nullptr) return {};
   std::vector<HostBinding> dropped = std::move(e->bindings);
+  std::vector<DevPtr> memory = std::move(e->memory);
   node_count_ -= std::min(node_count_, e->nodes);
   exec_index_.erase(e->exec);
   execs_.Erase(id);
-  return Unbound(dropped);
+  std::vector<DevPtr> out = Unbound(dropped);
+  for (DevPtr p : memory)
+    if (!MemoryHeld(p)) out.push_back(p);  // its graph is gone and no other executable graph holds it
+  return out;
 }
 
 RepeatCallback* GraphTables::Repeat(uint64_t id) {
@@ -245,12 +258,6 @@ Result<uint64_t> AdoptGraphMemory(AllocationTable& table, Graph& graph, Allocati
   return merged.base;
 }
 
-bool IsGraphMemoryAddress(GraphTables& tables, uint64_t ptr) {
-  for (uint64_t id : tables.graphs().Ids()) {
-    const Graph* g = tables.graphs().Find(id);
-    if (g != nullptr && std::find(g->memory.begin(), g->memory.end(), ptr) != g->memory.end()) return true;
-  }
-  return false;
-}
+bool IsGraphMemoryAddress(GraphTables& tables, uint64_t ptr) { return tables.MemoryHeld(ptr); }
 
 }  // namespace remora::worker

@@ -124,6 +124,9 @@ struct GraphExec {
   int gpu = 0;
   std::vector<HostBinding> bindings;
   uint64_t nodes = 0;          // its graph's count when it was instantiated
+  // Its graph's memory nodes' addresses: the ledger keeps them while the graph or one of its
+  // executable graphs lives (an application may destroy the graph once instantiated).
+  std::vector<DevPtr> memory;
 };
 struct GraphNode {
   void* node = nullptr;       // CUgraphNode
@@ -165,10 +168,14 @@ class GraphTables {
   uint64_t NodeOf(void* n) const;
   // Forgets graph `id`, its nodes and the graphs its nodes own (recursively); returns the
   // session allocations that go with it: staging buffers no graph or executable graph binds
-  // any more, and the memory of its memory nodes.
+  // any more, and the memory of its memory nodes no executable graph of it holds.
   std::vector<DevPtr> ForgetGraph(uint64_t id);
   void ForgetNode(uint64_t id);
+  // Forgets executable graph `id`; returns the staging buffers nothing binds any more and its
+  // graph's memory no graph or other executable graph holds.
   std::vector<DevPtr> ForgetExec(uint64_t id);
+  // Whether a graph or executable graph still lists memory node address `p`.
+  bool MemoryHeld(DevPtr p);
 
   // Adds a binding to graph `id` and every graph that owns it (an instantiation of the
   // outermost graph refreshes it).
@@ -235,7 +242,8 @@ class GraphTables {
 // other allocation fails as AllocationTable::Insert does, changing nothing. Returns the
 // entry's base.
 Result<uint64_t> AdoptGraphMemory(AllocationTable& table, Graph& graph, Allocation a);
-// Whether `ptr` is the address an allocation node of one of `tables`' graphs returned.
+// Whether `ptr` is the address an allocation node of one of `tables`' graphs returned (the
+// graph or an executable graph of it still lives).
 bool IsGraphMemoryAddress(GraphTables& tables, uint64_t ptr);
 
 }  // namespace remora::worker

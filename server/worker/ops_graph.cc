@@ -66,7 +66,10 @@ Status PutExec(OpContext& x, CUgraphExec exec, uint64_t graph) {
   uint64_t id = g.AdoptExec(exec, x.gpu());
   g.SetExecNodes(id, g.NodesOf(graph));
   GraphExec* e = g.execs().Find(id);
-  if (const Graph* src = g.graphs().Find(graph)) e->bindings = src->bindings;
+  if (const Graph* src = g.graphs().Find(graph)) {
+    e->bindings = src->bindings;
+    e->memory = src->memory;
+  }
   SetUpHostNodes(x, id, graph);
   x.out().Put<uint64_t>(id);
   PutBindings(x, e->bindings);

@@ -255,6 +255,36 @@ void StreamOrderedMemoryInCapture() {
   }
   CK(cudaGraphExecDestroy(x));
   CK(cudaGraphDestroy(g));
+
+  // A hand-made allocation node whose graph is destroyed once instantiated (NVIDIA's
+  // graphMemoryFootprint): the executable graph still allocates the memory, which its
+  // launch leaves allocated until cudaFree.
+  cudaGraph_t hg;
+  CK(cudaGraphCreate(&hg, 0));
+  cudaMemAllocNodeParams ap = {};
+  ap.poolProps.allocType = cudaMemAllocationTypePinned;
+  ap.poolProps.location.type = cudaMemLocationTypeDevice;
+  CK(cudaGetDevice(&ap.poolProps.location.id));
+  ap.bytesize = n;
+  cudaGraphNode_t alloc_node, set_node;
+  CK(cudaGraphAddMemAllocNode(&alloc_node, hg, nullptr, 0, &ap));
+  unsigned char* r = static_cast<unsigned char*>(ap.dptr);
+  cudaMemsetParams ms = {};
+  ms.dst = r;
+  ms.value = 0x5a;
+  ms.elementSize = 1;
+  ms.width = n;
+  ms.height = 1;
+  CK(cudaGraphAddMemsetNode(&set_node, hg, &alloc_node, 1, &ms));
+  CK(cudaGraphInstantiate(&x, hg, 0));
+  CK(cudaGraphDestroy(hg));
+  CK(cudaGraphLaunch(x, s));
+  CK(cudaStreamSynchronize(s));
+  std::memset(out.data(), 0, n);
+  CK(cudaMemcpy(out.data(), r, n, cudaMemcpyDeviceToHost));
+  if (out[3] != 0x5a || out[n - 3] != 0x5a) fail("3c: the launch left %d %d in the memory of a destroyed graph's node", out[3], out[n - 3]);
+  CK(cudaFree(r));
+  CK(cudaGraphExecDestroy(x));
   CK(cudaStreamDestroy(s));
   gpu_test::info("3: stream-ordered allocation and free in a capture are graph nodes");
 }
