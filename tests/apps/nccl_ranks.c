@@ -109,7 +109,7 @@ static double Now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* The i-th comma-separated entry of environment variable `name`, or NULL. */
+/* The i-th comma-separated entry of environment variable `name` (the caller frees it), or NULL. */
 static char* Nth(const char* name, int i) {
   const char* v = getenv(name);
   if (v == NULL) return NULL;
@@ -128,8 +128,10 @@ static char* Nth(const char* name, int i) {
 static void BecomeRank(int rank, int as) {
   char* server = Nth("NCCL_TEST_SERVERS", as);
   char* token = Nth("NCCL_TEST_TOKENS", as);
-  if (server != NULL) setenv("REMORA_SERVER", server, 1);
+  if (server != NULL) setenv("REMORA_SERVER", server, 1);  /* setenv copies */
   if (token != NULL) setenv("REMORA_TOKEN", token, 1);
+  free(server);
+  free(token);
   g_rank = rank;
   int count = 0;
   CUDA(cudaGetDeviceCount(&count));
