@@ -137,8 +137,11 @@ ncclResult_t HostNccl::Collective(const CollectivePattern& how, const void* s, v
   if (receives && bytes > 0 && recv == nullptr) return ncclInvalidArgument;
   Key key{c->channel, kCollective, c->coll_seq++};
   EmuComm* p = c.get();
-  // Rank j's block of `base` (a buffer with a block per rank), or `base` itself.
-  auto block = [bytes](std::byte* base, bool blocks, int j) { return blocks ? base + static_cast<uint64_t>(j) * bytes : base; };
+  // Rank j's block of `base` (a buffer with a block per rank), or `base` itself; NULL for a
+  // buffer this rank does not use (a receiving-only rank's send buffer).
+  auto block = [bytes](std::byte* base, bool blocks, int j) {
+    return blocks && base != nullptr ? base + static_cast<uint64_t>(j) * bytes : base;
+  };
   auto mesh_rank = [p](int j) { return p->world[static_cast<size_t>(j)]; };
   return Enqueue(st, EmuOp{c,
                            [=] {
