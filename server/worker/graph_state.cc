@@ -258,6 +258,4 @@ Result<uint64_t> AdoptGraphMemory(AllocationTable& table, Graph& graph, Allocati
   return merged.base;
 }
 
-bool IsGraphMemoryAddress(GraphTables& tables, uint64_t ptr) { return tables.MemoryHeld(ptr); }
-
 }  // namespace remora::worker

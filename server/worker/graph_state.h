@@ -174,7 +174,8 @@ class GraphTables {
   // Forgets executable graph `id`; returns the staging buffers nothing binds any more and its
   // graph's memory no graph or other executable graph holds.
   std::vector<DevPtr> ForgetExec(uint64_t id);
-  // Whether a graph or executable graph still lists memory node address `p`.
+  // Whether a graph or executable graph still lists memory node address `p` (the address an
+  // allocation node returned, which cudaFree may name).
   bool MemoryHeld(DevPtr p);
 
   // Adds a binding to graph `id` and every graph that owns it (an instantiation of the
@@ -242,8 +243,5 @@ class GraphTables {
 // other allocation fails as AllocationTable::Insert does, changing nothing. Returns the
 // entry's base.
 Result<uint64_t> AdoptGraphMemory(AllocationTable& table, Graph& graph, Allocation a);
-// Whether `ptr` is the address an allocation node of one of `tables`' graphs returned (the
-// graph or an executable graph of it still lives).
-bool IsGraphMemoryAddress(GraphTables& tables, uint64_t ptr);
 
 }  // namespace remora::worker

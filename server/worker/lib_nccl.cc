@@ -7,12 +7,12 @@
 #include "worker/api_op.h"
 #include "worker/lib_objects.h"
 #include "worker/nccl_session.h"
-#include "worker/nccl_types.h"
+#include "nccl_types.h"
 
 namespace remora::worker::gen::nccl {
 namespace {
 
-int TypeSize(ncclDataType_t t) { return NcclTypeSize(t); }
+int TypeSize(ncclDataType_t t) { return api::NcclTypeSize(t); }
 
 NcclSession& Session(OpContext& x) { return *x.executor().nccl(); }
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "worker/nccl_types.h"
+#include "nccl_types.h"
 
 namespace remora::worker::emu_nccl {
 namespace {
@@ -86,7 +86,7 @@ void ReduceAs(void* out, const std::vector<const void*>& in, size_t count, const
 
 }  // namespace
 
-int TypeSize(ncclDataType_t t) { return NcclTypeSize(t); }
+int TypeSize(ncclDataType_t t) { return api::NcclTypeSize(t); }
 
 float HalfToFloat(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;

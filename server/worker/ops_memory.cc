@@ -259,7 +259,7 @@ Status Handlers::MemFree(Executor& ex, uint64_t tag, Req req) {
   if (ClosePoolPointer(ex, ptr)) return ex.PostReply(tag, Status::Ok());  // opened from an imported pool
   auto found = ex.session().allocations().Find(ptr);
   if (found && found->kind == AllocKind::kGraphMemory &&
-      (found->base == ptr || IsGraphMemoryAddress(ex.session().graphs(), ptr))) {
+      (found->base == ptr || ex.session().graphs().MemoryHeld(ptr))) {
     found->base = ptr;  // one node's memory of an entry its graph's nodes share (graph_state.h)
     // A graph's memory (cudaFree synchronises first, as below): the address and the charge
     // stay the graph's (FreeAsync).
@@ -455,7 +455,7 @@ Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
   if (ClosePoolPointer(ex, a.getPtr())) return ReplyOrDefer(ex, tag, Status::Ok());  // opened from an imported pool
   auto found = ex.session().allocations().Find(a.getPtr());
   if (found && found->kind == AllocKind::kGraphMemory && found->base != a.getPtr() &&
-      IsGraphMemoryAddress(ex.session().graphs(), a.getPtr()))
+      ex.session().graphs().MemoryHeld(a.getPtr()))
     found->base = a.getPtr();  // one node's memory of an entry its graph's nodes share (graph_state.h)
   if (!found || found->base != a.getPtr() || !(Freeable(found->kind) || found->kind == AllocKind::kGraphMemory))
     return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "0x{:x} is not an allocation of this session", a.getPtr()));

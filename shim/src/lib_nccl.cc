@@ -15,6 +15,7 @@
 
 #include "lib_objects.h"
 #include "nccl_client.h"
+#include "nccl_types.h"
 #include "process.h"
 #include "remora/base/log.h"
 #include "runtime.h"
@@ -70,31 +71,13 @@ void AfterFork() {
 }
 [[maybe_unused]] const int kForkHook = pthread_atfork(nullptr, nullptr, &AfterFork);
 
-int TypeSize(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32: return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
-  }
-}
-
 Status Invalid(shim::RemoteCall& c, const char* what) { return c.Fail(ncclInvalidArgument, what); }
 
 // What every collective and point-to-point call checks: the communicator and the datatype.
 Status CheckCommon(shim::RemoteCall& c, ncclComm_t comm, ncclDataType_t type, CommMirror* m) {
   if (comm == nullptr) return Invalid(c, "comm is NULL");
   if (!FindComm(CommId(comm), m)) return Invalid(c, "comm is not a communicator of this process (destroyed or aborted?)");
-  if (TypeSize(type) == 0) return Invalid(c, "datatype is not an NCCL datatype");
+  if (api::NcclTypeSize(type) == 0) return Invalid(c, "datatype is not an NCCL datatype");
   if (m->failed != ncclSuccess)
     return c.Fail(m->failed, "the communicator failed (ncclCommGetAsyncError said so): abort or destroy it");
   return Status::Ok();
@@ -120,7 +103,7 @@ Status CheckRank(shim::RemoteCall& c, const CommMirror& m, int rank, const char*
 uint64_t Bytes(ncclDataType_t type, size_t count) { return Bytes(type, count, 1); }
 
 uint64_t Bytes(ncclDataType_t type, size_t count, int ranks) {
-  uint64_t n = static_cast<uint64_t>(TypeSize(type));
+  uint64_t n = static_cast<uint64_t>(api::NcclTypeSize(type));
   uint64_t r = ranks < 0 ? 0 : static_cast<uint64_t>(ranks);
   uint64_t out = 0;
   if (__builtin_mul_overflow(n, static_cast<uint64_t>(count), &out) || __builtin_mul_overflow(out, r, &out)) return UINT64_MAX;

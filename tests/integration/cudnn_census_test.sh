@@ -7,16 +7,9 @@
 # descriptor call posted, the executes carrying their by-value bytes, the read answered in the
 # client, and no round trip but the synchronisation (issues 42 and 45).
 set -euo pipefail
-run=$1
-program=$2
-transport=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-census=$work/census.jsonl
-REMORA_TEST_HOST_BACKEND=1 REMORA_CALL_STATS=$census "$run" --backend host --transport "$transport" -- "$program" \
-  >"$work/out.log" 2>&1 || { cat "$work/out.log"; echo "FAIL: the program failed over $transport"; exit 1; }
-grep -q "^PASS cudnn_graph:" "$work/out.log" || { cat "$work/out.log"; echo "FAIL: no PASS line"; exit 1; }
-python3 - "$census" "$transport" <<'PY'
+. "$(dirname "$0")/census_run.sh"
+census_run "$1" "$2" "$3" cudnn_graph
+python3 - "$census" "$3" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 steady = [l for l in lines if l["interval"] != "session"]

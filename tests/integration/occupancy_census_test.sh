@@ -5,16 +5,9 @@
 # the kernel's carveout changed and one after the context's cache configuration did, and the
 # carveout set a second time to the same value answered in the client (issue 45).
 set -euo pipefail
-run=$1
-program=$2
-transport=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-census=$work/census.jsonl
-REMORA_TEST_HOST_BACKEND=1 REMORA_CALL_STATS=$census "$run" --backend host --transport "$transport" -- "$program" \
-  >"$work/out.log" 2>&1 || { cat "$work/out.log"; echo "FAIL: the program failed over $transport"; exit 1; }
-grep -q "^PASS occupancy_memo:" "$work/out.log" || { cat "$work/out.log"; echo "FAIL: no PASS line"; exit 1; }
-python3 - "$census" "$transport" <<'PY'
+. "$(dirname "$0")/census_run.sh"
+census_run "$1" "$2" "$3" occupancy_memo
+python3 - "$census" "$3" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 steady = [l for l in lines if l["interval"] != "session"]

@@ -1,10 +1,11 @@
-// NCCL's datatypes as both the worker's real-NCCL path (lib_nccl.cc) and the host backend's
-// emulation (nccl_emu_reduce.cc) size them. Pure; thread-safe.
+// NCCL's datatypes as the client's argument checks (shim/src/lib_nccl.cc), the worker's
+// real-NCCL path (lib_nccl.cc) and the host backend's emulation (nccl_emu_reduce.cc) size them.
+// Pure; thread-safe.
 #pragma once
 
 #include <nccl.h>
 
-namespace remora::worker {
+namespace remora::api {
 
 // Bytes of one element of `t`; 0 for a value that is no NCCL datatype.
 constexpr int NcclTypeSize(ncclDataType_t t) {
@@ -25,4 +26,4 @@ constexpr int NcclTypeSize(ncclDataType_t t) {
   }
 }
 
-}  // namespace remora::worker
+}  // namespace remora::api
