@@ -7,6 +7,10 @@
 // With THINK_US, a latency-sensitive client instead: after each synchronisation it sleeps
 // THINK_US (0.5x..1.5x, random) and at the end also prints
 // "latency_us n N p50 A p90 B p99 C" (launches to synchronised, per batch).
+// With BUSY_LOOP_GATE=PATH in the environment it prints "ready" once its session is up and
+// starts the clock only when PATH exists, so that tests can start two clients at the same
+// instant however long their processes take to start (a sanitizer build's take seconds).
+#include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
@@ -36,6 +40,19 @@ int main(int argc, char** argv) {
   const long think_us = argc > 4 ? std::atol(argv[4]) : -1;
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (const char* gate = std::getenv("BUSY_LOOP_GATE")) {
+    std::printf("ready\n");
+    std::fflush(stdout);
+    struct stat st;
+    for (int waited_ms = 0; ::stat(gate, &st) != 0; waited_ms++) {
+      if (waited_ms > 300000) {
+        std::printf("FAIL busy_loop: %s did not appear in 300 s\n", gate);
+        return 1;
+      }
+      timespec ms{0, 1000000};
+      nanosleep(&ms, nullptr);
+    }
+  }
   std::mt19937 rng(12345);
   std::uniform_real_distribution<double> jitter(0.5, 1.5);
   std::vector<double> latencies;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -47,9 +48,23 @@ double RunPair(TenancyServer& s, const std::string& a_name, const std::string& t
   auto argv = [](const char* secs) {
     return std::vector<std::string>{BinDir() + "/app_busy_loop", secs, kKernelUs, "4"};
   };
+  // Both clients connect, then start together: a late start would give the other the GPU
+  // alone for a while (work-conserving) and skew the share.
+  TempDir dir;
+  const std::string gate = dir.path() + "/go";
+  auto env = [&](const std::string& token) {
+    auto e = s.Env("shm", token);
+    e["BUSY_LOOP_GATE"] = gate;
+    return e;
+  };
   uint64_t ga0 = TenantGpuTimeNs(s, a_name), gb0 = TenantGpuTimeNs(s, b_name);
-  BackgroundProcess a(argv(seconds), s.Env("shm", token_a));
-  BackgroundProcess b(argv(seconds), s.Env("shm", token_b));
+  BackgroundProcess a(argv(seconds), env(token_a));
+  BackgroundProcess b(argv(seconds), env(token_b));
+  EXPECT_TRUE(a.WaitForOutput("ready", 120)) << a.Output();
+  EXPECT_TRUE(b.WaitForOutput("ready", 120)) << b.Output();
+  FILE* go = std::fopen(gate.c_str(), "w");
+  EXPECT_NE(go, nullptr) << gate;
+  if (go != nullptr) std::fclose(go);
   EXPECT_EQ(a.Wait(120), 0) << a.Output();
   EXPECT_EQ(b.Wait(120), 0) << b.Output();
   double ra = KernelRate(a.Output()), rb = KernelRate(b.Output());
