@@ -210,6 +210,14 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     // A DMA straight into memory shared with the worker, posted or answered once done.
     // `captured`: the copy went into a graph (nothing was copied now).
     bool captured = false;
+    // A copy the caller waited for drained its stream: a synchronisation of the stream next,
+    // with nothing sent in between, is answered here (PyTorch's .item(): a copy, then
+    // cudaStreamSynchronize). `seq`: read just before the copy is sent (Client::StreamIdle).
+    uint64_t seq = 0;
+    auto drained = [&](const Status& copied) {
+      if (copied.ok() && !captured) cl->NoteStreamDrained(StreamKeyOf(stream, per_thread, device), seq);
+      return copied;
+    };
     auto into_region = [&](uint64_t region, uint64_t offset, bool post, bool bounce = false) {
       auto build = [&](wire::Request::Builder& r) {
         auto m = r.initMemcpyDtoH();
@@ -222,10 +230,12 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
         m.setClientAddr(U(dst));
         m.setViaBounce(bounce);
       };
-      return post ? cl->Post(device, build) : cl->Call(device, build, [&](wire::Reply::Reader& r) {
+      if (post) return cl->Post(device, build);
+      seq = cl->work_sequence();
+      return drained(cl->Call(device, build, [&](wire::Reply::Reader& r) {
         captured = r.isValue() && r.getValue() == kCapturedCopy;
         return Status::Ok();
-      });
+      }));
     };
     auto pinned = rt.FindHost(dst);
     uint64_t region = 0, offset = 0;
@@ -257,7 +267,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     // the stream reaches it. Into pageable memory CUDA returns only once it is there.
     if (async && pinned && U(dst) + n <= pinned->base + pinned->size)
       return Finish(cl->PostExpectingBulk(device, build, AsWritableBytes(dst, n)), call);
-    st = cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, {}, AsWritableBytes(dst, n));
+    seq = cl->work_sequence();
+    st = drained(cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, {}, AsWritableBytes(dst, n)));
     return async ? Finish(st, call) : FinishSync(cl, st, call);
   }
   // Device to device: asynchronous with respect to the host in both forms.

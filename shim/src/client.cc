@@ -174,7 +174,7 @@ Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, Con
   req.setThread(ThreadId());
   if (int mode = ThreadCaptureMode(); mode != 0) req.setCaptureMode(static_cast<uint8_t>(mode));
   build(req);
-  if (!(waited && CompleteWhenAnswered(req.asReader()))) work_seq_->fetch_add(1, std::memory_order_acq_rel);
+  const bool leaves_work = !(waited && CompleteWhenAnswered(req.asReader()));
   if (census_) census_->Count(req.asReader(), (flags & kFlagExpectsReply) != 0);
   OutFrame f;
   f.kind = FrameKind::kRequest;
@@ -187,8 +187,32 @@ Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, Con
     if (fd >= 0) st = conn_->PassFd(fd);
     if (st.ok()) st = conn_->Send(f, bulk, reply_bulk);
   }
+  // After the frame went out: a synchronisation that read the sequence before this was sent
+  // itself went out earlier and does not cover it (StreamIdle, SyncedAt).
+  if (leaves_work) work_seq_->fetch_add(1, std::memory_order_acq_rel);
   if (!st.ok()) MarkBroken(st);
   return st;
+}
+
+void Client::NoteStreamDrained(const StreamKey& key, uint64_t seq) {
+  std::lock_guard<std::mutex> lock(drained_mu_);
+  for (auto& [k, at] : drained_) {
+    if (k == key) {
+      at = seq;
+      return;
+    }
+  }
+  drained_[drained_next_] = {key, seq};
+  drained_next_ = (drained_next_ + 1) % drained_.size();
+}
+
+bool Client::StreamIdle(const StreamKey& key) const {
+  {
+    std::lock_guard<std::mutex> lock(drained_mu_);
+    auto it = std::find_if(drained_.begin(), drained_.end(), [&](const auto& d) { return d.first == key && d.second != 0; });
+    if (it == drained_.end() || it->second != work_sequence()) return false;
+  }
+  return captures_active() == 0 && broken().ok() && sticky().ok();
 }
 
 Status Client::Flush() {

@@ -24,6 +24,7 @@
 #include "remora/protocol/handshake.h"
 #include "census.h"
 #include "function_ref.h"
+#include "stream_key.h"
 
 namespace remora::shim {
 
@@ -122,6 +123,16 @@ class Client {
   void NoteSynced(int device, uint64_t seq) {
     if (device >= 0 && device < kSyncDevices) synced_[static_cast<size_t>(device)].store(seq, std::memory_order_release);
   }
+
+  // ---- stream synchronisation answered here (remote_call.cc, api_memory.cc) ------------------
+  // Everything queued on `key` had run when a waited-for call that began at work sequence
+  // `seq` completed (a copy into pageable memory, a stream synchronisation or query).
+  void NoteStreamDrained(const StreamKey& key, uint64_t seq);
+  // Whether nothing was sent since `key` was last drained, the session is sound and no
+  // capture is going on: a synchronisation or query of it has nothing to wait for. A request
+  // counts as sent once its frame went out (Send), so a call another thread returned from
+  // before this one is never missed. Thread-safe.
+  bool StreamIdle(const StreamKey& key) const;
 
   // Device-list generation last seen from the server.
   uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
@@ -235,6 +246,9 @@ class Client {
   std::vector<Client*> links_;                               // every link, this one included
   std::array<std::atomic<uint64_t>, kSyncDevices> synced_{};  // per device ordinal; 0: never
   std::atomic<uint64_t> generation_{0};
+  mutable std::mutex drained_mu_;  // guards the two below
+  std::array<std::pair<StreamKey, uint64_t>, 8> drained_{};  // the last streams drained, with when
+  size_t drained_next_ = 0;
 
   std::mutex send_mu_;
   std::mutex mu_;  // guards everything below

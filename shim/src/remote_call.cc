@@ -54,6 +54,10 @@ Status RemoteCall::Stream(const void* stream) {
   RETURN_IF_ERROR(Runtime::Get().CheckStream(static_cast<cudaStream_t>(const_cast<void*>(stream)), &device));
   args_.Put<uint64_t>(reinterpret_cast<uint64_t>(stream));
   args_.Put<uint8_t>(cc_.per_thread ? 1 : 0);
+  if (!has_stream_) {
+    stream_key_ = StreamKeyOf(static_cast<cudaStream_t>(const_cast<void*>(stream)), cc_.per_thread, device);
+    has_stream_ = true;
+  }
   // A default stream is the current device's; with several servers, unless what else the
   // call names is another server's (then that device's: see Invoke).
   if (IsDefaultStream(static_cast<cudaStream_t>(const_cast<void*>(stream)))) {
@@ -182,6 +186,13 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   Client* c = session->LinkFor(device_);  // the server of the device (several servers)
   // The device may read managed memory: what the host wrote goes first (managed.h).
   RETURN_IF_ERROR(rt.managed().BeforeDeviceWork());
+  // A stream nothing was sent to since it was last drained has nothing to wait for.
+  const bool idle_check = idle_ && has_stream_;
+  uint64_t seq = 0;
+  if (idle_check) {
+    if (c->StreamIdle(stream_key_)) return cls_ == CallClass::kWait ? c->TakeAsyncError() : Status::Ok();
+    seq = c->work_sequence();
+  }
   const std::vector<std::byte>& bytes = args_.bytes();
   std::string key;
   if (memo_ && cls_ == CallClass::kSync) {
@@ -220,6 +231,7 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
     }
     return decoded;
   });
+  if (idle_check && st.ok()) c->NoteStreamDrained(stream_key_, seq);
   if (cls_ == CallClass::kWait && st.ok()) st = c->TakeAsyncError();
   // The device finished what it was given: the host's copies of managed memory may be stale.
   bool synchronised = cls_ == CallClass::kWait ||

@@ -14,6 +14,7 @@
 #include "remora/base/status.h"
 #include "remora/memmgr/handle_table.h"
 #include "remora/protocol/api_args.h"
+#include "stream_key.h"
 
 namespace remora::shim {
 
@@ -91,6 +92,11 @@ class RemoteCall {
     if (cls_ == CallClass::kOrdered) cls_ = CallClass::kSync;
   }
 
+  // A synchronisation or query of the call's stream (the description's `idle`): answered
+  // here, without a round trip, when nothing was sent since that stream was last drained
+  // (Client::StreamIdle); once it succeeded, the stream is drained.
+  void AnswerIfIdle() { idle_ = true; }
+
   // Sends the call and, for sync and wait calls, waits for the reply and hands its results to
   // `results`. A wait call also reports the first failure of earlier asynchronous work.
   Status Invoke(FunctionRef<Status(api::ArgReader&)> results = {});
@@ -102,6 +108,9 @@ class RemoteCall {
 
   CallCtx cc_;
   bool memo_ = false;
+  bool idle_ = false;
+  bool has_stream_ = false;  // stream_key_ is the first stream argument's
+  StreamKey stream_key_;
   struct ObjectArg {
     size_t offset;     // of its id in the arguments
     uint64_t id;

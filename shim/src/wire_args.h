@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "client.h"
 #include "remora.capnp.h"
 
 namespace remora::shim {
@@ -19,6 +20,15 @@ inline uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
 // Stream 0, cudaStreamLegacy or cudaStreamPerThread: a default stream of the current device.
 inline bool IsDefaultStream(cudaStream_t s) {
   return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+// `s` as the drained-stream notes name it (stream_key.h): stream 0 is the legacy stream,
+// or with `per_thread` (a _ptsz/_ptds entry point) the calling thread's; `device` is the
+// device whose default stream it is.
+inline StreamKey StreamKeyOf(cudaStream_t s, bool per_thread, int device) {
+  if (s == cudaStreamLegacy || (s == nullptr && !per_thread)) return {U(cudaStreamLegacy), 0, device};
+  if (s == cudaStreamPerThread || s == nullptr) return {U(cudaStreamPerThread), ThreadId(), device};
+  return {U(s), 0, -1};
 }
 
 // The stream a call runs on: the application's handle, and whether stream 0 means the

@@ -300,6 +300,8 @@ def _client_cc_part(lib, entries, i, n):
         if "check" in e.attrs:
             # A hand-written check of the arguments in the library's vocabulary, before any is sent.
             out.append("  RETURN_IF_ERROR(%s(c%s));\n" % (e.attrs["check"], "".join(", " + p.name for p in e.params)))
+        if "idle" in e.attrs:
+            out.append("  c.AnswerIfIdle();\n")
         for p in e.params:
             for s in roles.client_encode(e, p):
                 out.append("  %s\n" % s.replace("reinterpret_cast<uint64_t>((uintptr_t)", "static_cast<uint64_t>((uintptr_t)"))

@@ -63,6 +63,7 @@ ATTRIBUTES = {
     "legacy": "*",       # a `local` entry of cuBLAS's legacy API answered on top of this handle-API entry
     "answer_if": "*",    # an ordered call the client answers itself when this hook says so (cuDNN)
     "check": "*",        # a client hook that refuses bad arguments before the call is posted (NCCL)
+    "idle": None,        # a stream's synchronisation or query the client answers while nothing was sent since the stream drained
     "noalias": None,     # not exported under the library's alias_prefix too (NCCL)
 }
 
@@ -457,6 +458,8 @@ def validate(lib):
             raise ApiError("%s: `launches` (GPU work the compute scheduler admits) needs a sync or ordered call" % at)
         if "answer_if" in e.attrs and e.cls != "ordered":
             raise ApiError("%s: `answer_if` (answered when a client hook says so) needs an ordered call" % at)
+        if "idle" in e.attrs and (e.cls not in ("sync", "wait") or not any(p.role == "stream" for p in e.params)):
+            raise ApiError("%s: `idle` (answered while the stream is drained) needs a sync or wait call with a stream" % at)
         if e.cls == "wait" and not any(p.role in ("stream", "handle") for p in e.params):
             raise ApiError("%s: a wait call needs a stream or an event to wait for" % at)
         names = {p.name for p in e.params}
