@@ -57,14 +57,18 @@ std::vector<int> VisibleDevices(const std::string& value, const std::vector<std:
   bool& twice = named_twice != nullptr ? *named_twice : ignored;
   twice = false;
   std::string v = Trim(value);
-  if (v.empty() || v.rfind("MIG-", 0) == 0) return {};
+  if (v.empty()) return {};
   std::vector<int> visible;
-  if (v.rfind("GPU-", 0) == 0) {
+  // A UUID entry: "GPU-" or "MIG-" and hex; the driver matches the UUID whatever the prefix
+  // (measured: "MIG-" and a GPU's UUID names that GPU), and a session has no MIG instances.
+  auto uuid_entry = [](const std::string& e) { return e.rfind("GPU-", 0) == 0 || e.rfind("MIG-", 0) == 0; };
+  if (uuid_entry(v)) {
     std::vector<std::string> named;
     for (const std::string& raw : Split(v)) {
       std::string entry = Trim(raw);
+      if (!uuid_entry(entry)) break;
+      entry.replace(0, 4, "GPU-");
       if (std::find(named.begin(), named.end(), entry) != named.end()) return twice = true, std::vector<int>{};
-      if (entry.rfind("GPU-", 0) != 0) break;
       named.push_back(entry);
     }
     for (const std::string& prefix : named) {

@@ -18,7 +18,9 @@ namespace remora::shim {
 //  * or a list of UUIDs, each "GPU-" followed by as much of the UUID as makes it unique; the
 //    first entry that is not "GPU-..." ends the list, as does the first that matches no device
 //    or several; an entry or a device named twice makes none visible;
-//  * "MIG-" entries name MIG instances, which a Remora session does not have: none visible;
+//  * "MIG-" entries are matched like "GPU-" ones, by the UUID that follows: the driver names a
+//    GPU by "MIG-" and its UUID (measured on an H200 without MIG), and a session has no MIG
+//    instances, so any other MIG UUID matches nothing (PyTorch leaves MIG lists to CUDA);
 //  * an empty value: none visible.
 // `named_twice`, when given, tells whether none is visible because a device was named twice
 // (CUDA then answers cudaErrorInvalidDevice, not cudaErrorNoDevice).

@@ -119,7 +119,8 @@ TEST_P(Skeleton, CudaVisibleDevicesSelectsAmongTheSessionsDevices) {
       {b.substr(0, 12), {b}},  // a unique UUID prefix
       {b + "," + a, {b, a}},
       {"GPU-", {}},            // a prefix of both: ambiguous
-      {"MIG-" + a.substr(4), {}},
+      {"MIG-" + a.substr(4), {a}},  // the driver matches the UUID whatever the prefix
+      {"MIG-00000000-1111", {}},     // no MIG instance in a session
       {"", {}},
   };
   for (const Case& c : cases) {

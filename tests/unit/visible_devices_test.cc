@@ -66,7 +66,13 @@ TEST(VisibleDevices, UuidsAndUniquePrefixes) {
 TEST(VisibleDevices, EmptyAndMig) {
   EXPECT_EQ(VisibleDevices("", kFour), V({}));
   EXPECT_EQ(VisibleDevices("  ", kFour), V({}));
-  EXPECT_EQ(VisibleDevices("MIG-8932f937-d72c-4106-c12f-20bd9faed9f6", kFour), V({}));
+  // "MIG-" and a GPU's UUID names the GPU, as the driver does; no other MIG UUID names anything.
+  EXPECT_EQ(VisibleDevices("MIG-8932f937-d72c-4106-c12f-20bd9faed9f6", kFour), V({0}));
+  EXPECT_EQ(VisibleDevices("MIG-f00d,GPU-0a1b2", kFour), V({3, 1}));
+  EXPECT_EQ(VisibleDevices("MIG-deadbeef-0000-1111-2222-333344445555", kFour), V({}));
+  bool twice = false;
+  EXPECT_EQ(VisibleDevices("MIG-f00d,GPU-f00d", kFour, &twice), V({}));
+  EXPECT_TRUE(twice);
   EXPECT_EQ(VisibleDevices("0", {}), V({}));
 }
 
