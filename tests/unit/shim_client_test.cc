@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "client.h"
@@ -86,6 +87,42 @@ TEST_F(ShimClientTest, SmallUnaskedBulkIsSkipped) {
   ASSERT_EQ(::write(server_.get(), data.data(), data.size()), 16);
   EXPECT_TRUE(Ping().ok());
   EXPECT_TRUE(client_->broken().ok());
+}
+
+// A stream drained at the current work sequence is idle (its synchronisation is answered in
+// the client, issue 45) until the client sends anything that may leave work queued or the
+// server says anything; other streams are not.
+TEST_F(ShimClientTest, DrainedStreamIsIdleUntilWorkIsSentOrTheServerSpeaks) {
+  const StreamKey s{0x5000, 0, -1}, other{0x6000, 0, -1}, thread_default{2, 7, 0};
+  EXPECT_FALSE(client_->StreamIdle(s)) << "never drained";
+  client_->NoteStreamDrained(s, client_->work_sequence());
+  client_->NoteStreamDrained(thread_default, client_->work_sequence());
+  EXPECT_TRUE(client_->StreamIdle(s));
+  EXPECT_TRUE(client_->StreamIdle(thread_default));
+  EXPECT_FALSE(client_->StreamIdle(other));
+  EXPECT_FALSE(client_->StreamIdle(StreamKey{2, 8, 0})) << "another thread's default stream";
+
+  ServerSends(FrameKind::kReply, 1, 16);
+  std::vector<char> data(16, 'y');
+  ASSERT_EQ(::write(server_.get(), data.data(), data.size()), 16);
+  ASSERT_TRUE(Ping().ok());  // a request that may leave work queued
+  EXPECT_FALSE(client_->StreamIdle(s));
+  EXPECT_FALSE(client_->StreamIdle(thread_default));
+
+  client_->NoteStreamDrained(s, client_->work_sequence());
+  EXPECT_TRUE(client_->StreamIdle(s));
+  ServerSends(FrameKind::kNotice, 0, 0, true);
+  for (int i = 0; i < 100 && client_->StreamIdle(s); i++) {
+    client_->PollIdle();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE(client_->StreamIdle(s)) << "a notice from the server";
+
+  // Drained long ago: the notes keep the last few streams, then forget.
+  client_->NoteStreamDrained(s, client_->work_sequence());
+  for (uint64_t h = 1; h <= 8; h++) client_->NoteStreamDrained(StreamKey{0x7000 + h, 0, -1}, client_->work_sequence());
+  EXPECT_FALSE(client_->StreamIdle(s));
+  EXPECT_TRUE(client_->StreamIdle(StreamKey{0x7008, 0, -1}));
 }
 
 }  // namespace
