@@ -20,6 +20,35 @@ Status AllocationTable::Insert(const Allocation& a) {
   return Status::Ok();
 }
 
+Result<uint64_t> AllocationTable::InsertMerging(Allocation a, const std::function<bool(const Allocation&)>& mergeable) {
+  Status inserted = Insert(a);
+  if (inserted.ok()) return a.base;
+  if (a.size == 0 || a.base + a.size < a.base) return inserted;
+  std::vector<Allocation> overlapping;
+  auto first = map_.lower_bound(a.base);  // the first starting at or after a
+  if (first != map_.begin()) {            // the one starting before a, if it reaches into it
+    auto prev = std::prev(first);
+    if (prev->first + prev->second.size > a.base) overlapping.push_back(prev->second);
+  }
+  for (auto it = first; it != map_.end() && it->first < a.base + a.size; ++it) overlapping.push_back(it->second);
+  for (const Allocation& e : overlapping)
+    if (!mergeable(e)) return inserted;
+  Allocation merged = a;
+  for (const Allocation& e : overlapping) {
+    uint64_t end = std::max(merged.base + merged.size, e.base + e.size);
+    merged.base = std::min(merged.base, e.base);
+    merged.size = end - merged.base;
+    merged.reserved += e.reserved;
+  }
+  for (const Allocation& e : overlapping) (void)Erase(e.base);
+  Status st = Insert(merged);  // cannot fail: the union overlaps only what was erased
+  if (!st.ok()) {
+    for (const Allocation& e : overlapping) (void)Insert(e);
+    return st;
+  }
+  return merged.base;
+}
+
 Result<Allocation> AllocationTable::Erase(uint64_t base) {
   auto it = map_.find(base);
   if (it == map_.end()) {

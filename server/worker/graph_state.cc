@@ -227,35 +227,15 @@ void GraphTables::Clear() {
 }
 
 Result<uint64_t> AdoptGraphMemory(AllocationTable& table, Graph& graph, Allocation a) {
-  Status inserted = table.Insert(a);
-  if (inserted.ok()) {
-    graph.memory.push_back(a.base);
-    return a.base;
-  }
-  if (a.size == 0) return inserted;
-  std::vector<Allocation> overlapping;
-  for (const Allocation& e : table.All()) {
-    if (e.base >= a.base + a.size || e.base + e.size <= a.base) continue;
-    bool ours = e.kind == AllocKind::kGraphMemory && e.device == a.device &&
-                std::find(graph.memory.begin(), graph.memory.end(), e.base) != graph.memory.end();
-    if (!ours) return inserted;  // someone else's range: the driver never does this
-    overlapping.push_back(e);
-  }
-  Allocation merged = a;
-  for (const Allocation& e : overlapping) {
-    uint64_t end = std::max(merged.base + merged.size, e.base + e.size);
-    merged.base = std::min(merged.base, e.base);
-    merged.size = end - merged.base;
-    merged.reserved += e.reserved;
-  }
-  for (const Allocation& e : overlapping) (void)table.Erase(e.base);
-  if (Status st = table.Insert(merged); !st.ok()) {  // not expected: the union overlapped only these
-    for (const Allocation& e : overlapping) (void)table.Insert(e);
-    return st;
-  }
+  // Only this graph's memory on this device may be merged: anyone else's range overlapping
+  // is refused (the driver never does that).
+  ASSIGN_OR_RETURN(uint64_t base, table.InsertMerging(a, [&](const Allocation& e) {
+    return e.kind == AllocKind::kGraphMemory && e.device == a.device &&
+           std::find(graph.memory.begin(), graph.memory.end(), e.base) != graph.memory.end();
+  }));
   // The union's base is one of the nodes' addresses, all of which stay listed.
   if (std::find(graph.memory.begin(), graph.memory.end(), a.base) == graph.memory.end()) graph.memory.push_back(a.base);
-  return merged.base;
+  return base;
 }
 
 }  // namespace remora::worker

@@ -264,23 +264,14 @@ void Runtime::AddDeviceAllocation(uint64_t base, uint64_t size, int device, Allo
   a.size = size;
   a.device = device;
   a.kind = kind;
-  if (device_allocs_.Insert(a).ok() || kind != AllocKind::kGraphMemory) return;
+  if (kind != AllocKind::kGraphMemory) {
+    (void)device_allocs_.Insert(a);
+    return;
+  }
   // The driver gives allocation nodes of one graph addresses a node the graph freed before
-  // had: one entry, the union of the graph memory ranges it overlaps (the worker's ledger
-  // does the same, worker/graph_state.h AdoptGraphMemory).
-  std::vector<Allocation> overlapping;
-  for (const Allocation& e : device_allocs_.All()) {
-    if (e.base >= a.base + a.size || e.base + e.size <= a.base) continue;
-    if (e.kind != AllocKind::kGraphMemory) return;  // not expected: the worker refused it already
-    overlapping.push_back(e);
-  }
-  for (const Allocation& e : overlapping) {
-    uint64_t end = std::max(a.base + a.size, e.base + e.size);
-    a.base = std::min(a.base, e.base);
-    a.size = end - a.base;
-    (void)device_allocs_.Erase(e.base);
-  }
-  (void)device_allocs_.Insert(a);
+  // had: one entry, the union of the graph memory ranges it overlaps (as the worker's ledger,
+  // worker/graph_state.h AdoptGraphMemory; anything else overlapping was refused there).
+  (void)device_allocs_.InsertMerging(a, [](const Allocation& e) { return e.kind == AllocKind::kGraphMemory; });
 }
 
 Result<Allocation> Runtime::RemoveDeviceAllocation(uint64_t base) {

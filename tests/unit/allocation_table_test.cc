@@ -125,6 +125,40 @@ TEST_F(AllocationTableTest, CheckRangeDoesNotSpanAdjacentAllocations) {
   EXPECT_TRUE(t.CheckRange(0x11000, 0x1000).ok());
 }
 
+// InsertMerging: a range overlapping only mergeable entries replaces them with the union
+// (fields of the new one, reservations summed); any other overlap refuses it, unchanged.
+TEST_F(AllocationTableTest, InsertMergingMakesOneEntryOfMergeableOverlaps) {
+  auto graph_memory = [](uint64_t base, uint64_t size, uint64_t reserved) {
+    Allocation a = A(base, size, reserved);
+    a.kind = AllocKind::kGraphMemory;
+    return a;
+  };
+  auto only_graph_memory = [](const Allocation& e) { return e.kind == AllocKind::kGraphMemory; };
+  ASSERT_TRUE(t.Insert(graph_memory(0x20000, 0x1000, 100)).ok());
+  ASSERT_TRUE(t.Insert(graph_memory(0x21800, 0x800, 200)).ok());
+  // Not overlapping: a plain insert.
+  auto r = t.InsertMerging(graph_memory(0x30000, 0x100, 1), only_graph_memory);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 0x30000u);
+  // Overlapping both graph ranges (starting inside the first): their union.
+  r = t.InsertMerging(graph_memory(0x20800, 0x1400, 50), only_graph_memory);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 0x20000u);
+  auto u = t.Find(0x21fff);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->base, 0x20000u);
+  EXPECT_EQ(u->size, 0x2000u);
+  EXPECT_EQ(u->reserved, 350u);
+  EXPECT_EQ(t.size(), 3u);
+  EXPECT_EQ(t.total_bytes(), 0x1000u + 0x2000u + 0x100u);
+  // Overlapping plain device memory (SetUp's 0x10000): refused, nothing changed.
+  r = t.InsertMerging(graph_memory(0xf800, 0x1000, 1), only_graph_memory);
+  EXPECT_EQ(r.status().code(), Err::kInvalidValue);
+  EXPECT_EQ(t.size(), 3u);
+  EXPECT_EQ(t.Find(0xf800), std::nullopt);
+  EXPECT_FALSE(t.InsertMerging(graph_memory(0x40000, 0, 1), only_graph_memory).ok());
+}
+
 TEST_F(AllocationTableTest, ClearEmptiesTheTable) {
   ASSERT_TRUE(t.Insert(A(0x30000, 0x100)).ok());
   t.Clear();

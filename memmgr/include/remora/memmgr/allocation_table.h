@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -39,6 +40,12 @@ class AllocationTable {
  public:
   // Fails with kInvalidValue if the range is empty or overlaps an existing allocation.
   Status Insert(const Allocation& a);
+  // Insert(a), or where `a` overlaps only allocations `mergeable` accepts, one entry in their
+  // place: the union of their ranges and a's, with a's fields and the sum of their `reserved`
+  // (the driver gives a graph's allocation node a range its graph freed before: worker and
+  // shim keep such memory as one entry). Returns the entry's base; on failure (an overlap
+  // `mergeable` refuses, an empty range) nothing changed.
+  Result<uint64_t> InsertMerging(Allocation a, const std::function<bool(const Allocation&)>& mergeable);
   // Removes the allocation whose base is exactly `base`; kInvalidValue otherwise (CUDA's
   // answer to freeing an interior or unknown pointer).
   Result<Allocation> Erase(uint64_t base);
