@@ -1,7 +1,7 @@
 // cublasXt.h's types, for the code generated from protocol/api/cublas.api: it includes
 // cublas.h (the legacy API), and cublasXt.h includes cublas_v2.h, which may not be included
 // beside it. The same definitions as cublasXt.h's (the functions' C ABI); none when cublasXt.h
-// was included first (shim/src/lib_cublasxt.cc, which implements the functions, includes it).
+// was included first (shim/src/libs/lib_cublasxt.cc, which implements the functions, includes it).
 #pragma once
 
 #if !defined(CUBLAS_XT_H_)

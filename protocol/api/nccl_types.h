@@ -1,4 +1,4 @@
-// NCCL's datatypes as the client's argument checks (shim/src/lib_nccl.cc), the worker's
+// NCCL's datatypes as the client's argument checks (shim/src/libs/lib_nccl.cc), the worker's
 // real-NCCL path (lib_nccl.cc) and the host backend's emulation (nccl_emu_reduce.cc) size them.
 // Pure; thread-safe.
 #pragma once

@@ -1,6 +1,6 @@
 // NcclSession's hand-written operations on existing communicators (nccl_session.h): finalize,
 // destroy, abort, revoke, the asynchronous error and reduction operators. Their arguments are
-// laid out as shim/src/lib_nccl_comm.cc writes them.
+// laid out as shim/src/libs/lib_nccl_comm.cc writes them.
 #include <utility>
 
 #include "remora/base/log.h"

@@ -1,6 +1,6 @@
 // NcclSession's hand-written operations that create communicators (init, split, shrink, alone
 // or in a group) and run groups of collectives (nccl_session.h); nccl_comm_ops.cc has the others.
-// Their arguments are laid out as shim/src/lib_nccl_comm.cc writes them.
+// Their arguments are laid out as shim/src/libs/lib_nccl_comm.cc writes them.
 #include <cstring>
 
 #include "remora/base/log.h"

@@ -1,6 +1,6 @@
 // NcclSession's windows and NCCL 2.28's device API (nccl_session.h; protocol/api/nccl.api, "the
 // device API"). Every call runs in the server's NCCL; nothing of NCCL's layout is computed here.
-// Arguments are laid out as shim/src/lib_nccl_dev.cc writes them (its header says how).
+// Arguments are laid out as shim/src/libs/lib_nccl_dev.cc writes them (its header says how).
 //
 // What the client gets back is checked before it leaves: a requirement creator's out-pointers
 // must point into the scratch out-handle it was given (they travel as offsets), and the windows

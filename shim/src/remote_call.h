@@ -21,7 +21,7 @@ namespace remora::shim {
 using api::CallClass;
 
 // Ordered calls of one library that the calling thread gathers instead of sending (NCCL's
-// groups: shim/src/lib_nccl.h): while a thread's batch is set for a library, RemoteCall::Invoke
+// groups: shim/src/libs/lib_nccl.h): while a thread's batch is set for a library, RemoteCall::Invoke
 // appends that library's ordered calls to it, each with its device, and sends nothing. The
 // library's hand-written code sends the batch as one message. Thread-local, owned by that code.
 struct CallBatch {

@@ -1,7 +1,7 @@
 """cuBLAS's legacy API (cublas.h without a handle: cublasSgemm(char transa, ..., float alpha, ...))
 answered in the client on top of the handle API: an entry `local legacy=TARGET` gets a generated
 body that calls TARGET (its _v2 twin) with the process's implicit handle (cublasInit makes it;
-shim/src/lib_cublas_legacy.cc), its characters made enums, its scalars passed by address in host
+shim/src/libs/lib_cublas_legacy.cc), its characters made enums, its scalars passed by address in host
 pointer mode, a returned value read from TARGET's last (result) argument, and its status kept
 for cublasGetError, as the legacy library does."""
 from model import ApiError
