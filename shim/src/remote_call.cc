@@ -190,7 +190,13 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   const bool idle_check = idle_ && has_stream_;
   uint64_t seq = 0;
   if (idle_check) {
-    if (c->StreamIdle(stream_key_)) return cls_ == CallClass::kWait ? c->TakeAsyncError() : Status::Ok();
+    if (c->StreamIdle(stream_key_)) {
+      // As below: the session's pending asynchronous error, and managed memory's host copies
+      // refreshed (the copy that drained the stream may have been an asynchronous one).
+      Status st = cls_ == CallClass::kWait ? c->TakeAsyncError() : Status::Ok();
+      if (st.ok()) rt.managed().AfterSync();
+      return st;
+    }
     seq = c->work_sequence();
   }
   const std::vector<std::byte>& bytes = args_.bytes();
