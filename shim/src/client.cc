@@ -209,7 +209,7 @@ void Client::NoteStreamDrained(const StreamKey& key, uint64_t seq) {
 bool Client::StreamIdle(const StreamKey& key) const {
   {
     std::lock_guard<std::mutex> lock(drained_mu_);
-    auto it = std::find_if(drained_.begin(), drained_.end(), [&](const auto& d) { return d.first == key && d.second != 0; });
+    auto it = std::find_if(drained_.begin(), drained_.end(), [&](const auto& d) { return d.first == key; });
     if (it == drained_.end() || it->second != work_sequence()) return false;
   }
   return captures_active() == 0 && broken().ok() && sticky().ok();

@@ -247,7 +247,8 @@ class Client {
   std::array<std::atomic<uint64_t>, kSyncDevices> synced_{};  // per device ordinal; 0: never
   std::atomic<uint64_t> generation_{0};
   mutable std::mutex drained_mu_;  // guards the two below
-  std::array<std::pair<StreamKey, uint64_t>, 8> drained_{};  // the last streams drained, with when
+  // The last streams drained, with when; an empty slot has handle 0, which names no stream.
+  std::array<std::pair<StreamKey, uint64_t>, 8> drained_{};
   size_t drained_next_ = 0;
 
   std::mutex send_mu_;

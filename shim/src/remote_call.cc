@@ -54,7 +54,7 @@ Status RemoteCall::Stream(const void* stream) {
   RETURN_IF_ERROR(Runtime::Get().CheckStream(static_cast<cudaStream_t>(const_cast<void*>(stream)), &device));
   args_.Put<uint64_t>(reinterpret_cast<uint64_t>(stream));
   args_.Put<uint8_t>(cc_.per_thread ? 1 : 0);
-  if (!has_stream_) {
+  if (idle_ && !has_stream_) {  // only a call that may be answered here needs the key
     stream_key_ = StreamKeyOf(static_cast<cudaStream_t>(const_cast<void*>(stream)), cc_.per_thread, device);
     has_stream_ = true;
   }

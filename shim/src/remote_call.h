@@ -95,6 +95,7 @@ class RemoteCall {
   // A synchronisation or query of the call's stream (the description's `idle`): answered
   // here, without a round trip, when nothing was sent since that stream was last drained
   // (Client::StreamIdle); once it succeeded, the stream is drained.
+  // Called before the stream argument is encoded (the generated stubs do).
   void AnswerIfIdle() { idle_ = true; }
 
   // Sends the call and, for sync and wait calls, waits for the reply and hands its results to
@@ -109,7 +110,7 @@ class RemoteCall {
   CallCtx cc_;
   bool memo_ = false;
   bool idle_ = false;
-  bool has_stream_ = false;  // stream_key_ is the first stream argument's
+  bool has_stream_ = false;  // with idle_: stream_key_ is the first stream argument's
   StreamKey stream_key_;
   struct ObjectArg {
     size_t offset;     // of its id in the arguments
