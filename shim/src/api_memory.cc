@@ -264,9 +264,13 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       m.setClientAddr(U(dst));
     };
     // Into pinned memory an asynchronous copy really is asynchronous: the data lands when
-    // the stream reaches it. Into pageable memory CUDA returns only once it is there.
-    if (async && pinned && U(dst) + n <= pinned->base + pinned->size)
-      return Finish(cl->PostExpectingBulk(device, build, AsWritableBytes(dst, n)), call);
+    // the stream reaches it, and its reply drains the stream (a synchronisation next waits for
+    // that reply instead of a round trip of its own). Into pageable memory CUDA returns only
+    // once it is there.
+    if (async && pinned && U(dst) + n <= pinned->base + pinned->size) {
+      const StreamKey key = StreamKeyOf(stream, per_thread, device);
+      return Finish(cl->PostExpectingBulk(device, build, AsWritableBytes(dst, n), &key), call);
+    }
     seq = cl->work_sequence();
     st = drained(cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, {}, AsWritableBytes(dst, n)));
     return async ? Finish(st, call) : FinishSync(cl, st, call);

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_wire.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "watchdog.h"
@@ -46,9 +47,16 @@ Domain DomainOf(uint16_t d) { return d < kNumDomains ? static_cast<Domain>(d) : 
 
 // Requests whose work is complete when the server answers them (when the caller waits for
 // that answer): synchronous copies between host and device, allocations, frees (cudaFree
-// waits for the device) and device synchronisations. Everything else may leave work queued.
+// waits for the device), device synchronisations, and the stream synchronisations and
+// queries (the calls cuda.api marks `idle`), which queue nothing. Everything else may leave
+// work queued.
 bool CompleteWhenAnswered(wire::Request::Reader r) {
   switch (r.which()) {
+    case wire::Request::API_CALL: {
+      auto a = r.getApiCall();
+      return a.getLibrary() == gen::cuda::kLibrary &&
+             (a.getFunction() == gen::cuda::k_cuStreamSynchronize || a.getFunction() == gen::cuda::k_cuStreamQuery);
+    }
     case wire::Request::DEVICE_SYNCHRONIZE:
     case wire::Request::MEM_ALLOC:
     case wire::Request::MEM_FREE:
@@ -166,19 +174,19 @@ Status Client::broken() const {
   return broken_;
 }
 
-Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
-                    int fd, bool waited) {
+Status Client::Send(int device, BuildFn build, SendKind kind, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
+                    int fd, uint64_t* sent_seq) {
   ScratchMessage msg;
   auto req = msg.InitRoot<wire::Request>();
   req.setDevice(device);
   req.setThread(ThreadId());
   if (int mode = ThreadCaptureMode(); mode != 0) req.setCaptureMode(static_cast<uint8_t>(mode));
   build(req);
-  const bool leaves_work = !(waited && CompleteWhenAnswered(req.asReader()));
-  if (census_) census_->Count(req.asReader(), (flags & kFlagExpectsReply) != 0);
+  const bool leaves_work = !(kind == SendKind::kCall && CompleteWhenAnswered(req.asReader()));
+  if (census_) census_->Count(req.asReader(), kind == SendKind::kCall || kind == SendKind::kCallWithFd);
   OutFrame f;
   f.kind = FrameKind::kRequest;
-  f.flags = flags;
+  f.flags = kind == SendKind::kPost ? 0 : kFlagExpectsReply;
   f.tag = tag;
   f.body = msg.Flatten();
   Status st;
@@ -186,32 +194,23 @@ Status Client::Send(int device, BuildFn build, uint16_t flags, uint64_t tag, Con
     std::lock_guard<std::mutex> lock(send_mu_);
     if (fd >= 0) st = conn_->PassFd(fd);
     if (st.ok()) st = conn_->Send(f, bulk, reply_bulk);
+    // After the frame went out: a synchronisation that read the sequence before this was
+    // sent itself went out earlier and does not cover it (StreamIdle, SyncedAt). Under the
+    // send lock, so that this link's sequence steps are in wire order (`sent_seq`).
+    uint64_t after = leaves_work ? work_seq_->fetch_add(1, std::memory_order_acq_rel) + 1 : work_sequence();
+    if (sent_seq != nullptr) *sent_seq = after;
   }
-  // After the frame went out: a synchronisation that read the sequence before this was sent
-  // itself went out earlier and does not cover it (StreamIdle, SyncedAt).
-  if (leaves_work) work_seq_->fetch_add(1, std::memory_order_acq_rel);
   if (!st.ok()) MarkBroken(st);
   return st;
 }
 
-void Client::NoteStreamDrained(const StreamKey& key, uint64_t seq) {
-  std::lock_guard<std::mutex> lock(drained_mu_);
-  for (auto& [k, at] : drained_) {
-    if (k == key) {
-      at = seq;
-      return;
-    }
+bool Client::StreamIdle(const StreamKey& key, bool wait) {
+  DrainedStreams::Look look = drained_.Find(key, work_sequence());
+  if (look.state == DrainedStreams::State::kAwaiting && wait) {
+    AwaitReply(look.tag);
+    look = drained_.Find(key, work_sequence());
   }
-  drained_[drained_next_] = {key, seq};
-  drained_next_ = (drained_next_ + 1) % drained_.size();
-}
-
-bool Client::StreamIdle(const StreamKey& key) const {
-  {
-    std::lock_guard<std::mutex> lock(drained_mu_);
-    auto it = std::find_if(drained_.begin(), drained_.end(), [&](const auto& d) { return d.first == key; });
-    if (it == drained_.end() || it->second != work_sequence()) return false;
-  }
+  if (look.state != DrainedStreams::State::kIdle) return false;
   return captures_active() == 0 && broken().ok() && sticky().ok();
 }
 
@@ -239,8 +238,8 @@ Status Client::CallWithFd(int device, int fd, BuildFn build, ReplyFn on_reply) {
   return Route(&device)->CallWithFdHere(device, fd, build, on_reply);
 }
 Status Client::Post(int device, BuildFn build, ConstBytes bulk) { return Route(&device)->PostHere(device, build, bulk); }
-Status Client::PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk) {
-  return Route(&device)->PostExpectingBulkHere(device, build, reply_bulk);
+Status Client::PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk, const StreamKey* drains) {
+  return Route(&device)->PostExpectingBulkHere(device, build, reply_bulk, drains);
 }
 
 uint32_t Client::captures_active() const {
@@ -261,7 +260,7 @@ Status Client::CallHere(int device, BuildFn build, ReplyFn on_reply, ConstBytes 
     if (!broken_.ok()) return broken_;
     waiters_.emplace(tag, &w);
   }
-  Status st = Send(device, build, kFlagExpectsReply, tag, bulk, reply_bulk, -1, true);
+  Status st = Send(device, build, SendKind::kCall, tag, bulk, reply_bulk);
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     waiters_.erase(tag);
@@ -281,7 +280,7 @@ Status Client::CallWithFdHere(int device, int fd, BuildFn build, ReplyFn on_repl
     if (!broken_.ok()) return broken_;
     waiters_.emplace(tag, &w);
   }
-  Status st = Send(device, build, kFlagExpectsReply, tag, {}, {}, fd);
+  Status st = Send(device, build, SendKind::kCallWithFd, tag, {}, {}, fd);
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     waiters_.erase(tag);
@@ -297,15 +296,16 @@ Status Client::PostHere(int device, BuildFn build, ConstBytes bulk) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) return broken_;
   }
-  return Send(device, build, 0, next_tag_.fetch_add(1), bulk, {});
+  return Send(device, build, SendKind::kPost, next_tag_.fetch_add(1), bulk, {});
 }
 
-Status Client::PostExpectingBulkHere(int device, BuildFn build, MutableBytes reply_bulk) {
+Status Client::PostExpectingBulkHere(int device, BuildFn build, MutableBytes reply_bulk, const StreamKey* drains) {
   GateEntry gate(*this);
   uint64_t tag = next_tag_.fetch_add(1);
   auto* w = new Waiter;
   w->reply_bulk = reply_bulk;
   w->detached = true;
+  w->drains = drains != nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) {
@@ -314,13 +314,34 @@ Status Client::PostExpectingBulkHere(int device, BuildFn build, MutableBytes rep
     }
     waiters_.emplace(tag, w);
   }
-  Status st = Send(device, build, kFlagExpectsReply, tag, {}, reply_bulk);
+  // Noted before the send: the reply may be handled by another thread before Send returns.
+  if (drains != nullptr) drained_.Pending(*drains, tag);
+  uint64_t sent = 0;
+  Status st = Send(device, build, SendKind::kPostWithReply, tag, {}, reply_bulk, -1, &sent);
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     // MarkBroken already completed and freed every waiter, this one included.
     return broken_.ok() ? st : broken_;
   }
+  if (drains != nullptr) drained_.Sent(tag, sent);
   return Status::Ok();
+}
+
+void Client::AwaitReply(uint64_t tag) {
+  GateEntry gate(*this);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (broken_.ok() && drained_.Awaiting(tag)) {
+    if (!receiving_) {
+      receiving_ = true;
+      lock.unlock();
+      ReceiveOne(-1);
+      lock.lock();
+      receiving_ = false;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock);
+    }
+  }
 }
 
 Status Client::TakeOwnAsyncError() {
@@ -498,6 +519,8 @@ void Client::HandleReply(const InFrame& f) {
       own = Error(Err::kUnknown, "server sent {} bytes where {} were expected", f.header.bulk_bytes, w->reply_bulk.size());
     }
   }
+  // Before the waiter is done: a synchronisation in AwaitReply returns once this is noted.
+  if (w->drains) drained_.Answered(f.header.tag, own.ok());
   std::lock_guard<std::mutex> lock(mu_);
   if (w->detached) {
     if (!own.ok() && async_error_.ok()) async_error_ = own;

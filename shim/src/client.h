@@ -23,6 +23,7 @@
 #include "remora/protocol/connection.h"
 #include "remora/protocol/handshake.h"
 #include "census.h"
+#include "drained_streams.h"
 #include "function_ref.h"
 #include "stream_key.h"
 
@@ -90,8 +91,9 @@ class Client {
   // Sends a request nobody waits for (asynchronous call); its errors surface later.
   Status Post(int device, BuildFn build, ConstBytes bulk = {});
   // Sends a request whose reply bulk lands in `reply_bulk` whenever a thread next receives
-  // (an asynchronous device-to-host copy). The memory must stay valid until then.
-  Status PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk);
+  // (an asynchronous device-to-host copy). The memory must stay valid until then. With
+  // `drains`, the reply, once in, shows that stream drained (StreamIdle).
+  Status PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk, const StreamKey* drains = nullptr);
   // Pushes out posted requests the transport may still be batching (see Connection::Flush).
   Status Flush();
   // Reports the call census if REMORA_CALL_STATS asked for one (at the session's end; the
@@ -127,12 +129,15 @@ class Client {
   // ---- stream synchronisation answered here (remote_call.cc, api_memory.cc) ------------------
   // Everything queued on `key` had run when a waited-for call that began at work sequence
   // `seq` completed (a copy into pageable memory, a stream synchronisation or query).
-  void NoteStreamDrained(const StreamKey& key, uint64_t seq);
+  void NoteStreamDrained(const StreamKey& key, uint64_t seq) { drained_.Drained(key, seq); }
   // Whether nothing was sent since `key` was last drained, the session is sound and no
   // capture is going on: a synchronisation or query of it has nothing to wait for. A request
   // counts as sent once its frame went out (Send), so a call another thread returned from
-  // before this one is never missed. Thread-safe.
-  bool StreamIdle(const StreamKey& key) const;
+  // before this one is never missed. When a posted copy (PostExpectingBulk with `drains`)
+  // was the last thing sent and its reply is still to come: with `wait`, blocks until the
+  // reply is in (a synchronisation: one reply instead of a second round trip) and answers
+  // for then; without, false (a query does not block). Thread-safe.
+  bool StreamIdle(const StreamKey& key, bool wait = false);
 
   // Device-list generation last seen from the server.
   uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
@@ -204,6 +209,7 @@ class Client {
     ReplyFn* on_reply = nullptr;
     MutableBytes reply_bulk;
     bool detached = false;  // nobody waits: an asynchronous call with a reply
+    bool drains = false;    // its reply drains a stream (DrainedStreams::Pending)
     bool done = false;
     Status status;
   };
@@ -221,14 +227,20 @@ class Client {
   Status CallHere(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk, MutableBytes reply_bulk);
   Status CallWithFdHere(int device, int fd, BuildFn build, ReplyFn on_reply);
   Status PostHere(int device, BuildFn build, ConstBytes bulk);
-  Status PostExpectingBulkHere(int device, BuildFn build, MutableBytes reply_bulk);
+  Status PostExpectingBulkHere(int device, BuildFn build, MutableBytes reply_bulk, const StreamKey* drains);
   Status TakeOwnAsyncError();
 
-  // `waited`: the caller blocks for the reply (Call), so a request complete when answered
-  // leaves no work behind (see work_sequence()).
-  Status Send(int device, BuildFn build, uint16_t flags, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
-              int fd = -1, bool waited = false);
+  // How a request travels. kCall: the caller blocks for the reply, so a request complete
+  // when answered leaves no work behind (see work_sequence()); kCallWithFd blocks too but
+  // counts as leaving work; the posted kinds leave work and are no round trip in the census.
+  enum class SendKind { kPost, kPostWithReply, kCall, kCallWithFd };
+  // `*sent_seq` (if given): the work sequence right after this request went out, in wire order.
+  Status Send(int device, BuildFn build, SendKind kind, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
+              int fd = -1, uint64_t* sent_seq = nullptr);
   void WaitFor(Waiter& w);
+  // Receives until request `tag` no longer drains a stream in waiting (its reply is handled)
+  // or the session broke.
+  void AwaitReply(uint64_t tag);
   void ReceiveOne(int timeout_ms);
   void HandleReply(const InFrame& f);
   void HandleNotice(const InFrame& f);
@@ -246,10 +258,7 @@ class Client {
   std::vector<Client*> links_;                               // every link, this one included
   std::array<std::atomic<uint64_t>, kSyncDevices> synced_{};  // per device ordinal; 0: never
   std::atomic<uint64_t> generation_{0};
-  mutable std::mutex drained_mu_;  // guards the two below
-  // The last streams drained, with when; an empty slot has handle 0, which names no stream.
-  std::array<std::pair<StreamKey, uint64_t>, 8> drained_{};
-  size_t drained_next_ = 0;
+  DrainedStreams drained_;  // has its own lock
 
   std::mutex send_mu_;
   std::mutex mu_;  // guards everything below

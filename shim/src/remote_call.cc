@@ -190,7 +190,9 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   const bool idle_check = idle_ && has_stream_;
   uint64_t seq = 0;
   if (idle_check) {
-    if (c->StreamIdle(stream_key_)) {
+    // A synchronisation waits for the reply of a posted copy that drains the stream rather
+    // than asking the server again; a query does not wait.
+    if (c->StreamIdle(stream_key_, cls_ == CallClass::kWait)) {
       // As below: the session's pending asynchronous error, and managed memory's host copies
       // refreshed (the copy that drained the stream may have been an asynchronous one).
       Status st = cls_ == CallClass::kWait ? c->TakeAsyncError() : Status::Ok();

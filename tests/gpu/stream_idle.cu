@@ -3,7 +3,8 @@
 // (tests/integration/stream_idle_census_test.sh) the census of the interval between
 // cudaProfilerStart and cudaProfilerStop shows the synchronisations and queries of a drained
 // stream answered in the client (PyTorch's .item(): a copy, then cudaStreamSynchronize; issue
-// 45) and the others sent: 3 round trips of cuStreamSynchronize, none of cuStreamQuery.
+// 45) and the others sent: 3 round trips of cuStreamSynchronize (23 over shm, where copies
+// into pinned memory are posted without a reply), none of cuStreamQuery.
 #define GPU_TEST_NAME "stream_idle"
 #include "gpu_test.h"
 
@@ -36,6 +37,19 @@ int main() {
     CK(cudaStreamSynchronize(s));
     CK(cudaStreamQuery(s));
     Expect(h, i, "after a step");
+  }
+  // The same into pinned memory, asynchronous: where the memory cannot be shared with the
+  // server (tcp) the copy's reply drains the stream and the synchronisation waits for it
+  // without a round trip of its own; where it is shared (shm) the copy is posted without a
+  // reply and the synchronisation is sent (20 round trips).
+  unsigned char* pinned = nullptr;
+  CK(cudaHostAlloc(reinterpret_cast<void**>(&pinned), kBytes, cudaHostAllocDefault));
+  for (int i = 0; i < 20; i++) {
+    CK(cudaMemsetAsync(d, 100 + i, kBytes, s));
+    CK(cudaMemcpyAsync(pinned, d, kBytes, cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    CK(cudaStreamQuery(s));
+    Expect(pinned, 100 + i, "after a step into pinned memory");
   }
   // Work queued after the copy is waited for (round trip 1).
   CK(cudaMemcpyAsync(h, d, kBytes, cudaMemcpyDeviceToHost, s));
@@ -71,9 +85,10 @@ int main() {
   Expect(m, 77, "managed memory after the synchronisation");
   CK(cudaFree(m));
 
+  CK(cudaFreeHost(pinned));
   CK(cudaFree(d));
   CK(cudaStreamDestroy(other));
   CK(cudaStreamDestroy(s));
-  gpu_test::pass("50 steps of copy and synchronisation; work queued after a copy, by this thread or another, waited for; managed memory read after");
+  gpu_test::pass("50 steps of copy and synchronisation, 20 into pinned memory; work queued after a copy, by this thread or another, waited for; managed memory read after");
   return 0;
 }

@@ -28,10 +28,19 @@ class ShimClientTest : public ::testing::Test {
   }
 
   // Writes a frame as a server would (the socket stays open: the server is alive).
-  void ServerSends(FrameKind kind, uint64_t tag, uint64_t bulk_bytes, bool notice_body = false) {
+  // `error`: a reply reporting that (CUDA) error.
+  void ServerSends(FrameKind kind, uint64_t tag, uint64_t bulk_bytes, bool notice_body = false, uint32_t error = 0) {
     ScratchMessage msg;
-    if (notice_body) msg.InitRoot<wire::Notice>().setDevicesChanged(2);
-    else msg.InitRoot<wire::Reply>().setPointer(0x1000);
+    if (notice_body) {
+      msg.InitRoot<wire::Notice>().setDevicesChanged(2);
+    } else {
+      auto r = msg.InitRoot<wire::Reply>();
+      r.setPointer(0x1000);
+      if (error != 0) {
+        r.setError(error);
+        r.setMessage("the copy failed");
+      }
+    }
     auto body = msg.Flatten();
     FrameHeader h;
     h.kind = static_cast<uint16_t>(kind);
@@ -123,6 +132,44 @@ TEST_F(ShimClientTest, DrainedStreamIsIdleUntilWorkIsSentOrTheServerSpeaks) {
   for (uint64_t h = 1; h <= 8; h++) client_->NoteStreamDrained(StreamKey{0x7000 + h, 0, -1}, client_->work_sequence());
   EXPECT_FALSE(client_->StreamIdle(s));
   EXPECT_TRUE(client_->StreamIdle(StreamKey{0x7008, 0, -1}));
+}
+
+// A posted copy into host memory (an asynchronous one into pinned memory over a transport
+// that cannot share memory: PyTorch's .item()) drains its stream once its reply is in. A
+// synchronisation waits for that reply instead of asking the server (one reply, not a second
+// round trip); a query does not wait; work sent after the copy, or a failed copy, leaves the
+// stream to the server.
+TEST_F(ShimClientTest, PostedCopyDrainsItsStreamOnceItsReplyIsIn) {
+  const StreamKey s{0x5000, 0, -1};
+  auto ping = [](wire::Request::Builder& r) { r.setPing(); };
+  std::vector<std::byte> dst(16);
+  auto reply_with_bulk = [&](uint64_t tag, char fill) {
+    ServerSends(FrameKind::kReply, tag, 16);
+    std::vector<char> data(16, fill);
+    ASSERT_EQ(::write(server_.get(), data.data(), data.size()), 16);
+  };
+
+  ASSERT_TRUE(client_->PostExpectingBulk(0, ping, dst, &s).ok());  // tag 1
+  EXPECT_FALSE(client_->StreamIdle(s)) << "a query does not wait for the copy";
+  std::thread server([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    reply_with_bulk(1, 'z');
+  });
+  EXPECT_TRUE(client_->StreamIdle(s, true)) << "a synchronisation waits for the copy's reply";
+  server.join();
+  EXPECT_EQ(dst[15], std::byte{'z'}) << "the copied bytes are in place when it answers";
+  EXPECT_TRUE(client_->StreamIdle(s));
+
+  ASSERT_TRUE(client_->PostExpectingBulk(0, ping, dst, &s).ok());  // tag 2
+  ASSERT_TRUE(client_->Post(0, ping).ok());                         // tag 3: work after the copy
+  reply_with_bulk(2, 'y');
+  EXPECT_FALSE(client_->StreamIdle(s, true)) << "work sent after the copy";
+
+  ASSERT_TRUE(client_->PostExpectingBulk(0, ping, dst, &s).ok());  // tag 4
+  ServerSends(FrameKind::kReply, 4, 0, false, 700);                 // cudaErrorIllegalAddress
+  EXPECT_FALSE(client_->StreamIdle(s, true)) << "a failed copy";
+  EXPECT_EQ(dst[15], std::byte{'y'});
+  EXPECT_FALSE(client_->TakeAsyncError().ok()) << "the failure is reported at the next synchronisation";
 }
 
 }  // namespace
