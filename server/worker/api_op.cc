@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "remora/base/log.h"
+#include "remora/base/util.h"
+#include "worker/call_profile.h"
 #include "worker/handlers.h"
 #include "worker/peer_log.h"
 
@@ -373,7 +375,10 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
   OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api, lib->table->domain);
   x.set_answered(expects_reply);
   x.set_tag(expects_reply ? tag : 0);
+  CallProfile* profile = CallProfile::Get();
+  uint64_t started = profile != nullptr ? MonotonicNanos() : 0;
   Status st = op->run(x);
+  if (profile != nullptr) profile->Add(op->name, MonotonicNanos() - started);
   if (op->launches && st.ok()) ex.NoteGpuWork(x.launch_stream());
   x.Settle(st.ok());
   switch (op->cls) {

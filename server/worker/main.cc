@@ -25,6 +25,7 @@
 #include "remora/protocol/message.h"
 #include "remora/protocol/secure.h"
 #include "remora/protocol/transport.h"
+#include "worker/call_profile.h"
 #include "worker/driver.h"
 #include "worker/executor.h"
 #include "worker/module_cache.h"
@@ -328,6 +329,7 @@ int main(int argc, char** argv) {
                 "GPU; GPUDirect RDMA into device memory is not implemented)");
     Status st = executor.Run();
     g_executor = nullptr;
+    if (CallProfile* profile = CallProfile::Get()) profile->Write(config.session_id);
     if (st.ok()) LOG_INFO("session ended normally");
     else if (st.code() == Err::kDevicesUnavailable) LOG_INFO("session ended: {}", st.message());
     else {
