@@ -1,5 +1,5 @@
 // Fuzz target `reply`: the shim's end of a session facing a hostile or broken server - its
-// Client (shim/src/client.cc) routing replies, notices and bulk to the calls waiting for
+// Client (shim/src/link/client.cc) routing replies, notices and bulk to the calls waiting for
 // them over the TCP transport, which lets the server lie in every header field.
 //
 // Input: u16 length + the bytes the server sends (all written into a socketpair, then

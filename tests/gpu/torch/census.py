@@ -1,4 +1,4 @@
-"""Reading Remora's call census from a training script (shim/src/census.h).
+"""Reading Remora's call census from a training script (shim/src/link/census.h).
 
 With REMORA_CALL_STATS=PATH the client appends one JSON line to PATH per interval between
 cudaProfilerStart and cudaProfilerStop (torch.cuda.profiler.start()/stop()). A script marks its

@@ -332,7 +332,7 @@ def emit_wire_h(lib):
     for e in sorted((e for e in lib.entries if e.travels), key=lambda e: e.number):
         out.append("  k_%s = %d,\n" % (e.name, e.number))
     out.append("};\n\n")
-    # The names and classes of the numbers, for the client's call census (shim/src/census.cc).
+    # The names and classes of the numbers, for the client's call census (shim/src/link/census.cc).
     out.append("// The function a wire number stands for and its class ('s'ync, 'o'rdered, 'w'ait), or nullptr.\n")
     out.append("inline const char* FnName(uint32_t n, char* cls = nullptr) {\n  switch (n) {\n")
     for e in sorted((e for e in lib.entries if e.travels), key=lambda e: e.number):
