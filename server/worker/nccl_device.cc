@@ -71,14 +71,13 @@ Status NcclSession::Usable(const NcclComm& c, const char* call) const {
   return Status::Ok();
 }
 
-Status NcclSession::Complete(OpContext& x, NcclComm& c, ncclResult_t r, std::shared_ptr<void> scratch,
+Status NcclSession::Complete(OpContext& x, NcclComm& c, std::shared_ptr<void> scratch,
                              std::function<void(NcclComm&, api::ArgWriter&)> reply) {
-  if (r == ncclSuccess) {
-    reply(c, x.out());
-    return Status::Ok();
-  }
   // Non-blocking (as the worker makes every communicator): NCCL finishes in the background,
-  // writing into `scratch`; answered once ncclCommGetAsyncError says it is done.
+  // writing into `scratch`; answered once ncclCommGetAsyncError says it is done. Even when
+  // the call returned ncclSuccess: NCCL 2.28's ncclCommWindowRegister returns its own status,
+  // not its group's ncclInProgress, while the group job that writes the window still runs
+  // (answered at once, the client got a null window: measured on the H200, 2026-12-02).
   c.phase = NcclComm::Phase::kRegistering;
   dev_waits_.push_back(DevWait{x.tag(), c.id, std::move(scratch), std::move(reply)});
   x.AnswerLater();
@@ -121,7 +120,7 @@ Status NcclSession::WindowRegister(OpContext& x) {
   ncclResult_t r = real_.ncclCommWindowRegister(c->real, reinterpret_cast<void*>(static_cast<uintptr_t>(checked)), size,
                                                 win.get(), flags);
   if (r != ncclSuccess && r != ncclInProgress) return Nccl(r, fmt::format("ncclCommWindowRegister: {}", ncclGetErrorStringOf(r)));
-  return Complete(x, *c, r, win, [win](NcclComm& comm, api::ArgWriter& out) {
+  return Complete(x, *c, win, [win](NcclComm& comm, api::ArgWriter& out) {
     auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(*win));
     if (bits != 0) comm.windows.insert(bits);
     out.Put<uint64_t>(bits);
@@ -320,7 +319,7 @@ Status NcclSession::DevCommCreate(OpContext& x) {
   std::optional<uint64_t> before = Unaccounted(c->gpu);
   ncclResult_t r = real_.ncclDevCommCreate(c->real, &s->reqs, &s->out);
   if (r != ncclSuccess && r != ncclInProgress) return Nccl(r, fmt::format("ncclDevCommCreate: {}", ncclGetErrorStringOf(r)));
-  return Complete(x, *c, r, s, [this, s, before](NcclComm& comm, api::ArgWriter& out) {
+  return Complete(x, *c, s, [this, s, before](NcclComm& comm, api::ArgWriter& out) {
     if (before) Charge(comm, *before);
     comm.devcomms.push_back(std::make_unique<ncclDevComm>(s->out));
     out.PutArray(&s->out, sizeof(ncclDevComm), 1);

@@ -259,8 +259,9 @@ class NcclSession final : public gen::nccl::Api {
   Status DeviceApi(const char* name);
   // `c` can run a call now: ready (failed: its error; still busy: ncclInvalidUsage).
   Status Usable(const NcclComm& c, const char* call) const;
-  // Answers a device-API call on `c` now (NCCL returned ncclSuccess) or once NCCL finished it.
-  Status Complete(OpContext& x, NcclComm& c, ncclResult_t r, std::shared_ptr<void> scratch,
+  // Answers a device-API call on `c` once ncclCommGetAsyncError says NCCL finished it (also
+  // when the call returned ncclSuccess: see nccl_device.cc).
+  Status Complete(OpContext& x, NcclComm& c, std::shared_ptr<void> scratch,
                   std::function<void(NcclComm&, api::ArgWriter&)> reply);
   void PollDevWaits();
 
