@@ -225,15 +225,16 @@ class DtoHOp final : public PendingOp {
   DtoHOp(uint64_t tag, Executor::Stream stream, DeviceLayout src, DEvent gate, uint64_t shipped = 0)
       : tag_(tag), stream_(stream), src_(src), total_(src.total()), acquired_(shipped), committed_(shipped), gate_(gate) {}
   bool HoldsQueue() const override { return true; }
-  // A bounce buffer a DMA behind the gate still writes: returned once the gate completes.
-  void ReleaseAtGate(std::byte* bounce) { gate_bounce_ = bounce; }
+  // A bounce buffer the whole copy was DMA'd into ahead of the gate, in stream order: its
+  // bytes are shipped once the gate completes (one wait for the GPU, not two), then returned.
+  void ShipFrom(std::byte* filled) { filled_ = filled; }
   void Abandon(Executor& ex) override {
     if (gate_ != nullptr) ex.ReleasePoolEvent(stream_.gpu, gate_);
-    if (gate_bounce_ != nullptr) {
+    if (filled_ != nullptr && gate_ != nullptr) {
       // The DMA into it may still run: the stream drains before the buffer goes back.
       if (ex.SetDevice(stream_.gpu).ok()) (void)ex.driver().StreamSynchronize(stream_.stream);
-      ex.ReleaseBounce(gate_bounce_);
     }
+    if (filled_ != nullptr) ex.ReleaseBounce(filled_);
     for (auto& it : inflight_)
       if (it.event != nullptr) ex.ReleasePoolEvent(stream_.gpu, it.event);
   }
@@ -244,10 +245,10 @@ class DtoHOp final : public PendingOp {
       if (st.code() == Err::kNotReady) return false;
       ex.ReleasePoolEvent(stream_.gpu, gate_);
       gate_ = nullptr;
-      if (gate_bounce_ != nullptr) ex.ReleaseBounce(gate_bounce_);
-      gate_bounce_ = nullptr;
       // A context broken by an earlier fault answers with its error, before any data.
       if (!st.ok()) {
+        if (filled_ != nullptr) ex.ReleaseBounce(filled_);
+        filled_ = nullptr;
         RETURN_IF_ERROR(ex.PostReply(tag_, st));
         return true;
       }
@@ -259,6 +260,11 @@ class DtoHOp final : public PendingOp {
       if (!c) break;
       acquired_ += c->size;
       Item item{*c, nullptr};
+      if (filled_ != nullptr) {  // already copied: no DMA, nothing to wait for
+        std::memcpy(c->data, filled_ + c->offset, c->size);
+        inflight_.push_back(item);
+        continue;
+      }
       Status st = error_.ok() ? ex.SetDevice(stream_.gpu) : error_;
       if (st.ok()) st = Issue(ex, c->offset, c->size, c->data);
       if (st.ok()) {
@@ -288,6 +294,8 @@ class DtoHOp final : public PendingOp {
       inflight_.pop_front();
     }
     if (committed_ < total_) return false;
+    if (filled_ != nullptr) ex.ReleaseBounce(filled_);
+    filled_ = nullptr;
     RETURN_IF_ERROR(ex.EndBulkReply());
     return true;
   }
@@ -313,7 +321,7 @@ class DtoHOp final : public PendingOp {
   DeviceLayout src_;
   uint64_t total_, acquired_, committed_;
   DEvent gate_;
-  std::byte* gate_bounce_ = nullptr;
+  std::byte* filled_ = nullptr;  // ShipFrom
   std::deque<Item> inflight_;
   Status error_;
 };
@@ -343,13 +351,13 @@ Status StartDtoH(Executor& ex, uint64_t tag, const Executor::Stream& stream, con
       if (st.ok()) st = SpinSmallCopy(ex, stream.stream);
       if (st.code() == Err::kNotReady) {
         // Still running after the spin (a legacy-stream copy behind another stream's work):
-        // the op below waits for the stream through an event and copies again, the loop goes
-        // on; the bounce is returned once that DMA is done.
+        // the op below waits for the stream through an event and ships what the DMA put in
+        // the bounce, the loop goes on.
         auto gate = ex.RecordPoolEvent(stream);
         if (!gate.ok()) st = ex.driver().StreamSynchronize(stream.stream);
         else {
           auto op = std::make_unique<DtoHOp>(tag, stream, src, *gate);
-          op->ReleaseAtGate(*bounce);
+          op->ShipFrom(*bounce);
           ex.AddPending(std::move(op));
           return Status::Ok();
         }
@@ -377,6 +385,26 @@ Status StartDtoH(Executor& ex, uint64_t tag, const Executor::Stream& stream, con
       ex.BeginBulkReply();
       ex.AddPending(std::make_unique<DtoHOp>(tag, stream, src, nullptr));
       return Status::Ok();
+    }
+  }
+  if (!idle.ok() && src.total() <= kSmallCopy && src.Linear()) {
+    // Behind running work (PyTorch's .item(): a reduction, then its result): the DMA goes
+    // into a bounce buffer now, in stream order, and the bytes ship when the stream is past it
+    // - one wait for the GPU, where waiting for the stream and then copying is two.
+    auto bounce = ex.AcquireBounce();
+    if (bounce.ok()) {
+      st = ex.driver().MemcpyDtoH(*bounce, src.base, src.total(), stream.stream);
+      auto gate = st.ok() ? ex.RecordPoolEvent(stream) : Result<DEvent>(st);
+      if (gate.ok()) {
+        auto op = std::make_unique<DtoHOp>(tag, stream, src, *gate);
+        op->ShipFrom(*bounce);
+        ex.AddPending(std::move(op));
+        return Status::Ok();
+      }
+      // Not queued after all: the stream drains before the buffer goes back (a DMA may be in it).
+      if (st.ok()) (void)ex.driver().StreamSynchronize(stream.stream);
+      ex.ReleaseBounce(*bounce);
+      return ex.PostReply(tag, gate.status());
     }
   }
   auto gate = ex.RecordPoolEvent(stream);
