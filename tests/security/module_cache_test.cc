@@ -184,5 +184,24 @@ TEST_F(ModuleCacheAttack, OldSharedEntriesAndDeletedTenantsLeaveNothing) {
   s_.server.Stop();
 }
 
+// The driver's JIT cache (worker/main.cc, UseTenantJitCache): each tenant's sessions compile
+// into a directory of that tenant's module cache, the worker user's alone - one tenant's
+// compiled kernels are never another's to read or to plant. (The host backend compiles
+// nothing; that the driver uses the directory was measured on the GPU, docs/PERFORMANCE.md.)
+TEST_F(ModuleCacheAttack, EachTenantsSessionsGetAJitCacheOfTheirOwn) {
+  Start();
+  for (const auto& [name, token] : {std::pair{"alice", alice_}, std::pair{"bob", bob_}}) {
+    auto r = Open(token);
+    ASSERT_TRUE(r);
+    std::vector<std::byte> img = FakeFatbin(4096, 5);
+    ASSERT_EQ(LoadModule(*r, ModuleHash(img), &img, img.size()).error, Err::kSuccess);  // the worker runs
+    std::string jit = Cache() + "/" + name + "/jit";
+    struct stat st;
+    ASSERT_EQ(::stat(jit.c_str(), &st), 0) << jit;
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << jit << ": the worker user's alone";
+  }
+}
+
 }  // namespace
 }  // namespace remora::security
