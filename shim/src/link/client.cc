@@ -330,18 +330,7 @@ Status Client::PostExpectingBulkHere(int device, BuildFn build, MutableBytes rep
 void Client::AwaitReply(uint64_t tag) {
   GateEntry gate(*this);
   std::unique_lock<std::mutex> lock(mu_);
-  while (broken_.ok() && drained_.Awaiting(tag)) {
-    if (!receiving_) {
-      receiving_ = true;
-      lock.unlock();
-      ReceiveOne(-1);
-      lock.lock();
-      receiving_ = false;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock);
-    }
-  }
+  ReceiveWhile(lock, [&] { return broken_.ok() && drained_.Awaiting(tag); });
 }
 
 Status Client::TakeOwnAsyncError() {
@@ -362,7 +351,11 @@ Status Client::TakeAsyncError() {
 
 void Client::WaitFor(Waiter& w) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!w.done) {
+  ReceiveWhile(lock, [&] { return !w.done; });
+}
+
+void Client::ReceiveWhile(std::unique_lock<std::mutex>& lock, FunctionRef<bool()> waiting) {
+  while (waiting()) {
     if (!receiving_) {
       receiving_ = true;
       lock.unlock();

@@ -238,6 +238,9 @@ class Client {
   Status Send(int device, BuildFn build, SendKind kind, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
               int fd = -1, uint64_t* sent_seq = nullptr);
   void WaitFor(Waiter& w);
+  // With `lock` (on mu_) held: while `waiting()`, receives frames for everyone (one thread at
+  // a time; the others sleep until it is done and look again).
+  void ReceiveWhile(std::unique_lock<std::mutex>& lock, FunctionRef<bool()> waiting);
   // Receives until request `tag` no longer drains a stream in waiting (its reply is handled)
   // or the session broke.
   void AwaitReply(uint64_t tag);
