@@ -94,13 +94,7 @@ CUresult PoolImportPointer(OpContext& x, CUdeviceptr* ptr, size_t* size, unsigne
   auto p = ex.session().pools().Get(pool);
   if (!p.ok() || (*p)->import_id == 0) return CUDA_ERROR_INVALID_VALUE;  // only into an imported pool
   IpcHandleBytes bytes = BytesOf(capability);
-  for (auto& [at, imp] : ex.ipc().imports()) {
-    if (imp.handle != bytes) continue;
-    imp.refs++;  // imported again: the same pointer
-    *ptr = at;
-    *size = imp.size;
-    return CUDA_SUCCESS;
-  }
+  if (ReopenImport(ex, bytes, ptr, size)) return CUDA_SUCCESS;  // imported again: the same pointer
   auto a = OpenExport(ex, kIpcKindPoolPointer, BytesOf(capability));
   if (!a.ok()) return IpcResult(a.status());
   auto closed = [&] { ex.control()->Closed(a->export_id); };
@@ -121,24 +115,11 @@ CUresult PoolImportPointer(OpContext& x, CUdeviceptr* ptr, size_t* size, unsigne
     closed();
     return IpcResult(opened.status());
   }
-  Allocation alloc;
-  alloc.base = *opened;
-  alloc.size = a->size;
-  alloc.device = a->gpu;
-  alloc.kind = AllocKind::kIpcImported;
-  alloc.reserved = 0;  // charged to its exporter only
-  if (!ex.session().allocations().Insert(alloc).ok()) {
+  if (!AdoptImport(ex, *opened, *a, bytes, true)) {
     (void)ex.driver().MemFree(*opened);
     closed();
     return CUDA_ERROR_INVALID_VALUE;
   }
-  IpcState::Import imp;
-  imp.export_id = a->export_id;
-  imp.size = a->size;
-  imp.gpu = a->gpu;
-  imp.handle = bytes;
-  imp.pool_pointer = true;
-  ex.ipc().imports()[*opened] = imp;
   *ptr = *opened;
   *size = a->size;
   return CUDA_SUCCESS;

@@ -122,18 +122,41 @@ CUresult IpcGetMem(OpContext& x, CUipcMemHandle* handle, CUdeviceptr dptr) {
   return CUDA_SUCCESS;
 }
 
+bool ReopenImport(Executor& ex, const IpcHandleBytes& handle, CUdeviceptr* ptr, size_t* size) {
+  for (auto& [at, imp] : ex.ipc().imports()) {
+    if (imp.handle != handle) continue;
+    imp.refs++;
+    *ptr = at;
+    *size = imp.size;
+    return true;
+  }
+  return false;
+}
+
+bool AdoptImport(Executor& ex, uint64_t base, const IpcAnswer& a, const IpcHandleBytes& handle, bool pool_pointer) {
+  Allocation alloc;
+  alloc.base = base;
+  alloc.size = a.size;
+  alloc.device = a.gpu;
+  alloc.kind = AllocKind::kIpcImported;
+  alloc.reserved = 0;  // charged to its exporter only
+  if (!ex.session().allocations().Insert(alloc).ok()) return false;
+  IpcState::Import imp;
+  imp.export_id = a.export_id;
+  imp.size = a.size;
+  imp.gpu = a.gpu;
+  imp.handle = handle;
+  imp.pool_pointer = pool_pointer;
+  ex.ipc().imports()[base] = imp;
+  return true;
+}
+
 CUresult IpcOpenMem(OpContext& x, CUdeviceptr* dptr, size_t* size, CUipcMemHandle handle, unsigned int flags) {
   if (flags & ~unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}) return CUDA_ERROR_INVALID_VALUE;
   Executor& ex = x.executor();
   IpcHandleBytes bytes = BytesOf(handle);
   // The same handle opened again by this session: the same mapping, counted.
-  for (auto& [ptr, imp] : ex.ipc().imports()) {
-    if (imp.handle != bytes) continue;
-    imp.refs++;
-    *dptr = ptr;
-    *size = imp.size;
-    return CUDA_SUCCESS;
-  }
+  if (ReopenImport(ex, bytes, dptr, size)) return CUDA_SUCCESS;
   auto a = OpenExport(x.executor(), kMemory, bytes);
   if (!a.ok()) return IpcResult(a.status());
   auto closed = [&] { x.executor().control()->Closed(a->export_id); };
@@ -149,23 +172,11 @@ CUresult IpcOpenMem(OpContext& x, CUdeviceptr* dptr, size_t* size, CUipcMemHandl
     closed();
     return IpcResult(p.status());
   }
-  Allocation alloc;
-  alloc.base = *p;
-  alloc.size = a->size;
-  alloc.device = a->gpu;
-  alloc.kind = AllocKind::kIpcImported;
-  alloc.reserved = 0;  // charged to its exporter only
-  if (!ex.session().allocations().Insert(alloc).ok()) {
+  if (!AdoptImport(ex, *p, *a, bytes, false)) {
     (void)ex.driver().IpcCloseMemory(*p);
     closed();
     return CUDA_ERROR_INVALID_VALUE;
   }
-  IpcState::Import imp;
-  imp.export_id = a->export_id;
-  imp.size = a->size;
-  imp.gpu = a->gpu;
-  imp.handle = bytes;
-  ex.ipc().imports()[*p] = imp;
   *dptr = *p;
   *size = a->size;
   return CUDA_SUCCESS;

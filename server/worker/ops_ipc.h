@@ -30,6 +30,15 @@ Result<IpcAnswer> OpenExport(Executor& ex, uint8_t kind, const IpcHandleBytes& h
 Result<IpcState::Export> RegisterExport(Executor& ex, uint8_t kind, int gpu, uint64_t size, uint64_t local_id,
                                         std::vector<uint8_t> real, int fd);
 
+// The session's open import of `handle`, if it has one: opened once more (counted), its
+// address and size. False if there is none.
+bool ReopenImport(Executor& ex, const IpcHandleBytes& handle, CUdeviceptr* ptr, size_t* size);
+// Enters memory the driver opened at `base` for the supervisor's answer `a` into the session:
+// an allocation charged to its exporter only, and the import's record (`pool_pointer`: from
+// an imported pool, freed rather than closed). False if the range collides with one the
+// session has: the caller closes what it opened.
+bool AdoptImport(Executor& ex, uint64_t base, const IpcAnswer& a, const IpcHandleBytes& handle, bool pool_pointer);
+
 CUresult IpcGetMem(OpContext& x, CUipcMemHandle* handle, CUdeviceptr dptr);
 CUresult IpcOpenMem(OpContext& x, CUdeviceptr* dptr, size_t* size, CUipcMemHandle handle, unsigned int flags);
 CUresult IpcCloseMem(OpContext& x, CUdeviceptr dptr);
