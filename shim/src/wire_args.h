@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "client.h"
+#include "stream_key.h"
 #include "remora.capnp.h"
 
 namespace remora::shim {

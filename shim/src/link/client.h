@@ -290,8 +290,6 @@ class Client {
   std::function<void(std::string, std::string)> migration_sink_;
 };
 
-// A small, stable id for the calling thread (per-thread default streams).
-uint64_t ThreadId();
 // The calling thread's stream-capture mode (cudaThreadExchangeStreamCaptureMode), sent with
 // each of its requests.
 int& ThreadCaptureMode();

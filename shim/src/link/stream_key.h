@@ -15,4 +15,8 @@ struct StreamKey {
   bool operator==(const StreamKey&) const = default;
 };
 
+// A small, stable id for the calling thread (its per-thread default stream; sent with each of
+// its requests). Thread-safe.
+uint64_t ThreadId();
+
 }  // namespace remora::shim
