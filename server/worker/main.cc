@@ -84,10 +84,18 @@ Result<std::unique_ptr<Driver>> MakeDriver(const std::string& backend, int host_
 // bounded by the tenant's module cache budget (the driver caps it at 4 GiB). It is named
 // through /proc/self/fd: the state directory above it is the server's alone, so its path is
 // not the worker user's to walk (a path there measured no faster on the H200), while the
-// descriptor is. An operator's CUDA_CACHE_PATH, CUDA_CACHE_DISABLE or CUDA_CACHE_MAXSIZE
+// descriptor is. Only where that directory is the worker user's own (see below). An operator's CUDA_CACHE_PATH, CUDA_CACHE_DISABLE or CUDA_CACHE_MAXSIZE
 // (passed on by the supervisor) wins. Before the driver starts: it reads these once.
 void UseTenantJitCache(uint64_t budget) {
   if (std::getenv("CUDA_CACHE_PATH") != nullptr || std::getenv("CUDA_CACHE_DISABLE") != nullptr) return;
+  // Not where the tenant's directory is the server's, shared with the workers by group (workers
+  // under a user of their own through remora-worker-exec): the driver makes its directories
+  // 0700, which the server could not remove with the tenant.
+  struct stat dir;
+  if (::fstat(worker_args::kModuleCacheFd, &dir) != 0 || dir.st_uid != ::geteuid()) {
+    LOG_DEBUG("no JIT cache for this session: the tenant's module cache is not this worker's own");
+    return;
+  }
   if (::mkdirat(worker_args::kModuleCacheFd, "jit", 0700) != 0 && errno != EEXIST) {
     LOG_WARN("no JIT cache for this session (mkdir jit in the tenant's module cache: {})", std::strerror(errno));
     return;
