@@ -61,7 +61,7 @@ run() {  # run NAME COMMAND...
   start=$(date +%s.%N)
   "$@" >"$work/$name.log" 2>&1
   rc=$?
-  took[$name]=$(echo "$(date +%s.%N) - $start" | bc)
+  took[$name]=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
   if [ $rc -eq 0 ] && grep -q '^PASS nccl_device' "$work/$name.log"; then
     result[$name]=PASS
   else

@@ -72,13 +72,13 @@ report() {  # report NAME RC LOG SECONDS
 start=$(date +%s.%N)
 NCCL_NVLS_ENABLE=0 python3 "$here/nccl_check.py" >"$work/native.log" 2>&1
 rc=$?
-report native $rc "$work/native.log" "$(echo "$(date +%s.%N) - $start" | bc)"
+report native $rc "$work/native.log" "$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')"
 for url in "$shm_url" "$tcp_url"; do
   t=${url%%://*}
   start=$(date +%s.%N)
   remoted "$url" python3 "$here/nccl_check.py" >"$work/remoted-$t.log" 2>&1
   rc=$?
-  report "remoted-$t" $rc "$work/remoted-$t.log" "$(echo "$(date +%s.%N) - $start" | bc)"
+  report "remoted-$t" $rc "$work/remoted-$t.log" "$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')"
 done
 if grep -q 'libnccl' "$work/server.log"; then
   echo "server log:"
