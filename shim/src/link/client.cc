@@ -250,6 +250,15 @@ uint32_t Client::captures_active() const {
 }
 
 Status Client::CallHere(int device, BuildFn build, ReplyFn on_reply, ConstBytes bulk, MutableBytes reply_bulk) {
+  return CallAs(SendKind::kCall, device, -1, build, on_reply, bulk, reply_bulk);
+}
+
+Status Client::CallWithFdHere(int device, int fd, BuildFn build, ReplyFn on_reply) {
+  return CallAs(SendKind::kCallWithFd, device, fd, build, on_reply, {}, {});
+}
+
+Status Client::CallAs(SendKind kind, int device, int fd, BuildFn build, ReplyFn on_reply, ConstBytes bulk,
+                      MutableBytes reply_bulk) {
   GateEntry gate(*this);
   uint64_t tag = next_tag_.fetch_add(1);
   Waiter w;
@@ -260,27 +269,7 @@ Status Client::CallHere(int device, BuildFn build, ReplyFn on_reply, ConstBytes 
     if (!broken_.ok()) return broken_;
     waiters_.emplace(tag, &w);
   }
-  Status st = Send(device, build, SendKind::kCall, tag, bulk, reply_bulk);
-  if (!st.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    waiters_.erase(tag);
-    return broken_.ok() ? st : broken_;
-  }
-  WaitFor(w);
-  return w.status;
-}
-
-Status Client::CallWithFdHere(int device, int fd, BuildFn build, ReplyFn on_reply) {
-  GateEntry gate(*this);
-  uint64_t tag = next_tag_.fetch_add(1);
-  Waiter w;
-  w.on_reply = &on_reply;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.ok()) return broken_;
-    waiters_.emplace(tag, &w);
-  }
-  Status st = Send(device, build, SendKind::kCallWithFd, tag, {}, {}, fd);
+  Status st = Send(device, build, kind, tag, bulk, reply_bulk, fd);
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     waiters_.erase(tag);

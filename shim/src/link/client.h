@@ -237,6 +237,9 @@ class Client {
   // `*sent_seq` (if given): the work sequence right after this request went out, in wire order.
   Status Send(int device, BuildFn build, SendKind kind, uint64_t tag, ConstBytes bulk, MutableBytes reply_bulk,
               int fd = -1, uint64_t* sent_seq = nullptr);
+  // A call that waits for its reply (CallHere, CallWithFdHere; `fd` -1 for none).
+  Status CallAs(SendKind kind, int device, int fd, BuildFn build, ReplyFn on_reply, ConstBytes bulk,
+                MutableBytes reply_bulk);
   void WaitFor(Waiter& w);
   // With `lock` (on mu_) held: while `waiting()`, receives frames for everyone (one thread at
   // a time; the others sleep until it is done and look again).
