@@ -68,6 +68,14 @@ Status BackendSetAttribute(OpContext& x, LibObject* desc, cudnnBackendAttributeN
 Status BackendGetAttribute(OpContext& x, LibObject* desc, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
                            int64_t requested, int64_t* count, void* elements);
 Status BackendFinalize(OpContext& x, LibObject* desc);
+// An answered finalize that also writes, into `known` (`capacity` bytes), the Known tree of
+// what the library computed (protocol/api/cudnn_known.h); *knownSize 0 if there is none or it
+// does not fit. Library calls only: the tree is read into descriptors made and destroyed here.
+Status BackendFinalizeKnown(OpContext& x, LibObject* desc, void* known, size_t capacity, size_t* knownSize);
+// A query of `desc` into the application's descriptors `filled` (ids) whose values the client
+// already had from a Known tree: made so the library's objects are filled, posted (a failure is
+// kept on `desc`, as any posted call's).
+Status BackendFillPosted(OpContext& x, LibObject* desc, cudnnBackendAttributeName_t name, int64_t requested, const void* filled);
 Status BackendExecute(OpContext& x, LibObject* handle, LibObject* plan, LibObject* pack);
 // `values`: the by-value tensors' bytes (api::dnn::ByValues encoding, cudnn_hooks.h).
 Status BackendExecuteByValue(OpContext& x, LibObject* handle, LibObject* plan, LibObject* pack, const void* values, size_t size);

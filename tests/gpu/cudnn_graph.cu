@@ -2,7 +2,8 @@
 // batched FP32 matrix product and a pointwise multiplication by a by-value scalar (a host
 // pointer in the variant pack, read at each execute - PyTorch's attention passes its scale so).
 // Checks the result against the CPU for three scales, one of them changed in place between two
-// executes of the same variant pack; that a tensor set with the wrong attribute type fails at
+// executes of the same variant pack; rebuilds heuristics and a plan for the graph at each
+// steady step and asks what cudnn-frontend asks of them; that a tensor set with the wrong attribute type fails at
 // the setter or, where setters are posted (Remora), at the next answered call on what refers
 // to it - the graph's finalize; and, under Remora, that an execute of a pack with a host
 // pointer that is no by-value tensor is refused.
@@ -56,7 +57,7 @@ cudnnBackendDescriptor_t Tensor(int64_t uid, int64_t rows, int64_t cols, bool is
 
 struct Graph {
   std::vector<cudnnBackendDescriptor_t> owned;  // destroyed at the end, newest first
-  cudnnBackendDescriptor_t plan = nullptr, heur = nullptr;
+  cudnnBackendDescriptor_t plan = nullptr, heur = nullptr, graph = nullptr;
   int64_t workspace = 0;
 };
 
@@ -92,6 +93,7 @@ Graph Build(cudnnHandle_t h) {
   Set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops, 2);
   Set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &h);
   g.owned = {a, b, t, s, y, mm, mop, pw, pop, graph};
+  g.graph = graph;
   if (cudnnBackendFinalize(graph) != CUDNN_STATUS_SUCCESS) return g;
   auto heur = g.heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   g.owned.push_back(heur);
@@ -118,6 +120,79 @@ Graph Build(cudnnHandle_t h) {
     CB(cudnnBackendGetAttribute(g.plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &g.workspace));
   }
   return g;
+}
+
+// What cudnn-frontend asks of a configuration after the heuristics (query_properties, the
+// plan's tag and notes, check_support's workspace): its engine's notes and global index, its
+// knob choices, its workspace. Returns the engine's global index.
+int64_t QueryConfig(cudnnBackendDescriptor_t cfg, std::vector<cudnnBackendDescriptor_t>* made) {
+  auto engine = Make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  made->push_back(engine);
+  int64_t n = 0, index = -1, ws = -1;
+  CB(cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine));
+  if (n != 1) fail("a configuration has %lld engines", (long long)n);
+  std::vector<cudnnBackendNumericalNote_t> numeric(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
+  CB(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
+                              nullptr));
+  if (n < 0 || n > CUDNN_NUMERICAL_NOTE_TYPE_COUNT) fail("an engine has %lld numerical notes", (long long)n);
+  CB(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, n, &n, numeric.data()));
+  std::vector<cudnnBackendBehaviorNote_t> behavior(CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
+  CB(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n,
+                              behavior.data()));
+  CB(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index));
+  std::vector<cudnnBackendDescriptor_t> knobs(CUDNN_KNOB_TYPE_COUNTS);
+  for (auto& k : knobs) made->push_back(k = Make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
+  int64_t nknobs = 0;
+  CB(cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS, &nknobs,
+                              knobs.data()));
+  for (int64_t i = 0; i < nknobs && i < CUDNN_KNOB_TYPE_COUNTS; i++) {
+    cudnnBackendKnobType_t type = CUDNN_KNOB_TYPE_COUNTS;
+    int64_t choice = -2;
+    CB(cudnnBackendGetAttribute(knobs[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, nullptr, &type));
+    CB(cudnnBackendGetAttribute(knobs[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, nullptr, &choice));
+    if (type >= CUDNN_KNOB_TYPE_COUNTS) fail("knob %lld has type %d", (long long)i, static_cast<int>(type));
+  }
+  CB(cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws));
+  if (ws < 0) fail("a configuration needs a workspace of %lld bytes", (long long)ws);
+  return index;
+}
+
+// The build cudnn-frontend makes for each new shape of a graph (PyTorch's attention while
+// decoding: one per token): heuristics, every configuration queried, a plan from the first,
+// and the plan's own configuration read back. Under Remora only the two finalizes wait for
+// the server (what they computed comes back with them); the queries are answered in the
+// client. Checks that the plan's engine is the configuration's.
+void FrontendBuild(cudnnHandle_t h, cudnnBackendDescriptor_t graph) {
+  std::vector<cudnnBackendDescriptor_t> made;
+  auto heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  made.push_back(heur);
+  cudnnBackendHeurMode_t hmode = CUDNN_HEUR_MODE_A;
+  Set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &graph);
+  Set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &hmode);
+  CB(cudnnBackendFinalize(heur));
+  int64_t count = 0, filled = 0;
+  CB(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  if (count < 1) fail("the heuristics found no configuration this time");
+  std::vector<cudnnBackendDescriptor_t> cfgs(static_cast<size_t>(count));
+  for (auto& c : cfgs) made.push_back(c = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+  CB(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &filled, cfgs.data()));
+  if (filled != count) fail("the heuristics filled %lld of %lld configurations", (long long)filled, (long long)count);
+  std::vector<int64_t> index;
+  for (auto c : cfgs) index.push_back(QueryConfig(c, &made));
+  auto plan = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  made.push_back(plan);
+  Set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h);
+  Set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfgs[0]);
+  CB(cudnnBackendFinalize(plan));
+  int64_t n = 0, ws = -1;
+  CB(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws));
+  if (ws < 0) fail("the plan needs a workspace of %lld bytes", (long long)ws);
+  auto back = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  made.push_back(back);
+  CB(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &back));
+  int64_t again = QueryConfig(back, &made);
+  if (again != index[0]) fail("the plan's engine is %lld, its configuration's %lld", (long long)again, (long long)index[0]);
+  for (auto it = made.rbegin(); it != made.rend(); ++it) CB(cudnnBackendDestroyDescriptor(*it));
 }
 
 cudnnBackendDescriptor_t Pack(void* a, void* b, void* scale, void* y, void* ws) {
@@ -217,6 +292,7 @@ int main() {
     int64_t n = 0;
     CB(cudnnBackendGetAttribute(g.heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &n, &mode));
     if (n != 1 || mode != CUDNN_HEUR_MODE_A) fail("the heuristics' mode reads back as %d (%lld values)", static_cast<int>(mode), (long long)n);
+    FrontendBuild(h, g.graph);
     auto p = Pack(da.get(), db.get(), &scale, dy.get(), ws.get());
     CB(cudnnBackendExecute(h, g.plan, p));
     CB(cudnnBackendDestroyDescriptor(p));

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "cudnn_hooks.h"
+#include "cudnn_known.h"
 #include "cudnn_wire.h"
 #include "executor_harness.h"
 
@@ -101,6 +102,8 @@ class CudnnTest : public ExecutorTest {
     Set<uint64_t>(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, {op});
     EXPECT_EQ(Finalize(graph, true).error, Err::kSuccess);
     uint64_t heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    graph_ = graph;
+    heur_ = heur;
     Set<uint64_t>(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, {graph});
     Set<int32_t>(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, {CUDNN_HEUR_MODE_A});
     EXPECT_EQ(Finalize(heur, true).error, Err::kSuccess);
@@ -156,6 +159,7 @@ class CudnnTest : public ExecutorTest {
   }
 
   uint64_t next_ = 0;
+  uint64_t graph_ = 0, heur_ = 0;  // ScalePlan's
 };
 
 TEST_F(CudnnTest, ByValueScalarsTravelWithTheExecute) {
@@ -267,6 +271,121 @@ TEST_F(CudnnTest, AVariantPackThatDoesNotFinalizeFailsItsExecute) {
   EXPECT_NE(sync.async_message.find("cudnnBackendFinalize"), std::string::npos) << sync.async_message;
   Destroy(pack);
   EXPECT_EQ(StreamSync(0).async_error, Err::kSuccess) << "the execute reported it; the destroy has nothing left";
+}
+
+// The heuristics' finalize brings back their results, each configuration with its engine's
+// index and notes, its knob choices and workspace, as the library answers them one by one.
+TEST_F(CudnnTest, AnAnsweredFinalizeBringsBackWhatTheLibraryComputed) {
+  uint64_t plan = ScalePlan();
+  ASSERT_NE(plan, 0u);
+  uint64_t heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  Set<uint64_t>(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, {graph_});
+  Set<int32_t>(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, {CUDNN_HEUR_MODE_A});
+  api::ArgWriter w = HandleArg(heur);
+  w.Put<uint64_t>(api::dnn::kKnownCapacity);
+  w.Put<size_t>(api::dnn::kKnownCapacity);
+  Reply f = Lib(dn::k_remoraCudnnBackendFinalizeKnown, w, true);
+  ASSERT_EQ(f.error, Err::kSuccess) << f.message;
+  api::ArgReader r(f.api_result.data(), f.api_result.size());
+  std::vector<std::byte> tree(api::dnn::kKnownCapacity);
+  r.GetArray(tree.data(), tree.size(), 1);
+  size_t n = r.Get<size_t>();
+  ASSERT_TRUE(r.Finish().ok());
+  ASSERT_GT(n, 0u);
+  api::dnn::KnownNode known;
+  ASSERT_TRUE(api::dnn::ParseKnown(tree.data(), n, &known));
+  EXPECT_EQ(known.type, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const auto& results = known.attrs.at(CUDNN_ATTR_ENGINEHEUR_RESULTS);
+  ASSERT_EQ(results.count, 1);  // the host backend's one engine
+  ASSERT_EQ(results.children.size(), 1u);
+  const auto& cfg = results.children[0];
+  EXPECT_EQ(cfg.type, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  EXPECT_EQ(cfg.attrs.at(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES).count, 0);
+  EXPECT_EQ(cfg.attrs.at(CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE).bytes.size(), sizeof(int64_t));
+  EXPECT_FALSE(cfg.attrs.count(CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED));  // the library does not answer it: left to the library
+  const auto& engine = cfg.attrs.at(CUDNN_ATTR_ENGINECFG_ENGINE).children.at(0);
+  int64_t index = -1;
+  ASSERT_EQ(engine.attrs.at(CUDNN_ATTR_ENGINE_GLOBAL_INDEX).bytes.size(), sizeof(index));
+  std::memcpy(&index, engine.attrs.at(CUDNN_ATTR_ENGINE_GLOBAL_INDEX).bytes.data(), sizeof(index));
+  EXPECT_EQ(index, 0);
+  EXPECT_EQ(engine.attrs.at(CUDNN_ATTR_ENGINE_NUMERICAL_NOTE).count, 0);
+
+  // The client's fill of its own configuration, posted, makes a configuration a plan can use.
+  uint64_t mine = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  api::ArgWriter fw = HandleArg(heur);
+  fw.Put(CUDNN_ATTR_ENGINEHEUR_RESULTS);
+  fw.Put<int64_t>(1);
+  uint64_t ids[1] = {mine};
+  fw.PutArray(ids, sizeof(ids), 1);
+  Lib(dn::k_remoraCudnnBackendFillPosted, fw, false);
+  uint64_t again = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  Set<uint64_t>(again, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, {kHandle});
+  Set<uint64_t>(again, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, {mine});
+  Reply p = Finalize(again, true);
+  EXPECT_EQ(p.error, Err::kSuccess) << p.message;
+}
+
+// A posted fill naming a descriptor that is not the session's: the failure waits on the
+// queried descriptor and is reported by the next answered call on it, once.
+TEST_F(CudnnTest, APostedFillOfAForgedDescriptorFailsTheNextAnsweredCall) {
+  ASSERT_NE(ScalePlan(), 0u);
+  uint64_t heur = heur_;
+  api::ArgWriter fw = HandleArg(heur);
+  fw.Put(CUDNN_ATTR_ENGINEHEUR_RESULTS);
+  fw.Put<int64_t>(1);
+  uint64_t ids[1] = {Id(HandleKind::kCudnnBackendDescriptor, 999)};
+  fw.PutArray(ids, sizeof(ids), 1);
+  Lib(dn::k_remoraCudnnBackendFillPosted, fw, false);
+  Reply g = Get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, {});
+  EXPECT_EQ(g.error, Dnn(CUDNN_STATUS_BAD_PARAM)) << g.message;
+  Reply h = Get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, {});
+  EXPECT_EQ(h.error, Err::kSuccess) << h.message;
+}
+
+TEST(CudnnKnown, ATreeReadsBackAsWrittenAndAnythingElseIsRefused) {
+  api::dnn::KnownNode cfg, root;
+  cfg.type = CUDNN_BACKEND_ENGINECFG_DESCRIPTOR;
+  int64_t ws = 4096;
+  auto& a = cfg.attrs[CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE];
+  a.type = CUDNN_TYPE_INT64;
+  a.count = 1;
+  a.bytes.resize(sizeof(ws));
+  std::memcpy(a.bytes.data(), &ws, sizeof(ws));
+  root.type = CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR;
+  auto& res = root.attrs[CUDNN_ATTR_ENGINEHEUR_RESULTS];
+  res.type = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+  res.count = 3;  // more than were read: the client answers only what it holds
+  res.children = {cfg, cfg};
+  std::vector<std::byte> bytes;
+  api::dnn::AppendKnown(&bytes, root);
+  api::dnn::KnownNode back;
+  ASSERT_TRUE(api::dnn::ParseKnown(bytes.data(), bytes.size(), &back));
+  ASSERT_EQ(back.attrs.at(CUDNN_ATTR_ENGINEHEUR_RESULTS).children.size(), 2u);
+  EXPECT_EQ(back.attrs.at(CUDNN_ATTR_ENGINEHEUR_RESULTS).count, 3);
+  EXPECT_EQ(back.attrs.at(CUDNN_ATTR_ENGINEHEUR_RESULTS).children[1].attrs.at(CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE).bytes, a.bytes);
+  for (size_t cut = 0; cut < bytes.size(); cut++) EXPECT_FALSE(api::dnn::ParseKnown(bytes.data(), cut, &back)) << cut;
+  bytes.push_back(std::byte{0});
+  EXPECT_FALSE(api::dnn::ParseKnown(bytes.data(), bytes.size(), &back));  // trailing bytes
+  // Nested deeper than any tree the worker writes.
+  api::dnn::KnownNode deep = cfg;
+  for (int i = 0; i <= api::dnn::kKnownDepth; i++) {
+    api::dnn::KnownNode up;
+    up.type = CUDNN_BACKEND_ENGINECFG_DESCRIPTOR;
+    auto& c = up.attrs[CUDNN_ATTR_ENGINECFG_ENGINE];
+    c.type = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    c.count = 1;
+    c.children = {deep};
+    deep = up;
+  }
+  bytes.clear();
+  api::dnn::AppendKnown(&bytes, deep);
+  EXPECT_FALSE(api::dnn::ParseKnown(bytes.data(), bytes.size(), &back));
+  // A child count no input could hold.
+  std::vector<std::byte> forged(8 + 4 + 4 + 8 + 4 + 4, std::byte{0});
+  uint32_t one = 1, many = 0xffffffffu;
+  std::memcpy(forged.data() + 4, &one, 4);
+  std::memcpy(forged.data() + 8 + 4 + 4 + 8 + 4, &many, 4);
+  EXPECT_FALSE(api::dnn::ParseKnown(forged.data(), forged.size(), &back));
 }
 
 TEST_F(CudnnTest, ForgedDescriptorIdsInAttributesAreRefused) {

@@ -1,5 +1,6 @@
 #include "dnn_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -7,6 +8,7 @@
 #include <unordered_map>
 
 #include "cudnn_hooks.h"
+#include "cudnn_known.h"
 #include "runtime.h"
 
 namespace remora::gen::cudnn {
@@ -24,6 +26,7 @@ struct Desc {
   // Finalized by an answered call that succeeded: every attribute set before it was accepted,
   // so the library holds exactly what `attrs` says.
   bool exact = false;
+  std::optional<api::dnn::KnownNode> known;  // what the library computed (cudnn_known.h)
 };
 
 class Mirror {
@@ -44,6 +47,7 @@ class Mirror {
     it->second.attrs.clear();
     it->second.by_value.clear();
     it->second.exact = false;
+    it->second.known.reset();
   }
   void Destroy(uint64_t id) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -54,6 +58,7 @@ class Mirror {
     auto it = descs_.find(id);
     if (it == descs_.end()) return;
     it->second.exact = false;
+    it->second.known.reset();
     Attr& a = it->second.attrs[name];
     a.type = type;
     a.bytes.assign(static_cast<const std::byte*>(elements), static_cast<const std::byte*>(elements) + (elements ? bytes : 0));
@@ -72,6 +77,7 @@ class Mirror {
     if (it == descs_.end()) return;
     Desc& d = it->second;
     d.exact = answered;
+    d.known.reset();
     d.by_value.clear();
     if (d.type == CUDNN_BACKEND_TENSOR_DESCRIPTOR && Scalar<uint8_t>(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN) == 1) {
       uint64_t n = api::dnn::DataTypeBytes(static_cast<cudnnDataType_t>(
@@ -112,6 +118,53 @@ class Mirror {
     if (count != nullptr) *count = have;
     const int64_t copy = have < requested ? have : requested;
     if (copy > 0) std::memcpy(elements, a->second.bytes.data(), static_cast<size_t>(copy) * elem);
+    return true;
+  }
+  void Known(uint64_t id, const void* tree, size_t n) {
+    api::dnn::KnownNode node;
+    if (n == 0 || !api::dnn::ParseKnown(tree, n, &node)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = descs_.find(id);
+    if (it != descs_.end() && node.type == it->second.type) it->second.known = std::move(node);
+  }
+  bool KnownGet(uint64_t id, int name, cudnnBackendAttributeType_t type, int64_t requested, int64_t* count, void* elements,
+                std::vector<uint64_t>* fill) {
+    if (requested < 0) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = descs_.find(id);
+    if (it == descs_.end() || !it->second.known) return false;
+    auto a = it->second.known->attrs.find(name);
+    if (a == it->second.known->attrs.end() || a->second.type != type) return false;
+    const api::dnn::KnownAttr& k = a->second;
+    const int64_t want = std::min(requested, k.count);  // what the library writes
+    if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+      const size_t elem = api::dnn::AttributeElementBytes(type);
+      if (elem == 0 || (elements != nullptr && want > static_cast<int64_t>(k.bytes.size() / elem))) return false;
+      if (elements != nullptr && want > 0) std::memcpy(elements, k.bytes.data(), static_cast<size_t>(want) * elem);
+      if (count != nullptr) *count = k.count;
+      return true;
+    }
+    if (elements == nullptr || want <= 0) {  // how many there are
+      if (count != nullptr) *count = k.count;
+      return true;
+    }
+    if (want > static_cast<int64_t>(k.children.size())) return false;
+    std::vector<uint64_t> ids(static_cast<size_t>(want));
+    std::memcpy(ids.data(), elements, ids.size() * sizeof(uint64_t));
+    // Descriptors of the types the library fills, or the library is to say what is wrong.
+    for (size_t i = 0; i < ids.size(); i++) {
+      auto t = descs_.find(ids[i]);
+      if (t == descs_.end() || t == it || t->second.type != k.children[i].type) return false;
+    }
+    for (size_t i = 0; i < ids.size(); i++) {
+      Desc& t = descs_[ids[i]];
+      t.attrs.clear();
+      t.exact = false;
+      t.known = k.children[i];
+      t.by_value.insert(it->second.by_value.begin(), it->second.by_value.end());
+    }
+    if (count != nullptr) *count = k.count;
+    *fill = std::move(ids);
     return true;
   }
   Status ByValues(uint64_t plan, uint64_t pack, std::vector<std::byte>* out) {
@@ -246,6 +299,18 @@ bool FinalizeAnswered(cudnnBackendDescriptor_t descriptor) {
     // does not know: their status decides what cudnn-frontend does next.
     default: return true;
   }
+}
+
+bool FinalizeBringsKnown(cudnnBackendDescriptor_t descriptor) {
+  auto type = Mirror::Get().Type(Id(descriptor));
+  return type && api::dnn::FinalizeBringsKnown(*type) && FinalizeAnswered(descriptor);
+}
+
+void MirrorBackendKnown(cudnnBackendDescriptor_t descriptor, const void* tree, size_t n) { Mirror::Get().Known(Id(descriptor), tree, n); }
+
+bool KnownGetAttribute(cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+                       int64_t requested, int64_t* count, void* elements, std::vector<uint64_t>* fill) {
+  return Mirror::Get().KnownGet(Id(descriptor), name, type, requested, count, elements, fill);
 }
 
 Status ByValues(cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack, std::vector<std::byte>* values) {

@@ -49,6 +49,20 @@ bool FinalizeAnswered(cudnnBackendDescriptor_t descriptor);
 bool LocalGetAttribute(cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
                        int64_t requested, int64_t* count, void* elements);
 
+// Known trees (protocol/api/cudnn_known.h): whether an answered finalize of `descriptor` asks
+// for one (remoraCudnnBackendFinalizeKnown), and the tree it brought (`n` bytes; none if 0 or
+// not well formed), kept until the descriptor is set, re-initialized, finalized again or
+// destroyed.
+bool FinalizeBringsKnown(cudnnBackendDescriptor_t descriptor);
+void MirrorBackendKnown(cudnnBackendDescriptor_t descriptor, const void* tree, size_t n);
+// cudnnBackendGetAttribute answered from the descriptor's Known tree: true if the tree holds
+// the answer (the attribute, with the type asked, and every element asked for). A query of
+// descriptors fills the application's from the tree (their own trees from then on) and puts
+// their ids in `*fill`: the same query, posted to the worker (remoraCudnnBackendFillPosted),
+// fills the library's objects.
+bool KnownGetAttribute(cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+                       int64_t requested, int64_t* count, void* elements, std::vector<uint64_t>* fill);
+
 // The bytes of the by-value tensors of an execute of `pack` with `plan`, read from the
 // application's host pointers now (api::dnn::AppendByValue records; empty if none), or
 // CUDNN_STATUS_BAD_PARAM naming a pointer that is neither device memory of the session nor a

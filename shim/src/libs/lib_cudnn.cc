@@ -11,6 +11,7 @@
 
 #include "cudnn_client.h"
 #include "cudnn_hooks.h"
+#include "cudnn_known.h"
 #include "lib_objects.h"
 #include "process.h"
 #include "remote_call.h"
@@ -149,8 +150,31 @@ REMORA_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBacke
   return static_cast<cudnnStatus_t>(remora::shim::FinishLib(remora::Domain::kCudnn, kCodes, st, "cudnnBackendExecute"));
 }
 
-// An attribute query: in the client where the answer is what the application set
-// (dnn_backend.h), else the library's.
+// A finalize: posted, or answered where cudnn-frontend decides on its status (dnn_backend.h),
+// with the Known tree of what the library computed for an operation graph, heuristics or plan.
+REMORA_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) {
+  namespace dnn = remora::gen::cudnn;
+  static constexpr remora::shim::LibCodes kCodes{CUDNN_STATUS_SUCCESS, CUDNN_STATUS_BAD_PARAM, CUDNN_STATUS_NOT_INITIALIZED,
+                                                 CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+                                                 CUDNN_STATUS_INTERNAL_ERROR};
+  const remora::shim::CallCtx cc{false, "cudnnBackendFinalize"};
+  remora::Status st;
+  if (dnn::FinalizeBringsKnown(desc)) {
+    std::vector<std::byte> tree(remora::api::dnn::kKnownCapacity);
+    size_t n = 0;
+    st = dnn::remoraCudnnBackendFinalizeKnown(cc, desc, tree.data(), tree.size(), &n);
+    if (st.ok()) {
+      dnn::MirrorBackendFinalize(desc);
+      dnn::MirrorBackendKnown(desc, tree.data(), std::min(n, tree.size()));
+    }
+  } else {
+    st = dnn::cudnnBackendFinalize(cc, desc);
+  }
+  return static_cast<cudnnStatus_t>(remora::shim::FinishLib(remora::Domain::kCudnn, kCodes, st, "cudnnBackendFinalize"));
+}
+
+// An attribute query: in the client where the answer is what the application set, or what a
+// finalize brought back (dnn_backend.h), else the library's.
 REMORA_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t desc, cudnnBackendAttributeName_t name,
                                                      cudnnBackendAttributeType_t type, int64_t requested, int64_t* count, void* elements) {
   namespace dnn = remora::gen::cudnn;
@@ -158,8 +182,15 @@ REMORA_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t de
                                                  CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
                                                  CUDNN_STATUS_INTERNAL_ERROR};
   if (dnn::LocalGetAttribute(desc, name, type, requested, count, elements)) return CUDNN_STATUS_SUCCESS;
-  remora::Status st = dnn::cudnnBackendGetAttribute(remora::shim::CallCtx{false, "cudnnBackendGetAttribute"}, desc, name, type, requested,
-                                                    count, elements);
+  const remora::shim::CallCtx cc{false, "cudnnBackendGetAttribute"};
+  remora::Status st;
+  std::vector<uint64_t> fill;
+  if (dnn::KnownGetAttribute(desc, name, type, requested, count, elements, &fill)) {
+    if (fill.empty()) return CUDNN_STATUS_SUCCESS;
+    st = dnn::remoraCudnnBackendFillPosted(cc, desc, name, static_cast<int64_t>(fill.size()), fill.data());
+  } else {
+    st = dnn::cudnnBackendGetAttribute(cc, desc, name, type, requested, count, elements);
+  }
   return static_cast<cudnnStatus_t>(remora::shim::FinishLib(remora::Domain::kCudnn, kCodes, st, "cudnnBackendGetAttribute"));
 }
 
