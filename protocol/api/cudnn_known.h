@@ -12,9 +12,9 @@
 // destroys for the purpose. A query the tree cannot answer exactly still goes to the library.
 //
 // Wire form (host byte order, as every argument): Node = u32 descriptor type, u32 attribute
-// count, then per attribute: i32 name, i32 type, i64 element count (as the library reported
-// it), u32 byte count + the bytes of the elements read (at most the list's maximum), u32
-// child count + a Node per child (descriptor-valued attributes only). Pure functions.
+// count, then per attribute: i32 name, i32 type, i64 element count and i64 elements asked for
+// (KnownAttr), u32 byte count + the bytes of the elements read, u32 child count + a Node per
+// child (descriptor-valued attributes only). Pure functions.
 #pragma once
 
 #include <cudnn.h>
@@ -30,9 +30,14 @@ namespace remora::api::dnn {
 struct KnownNode;
 struct KnownAttr {
   cudnnBackendAttributeType_t type{};
-  int64_t count = 0;                // as the library reported it
-  std::vector<std::byte> bytes;     // the first elements (value attributes)
-  std::vector<KnownNode> children;  // the first elements' trees (descriptor attributes)
+  // The element count the library reported: for a value attribute, with `asked` elements
+  // requested; for a descriptor attribute, to a query of none (how many there are).
+  int64_t count = 0;
+  int64_t asked = 0;                // the elements the worker requested
+  std::vector<std::byte> bytes;     // the elements read (value attributes)
+  // The trees of the descriptors the library filled when `asked` were requested (it may fill
+  // fewer than it counted: cuDNN's heuristics count configurations they then do not give).
+  std::vector<KnownNode> children;
 };
 struct KnownNode {
   cudnnBackendDescriptorType_t type{};
@@ -90,6 +95,8 @@ inline bool FinalizeBringsKnown(cudnnBackendDescriptorType_t type) {
 // The room a client gives a Known tree in the finalize's reply; a larger tree is not sent
 // (the queries then go to the library, as before).
 inline constexpr size_t kKnownCapacity = 16384;
+// The most descriptors a fill answered in the client names (a larger request asks the library).
+inline constexpr int64_t kMaxKnownFill = 1024;
 // Trees nest at most this deep (heuristics -> configuration -> engine -> knob information).
 inline constexpr int kKnownDepth = 4;
 
@@ -115,7 +122,9 @@ inline bool ParseNode(const std::byte* p, size_t n, size_t* at, int depth, Known
     int32_t name = 0, atype = 0;
     uint32_t bytes = 0, children = 0;
     KnownAttr a;
-    if (!Take(p, n, at, &name) || !Take(p, n, at, &atype) || !Take(p, n, at, &a.count) || !Take(p, n, at, &bytes)) return false;
+    if (!Take(p, n, at, &name) || !Take(p, n, at, &atype) || !Take(p, n, at, &a.count) || !Take(p, n, at, &a.asked) ||
+        !Take(p, n, at, &bytes))
+      return false;
     if (n - *at < bytes) return false;
     a.type = static_cast<cudnnBackendAttributeType_t>(atype);
     a.bytes.assign(p + *at, p + *at + bytes);
@@ -138,6 +147,7 @@ inline void AppendKnown(std::vector<std::byte>* out, const KnownNode& node) {
     Put<int32_t>(out, name);
     Put<int32_t>(out, static_cast<int32_t>(a.type));
     Put<int64_t>(out, a.count);
+    Put<int64_t>(out, a.asked);
     Put<uint32_t>(out, static_cast<uint32_t>(a.bytes.size()));
     out->insert(out->end(), a.bytes.begin(), a.bytes.end());
     Put<uint32_t>(out, static_cast<uint32_t>(a.children.size()));

@@ -27,6 +27,7 @@ KnownNode Read(Api& api, cudnnBackendDescriptor_t d, cudnnBackendDescriptorType_
     KnownAttr a;
     a.type = k.type;
     if (k.type != CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+      a.asked = k.max;
       a.bytes.resize(static_cast<size_t>(api::dnn::AttributeBytes(k.type, k.max)));
       if (api.cudnnBackendGetAttribute(d, k.name, k.type, k.max, &a.count, a.bytes.data()) != CUDNN_STATUS_SUCCESS || a.count < 0)
         continue;
@@ -42,13 +43,13 @@ KnownNode Read(Api& api, cudnnBackendDescriptor_t d, cudnnBackendDescriptorType_
       ok = api.cudnnBackendCreateDescriptor(k.child, &made.back()) == CUDNN_STATUS_SUCCESS;
       if (!ok) made.pop_back();
     }
+    a.asked = static_cast<int64_t>(made.size());
     int64_t filled = 0;
     if (ok && !made.empty())
-      ok = api.cudnnBackendGetAttribute(d, k.name, k.type, static_cast<int64_t>(made.size()), &filled, made.data()) ==
-               CUDNN_STATUS_SUCCESS &&
-           filled == a.count;
+      ok = api.cudnnBackendGetAttribute(d, k.name, k.type, a.asked, &filled, made.data()) == CUDNN_STATUS_SUCCESS && filled >= 0 &&
+           filled <= a.asked;
     if (ok)
-      for (auto c : made) a.children.push_back(Read(api, c, k.child, depth + 1));
+      for (int64_t i = 0; i < filled; i++) a.children.push_back(Read(api, made[static_cast<size_t>(i)], k.child, depth + 1));
     for (auto it = made.rbegin(); it != made.rend(); ++it) (void)api.cudnnBackendDestroyDescriptor(*it);
     if (ok) node.attrs[k.name] = std::move(a);
   }

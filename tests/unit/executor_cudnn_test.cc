@@ -354,7 +354,8 @@ TEST(CudnnKnown, ATreeReadsBackAsWrittenAndAnythingElseIsRefused) {
   root.type = CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR;
   auto& res = root.attrs[CUDNN_ATTR_ENGINEHEUR_RESULTS];
   res.type = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-  res.count = 3;  // more than were read: the client answers only what it holds
+  res.count = 3;  // counted 3, asked for 3, filled 2 (as cuDNN's heuristics do)
+  res.asked = 3;
   res.children = {cfg, cfg};
   std::vector<std::byte> bytes;
   api::dnn::AppendKnown(&bytes, root);
@@ -362,6 +363,7 @@ TEST(CudnnKnown, ATreeReadsBackAsWrittenAndAnythingElseIsRefused) {
   ASSERT_TRUE(api::dnn::ParseKnown(bytes.data(), bytes.size(), &back));
   ASSERT_EQ(back.attrs.at(CUDNN_ATTR_ENGINEHEUR_RESULTS).children.size(), 2u);
   EXPECT_EQ(back.attrs.at(CUDNN_ATTR_ENGINEHEUR_RESULTS).count, 3);
+  EXPECT_EQ(back.attrs.at(CUDNN_ATTR_ENGINEHEUR_RESULTS).asked, 3);
   EXPECT_EQ(back.attrs.at(CUDNN_ATTR_ENGINEHEUR_RESULTS).children[1].attrs.at(CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE).bytes, a.bytes);
   for (size_t cut = 0; cut < bytes.size(); cut++) EXPECT_FALSE(api::dnn::ParseKnown(bytes.data(), cut, &back)) << cut;
   bytes.push_back(std::byte{0});
@@ -381,10 +383,10 @@ TEST(CudnnKnown, ATreeReadsBackAsWrittenAndAnythingElseIsRefused) {
   api::dnn::AppendKnown(&bytes, deep);
   EXPECT_FALSE(api::dnn::ParseKnown(bytes.data(), bytes.size(), &back));
   // A child count no input could hold.
-  std::vector<std::byte> forged(8 + 4 + 4 + 8 + 4 + 4, std::byte{0});
+  std::vector<std::byte> forged(8 + 4 + 4 + 8 + 8 + 4 + 4, std::byte{0});
   uint32_t one = 1, many = 0xffffffffu;
   std::memcpy(forged.data() + 4, &one, 4);
-  std::memcpy(forged.data() + 8 + 4 + 4 + 8 + 4, &many, 4);
+  std::memcpy(forged.data() + 8 + 4 + 4 + 8 + 8 + 4, &many, 4);
   EXPECT_FALSE(api::dnn::ParseKnown(forged.data(), forged.size(), &back));
 }
 

@@ -136,35 +136,41 @@ class Mirror {
     auto a = it->second.known->attrs.find(name);
     if (a == it->second.known->attrs.end() || a->second.type != type) return false;
     const api::dnn::KnownAttr& k = a->second;
-    const int64_t want = std::min(requested, k.count);  // what the library writes
     if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+      // The library writes min(requested, count) elements and reports count.
+      const int64_t want = std::min(requested, k.count);
       const size_t elem = api::dnn::AttributeElementBytes(type);
       if (elem == 0 || (elements != nullptr && want > static_cast<int64_t>(k.bytes.size() / elem))) return false;
       if (elements != nullptr && want > 0) std::memcpy(elements, k.bytes.data(), static_cast<size_t>(want) * elem);
       if (count != nullptr) *count = k.count;
       return true;
     }
-    if (elements == nullptr || want <= 0) {  // how many there are
+    if (elements == nullptr || requested == 0) {  // how many there are
       if (count != nullptr) *count = k.count;
       return true;
     }
-    if (want > static_cast<int64_t>(k.children.size())) return false;
-    std::vector<uint64_t> ids(static_cast<size_t>(want));
+    // The library's answer is known for the worker's own request, and for any larger one when
+    // the worker asked for every element it counted.
+    if (requested != k.asked && !(k.asked == k.count && requested > k.asked)) return false;
+    const int64_t want = static_cast<int64_t>(k.children.size());
+    if (requested > api::dnn::kMaxKnownFill) return false;
+    // The same request goes to the worker (FillPosted), so the library fills the same ones.
+    std::vector<uint64_t> ids(static_cast<size_t>(requested));
     std::memcpy(ids.data(), elements, ids.size() * sizeof(uint64_t));
     // Descriptors of the types the library fills, or the library is to say what is wrong.
-    for (size_t i = 0; i < ids.size(); i++) {
+    for (size_t i = 0; i < static_cast<size_t>(want); i++) {
       auto t = descs_.find(ids[i]);
       if (t == descs_.end() || t == it || t->second.type != k.children[i].type) return false;
     }
-    for (size_t i = 0; i < ids.size(); i++) {
+    for (size_t i = 0; i < static_cast<size_t>(want); i++) {
       Desc& t = descs_[ids[i]];
       t.attrs.clear();
       t.exact = false;
       t.known = k.children[i];
       t.by_value.insert(it->second.by_value.begin(), it->second.by_value.end());
     }
-    if (count != nullptr) *count = k.count;
-    *fill = std::move(ids);
+    if (count != nullptr) *count = want;  // how many it filled
+    if (want > 0) *fill = std::move(ids);  // (none filled: nothing for the worker to do)
     return true;
   }
   Status ByValues(uint64_t plan, uint64_t pack, std::vector<std::byte>* out) {
