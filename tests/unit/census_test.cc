@@ -111,6 +111,23 @@ TEST_F(CensusTest, EachStartBeginsAFreshInterval) {
   EXPECT_NE(lines[1].find("\"interval\": 2, \"messages\": 2,"), std::string::npos) << lines[1];
 }
 
+TEST_F(CensusTest, DetailsAreCountedPerIntervalAndOnlyWhenNoted) {
+  Census c(path_);
+  Marker(c, gen::cuda::k_cuProfilerStart);
+  Api(c, gen::cudnn::kLibrary, gen::cudnn::k_cudnnBackendGetAttribute, true);
+  c.Detail("attribute 1302 of \"engine\"");
+  c.Detail("attribute 1302 of \"engine\"");
+  Marker(c, gen::cuda::k_cuProfilerStop);
+  Marker(c, gen::cuda::k_cuProfilerStart);
+  Api(c, gen::cudnn::kLibrary, gen::cudnn::k_cudnnBackendGetAttribute, true);
+  Marker(c, gen::cuda::k_cuProfilerStop);
+  std::vector<std::string> lines = Lines(path_);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("\"details\": {\"attribute 1302 of \\\"engine\\\"\": 2}"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1].find("details"), std::string::npos) << lines[1];
+  EXPECT_NE(c.SessionLine().find("\": 2}"), std::string::npos) << c.SessionLine();
+}
+
 TEST_F(CensusTest, UnknownRequestsAndFunctionsAreNamedByNumber) {
   Census c(path_);
   Marker(c, gen::cuda::k_cuProfilerStart);

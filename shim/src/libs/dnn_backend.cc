@@ -261,6 +261,11 @@ bool LocalGetAttribute(cudnnBackendDescriptor_t descriptor, cudnnBackendAttribut
 
 void MirrorBackendInitialize(cudnnBackendDescriptor_t descriptor) { Mirror::Get().Reset(Id(descriptor)); }
 
+int BackendTypeOf(cudnnBackendDescriptor_t descriptor) {
+  auto type = Mirror::Get().Type(Id(descriptor));
+  return type ? static_cast<int>(*type) : -1;
+}
+
 bool FinalizeAnswered(cudnnBackendDescriptor_t descriptor) {
   auto type = Mirror::Get().Type(Id(descriptor));
   if (!type) return true;

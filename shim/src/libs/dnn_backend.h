@@ -40,6 +40,8 @@ void MirrorBackendGet(cudnnBackendDescriptor_t descriptor, cudnnBackendAttribute
 void MirrorBackendFinalize(cudnnBackendDescriptor_t descriptor);
 // cudnnBackendInitialize: the descriptor is blank again.
 void MirrorBackendInitialize(cudnnBackendDescriptor_t descriptor);
+// The type `descriptor` was created with (-1: not one this client created).
+int BackendTypeOf(cudnnBackendDescriptor_t descriptor);
 // Whether cudnnBackendFinalize of `descriptor` waits for its status (see above).
 bool FinalizeAnswered(cudnnBackendDescriptor_t descriptor);
 // cudnnBackendGetAttribute answered in the client where the answer is what the application

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "census.h"
 #include "cudnn_client.h"
 #include "cudnn_hooks.h"
 #include "cudnn_known.h"
@@ -189,6 +190,10 @@ REMORA_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t de
     if (fill.empty()) return CUDNN_STATUS_SUCCESS;
     st = dnn::remoraCudnnBackendFillPosted(cc, desc, name, static_cast<int64_t>(fill.size()), fill.data());
   } else {
+    // Which queries still wait for the server, for the call census (REMORA_CALL_STATS).
+    if (auto* census = remora::shim::Census::Get())
+      census->Detail(fmt::format("cudnnBackendGetAttribute: attribute {} (type {}, {} requested) of descriptor type {}",
+                                 static_cast<int>(name), static_cast<int>(type), requested, dnn::BackendTypeOf(desc)));
     st = dnn::cudnnBackendGetAttribute(cc, desc, name, type, requested, count, elements);
   }
   return static_cast<cudnnStatus_t>(remora::shim::FinishLib(remora::Domain::kCudnn, kCodes, st, "cudnnBackendGetAttribute"));

@@ -139,16 +139,23 @@ void Census::Count(const wire::Request::Reader& req, bool round_trip) {
     session_[k]++;
     if (IsMarker(req, gen::cuda::k_cuProfilerStart)) {
       interval_.clear();
+      interval_details_.clear();
       in_interval_ = true;
       intervals_++;
     } else if (IsMarker(req, gen::cuda::k_cuProfilerStop)) {
-      if (in_interval_ && !path_.empty()) line = LineLocked(std::to_string(intervals_), interval_);
+      if (in_interval_ && !path_.empty()) line = LineLocked(std::to_string(intervals_), interval_, interval_details_);
       in_interval_ = false;
     } else if (in_interval_) {
       interval_[k]++;
     }
   }
   if (!line.empty()) Append(line);
+}
+
+void Census::Detail(const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  session_details_[what]++;
+  if (in_interval_) interval_details_[what]++;
 }
 
 Census::Totals Census::Sum(const Counts& c) {
@@ -175,15 +182,15 @@ Census::Totals Census::session() const {
 
 std::string Census::SessionLine() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return LineLocked("\"session\"", session_);
+  return LineLocked("\"session\"", session_, session_details_);
 }
 
 std::string Census::IntervalLine() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return LineLocked(std::to_string(intervals_), interval_);
+  return LineLocked(std::to_string(intervals_), interval_, interval_details_);
 }
 
-std::string Census::LineLocked(const std::string& label, const Counts& c) const {
+std::string Census::LineLocked(const std::string& label, const Counts& c, const std::map<std::string, uint64_t>& details) const {
   struct Row {
     uint64_t round_trips = 0, posted = 0;
     bool synchronising = false;
@@ -211,7 +218,17 @@ std::string Census::LineLocked(const std::string& label, const Counts& c) const 
     out += "{\"call\": " + Json(name) + ", \"round_trips\": " + std::to_string(r.round_trips) +
            ", \"posted\": " + std::to_string(r.posted) + ", \"synchronising\": " + (r.synchronising ? "true" : "false") + "}";
   }
-  return out + "]}";
+  out += "]";
+  if (!details.empty()) {
+    out += ", \"details\": {";
+    first = true;
+    for (const auto& [what, n] : details) {
+      out += (first ? "" : ", ") + Json(what) + ": " + std::to_string(n);
+      first = false;
+    }
+    out += "}";
+  }
+  return out + "}";
 }
 
 void Census::Append(const std::string& line) const {
@@ -231,7 +248,7 @@ void Census::Report() {
     if (reported_) return;
     reported_ = true;
     if (!path_.empty()) {
-      std::string line = LineLocked("\"session\"", session_);
+      std::string line = LineLocked("\"session\"", session_, session_details_);
       Append(line);
       return;
     }
@@ -245,6 +262,9 @@ void Census::Report() {
     std::fprintf(stderr, "%10llu  %-10s  %s%s\n", static_cast<unsigned long long>(n), k.round_trip ? "round trip" : "posted",
                  name.c_str(), sync ? " (synchronising)" : "");
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [what, n] : session_details_)
+    std::fprintf(stderr, "%10llu  %-10s  %s\n", static_cast<unsigned long long>(n), "detail", what.c_str());
 }
 
 }  // namespace remora::shim

@@ -11,7 +11,9 @@
 //                            start()/stop()); a last line with the whole session at its end.
 //
 // A line: {"interval": N | "session", "messages", "round_trips", "posted", "synchronising",
-// "other_round_trips", "calls": [{"call", "round_trips", "posted", "synchronising"}...]}.
+// "other_round_trips", "calls": [{"call", "round_trips", "posted", "synchronising"}...],
+// "details": {WHAT: count...}} - details only where a caller noted some (Detail: which
+// attribute a cuDNN query that went to the server asked, say).
 // "synchronising" round trips are those the application asked to wait for (a stream, event
 // or device synchronisation, a query, a copy into host memory it reads next); the rest
 // ("other_round_trips") are what Remora made it wait for besides. The markers themselves are
@@ -35,6 +37,8 @@ class Census {
   explicit Census(std::string path) : path_(std::move(path)) {}
 
   void Count(const wire::Request::Reader& req, bool round_trip);
+  // A finer account of a call just counted (`what` names it, e.g. the attribute a query asked).
+  void Detail(const std::string& what);
   // The session ends: the table (stderr) or the session's line (the file), once.
   void Report();
 
@@ -58,12 +62,13 @@ class Census {
   using Counts = std::map<Key, uint64_t>;
   static std::string Name(const Key& k, bool* synchronising);
   static Totals Sum(const Counts& c);
-  std::string LineLocked(const std::string& label, const Counts& c) const;
+  std::string LineLocked(const std::string& label, const Counts& c, const std::map<std::string, uint64_t>& details) const;
   void Append(const std::string& line) const;
 
   const std::string path_;
   mutable std::mutex mu_;
   Counts session_, interval_;
+  std::map<std::string, uint64_t> session_details_, interval_details_;
   bool in_interval_ = false;
   int intervals_ = 0;
   bool reported_ = false;
