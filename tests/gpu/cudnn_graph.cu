@@ -13,9 +13,13 @@
 #define GPU_TEST_NAME "cudnn_graph"
 #include <cuda_profiler_api.h>
 #include <cudnn.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "gpu_test.h"
@@ -203,6 +207,31 @@ void FrontendBuild(cudnnHandle_t h, cudnnBackendDescriptor_t graph) {
   for (auto it = made.rbegin(); it != made.rend(); ++it) CB(cudnnBackendDestroyDescriptor(*it));
 }
 
+// An engine the application builds by index (cudnn-frontend's fallback lists): its notes asked
+// for as cudnn-frontend asks (CUDNN_NUMERICAL_NOTE_TYPE_COUNT requested into an array of as many
+// as a first query counted) - the array ends where an inaccessible page begins, so a read or
+// write past what the library counted fails the test.
+void NotesOfAnEngineBuiltByIndex(cudnnBackendDescriptor_t graph, int64_t index) {
+  auto engine = Make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  Set(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &graph);
+  Set(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &index);
+  CB(cudnnBackendFinalize(engine));
+  int64_t n = -1;
+  CB(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
+                              nullptr));
+  if (n < 0 || n > CUDNN_NUMERICAL_NOTE_TYPE_COUNT) fail("an engine built by index has %lld numerical notes", (long long)n);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* m = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED || mprotect(static_cast<char*>(m) + page, page, PROT_NONE) != 0) fail("mmap/mprotect: %s", strerror(errno));
+  auto* notes = reinterpret_cast<cudnnBackendNumericalNote_t*>(static_cast<char*>(m) + page) - n;
+  int64_t again = -1;
+  CB(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &again,
+                              notes));
+  if (again != n) fail("an engine's notes counted %lld, then %lld", (long long)n, (long long)again);
+  munmap(m, 2 * page);
+  CB(cudnnBackendDestroyDescriptor(engine));
+}
+
 cudnnBackendDescriptor_t Pack(void* a, void* b, void* scale, void* y, void* ws) {
   auto pack = Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   void* ptrs[4] = {a, b, scale, y};
@@ -318,6 +347,17 @@ int main() {
     for (float v : host)
       if (v != 7.0f) fail("the host buffer named as Y was written");
     CB(cudnnBackendDestroyDescriptor(bad));
+  }
+  {
+    // The plan's engine index, asked as cudnn-frontend asks it.
+    auto cfg = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR), engine = Make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    int64_t n = 0, index = -1;
+    CB(cudnnBackendGetAttribute(g.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &cfg));
+    CB(cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine));
+    CB(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index));
+    NotesOfAnEngineBuiltByIndex(g.graph, index);
+    CB(cudnnBackendDestroyDescriptor(engine));
+    CB(cudnnBackendDestroyDescriptor(cfg));
   }
   WrongTypeFailsByTheGraph(h);
   for (auto it = g.owned.rbegin(); it != g.owned.rend(); ++it) CB(cudnnBackendDestroyDescriptor(*it));

@@ -194,7 +194,20 @@ REMORA_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t de
     if (auto* census = remora::shim::Census::Get())
       census->Detail(fmt::format("cudnnBackendGetAttribute: attribute {} (type {}, {} requested) of descriptor type {}",
                                  static_cast<int>(name), static_cast<int>(type), requested, dnn::BackendTypeOf(desc)));
-    st = dnn::cudnnBackendGetAttribute(cc, desc, name, type, requested, count, elements);
+    // The library writes min(requested, count) elements, and applications size their arrays so
+    // (cudnn-frontend asks for CUDNN_NUMERICAL_NOTE_TYPE_COUNT notes into an array of as many
+    // as a first query counted): the reply lands in a buffer of the request's size, and only
+    // what the library would write reaches the application's array.
+    const uint64_t bytes = elements != nullptr && requested > 0 ? remora::api::dnn::AttributeBytes(type, requested) : 0;
+    std::vector<std::byte> buf(bytes);
+    if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR && bytes > 0) std::memcpy(buf.data(), elements, bytes);  // the descriptors to fill
+    int64_t n = 0;
+    st = dnn::cudnnBackendGetAttribute(cc, desc, name, type, requested, &n, bytes > 0 ? buf.data() : nullptr);
+    if (st.ok()) {
+      if (count != nullptr) *count = n;
+      const int64_t wrote = std::max<int64_t>(0, std::min(requested, n));
+      if (bytes > 0 && wrote > 0) std::memcpy(elements, buf.data(), remora::api::dnn::AttributeBytes(type, wrote));
+    }
   }
   return static_cast<cudnnStatus_t>(remora::shim::FinishLib(remora::Domain::kCudnn, kCodes, st, "cudnnBackendGetAttribute"));
 }
