@@ -4,7 +4,8 @@
 // cudnn-frontend follows each answered finalize with queries whose answers the library
 // computed: an operation graph's engine count; the heuristics' results, and for each
 // configuration its engine, the engine's notes and global index, the knob choices, the
-// workspace; a plan's workspace and configuration. Each was a round trip (36 per generated
+// workspace (not an engine's knob information: cudnn-frontend reads it only for engines it
+// builds by index, and it would make trees of convolutions' heuristics too large); a plan's workspace and configuration. Each was a round trip (36 per generated
 // token in GPT-2 decoding with cuDNN's attention). remoraCudnnBackendFinalizeKnown finalizes
 // and answers with a Known tree of those values: the attributes KnownAttributes() lists,
 // descriptor-valued ones (heuristics' results, a configuration's engine and knob choices, a
@@ -59,7 +60,7 @@ inline std::vector<KnownAttribute> KnownAttributes(cudnnBackendDescriptorType_t 
   constexpr auto none = CUDNN_BACKEND_POINTWISE_DESCRIPTOR;  // (unused for value attributes)
   switch (type) {
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: return {{CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, none}};
-    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: return {{CUDNN_ATTR_ENGINEHEUR_RESULTS, D, 32, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR}};
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: return {{CUDNN_ATTR_ENGINEHEUR_RESULTS, D, 64, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR}};
     case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
       return {{CUDNN_ATTR_ENGINECFG_ENGINE, D, 1, CUDNN_BACKEND_ENGINE_DESCRIPTOR},
               {CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, D, CUDNN_KNOB_TYPE_COUNTS, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR},
@@ -68,15 +69,9 @@ inline std::vector<KnownAttribute> KnownAttributes(cudnnBackendDescriptorType_t 
     case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
       return {{CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, none},
               {CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, none},
-              {CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, none},
-              {CUDNN_ATTR_ENGINE_KNOB_INFO, D, CUDNN_KNOB_TYPE_COUNTS, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR}};
+              {CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, none}};
     case CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR:
       return {{CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, none}, {CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, none}};
-    case CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR:
-      return {{CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, none},
-              {CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, none},
-              {CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, none},
-              {CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, none}};
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
       return {{CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, none},
               {CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, D, 1, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR},
@@ -92,13 +87,13 @@ inline bool FinalizeBringsKnown(cudnnBackendDescriptorType_t type) {
          type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR;
 }
 
-// The room a client gives a Known tree in the finalize's reply; a larger tree is not sent
-// (the queries then go to the library, as before).
-inline constexpr size_t kKnownCapacity = 16384;
+// The room a client gives a Known tree in the finalize's reply (only the tree's bytes travel:
+// out(used=)); a larger tree is not sent (the queries then go to the library, as before).
+inline constexpr size_t kKnownCapacity = 65536;
 // The most descriptors a fill answered in the client names (a larger request asks the library).
 inline constexpr int64_t kMaxKnownFill = 1024;
-// Trees nest at most this deep (heuristics -> configuration -> engine -> knob information).
-inline constexpr int kKnownDepth = 4;
+// Trees nest at most this deep (heuristics -> configuration -> engine).
+inline constexpr int kKnownDepth = 3;
 
 namespace known_detail {
 template <typename T>

@@ -85,7 +85,7 @@ ROLE_WORDS = {
     "handle":    (("kind",),                                  ("nullable", "sets", "destroys"),   (),                           "kind"),
     "device":    ((),                                         (),                                 (),                           None),
     "devptr":    (("size", "wsize", "csize", "keep", "query", "unit"), ("nullable", "empty"),              (),                           None),
-    "out":       (("size", "csize", "wsize", "handle"),       ("nullable",),                      (),                           None),
+    "out":       (("size", "csize", "wsize", "handle", "used"), ("nullable",),                    (),                           None),
     "in":        (("size", "fixup"),                          ("nullable",),                      (),                           None),
     "inout":     (("size", "fixup"),                          ("nullable",),                      (),                           None),
     "array":     (("count", "ccount", "wcount", "fixup", "handle"), ("nullable",),                      ("count",),                   None),
@@ -469,6 +469,11 @@ def validate(lib):
                 if k in ("count", "len", "size") and isinstance(v, str) and re.fullmatch(r"[A-Za-z_]\w*", v):
                     if v not in names:
                         raise ApiError("%s: %s's %s refers to unknown parameter '%s'" % (at, p.name, k, v))
+                # used=N: the reply carries the first N bytes only, N another plain out parameter.
+                if k == "used" and not any(q.name == v and q.role == "out" and not q.args for q in e.params):
+                    raise ApiError("%s: %s's used= must name a plain out parameter of the call, not '%s'" % (at, p.name, v))
+                if k == "used" and "size" not in p.args:
+                    raise ApiError("%s: %s's used= needs size= (the room the caller gives)" % (at, p.name))
     return lib
 
 

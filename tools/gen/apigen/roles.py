@@ -376,6 +376,9 @@ def worker_encode(e, p):
     n, r = p.name, p.role
     if r in ("scalarout", "scalarinout"):
         return ["if (!%s_dev) x.out().PutArray(%s_h.data(), %s_n, 1);" % (n, n, n)]
+    if r == "out" and "used" in p.args:
+        # The first `used` bytes only (the client reads up to its room).
+        return ["x.out().PutArray(%s_v.data(), std::min<size_t>(%s_v.size(), static_cast<size_t>(%s_v)), 1);" % (n, n, p.args["used"])]
     if (r == "out" or r == "inout") and ("size" in p.args or "wsize" in p.args):
         return ["x.out().PutArray(%s_v.data(), %s_v.size(), 1);" % (n, n)]
     if r == "out":

@@ -104,6 +104,10 @@ class Vocabulary(unittest.TestCase):
         self.assertRejected(sig("void* h : handle(Event, Pool)"), "takes one kind, not two")
         self.assertRejected(sig("int x : valeu"), "unknown role 'valeu'")
         self.assertRejected(sig("int* a : array(count=m), int n"), "refers to unknown parameter 'm'")
+        self.assertRejected(sig("void* b : out(size=n, used=m), size_t n, size_t* k : out"), "used= must name a plain out parameter")
+        self.assertRejected(sig("void* b : out(size=n, used=n), size_t n"), "used= must name a plain out parameter")
+        self.assertRejected(sig("void* b : out(wsize=n, used=k), size_t n, size_t* k : out"), "used= needs size=")
+        parse_text(entries("@1 demoRun  sync", "    demoStatus_t (void* b : out(size=n, used=k), size_t n, size_t* k : out)"))
 
     def test_wire_numbers(self):
         self.assertRejected(entries("demoRun  sync", "    demoStatus_t (int x)"), "needs a stable wire number")
