@@ -87,7 +87,8 @@ CUresult FixResource(OpContext& x, const CUDA_RESOURCE_DESC* in, CUDA_RESOURCE_D
       if (surface) return Refuse(Error(Err::kInvalidValue, "a surface names an array"), call);
       uint64_t elem = FormatBytes(in->res.linear.format) * in->res.linear.numChannels;
       if (elem == 0 || in->res.linear.sizeInBytes == 0) return Refuse(Error(Err::kInvalidValue, "bad linear resource"), call);
-      auto r = x.executor().session().CheckRange(in->res.linear.devPtr, in->res.linear.sizeInBytes);
+      // Where it starts: CUDA lets it extend past its allocation, into this session's context.
+      auto r = x.executor().session().CheckRange(in->res.linear.devPtr, 1);
       if (!r.ok()) return Refuse(r.status(), call);
       return CUDA_SUCCESS;
     }
@@ -98,7 +99,7 @@ CUresult FixResource(OpContext& x, const CUDA_RESOURCE_DESC* in, CUDA_RESOURCE_D
       if (elem == 0 || p.width == 0 || p.height == 0 || p.width > (1u << 20) || p.height > (1u << 20) ||
           p.pitchInBytes < p.width * elem)
         return Refuse(Error(Err::kInvalidValue, "bad pitched resource {}x{} pitch {}", p.width, p.height, p.pitchInBytes), call);
-      auto r = x.executor().session().CheckRange(p.devPtr, p.pitchInBytes * (p.height - 1) + p.width * elem);
+      auto r = x.executor().session().CheckRange(p.devPtr, 1);  // (as a linear resource's)
       if (!r.ok()) return Refuse(r.status(), call);
       return CUDA_SUCCESS;
     }

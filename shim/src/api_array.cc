@@ -18,7 +18,10 @@ namespace {
 uint64_t U64(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 // The resource a texture or surface object names, checked against this process's arrays and
-// allocations before it travels (the worker checks it again).
+// allocations before it travels (the worker checks it again). Memory is checked by where it
+// starts: CUDA lets a linear or pitched resource extend past its allocation (NVIDIA's
+// convolutionFFT2D reads a padded spectrum through a texture over an unpadded one), and what
+// lies beyond is still this session's context.
 Status CheckResource(const CUDA_RESOURCE_DESC& r) {
   ClientArrays& t = ClientArrays::Get();
   switch (r.resType) {
@@ -31,13 +34,14 @@ Status CheckResource(const CUDA_RESOURCE_DESC& r) {
         return Error(Err::kInvalidResourceHandle, "the resource's mipmapped array is not one of this process");
       return Status::Ok();
     case CU_RESOURCE_TYPE_LINEAR:
-      return Runtime::Get().CheckDeviceRange(r.res.linear.devPtr, r.res.linear.sizeInBytes);
+      if (r.res.linear.sizeInBytes == 0) return Error(Err::kInvalidValue, "an empty linear resource");
+      return Runtime::Get().CheckDeviceRange(r.res.linear.devPtr, 1);
     case CU_RESOURCE_TYPE_PITCH2D: {
       const auto& p = r.res.pitch2D;
       uint64_t elem = ArrayFormatBytes(p.format) * p.numChannels;
       if (elem == 0 || p.height == 0 || p.width == 0) return Error(Err::kInvalidValue, "an empty pitched resource");
       if (p.pitchInBytes < p.width * elem) return Error(Err::kInvalidValue, "the resource's pitch is smaller than a row");
-      return Runtime::Get().CheckDeviceRange(p.devPtr, p.pitchInBytes * (p.height - 1) + p.width * elem);
+      return Runtime::Get().CheckDeviceRange(p.devPtr, 1);
     }
     default:
       return Error(Err::kInvalidValue, "unknown resource type {}", static_cast<int>(r.resType));

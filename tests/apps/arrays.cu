@@ -2,14 +2,17 @@
 // layered and 3D arrays and mipmap levels (pageable and pinned host memory, device memory,
 // synchronous and asynchronous, 2D with pitches, 3D with positions) round-tripped byte for
 // byte against a model of the array kept here; descriptors queried; texture and surface
-// objects on arrays and on linear and pitched memory created, described and destroyed; bad
-// handles, extents, element sizes and directions refused with CUDA's errors.
+// objects on arrays and on linear and pitched memory created, described and destroyed (memory
+// named from where it starts, as CUDA lets it extend past its allocation); bad handles,
+// extents, element sizes and directions refused with CUDA's errors. Remora only: memory that
+// is not this process's (freed, host) is refused where CUDA would not look.
 //   arrays                 the round trips and refusals
 //   arrays quota LIMIT_MIB as a tenant of LIMIT_MIB: 16 MiB arrays fill the quota exactly,
 //                          the next is refused, a free makes room; exits holding arrays
 // The deprecated 1D array copies are exercised on purpose.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include <cstdint>
+#include <vector>
 
 #include "app_check.h"
 
@@ -349,10 +352,25 @@ void Objects() {
   CHECK(cudaGetTextureObjectResourceDesc(&rback, tl));
   REQUIRE(rback.resType == cudaResourceTypeLinear && rback.res.linear.sizeInBytes == 4096 && rback.res.linear.desc.x == 32,
           "linear resource desc");
-  rl.res.linear.sizeInBytes = 8192;  // past the allocation
+  // Past the allocation: CUDA makes it (NVIDIA's convolutionFFT2D reads a padded spectrum through
+  // a texture over an unpadded one); what it names must start in device memory of this process.
+  rl.res.linear.sizeInBytes = 8192;
+  cudaTextureObject_t past;
+  CHECK(cudaCreateTextureObject(&past, &rl, &tp, nullptr));
+  CHECK(cudaDestroyTextureObject(past));
+  float* freed;
+  CHECK(cudaMalloc(&freed, 4096));
+  CHECK(cudaFree(freed));
+  rl.res.linear.devPtr = freed;
+  rl.res.linear.sizeInBytes = 4096;
   cudaTextureObject_t bad;
-  REQUIRE(cudaCreateTextureObject(&bad, &rl, &tp, nullptr) != cudaSuccess, "a texture past its allocation was made");
+  REQUIRE(cudaCreateTextureObject(&bad, &rl, &tp, nullptr) == cudaErrorInvalidValue, "a texture over freed memory was made");
   (void)cudaGetLastError();
+  std::vector<float> host_side(1024);
+  rl.res.linear.devPtr = host_side.data();
+  REQUIRE(cudaCreateTextureObject(&bad, &rl, &tp, nullptr) == cudaErrorInvalidValue, "a texture over host memory was made");
+  (void)cudaGetLastError();
+  rl.res.linear.devPtr = lin;
   void* pitched;
   size_t pitch;
   CHECK(cudaMallocPitch(&pitched, &pitch, 100 * 4, 50));
@@ -365,9 +383,14 @@ void Objects() {
   rp.res.pitch2D.pitchInBytes = pitch;
   cudaTextureObject_t tpitch;
   CHECK(cudaCreateTextureObject(&tpitch, &rp, &tp, nullptr));
-  rp.res.pitch2D.height = 51;
-  REQUIRE(cudaCreateTextureObject(&bad, &rp, &tp, nullptr) != cudaSuccess, "a pitched texture past its allocation was made");
+  rp.res.pitch2D.height = 51;  // a row past the allocation: made, as by CUDA
+  CHECK(cudaCreateTextureObject(&past, &rp, &tp, nullptr));
+  CHECK(cudaDestroyTextureObject(past));
+  rp.res.pitch2D.height = 50;
+  rp.res.pitch2D.pitchInBytes = 100 * 4 - 4;  // a pitch smaller than a row
+  REQUIRE(cudaCreateTextureObject(&bad, &rp, &tp, nullptr) != cudaSuccess, "a pitch smaller than a row was accepted");
   (void)cudaGetLastError();
+  rp.res.pitch2D.pitchInBytes = pitch;
   // A surface needs an array; forged arrays and objects are refused.
   EXPECT_ERR(cudaCreateSurfaceObject(&s, &rl), cudaErrorInvalidValue);
   cudaResourceDesc forged = rd;
