@@ -545,6 +545,7 @@ struct FunctionInfo {
 struct GlobalInfo {
   ptr @0 :UInt64;
   size @1 :UInt64;
+  managed @2 :Bool;  # managed memory: the address is also the host's (a __managed__ variable)
 }
 
 struct PitchedPtr {

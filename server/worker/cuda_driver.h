@@ -47,7 +47,7 @@ namespace remora::worker::cuda_backend {
   X(cuCtxSetLimit) X(cuCtxGetStreamPriorityRange) X(cuThreadExchangeStreamCaptureMode) X(cuLinkCreate) X(cuLinkAddData) \
   X(cuLinkComplete) X(cuLinkDestroy) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)      \
   X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) X(cuMemPoolExportToShareableHandle)                   \
-  X(cuMemPoolImportFromShareableHandle) X(cuMemPoolExportPointer) X(cuMemPoolImportPointer)
+  X(cuMemPoolImportFromShareableHandle) X(cuMemPoolExportPointer) X(cuMemPoolImportPointer) X(cuPointerGetAttribute)
 
 struct Api {
 #define REMORA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -161,6 +161,7 @@ class CudaDriver final : public Driver {
   Result<DFunction> ModuleGetFunction(DModule m, const char* name) override;
   Result<std::vector<std::string>> ModuleKernelNames(DModule m) override;
   Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t) override;
+  bool GlobalIsManaged(DModule m, const char* name, DevPtr p) override;
   Result<std::vector<ParamInfo>> FuncParams(DFunction f) override;
   Result<int> FuncGetAttribute(DFunction f, int attribute) override;
   Status FuncSetAttribute(DFunction f, int attribute, int value) override;

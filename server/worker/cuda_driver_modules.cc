@@ -89,6 +89,12 @@ Result<std::pair<DevPtr, size_t>> CudaDriver::ModuleGetGlobal(DModule m, const c
   return std::make_pair(static_cast<DevPtr>(p), n);
 }
 
+bool CudaDriver::GlobalIsManaged(DModule, const char*, DevPtr p) {
+  unsigned managed = 0;
+  return api_.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, static_cast<CUdeviceptr>(p)) == CUDA_SUCCESS &&
+         managed != 0;
+}
+
 Result<std::vector<ParamInfo>> CudaDriver::FuncParams(DFunction f) {
   std::vector<ParamInfo> out;
   for (size_t i = 0;; i++) {

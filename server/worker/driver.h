@@ -191,6 +191,9 @@ class Driver {
   virtual Result<DFunction> ModuleGetFunction(DModule m, const char* name) = 0;
   // `size_hint`: the size the application registered (used where the driver cannot tell).
   virtual Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) = 0;
+  // Whether the variable `name` of `m`, at `p`, is managed memory (a __managed__ variable, or
+  // PTX's .attribute(.managed)): the application's pointer to it is then also a host pointer.
+  virtual bool GlobalIsManaged(DModule m, const char* name, DevPtr p) = 0;
   // The names of the module's kernels (entry functions), in the driver's order.
   virtual Result<std::vector<std::string>> ModuleKernelNames(DModule m) = 0;
   virtual Result<std::vector<ParamInfo>> FuncParams(DFunction f) = 0;

@@ -57,6 +57,7 @@ class DriverWrapper : public Driver {
   }
   Result<DFunction> ModuleGetFunction(DModule m, const char* name) override { return t_.ModuleGetFunction(m, name); }
   Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) override { return t_.ModuleGetGlobal(m, name, size_hint); }
+  bool GlobalIsManaged(DModule m, const char* name, DevPtr p) override { return t_.GlobalIsManaged(m, name, p); }
   Result<std::vector<std::string>> ModuleKernelNames(DModule m) override { return t_.ModuleKernelNames(m); }
   Result<std::vector<ParamInfo>> FuncParams(DFunction f) override { return t_.FuncParams(f); }
   Result<int> FuncGetAttribute(DFunction f, int attribute) override { return t_.FuncGetAttribute(f, attribute); }

@@ -110,6 +110,8 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Result<DFunction> ModuleGetFunction(DModule, const char* name) override;
   Result<std::vector<std::string>> ModuleKernelNames(DModule m) override;
   Result<std::pair<DevPtr, size_t>> ModuleGetGlobal(DModule m, const char* name, size_t size_hint) override;
+  // From the image's PTX (.attribute(.managed)); an ELF cubin's variables are not known managed.
+  bool GlobalIsManaged(DModule m, const char* name, DevPtr p) override;
   // Without a driver the parameter layout is unknown: launches carry no parameters (they are
   // not executed anyway).
   Result<std::vector<ParamInfo>> FuncParams(DFunction) override { return std::vector<ParamInfo>(); }

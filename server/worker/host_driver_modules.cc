@@ -77,6 +77,10 @@ Result<std::pair<DevPtr, size_t>> HostDriver::ModuleGetGlobal(DModule m, const c
   return std::make_pair(p, size_hint);
 }
 
+bool HostDriver::GlobalIsManaged(DModule m, const char* name, DevPtr) {
+  return static_cast<EmuModule*>(m)->symbols.managed.count(name) > 0;
+}
+
 Result<int> HostDriver::FuncGetAttribute(DFunction f, int a) {
   if (a < 0 || a >= kNumFunctionAttributes) return Error(Err::kInvalidValue, "bad function attribute {}", a);
   return static_cast<EmuFunction*>(f)->attrs[a];

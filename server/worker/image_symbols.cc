@@ -69,12 +69,13 @@ uint64_t PtxTypeBytes(std::string_view t) {
 }
 
 // A PTX declaration `.global [.attribute(...)] [.align N] .TYPE NAME[[N]...]` at `at` (just
-// past `.global`): the variable and its size.
+// past `.global`): the variable and its size, and whether its attributes make it managed.
 void PtxGlobal(std::string_view text, size_t at, ImageSymbols* out) {
   size_t end = text.find_first_of(";={", at);
   if (end == std::string_view::npos) return;
   std::string_view decl = text.substr(at, end - at);
   uint64_t elem = 0;
+  bool managed = false;
   size_t i = 0;
   while (i < decl.size()) {
     while (i < decl.size() && std::isspace(static_cast<unsigned char>(decl[i]))) i++;
@@ -85,6 +86,7 @@ void PtxGlobal(std::string_view text, size_t at, ImageSymbols* out) {
     if (tok == ".attribute") {  // .attribute( ... )
       size_t close = decl.find(')', i);
       if (close == std::string_view::npos) return;
+      managed = managed || decl.substr(i, close - i).find(".managed") != std::string_view::npos;
       i = close + 1;
     } else if (tok == ".align") {
       while (i < decl.size() && std::isspace(static_cast<unsigned char>(decl[i]))) i++;
@@ -102,6 +104,7 @@ void PtxGlobal(std::string_view text, size_t at, ImageSymbols* out) {
         bytes *= n;
       }
       out->variables.emplace(std::string(tok), bytes);
+      if (managed) out->managed.emplace(tok);
       return;
     }
   }

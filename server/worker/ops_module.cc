@@ -289,10 +289,12 @@ Status Handlers::GetGlobal(Executor& ex, uint64_t tag, Req req) {
     (void)ex.session().allocations().Insert(al);
     (*m)->globals.push_back(g->first);
   }
+  const bool managed = ex.driver().GlobalIsManaged((*m)->module, name.c_str(), g->first);
   return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
     auto gi = r.initGlobal();
     gi.setPtr(g->first);
     gi.setSize(g->second);
+    gi.setManaged(managed);
   });
 }
 

@@ -560,7 +560,9 @@ REMORA_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attribute
   auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), "cudaPointerGetAttributes");
   std::memset(attributes, 0, sizeof(*attributes));
-  if (auto d = rt.FindDevice(U(ptr)); d && d->kind == AllocKind::kManaged) {
+  auto d = rt.FindDevice(U(ptr));
+  // Managed: allocated so, or a module's managed variable (__managed__) mapped here.
+  if (d && (d->kind == AllocKind::kManaged || (d->kind == AllocKind::kModule && rt.managed().Contains(U(ptr))))) {
     attributes->type = cudaMemoryTypeManaged;
     attributes->device = d->device;
     attributes->devicePointer = const_cast<void*>(ptr);

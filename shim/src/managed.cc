@@ -178,6 +178,18 @@ uint64_t ManagedMemory::Remove(Client* c, uint64_t base) {
   return r->device_base;
 }
 
+bool ManagedMemory::RemoveVariables(Client* c, uint64_t p) {
+  uint64_t base = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Range* r = FindLocked(p);
+    if (r == nullptr) return false;
+    base = r->base;
+  }
+  (void)Remove(c, base);
+  return true;
+}
+
 ManagedMemory::Range* ManagedMemory::FindLocked(uint64_t p) {
   auto it = ranges_.upper_bound(p);
   if (it == ranges_.begin()) return nullptr;

@@ -53,6 +53,8 @@ class ManagedMemory {
   // module owns): their shadow starts invalid, so the first host access fetches the module's
   // initial values. Only the variables' bytes are ever transferred.
   Status AddVariables(Client* c, const std::vector<std::pair<uint64_t, uint64_t>>& vars, int device);
+  // Forgets the variables' range holding `p` (their module is unloaded); false if none does.
+  bool RemoveVariables(Client* c, uint64_t p);
   bool Contains(uint64_t p);
   bool empty() const { return count_.load(std::memory_order_acquire) == 0; }
 

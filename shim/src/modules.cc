@@ -81,7 +81,7 @@ Result<std::unique_ptr<KernelInfo>> FetchFunction(Client* client, int device, ui
 }
 
 Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, uint64_t module, const std::string& name,
-                                                  size_t size_hint) {
+                                                  size_t size_hint, bool* managed) {
   std::pair<uint64_t, uint64_t> g;
   RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
     auto q = r.initGetGlobal();
@@ -91,6 +91,7 @@ Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, ui
   }, [&](wire::Reply::Reader& r) -> Status {
     if (!r.isGlobal()) return Error(Err::kUnknown, "malformed global reply");
     g = {r.getGlobal().getPtr(), r.getGlobal().getSize()};
+    if (managed != nullptr) *managed = r.getGlobal().getManaged();
     return Status::Ok();
   }));
   Runtime::Get().AddDeviceAllocation(g.first, g.second, device, AllocKind::kModule);

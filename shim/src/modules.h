@@ -17,7 +17,7 @@ Result<std::unique_ptr<KernelInfo>> FetchFunction(Client* client, int device, ui
 // Asks the worker for variable `name` of `module` (address and size) and records it as
 // device memory of the client's tables. `size_hint`: the size the application registered.
 Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, uint64_t module, const std::string& name,
-                                                  size_t size_hint);
+                                                  size_t size_hint, bool* managed = nullptr);
 // A function's attribute on the worker, kept in step in `k`'s cached attributes.
 Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value);
 Status SetFunctionCacheConfig(int device, uint64_t handle, int config);

@@ -2,7 +2,7 @@
  * initialisation and devices, primary and created contexts (and a context pushed on another
  * thread), memory, copies both ways, memsets, streams, events, host callbacks, modules (a fat
  * binary from a file and from memory), launches (kernelParams and the packed `extra` form),
- * occupancy, pointer attributes, JIT linking of PTX, the virtual memory API, cuGetProcAddress,
+ * occupancy, pointer attributes, a PTX module's managed variable, JIT linking of PTX, the virtual memory API, cuGetProcAddress,
  * and refusals: forged and out-of-range device pointers, a missing function, a destroyed
  * context's memory, an unsupported call.
  *
@@ -320,6 +320,39 @@ static void modules(void) {
   EXPECT_ERR(cuModuleGetFunction(&add, from_file, "vector_add"), CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* A managed variable of a PTX module (NVVM's .attribute(.managed), as NVIDIA's uvmlite sample
+ * loads one): cuModuleGetGlobal's address is managed memory, the host's pointer too, coherent
+ * with the device's view at copies, memsets and synchronisations; unloading the module
+ * forgets it. */
+static const char k_managed_ptx[] =
+    ".version 8.0\n.target sm_52\n.address_size 64\n"
+    ".visible .global .attribute(.managed) .align 4 .u32 uvm_value = 10;\n";
+
+static void managed_variable(void) {
+  CUmodule m;
+  CHECK(cuModuleLoadData(&m, k_managed_ptx));
+  CUdeviceptr p = 0;
+  size_t n = 0;
+  CHECK(cuModuleGetGlobal(&p, &n, m, "uvm_value"));
+  EXPECT(n == 4);
+  unsigned managed = 0;
+  CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p));
+  EXPECT(managed == 1);
+  void* host = NULL;
+  CHECK(cuPointerGetAttribute(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER, p));
+  EXPECT(host == (void*)(uintptr_t)p);
+  volatile unsigned* v = (volatile unsigned*)host;
+  if (!g_emulated) EXPECT(*v == 10); /* the PTX initializer (the host backend zero-fills) */
+  *v = 11;
+  unsigned got = 0;
+  CHECK(cuMemcpyDtoH(&got, p, 4));
+  EXPECT(got == 11);
+  CHECK(cuMemsetD32(p, 77, 1));
+  CHECK(cuCtxSynchronize());
+  EXPECT(*v == 77);
+  CHECK(cuModuleUnload(m));
+}
+
 static void linker(void) {
   char info[4096] = "", error[4096] = "";
   CUjit_option keys[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
@@ -558,6 +591,7 @@ int main(int argc, char** argv) {
   memory();
   streams_events(primary);
   modules();
+  managed_variable();
   linker();
   contexts(dev, primary);
   vmm(dev);

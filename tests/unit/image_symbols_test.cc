@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ TEST(ImageSymbols, PtxVariablesAndKernels) {
   EXPECT_EQ(s.variables.at("counters"), 48u);
   EXPECT_EQ(s.variables.at("scale"), 4u);
   EXPECT_EQ(s.kernels, (std::vector<std::string>{"first", "second"}));
+  EXPECT_EQ(s.managed, (std::set<std::string>{"counters"}));  // .attribute(.managed)
 }
 
 // A minimal ELF64 cubin: a symbol table with one variable and one kernel (STO_CUDA_ENTRY).

@@ -121,7 +121,10 @@ REMORA_API CUresult cuModuleUnload(CUmodule hmod) {
   Status st = UnloadModule(*c, m->device, m->handle);
   if (!st.ok()) return FromStatus(st, "cuModuleUnload");
   (void)Objects().RemoveModule(hmod);
-  for (uint64_t g : m->globals) (void)Runtime::Get().RemoveDeviceAllocation(g);
+  for (uint64_t g : m->globals) {
+    (void)Runtime::Get().managed().RemoveVariables(*c, g);  // a managed variable's mapping here
+    (void)Runtime::Get().RemoveDeviceAllocation(g);
+  }
   Process::Get().contexts().Disown(m->handle, &Owned::modules);
   Registry::Get().RemoveFatbin(m->image);
   return CUDA_SUCCESS;
@@ -155,11 +158,19 @@ REMORA_API CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmod
   if (!m.ok()) return FromStatus(m.status(), "cuModuleGetGlobal");
   auto c = Runtime::Get().Session();
   if (!c.ok()) return FromStatus(c.status(), "cuModuleGetGlobal");
-  auto g = FetchGlobal(*c, m->device, m->handle, name, 0);
+  bool managed = false;
+  auto g = FetchGlobal(*c, m->device, m->handle, name, 0, &managed);
   if (!g.ok()) {
     if (g.status().domain() == Domain::kCudart && g.status().raw() == cudaErrorInvalidSymbol)
       return FromStatus(Cu(CUDA_ERROR_NOT_FOUND, std::string("no variable ") + name + " in the module"), "cuModuleGetGlobal");
     return FromStatus(g.status(), "cuModuleGetGlobal");
+  }
+  // A managed variable (NVVM's .attribute(.managed), as NVIDIA's uvmlite loads): its address is
+  // also mapped here, with managed memory's coherence, as the runtime's __managed__ variables.
+  Runtime& rt = Runtime::Get();
+  if (managed && !rt.managed().Contains(g->first)) {
+    Status st = rt.managed().AddVariables(*c, {{g->first, g->second}}, m->device);
+    if (!st.ok()) return FromStatus(st, "cuModuleGetGlobal");
   }
   Objects().AddModuleGlobal(hmod, g->first);
   if (dptr != nullptr) *dptr = g->first;

@@ -42,8 +42,10 @@ CUresult Attribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr, const 
   }
   const Allocation& a = k->a;
   int device = k->device ? a.device : Thread().device;
-  // Managed memory is device memory whose address is also the host's (managed.h).
-  bool managed = k->device && a.kind == AllocKind::kManaged;
+  // Managed memory is device memory whose address is also the host's (managed.h): allocated
+  // so, or a module's managed variable mapped here.
+  bool managed = k->device && (a.kind == AllocKind::kManaged ||
+                               (a.kind == AllocKind::kModule && Runtime::Get().managed().Contains(ptr)));
   switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: {
       Contexts& ctxs = Process::Get().contexts();
