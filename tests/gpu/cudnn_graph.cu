@@ -228,6 +228,10 @@ void NotesOfAnEngineBuiltByIndex(cudnnBackendDescriptor_t graph, int64_t index) 
   CB(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &again,
                               notes));
   if (again != n) fail("an engine's notes counted %lld, then %lld", (long long)n, (long long)again);
+  // "All of them" asked with a huge count: still only what the library counted is written.
+  again = -1;
+  CB(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, int64_t{1} << 40, &again, notes));
+  if (again != n) fail("an engine's notes counted %lld, then %lld when asked for 2^40", (long long)n, (long long)again);
   munmap(m, 2 * page);
   CB(cudnnBackendDestroyDescriptor(engine));
 }

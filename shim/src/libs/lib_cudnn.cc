@@ -197,16 +197,29 @@ REMORA_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t de
     // The library writes min(requested, count) elements, and applications size their arrays so
     // (cudnn-frontend asks for CUDNN_NUMERICAL_NOTE_TYPE_COUNT notes into an array of as many
     // as a first query counted): the reply lands in a buffer of the request's size, and only
-    // what the library would write reaches the application's array.
-    const uint64_t bytes = elements != nullptr && requested > 0 ? remora::api::dnn::AttributeBytes(type, requested) : 0;
-    std::vector<std::byte> buf(bytes);
-    if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR && bytes > 0) std::memcpy(buf.data(), elements, bytes);  // the descriptors to fill
+    // what the library would write reaches the application's array. A value query asks for at
+    // most kMostBytes (attributes hold a few elements; an application may ask for "all" with a
+    // huge count); descriptors to fill travel as ids, so a request past that is refused.
+    constexpr uint64_t kMostBytes = std::min<uint64_t>(remora::api::kMaxArgBytes, 256 << 10);
+    const size_t elem = remora::api::dnn::AttributeElementBytes(type);
+    const int64_t most = elem == 0 ? requested : static_cast<int64_t>(kMostBytes / elem);
+    const bool descriptors = type == CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    if (descriptors && elements != nullptr && requested > most)
+      st = remora::Status(remora::Domain::kCudnn, CUDNN_STATUS_BAD_PARAM,
+                          fmt::format("{} descriptors to fill: more than one call carries", requested));
+    const int64_t asked = std::min(requested, most);
+    const uint64_t bytes = elements != nullptr && asked > 0 ? remora::api::dnn::AttributeBytes(type, asked) : 0;
+    std::vector<std::byte> buf(st.ok() ? bytes : 0);
+    if (descriptors && !buf.empty()) std::memcpy(buf.data(), elements, bytes);  // the descriptors to fill
     int64_t n = 0;
-    st = dnn::cudnnBackendGetAttribute(cc, desc, name, type, requested, &n, bytes > 0 ? buf.data() : nullptr);
+    if (st.ok()) st = dnn::cudnnBackendGetAttribute(cc, desc, name, type, asked, &n, buf.empty() ? nullptr : buf.data());
+    if (st.ok() && elements != nullptr && asked < requested && n > asked)
+      st = remora::Status(remora::Domain::kCudnn, CUDNN_STATUS_NOT_SUPPORTED,
+                          fmt::format("the attribute has {} elements: more than one call carries", n));
     if (st.ok()) {
       if (count != nullptr) *count = n;
-      const int64_t wrote = std::max<int64_t>(0, std::min(requested, n));
-      if (bytes > 0 && wrote > 0) std::memcpy(elements, buf.data(), remora::api::dnn::AttributeBytes(type, wrote));
+      const int64_t wrote = std::max<int64_t>(0, std::min(asked, n));
+      if (!buf.empty() && wrote > 0) std::memcpy(elements, buf.data(), remora::api::dnn::AttributeBytes(type, wrote));
     }
   }
   return static_cast<cudnnStatus_t>(remora::shim::FinishLib(remora::Domain::kCudnn, kCodes, st, "cudnnBackendGetAttribute"));
