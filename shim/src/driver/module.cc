@@ -167,9 +167,8 @@ REMORA_API CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmod
   }
   // A managed variable (NVVM's .attribute(.managed), as NVIDIA's uvmlite loads): its address is
   // also mapped here, with managed memory's coherence, as the runtime's __managed__ variables.
-  Runtime& rt = Runtime::Get();
-  if (managed && !rt.managed().Contains(g->first)) {
-    Status st = rt.managed().AddVariables(*c, {{g->first, g->second}}, m->device);
+  if (managed) {
+    Status st = Runtime::Get().managed().AddVariable(*c, g->first, g->second, m->device);
     if (!st.ok()) return FromStatus(st, "cuModuleGetGlobal");
   }
   Objects().AddModuleGlobal(hmod, g->first);
@@ -348,12 +347,10 @@ REMORA_API CUresult cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibr
   size_t n = 0;
   CUresult r = LibraryGlobal(&p, &n, library, name, *d, "cuLibraryGetManaged");
   if (r != CUDA_SUCCESS) return r;
-  if (!rt.managed().Contains(p)) {
-    auto c = rt.Session();
-    if (!c.ok()) return FromStatus(c.status(), "cuLibraryGetManaged");
-    Status st = rt.managed().AddVariables(*c, {{p, n}}, *d);
-    if (!st.ok()) return FromStatus(st, "cuLibraryGetManaged");
-  }
+  auto c = rt.Session();
+  if (!c.ok()) return FromStatus(c.status(), "cuLibraryGetManaged");
+  Status st = rt.managed().AddVariable(*c, p, n, *d);
+  if (!st.ok()) return FromStatus(st, "cuLibraryGetManaged");
   if (dptr != nullptr) *dptr = p;
   if (bytes != nullptr) *bytes = n;
   return CUDA_SUCCESS;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "census.h"
@@ -161,12 +162,15 @@ REMORA_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) 
   const remora::shim::CallCtx cc{false, "cudnnBackendFinalize"};
   remora::Status st;
   if (dnn::FinalizeBringsKnown(desc)) {
-    std::vector<std::byte> tree(remora::api::dnn::kKnownCapacity);
+    // Uninitialised room: the reply writes only the tree's bytes (out(used=)), on every
+    // answered finalize of a new shape.
+    constexpr size_t kRoom = remora::api::dnn::kKnownCapacity;
+    std::unique_ptr<std::byte[]> tree(new std::byte[kRoom]);
     size_t n = 0;
-    st = dnn::remoraCudnnBackendFinalizeKnown(cc, desc, tree.data(), tree.size(), &n);
+    st = dnn::remoraCudnnBackendFinalizeKnown(cc, desc, tree.get(), kRoom, &n);
     if (st.ok()) {
       dnn::MirrorBackendFinalize(desc);
-      dnn::MirrorBackendKnown(desc, tree.data(), std::min(n, tree.size()));
+      dnn::MirrorBackendKnown(desc, tree.get(), std::min(n, kRoom));
     }
   } else {
     st = dnn::cudnnBackendFinalize(cc, desc);
