@@ -278,6 +278,14 @@ Result<float> CudaDriver::EventElapsedMs(DEvent a, DEvent b) {
   return ms;
 }
 
+Result<Activity*> CudaDriver::activity() {
+  if (!activity_) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Activity> a, MakeCuptiActivity());
+    activity_ = std::move(a);
+  }
+  return activity_.get();
+}
+
 Status CudaDriver::LaunchHostFunc(DStream s, void (*fn)(void*), void* arg) {
   return Check(api_.cuLaunchHostFunc(static_cast<CUstream>(s), fn, arg), "cuLaunchHostFunc");
 }

@@ -17,6 +17,7 @@
 #include "cuda_api.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "worker/activity.h"
 #include "worker/cuda_libraries.h"
 #include "worker/driver.h"
 #include "worker/nvml.h"
@@ -83,6 +84,7 @@ class CudaDriver final : public Driver {
 
   gen::cuda::Api& cuda() override { return table_; }
   Result<void*> Library(Domain library) override { return libraries_.Get(library); }
+  Result<Activity*> activity() override;
 
   const char* name() const override { return "cuda"; }
   bool emulated() const override { return false; }
@@ -203,6 +205,7 @@ class CudaDriver final : public Driver {
   std::vector<CUcontext> contexts_;
   gen::cuda::DlApi table_;
   CudaLibraries libraries_;
+  std::unique_ptr<Activity> activity_;  // CUPTI, once asked for (before the libraries go)
   int current_ = -1;
   bool nvml_tried_ = false;
   // Memory placed at given addresses (MemPlace): extents by base, and each placed

@@ -32,6 +32,8 @@ using DPool = void*;
 
 inline constexpr int kNumFunctionAttributes = 16;  // >= CU_FUNC_ATTRIBUTE_MAX
 
+class Activity;  // activity.h
+
 struct ParamInfo {
   uint32_t offset = 0;
   uint32_t size = 0;
@@ -272,6 +274,11 @@ class Driver {
   // backend's emulation of part of it. kNotSupported if this backend cannot serve it. Owned
   // by the driver; its handles are this driver's (streams are DStreams, memory is DevPtrs).
   virtual Result<void*> Library(Domain library) = 0;
+
+  // The session's GPU activity (CUPTI's activity API; activity.h): NVIDIA's CUPTI (cuda
+  // backend, loaded on first use) or the records the host backend synthesizes. kNotSupported
+  // where this backend has none. Owned by the driver.
+  virtual Result<Activity*> activity() = 0;
 };
 
 // Pinned staging memory for transports, from the driver's host allocator.

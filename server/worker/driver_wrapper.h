@@ -102,6 +102,7 @@ class DriverWrapper : public Driver {
   }
   gen::cuda::Api& cuda() override { return t_.cuda(); }
   Result<void*> Library(Domain library) override { return t_.Library(library); }
+  Result<Activity*> activity() override { return t_.activity(); }
 
  private:
   Driver& t_;

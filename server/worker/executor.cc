@@ -85,6 +85,12 @@ Result<int> Executor::GpuOf(int ordinal) const {
   return gpu;
 }
 
+int Executor::OrdinalOf(int gpu) const {
+  for (size_t i = 0; i < config_.gpus.size(); i++)
+    if (config_.gpus[i] == gpu) return static_cast<int>(i);
+  return -1;
+}
+
 Result<Executor::Stream> Executor::ResolveStream(uint64_t h, bool per_thread_flag, uint64_t thread, int ordinal) {
   bool per_thread = h == 2 || (h == 0 && per_thread_flag);
   if (h == 0 || h == 1 || h == 2) {

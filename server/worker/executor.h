@@ -246,6 +246,8 @@ class Executor {
   // them in a stream may wait on the client, so transfers must not hold transport memory.
   bool HostCallbacksOutstanding() { return !session_.host_callbacks().empty(); }
   Result<int> GpuOf(int ordinal) const;
+  // The application's ordinal of this server's GPU `gpu` (the first that names it; -1: none).
+  int OrdinalOf(int gpu) const;
   Result<Stream> ResolveStream(wire::StreamRef::Reader ref, uint64_t thread, int ordinal) {
     return ResolveStream(ref.getHandle(), ref.getPerThread(), thread, ordinal);
   }

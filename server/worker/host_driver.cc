@@ -119,6 +119,20 @@ Result<MemoryInfo> HostDriver::MemGetInfo() {
   return MemoryInfo{h.capacity() - in_use, h.capacity()};
 }
 
+namespace {
+// A copy's record (CUpti_ActivityMemcpyKind `copy`; CUpti_ActivityMemoryKind of each side,
+// 0 for host memory whose kind the worker does not know, 3 for device memory).
+api::activity::Record CopyRecord(size_t bytes, uint8_t copy, uint8_t src, uint8_t dst) {
+  api::activity::Record r;
+  r.kind = api::activity::RecordKind::kMemcpy;
+  r.bytes = bytes;
+  r.copy_kind = copy;
+  r.src_kind = src;
+  r.dst_kind = dst;
+  return r;
+}
+}  // namespace
+
 Result<DevPtr> HostDriver::MemAlloc(size_t bytes) {
   if (CUresult r = graphs_.Unsafe(); r != CUDA_SUCCESS)
     return Status(Domain::kCuda, r, "cuMemAlloc is not permitted while a stream captures (the capture is invalidated)");
@@ -163,23 +177,48 @@ Status HostDriver::MemFree(DevPtr p) {
 
 Status HostDriver::MemcpyHtoD(DevPtr dst, const void* src, size_t n, DStream stream) {
   ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
-  return InOrder(stream, [=] { std::memcpy(d, src, n); }, CU_GRAPH_NODE_TYPE_MEMCPY);
+  return InOrder(stream, Recorded(api::activity::kMemcpys, CopyRecord(n, 1, 0, 3), stream, [=] { std::memcpy(d, src, n); }),
+                 CU_GRAPH_NODE_TYPE_MEMCPY);
 }
 
 Status HostDriver::MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream stream) {
   ASSIGN_OR_RETURN(std::byte * s, Translate(src, n));
-  return InOrder(stream, [=] { std::memcpy(dst, s, n); }, CU_GRAPH_NODE_TYPE_MEMCPY);
+  return InOrder(stream, Recorded(api::activity::kMemcpys, CopyRecord(n, 2, 3, 0), stream, [=] { std::memcpy(dst, s, n); }),
+                 CU_GRAPH_NODE_TYPE_MEMCPY);
 }
 
 Status HostDriver::MemcpyDtoD(DevPtr dst, DevPtr src, size_t n, DStream stream) {
   ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
   ASSIGN_OR_RETURN(std::byte * s, Translate(src, n));
-  return InOrder(stream, [=] { std::memmove(d, s, n); }, CU_GRAPH_NODE_TYPE_MEMCPY);
+  return InOrder(stream, Recorded(api::activity::kMemcpys, CopyRecord(n, 8, 3, 3), stream, [=] { std::memmove(d, s, n); }),
+                 CU_GRAPH_NODE_TYPE_MEMCPY);
 }
 
 Status HostDriver::Memset8(DevPtr dst, uint8_t v, size_t n, DStream stream) {
   ASSIGN_OR_RETURN(std::byte * d, Translate(dst, n));
-  return InOrder(stream, [=] { std::memset(d, v, n); }, CU_GRAPH_NODE_TYPE_MEMSET);
+  api::activity::Record r;
+  r.kind = api::activity::RecordKind::kMemset;
+  r.bytes = n;
+  r.value = v;
+  r.dst_kind = 3;  // CUPTI_ACTIVITY_MEMORY_KIND_DEVICE
+  return InOrder(stream, Recorded(api::activity::kMemsets, std::move(r), stream, [=] { std::memset(d, v, n); }),
+                 CU_GRAPH_NODE_TYPE_MEMSET);
+}
+
+std::function<void()> HostDriver::Recorded(uint32_t kind, api::activity::Record r, DStream s, std::function<void()> task) {
+  if (graphs_.Capturing(s)) return task;  // captured, not run: nothing to record
+  uint32_t correlation = activity_.Correlate(kind);
+  if (correlation == 0) return task;
+  r.correlation = correlation;
+  r.device = static_cast<uint32_t>(current_);
+  r.stream = activity_.StreamId(s);
+  SynthesizedActivity* a = &activity_;
+  return [a, r = std::move(r), task = std::move(task)]() mutable {
+    r.start = a->Now();
+    task();
+    r.end = a->Now();
+    a->Add(std::move(r));
+  };
 }
 
 Result<void*> HostDriver::HostAlloc(size_t bytes) {

@@ -25,6 +25,7 @@
 #include "cuda_api.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "worker/activity.h"
 #include "worker/driver.h"
 #include "worker/host_array.h"
 #include "worker/host_cuda_api.h"
@@ -124,6 +125,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Result<int> OccupancyMaxActiveClusters(DFunction, const LaunchConfig&) override { return 4; }
   gen::cuda::Api& cuda() override { return *api_; }
   Result<void*> Library(Domain library) override;
+  Result<Activity*> activity() override { return &activity_; }
 
   // ---- EmulatedDevice: for the emulated libraries (Translate is EmuGraphHost's, below) ----
   // A library call on a capturing stream is captured as a kernel node, as on a GPU.
@@ -225,6 +227,9 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // The emulated stream behind a handle; nullptr is the current device's legacy stream.
   Result<std::shared_ptr<EmuStream>> Stream(DStream s);
   Status InOrder(DStream s, std::function<void()> task, CUgraphNodeType type);
+  // `task` stamped with an activity record `r` of `kind` (activity_wire.h's Kinds) when the
+  // client collects it: its times are when the stream runs it.
+  std::function<void()> Recorded(uint32_t kind, api::activity::Record r, DStream s, std::function<void()> task);
 
   // ---- EmuGraphHost: what emulated graphs use ----
   Result<std::byte*> Translate(DevPtr p, uint64_t n) override;
@@ -247,6 +252,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   HostGraphs graphs_;                    // before api_, which refers to it
   std::unique_ptr<gen::cuda::Api> api_;  // only stores references to this driver and graphs_
   std::map<Domain, std::shared_ptr<void>> libraries_;  // emulated math libraries, by first use
+  SynthesizedActivity activity_;  // what the emulation did, while a client collects it
   std::vector<EmulatedHeap> heaps_;
   int current_ = 0;
   std::unordered_map<void*, std::shared_ptr<EmuStream>> streams_;

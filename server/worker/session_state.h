@@ -135,6 +135,9 @@ class SessionState {
   HandleTable<PhysicalMemory>& physical() { return physical_; }
   std::map<uint64_t, Reservation>& reservations() { return reservations_; }
   std::map<uint64_t, Mapping>& mappings() { return mappings_; }
+  // GPU activity flushed from the driver that a reply had no room for yet (wire form of
+  // protocol/api/activity_wire.h; api_activity.cc).
+  std::string& activity_pending() { return activity_pending_; }
   // The allocation holding [ptr, ptr + len) (inside a reserved range, mapped bytes only).
   Result<Allocation> CheckRange(uint64_t ptr, uint64_t len) const { return allocs_.CheckRange(ptr, len); }
 
@@ -165,6 +168,7 @@ class SessionState {
   HandleTable<PhysicalMemory> physical_{HandleKind::kPhysical};
   std::map<uint64_t, Reservation> reservations_;
   std::map<uint64_t, Mapping> mappings_;
+  std::string activity_pending_;
   std::map<uint64_t, HostRegion> host_regions_;
   HandleTable<Pool> pools_{HandleKind::kPool};
   HandleTable<Module> modules_{HandleKind::kModule};

@@ -24,7 +24,7 @@ for f in "$build"/bin/*; do
     remorafs|remora-slurm|remora-chaos-client|app_static_*) continue ;; esac
   strip --strip-all -o "$out/bin/$(basename "$f")" "$f"
 done
-for l in "$build"/lib/libremora*.so "$build"/lib/libcuda.so.1 "$build"/lib/libnvidia-ml.so.1; do
+for l in "$build"/lib/libremora*.so "$build"/lib/libcuda.so.1 "$build"/lib/libnvidia-ml.so.1 "$build"/lib/libcupti.so.13; do
   strip --strip-debug -o "$out/lib/$(basename "$l")" "$l"
 done
 # The links named by the SONAMEs of the libraries Remora replaces (libcudart.so.13 -> libremora.so,

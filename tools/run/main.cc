@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // The application's environment. The private server below must not get it: its worker
-  // loads the real driver. The runtime, the driver API and NVML are all Remora's: preloaded
+  // loads the real driver. The runtime, the driver API, NVML and CUPTI are all Remora's: preloaded
   // (so that a library opened later by name, even by its SONAME, is ours) and first on the
   // library path (for programs that dlopen a path); Triton links its launchers there.
   std::string lib_dir = fs::path(shim).parent_path().string();
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
   // A sanitizer build's shim needs the sanitizer's runtime loaded before it (an application
   // built without it does not load it itself).
   if (*REMORA_SANITIZER_RUNTIME) preload = std::string(REMORA_SANITIZER_RUNTIME) + ":" + preload;
-  for (const char* facade : {"libcuda.so.1", "libnvidia-ml.so.1"})
+  for (const char* facade : {"libcuda.so.1", "libnvidia-ml.so.1", "libcupti.so.13"})
     if (fs::exists(fs::path(lib_dir) / facade)) preload += ":" + (fs::path(lib_dir) / facade).string();
   if (!no_libraries)
     for (const std::string& lib : ClientLibraries(shim, only_libraries)) preload += ":" + lib;

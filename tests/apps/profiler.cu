@@ -1,0 +1,172 @@
+// profiler: CUPTI's activity API as kineto (torch.profiler) uses it, linked against NVIDIA's
+// libcupti.so.13 and run through remora-run, which puts Remora's in its place (issue 43). A
+// kernel, a copy and a memset, each under an external correlation id, must come back as
+// records in the buffers the program gives: with their names, sizes and the external ids
+// linked through correlation ids, times inside the program's own clock window; nothing while
+// collection is off; CUPTI's errors where CUPTI gives them. Ends with "PASS profiler".
+#include <cupti.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "app_check.h"
+
+#define CUPTI(call)                                                              \
+  do {                                                                           \
+    CUptiResult r_ = (call);                                                     \
+    if (r_ != CUPTI_SUCCESS) {                                                   \
+      const char* s_ = "?";                                                      \
+      cuptiGetResultString(r_, &s_);                                             \
+      std::printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, s_);     \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (0)
+
+__global__ void scale(float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+
+namespace {
+
+struct Seen {
+  std::vector<CUpti_ActivityKernel10> kernels;
+  std::vector<std::string> kernel_names;
+  std::vector<CUpti_ActivityMemcpy6> copies;
+  std::vector<CUpti_ActivityMemset4> memsets;
+  std::map<uint32_t, uint64_t> external;  // correlation id -> external id (CUSTOM0)
+  int buffers = 0;
+};
+Seen g_seen;
+
+void CUPTIAPI Requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *size = 1 << 16;
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, *size));
+  *max_records = 0;
+}
+
+void CUPTIAPI Completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  g_seen.buffers++;
+  CUpti_Activity* a = nullptr;
+  CUptiResult r;
+  while ((r = cuptiActivityGetNextRecord(buffer, valid, &a)) == CUPTI_SUCCESS) {
+    switch (a->kind) {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(a);
+        g_seen.kernels.push_back(*k);
+        g_seen.kernel_names.push_back(k->name ? k->name : "");
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: g_seen.copies.push_back(*reinterpret_cast<CUpti_ActivityMemcpy6*>(a)); break;
+      case CUPTI_ACTIVITY_KIND_MEMSET: g_seen.memsets.push_back(*reinterpret_cast<CUpti_ActivityMemset4*>(a)); break;
+      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+        auto* e = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(a);
+        REQUIRE(e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, "external kind %d", int(e->externalKind));
+        g_seen.external[e->correlationId] = e->externalId;
+        break;
+      }
+      default: REQUIRE(false, "a record of kind %d that was not enabled", int(a->kind));
+    }
+  }
+  REQUIRE(r == CUPTI_ERROR_MAX_LIMIT_REACHED, "the end of a buffer answers %d", int(r));
+  std::free(buffer);
+}
+
+uint64_t ExternalOf(uint32_t correlation) {
+  auto it = g_seen.external.find(correlation);
+  return it == g_seen.external.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+int main() {
+  constexpr int n = 1 << 18;
+  float* d = nullptr;
+  CHECK(cudaMalloc(&d, n * sizeof(float)));
+  std::vector<float> h(n, 1.0f);
+
+  // Errors CUPTI gives, before anything is collected.
+  uint64_t last = 0;
+  REQUIRE(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last) == CUPTI_ERROR_QUEUE_EMPTY,
+          "a pop of an empty stack");
+  REQUIRE(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_PC_SAMPLING) == CUPTI_ERROR_NOT_SUPPORTED, "PC sampling is refused");
+  REQUIRE(cuptiActivityEnable(static_cast<CUpti_ActivityKind>(100000)) == CUPTI_ERROR_INVALID_KIND, "an unknown kind");
+  uint32_t version = 0;
+  CUPTI(cuptiGetVersion(&version));
+  REQUIRE(version >= 130000, "CUPTI API version %u", version);
+
+  CUPTI(cuptiActivityRegisterCallbacks(Requested, Completed));
+  for (auto k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                 CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME})
+    CUPTI(cuptiActivityEnable(k));
+  uint64_t t0 = 0, t1 = 0;
+  CUPTI(cuptiGetTimestamp(&t0));
+
+  CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 42));
+  scale<<<n / 256, 256>>>(d, 2.0f, n);
+  CHECK(cudaGetLastError());
+  CUPTI(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
+  REQUIRE(last == 42, "the pop gave %llu", (unsigned long long)last);
+  CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 43));
+  CHECK(cudaMemcpy(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(d, 7, 4096));
+  CUPTI(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
+  CHECK(cudaDeviceSynchronize());
+  CUPTI(cuptiGetTimestamp(&t1));
+  CUPTI(cuptiActivityFlushAll(0));
+
+  REQUIRE(g_seen.kernels.size() == 1, "%zu kernel records", g_seen.kernels.size());
+  const auto& k = g_seen.kernels[0];
+  REQUIRE(g_seen.kernel_names[0].find("scale") != std::string::npos, "kernel name '%s'", g_seen.kernel_names[0].c_str());
+  REQUIRE(k.gridX == n / 256 && k.gridY == 1 && k.blockX == 256 && k.blockY == 1, "grid %d block %d", k.gridX, k.blockX);
+  REQUIRE(k.deviceId == 0, "device %u", k.deviceId);
+  REQUIRE(ExternalOf(k.correlationId) == 42, "the kernel's external id is %llu", (unsigned long long)ExternalOf(k.correlationId));
+  REQUIRE(k.start >= t0 && k.end <= t1 && k.start <= k.end, "kernel times [%llu, %llu] outside [%llu, %llu]",
+          (unsigned long long)k.start, (unsigned long long)k.end, (unsigned long long)t0, (unsigned long long)t1);
+  // The copy from pageable memory may reach the GPU in pieces (through a staging buffer): each
+  // piece a record, all of them the call's.
+  REQUIRE(!g_seen.copies.empty(), "no copy record");
+  uint64_t copied = 0;
+  for (const auto& c : g_seen.copies) {
+    REQUIRE(c.copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, "copy kind %d", int(c.copyKind));
+    REQUIRE(ExternalOf(c.correlationId) == 43, "the copy's external id is %llu", (unsigned long long)ExternalOf(c.correlationId));
+    REQUIRE(c.start >= t0 && c.end <= t1 && c.start <= c.end, "copy times outside the window");
+    copied += c.bytes;
+  }
+  REQUIRE(copied == n * sizeof(float), "copy records of %llu bytes", (unsigned long long)copied);
+  const auto& c = g_seen.copies[0];
+  REQUIRE(g_seen.memsets.size() == 1, "%zu memset records", g_seen.memsets.size());
+  const auto& m = g_seen.memsets[0];
+  REQUIRE(m.bytes == 4096 && m.value == 7, "memset of %llu bytes to %u", (unsigned long long)m.bytes, m.value);
+  REQUIRE(ExternalOf(m.correlationId) == 43, "the memset's external id");
+  REQUIRE(m.correlationId != c.correlationId && c.correlationId != k.correlationId, "correlation ids are per call");
+  size_t dropped = 1;
+  CUPTI(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped));
+  REQUIRE(dropped == 0, "%zu records dropped", dropped);
+
+  // Off: nothing more is recorded.
+  const size_t copies = g_seen.copies.size();
+  for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME})
+    CUPTI(cuptiActivityDisable(kind));
+  scale<<<1, 32>>>(d, 1.0f, 32);
+  CHECK(cudaMemcpy(d, h.data(), 64, cudaMemcpyHostToDevice));
+  CHECK(cudaDeviceSynchronize());
+  CUPTI(cuptiActivityFlushAll(0));
+  REQUIRE(g_seen.kernels.size() == 1 && g_seen.copies.size() == copies, "records after collection stopped");
+
+  // On again: only the new work.
+  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  scale<<<2, 64>>>(d, 1.0f, 128);
+  CHECK(cudaDeviceSynchronize());
+  CUPTI(cuptiActivityFlushAll(0));
+  REQUIRE(g_seen.kernels.size() == 2 && g_seen.kernels[1].gridX == 2, "%zu kernel records after enabling again",
+          g_seen.kernels.size());
+  CUPTI(cuptiFinalize());
+  CHECK(cudaFree(d));
+  std::printf("PASS profiler: %zu kernel, %zu copy, %zu memset records in %d buffers, external ids linked\n",
+              g_seen.kernels.size(), g_seen.copies.size(), g_seen.memsets.size(), g_seen.buffers);
+  return 0;
+}
