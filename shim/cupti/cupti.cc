@@ -57,6 +57,16 @@ struct State {
   int64_t offset = 0;     // client clock - worker clock, ns (Measured)
   uint64_t offset_rtt = UINT64_MAX;  // the round trip the offset was measured in
   size_t dropped = 0;
+  // Records pulled from the worker and not yet in the application's buffers (collected while
+  // their kinds were enabled: they are delivered even if a kind was disabled since).
+  std::vector<wire::Record> pending;
+  // The CUPTI kind kernel records get: CONCURRENT_KERNEL unless only KERNEL was enabled.
+  CUpti_ActivityKind kernel_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  // A buffer the application gave (bufferRequested) while collecting, not yet completed: as
+  // NVIDIA's CUPTI, one is asked for once collection starts (kineto flushes only when it has
+  // given one).
+  uint8_t* held = nullptr;
+  size_t held_size = 0, held_max_records = 0;
   Subscriber* subscriber = nullptr;
   std::unordered_map<int, std::vector<uint8_t>> attributes;
 };
@@ -145,16 +155,13 @@ size_t RecordSize(CUpti_ActivityKind k) {
 }
 size_t Aligned(size_t n) { return (n + 7) & ~size_t{7}; }
 
-// Writes `r` at `at` (RecordSize bytes, zeroed) as the application asked for it; false for a
-// record of a kind it no longer collects.
+// Writes `r` at `at` (RecordSize bytes, zeroed) in CUPTI's layout.
 bool Write(const State& s, const wire::Record& r, void* at) {
   auto T = [&](uint64_t t) { return t == 0 ? 0 : static_cast<uint64_t>(static_cast<int64_t>(t) + s.offset); };
   switch (r.kind) {
     case wire::RecordKind::kKernel: {
-      bool concurrent = s.enabled.count(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) > 0;
-      if (!concurrent && s.enabled.count(CUPTI_ACTIVITY_KIND_KERNEL) == 0) return false;
       auto* k = static_cast<CUpti_ActivityKernel10*>(at);
-      k->kind = concurrent ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_KERNEL;
+      k->kind = s.kernel_kind;
       k->start = T(r.start);
       k->end = T(r.end);
       k->completed = k->end;
@@ -171,7 +178,6 @@ bool Write(const State& s, const wire::Record& r, void* at) {
       return true;
     }
     case wire::RecordKind::kMemcpy: {
-      if (s.enabled.count(CUPTI_ACTIVITY_KIND_MEMCPY) == 0) return false;
       auto* m = static_cast<CUpti_ActivityMemcpy6*>(at);
       m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
       m->copyKind = r.copy_kind;
@@ -188,7 +194,6 @@ bool Write(const State& s, const wire::Record& r, void* at) {
       return true;
     }
     case wire::RecordKind::kMemset: {
-      if (s.enabled.count(CUPTI_ACTIVITY_KIND_MEMSET) == 0) return false;
       auto* m = static_cast<CUpti_ActivityMemset4*>(at);
       m->kind = CUPTI_ACTIVITY_KIND_MEMSET;
       m->value = r.value;
@@ -203,7 +208,6 @@ bool Write(const State& s, const wire::Record& r, void* at) {
       return true;
     }
     case wire::RecordKind::kExternalCorrelation: {
-      if (s.enabled.count(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) == 0) return false;
       auto* e = static_cast<CUpti_ActivityExternalCorrelation*>(at);
       e->kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
       e->externalKind = static_cast<CUpti_ExternalCorrelationKind>(r.external_kind);
@@ -217,9 +221,7 @@ bool Write(const State& s, const wire::Record& r, void* at) {
 
 CUpti_ActivityKind KindOf(const wire::Record& r, const State& s) {
   switch (r.kind) {
-    case wire::RecordKind::kKernel:
-      return s.enabled.count(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
-                                                                      : CUPTI_ACTIVITY_KIND_KERNEL;
+    case wire::RecordKind::kKernel: return s.kernel_kind;
     case wire::RecordKind::kMemcpy: return CUPTI_ACTIVITY_KIND_MEMCPY;
     case wire::RecordKind::kMemset: return CUPTI_ACTIVITY_KIND_MEMSET;
     case wire::RecordKind::kExternalCorrelation: return CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
@@ -227,12 +229,9 @@ CUpti_ActivityKind KindOf(const wire::Record& r, const State& s) {
   return CUPTI_ACTIVITY_KIND_INVALID;
 }
 
-// Brings the worker's records over and hands them to the application's buffers.
-CUptiResult FlushAll() {
-  State& s = S();
-  std::unique_lock<std::mutex> lock(s.mu);
+// Brings what the worker collected so far into s.pending (mu held).
+CUptiResult Pull(State& s) {
   if (s.remote == 0) return CUPTI_SUCCESS;
-  std::vector<wire::Record> records;
   std::vector<char> buf(1 << 20);
   for (unsigned more = 1; more != 0;) {
     size_t used = 0;
@@ -241,27 +240,52 @@ CUptiResult FlushAll() {
     if (remora_core_activity_flush(buf.data(), buf.size(), &used, &more, &now) != 0) return CUPTI_ERROR_UNKNOWN;
     Measured(s, t0, ClientNow(s), now);
     std::string error;
-    if (!wire::Parse(buf.data(), used, &records, &error)) return CUPTI_ERROR_UNKNOWN;
+    if (!wire::Parse(buf.data(), used, &s.pending, &error)) return CUPTI_ERROR_UNKNOWN;
   }
-  if (records.empty()) return CUPTI_SUCCESS;
-  if (s.requested == nullptr || s.completed == nullptr) {
-    s.dropped += records.size();
-    return CUPTI_SUCCESS;
-  }
-  // Fill buffers one at a time; the application's callbacks run without the lock.
-  size_t next = 0;
-  while (next < records.size()) {
-    auto requested = s.requested;
+  return CUPTI_SUCCESS;
+}
+
+// Asks the application for a buffer to hold (none held, callbacks registered). Unlocks `lock`
+// while its callback runs.
+void Hold(std::unique_lock<std::mutex>& lock, State& s) {
+  if (s.held != nullptr || s.requested == nullptr) return;
+  auto requested = s.requested;
+  lock.unlock();
+  uint8_t* buffer = nullptr;
+  size_t size = 0, max_records = 0;
+  requested(&buffer, &size, &max_records);
+  lock.lock();
+  if (buffer == nullptr || size == 0) return;
+  if (s.held != nullptr) {  // another thread got one meanwhile: hand this one back empty
     auto completed = s.completed;
     lock.unlock();
-    uint8_t* buffer = nullptr;
-    size_t size = 0, max_records = 0;
-    requested(&buffer, &size, &max_records);
+    if (completed != nullptr) completed(nullptr, 0, buffer, size, 0);
     lock.lock();
-    if (buffer == nullptr || size == 0) {
+    return;
+  }
+  s.held = buffer, s.held_size = size, s.held_max_records = max_records;
+}
+
+// Hands s.pending to the application's buffers, the held one first, and completes each
+// (the held one even when empty, as a forced flush does). Unlocks `lock` around callbacks.
+void Deliver(std::unique_lock<std::mutex>& lock, State& s) {
+  if (s.requested == nullptr || s.completed == nullptr) {
+    s.dropped += s.pending.size();
+    s.pending.clear();
+    return;
+  }
+  std::vector<wire::Record> records = std::move(s.pending);
+  s.pending.clear();
+  size_t next = 0;
+  do {
+    Hold(lock, s);
+    if (s.held == nullptr) {
       s.dropped += records.size() - next;
-      return CUPTI_SUCCESS;
+      return;
     }
+    uint8_t* buffer = s.held;
+    size_t size = s.held_size, max_records = s.held_max_records;
+    s.held = nullptr;
     size_t valid = 0, count = 0;
     for (; next < records.size(); next++) {
       size_t bytes = Aligned(RecordSize(KindOf(records[next], s)));
@@ -275,11 +299,23 @@ CUptiResult FlushAll() {
       s.dropped++;
       next++;
     }
+    auto completed = s.completed;
     lock.unlock();
     completed(nullptr, 0, buffer, size, valid);
     lock.lock();
-  }
-  return CUPTI_SUCCESS;
+  } while (next < records.size());
+}
+
+// cuptiActivityFlushAll: brings the worker's records over and hands them to the application.
+CUptiResult FlushAll() {
+  State& s = S();
+  std::unique_lock<std::mutex> lock(s.mu);
+  CUptiResult r = Pull(s);
+  if (s.pending.empty() && s.held == nullptr) return r;
+  Deliver(lock, s);
+  // Still collecting: a buffer for what comes next, as NVIDIA's CUPTI keeps one.
+  if (s.remote != 0) Hold(lock, s);
+  return r;
 }
 
 // The application's external correlation ids, per thread and kind: whether each was posted.
@@ -324,10 +360,13 @@ CUPTI_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   if (r == -2) return CUPTI_ERROR_INVALID_KIND;
   if (r == -1) return CUPTI_ERROR_NOT_SUPPORTED;
   State& s = S();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::unique_lock<std::mutex> lock(s.mu);
   bool added = s.enabled.insert(kind).second;
   CUptiResult res = SyncRemote(s);
   if (res != CUPTI_SUCCESS && added) s.enabled.erase(kind);
+  if (res != CUPTI_SUCCESS) return res;
+  if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL) s.kernel_kind = kind;
+  if (s.remote != 0) Hold(lock, s);
   return res;
 }
 
@@ -336,8 +375,13 @@ CUPTI_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   s.enabled.erase(kind);
-  // The worker keeps collecting until the next flush hands over what it has (a kind disabled
-  // before its records were flushed loses them, as with NVIDIA's CUPTI).
+  if (s.enabled.count(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) s.kernel_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  else if (s.enabled.count(CUPTI_ACTIVITY_KIND_KERNEL)) s.kernel_kind = CUPTI_ACTIVITY_KIND_KERNEL;
+  // What was collected stays to be flushed (as with NVIDIA's CUPTI): brought over before the
+  // worker stops collecting a kind, which drops what it holds.
+  if ((WantedRemote(s) & s.remote) != s.remote) {
+    if (CUptiResult r = Pull(s); r != CUPTI_SUCCESS) return r;
+  }
   return SyncRemote(s);
 }
 
@@ -483,11 +527,12 @@ CUPTI_EXPORT CUptiResult cuptiEnableDomain(uint32_t, CUpti_SubscriberHandle subs
 CUPTI_EXPORT CUptiResult cuptiEnableAllDomains(uint32_t, CUpti_SubscriberHandle subscriber) { return CheckSubscriber(subscriber); }
 
 CUPTI_EXPORT CUptiResult cuptiFinalize(void) {
-  (void)FlushAll();
   State& s = S();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::unique_lock<std::mutex> lock(s.mu);
+  (void)Pull(s);
   s.enabled.clear();
   (void)SyncRemote(s);
+  if (!s.pending.empty() || s.held != nullptr) Deliver(lock, s);
   s.requested = nullptr;
   s.completed = nullptr;
   return CUPTI_SUCCESS;
