@@ -99,7 +99,9 @@ class CuptiActivity final : public Activity {
   }
 
   Status Flush(std::vector<Record>* records) override {
-    RETURN_IF_ERROR(Check(api_.flush_all(0), "cuptiActivityFlushAll"));
+    // Forced: the records of work done so far, also from buffers CUPTI has not filled (an
+    // unforced flush hands over full buffers only, and a profiler's window is often less).
+    RETURN_IF_ERROR(Check(api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"));
     std::lock_guard<std::mutex> lock(mu_);
     for (Record& r : records_) records->push_back(std::move(r));
     records_.clear();

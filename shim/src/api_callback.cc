@@ -35,6 +35,11 @@ cudaError_t HostFunc(cudaStream_t stream, std::function<void()> fn, bool per_thr
 }
 
 }  // namespace
+
+cudaError_t EnqueueHostWork(cudaStream_t stream, std::function<void()> fn, bool per_thread, const char* call) {
+  return HostFunc(stream, std::move(fn), per_thread, call);
+}
+
 }  // namespace remora::shim
 
 using namespace remora;

@@ -7,6 +7,8 @@
 // application only waits on host memory. Thread-safe.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -87,5 +89,11 @@ class HostCallbacks {
   std::thread::id thread_id_;
   bool thread_started_ = false;
 };
+
+// Runs `fn` in this process when `stream` gets there, as cudaLaunchHostFunc does (work the GPU
+// would do on memory only this process has: a memset of pinned memory the worker cannot map).
+// `per_thread`: a 0 stream is the per-thread default stream. Returns cudaSuccess or the error
+// the runtime would (an invalid stream, a lost device).
+cudaError_t EnqueueHostWork(cudaStream_t stream, std::function<void()> fn, bool per_thread, const char* call);
 
 }  // namespace remora::shim

@@ -116,6 +116,22 @@ static void memory(void) {
   CHECK(cuMemAllocHost(&pinned, 4096));
   CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)pinned));
   EXPECT(type == CU_MEMORYTYPE_HOST);
+  /* Memsets of pinned memory by its own address (unified addressing), in stream order, as
+     XLA's autotuner fills its redzones: over tcp the worker cannot reach this memory. */
+  CUstream s = NULL;
+  CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  memset(pinned, 0, 4096);
+  CUdeviceptr pd = (CUdeviceptr)(uintptr_t)pinned;
+  CHECK(cuMemsetD32Async(pd, 0xa5a5a5a5u, 512, s));
+  CHECK(cuMemsetD16Async(pd + 2048, 0x1234, 4, s));
+  CHECK(cuMemsetD8Async(pd + 4095, 0x7e, 1, s));
+  CHECK(cuStreamSynchronize(s));
+  const uint32_t* w = (const uint32_t*)pinned;
+  const uint16_t* hw = (const uint16_t*)((const char*)pinned + 2048);
+  EXPECT(w[0] == 0xa5a5a5a5u && w[511] == 0xa5a5a5a5u && hw[0] == 0x1234 && hw[3] == 0x1234 && hw[4] == 0 &&
+         ((const unsigned char*)pinned)[4095] == 0x7e && ((const unsigned char*)pinned)[4094] == 0);
+  EXPECT_ERR(cuMemsetD32Async(pd + 4092, 0, 2, s), CUDA_ERROR_INVALID_VALUE); /* past its end */
+  CHECK(cuStreamDestroy(s));
   CHECK(cuMemFreeHost(pinned));
 
   /* Forged and out-of-range pointers are refused; nothing is written. */

@@ -3,8 +3,11 @@
 // (shim/src/api_memory*.cc, api_pool.cc) on the current context's device: the same checks,
 // the same data paths, the same quota. What a created context allocates goes with it.
 #include <cstring>
+#include <optional>
 
 #include "arrays.h"
+#include "callbacks.h"
+#include "cuda_client.h"
 #include "driver/contexts.h"
 #include "driver/driver.h"
 #include "export.h"
@@ -378,6 +381,51 @@ REMORA_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* c, CUstream s) 
 }
 
 // ---- memsets: the synchronous forms are the asynchronous ones on the default stream --------
+
+// Pinned memory of this process that the worker cannot reach (not shared with it: over tcp
+// or RDMA) is written here, in stream order, as the GPU would write it over the bus natively
+// (unified addressing makes such a pointer valid for a memset). XLA's autotuner fills its
+// redzones so.
+static std::optional<std::byte*> HostOnlyRange(CUdeviceptr d, size_t bytes) {
+  Runtime& rt = Runtime::Get();
+  if (rt.FindDevice(d)) return std::nullopt;
+  auto h = rt.FindHost(reinterpret_cast<const void*>(d));
+  if (!h || (h->cookie >> 32) != 0) return std::nullopt;  // unknown, or shared with the worker
+  if (d - h->base > h->size || bytes > h->size - (d - h->base)) return std::nullopt;  // the worker says why
+  return reinterpret_cast<std::byte*>(d);
+}
+
+template <typename T, typename Remote>
+static CUresult Memset(CUdeviceptr d, T v, size_t n, CUstream s, bool per_thread, const char* call, Remote remote) {
+  if (auto p = HostOnlyRange(d, n * sizeof(T)); p && n != 0) {
+    std::byte* at = *p;
+    return ViaRuntime([&] {
+      return EnqueueHostWork(reinterpret_cast<cudaStream_t>(s), [at, v, n] {
+        for (size_t i = 0; i < n; i++) std::memcpy(at + i * sizeof(T), &v, sizeof(T));
+      }, per_thread, call);
+    });
+  }
+  return static_cast<CUresult>(FinishApi(Domain::kCuda, remote(CallCtx{per_thread, call}), call));
+}
+
+REMORA_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
+  return Memset(d, v, n, s, false, "cuMemsetD8Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD8Async(cc, d, v, n, s); });
+}
+REMORA_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
+  return Memset(d, v, n, s, true, "cuMemsetD8Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD8Async(cc, d, v, n, s); });
+}
+REMORA_API CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
+  return Memset(d, v, n, s, false, "cuMemsetD16Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD16Async(cc, d, v, n, s); });
+}
+REMORA_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
+  return Memset(d, v, n, s, true, "cuMemsetD16Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD16Async(cc, d, v, n, s); });
+}
+REMORA_API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) {
+  return Memset(d, v, n, s, false, "cuMemsetD32Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD32Async(cc, d, v, n, s); });
+}
+REMORA_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s) {
+  return Memset(d, v, n, s, true, "cuMemsetD32Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD32Async(cc, d, v, n, s); });
+}
 
 REMORA_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return cuMemsetD8Async(d, v, n, nullptr); }
 REMORA_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) {
