@@ -26,7 +26,9 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <unordered_set>
 #include <vector>
 
@@ -54,8 +56,12 @@ struct State {
   CUpti_BuffersCallbackCompleteFunc completed = nullptr;
   CUpti_TimestampCallbackFunc clock = nullptr;
   uint32_t remote = 0;    // the kinds the worker collects
-  int64_t offset = 0;     // client clock - worker clock, ns (Measured)
+  int64_t offset = 0;     // CLOCK_MONOTONIC - worker clock, ns (Measured)
   uint64_t offset_rtt = UINT64_MAX;  // the round trip the offset was measured in
+  // The application's clock against CLOCK_MONOTONIC: a pair read when collection started (or
+  // the clock was registered), for the rate of a clock that does not count nanoseconds (kineto
+  // registers the CPU's time-stamp counter).
+  uint64_t cal_mono = 0, cal_client = 0;
   size_t dropped = 0;
   // Records pulled from the worker and not yet in the application's buffers (collected while
   // their kinds were enabled: they are delivered even if a kind was disabled since).
@@ -81,6 +87,12 @@ const char* Intern(const std::string& name) {
   static auto* names = new std::unordered_set<std::string>;
   std::lock_guard<std::mutex> lock(mu);
   return names->insert(name).first->c_str();
+}
+
+uint64_t MonoNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
 uint64_t ClientNow(const State& s) {
@@ -123,7 +135,34 @@ uint32_t WantedRemote(const State& s) {
   return m;
 }
 
-// A sample of the worker's clock `now` taken during a round trip from t0 to t1 (client clock):
+// The application's clock and CLOCK_MONOTONIC read together.
+std::pair<uint64_t, uint64_t> Pair(const State& s) {
+  uint64_t m0 = MonoNow(), c = ClientNow(s), m1 = MonoNow();
+  return {m0 / 2 + m1 / 2, c};
+}
+void Calibrate(State& s) { std::tie(s.cal_mono, s.cal_client) = Pair(s); }
+
+// A worker time in the application's clock: to CLOCK_MONOTONIC by the measured offset, then
+// to the application's clock by the pair `now` and the rate between the two since calibration.
+struct ToClient {
+  explicit ToClient(const State& s) : s_(s) {
+    std::tie(mono_, client_) = Pair(s);
+    if (s.cal_mono != 0 && mono_ > s.cal_mono + 1000000 && client_ > s.cal_client)
+      rate_ = double(client_ - s.cal_client) / double(mono_ - s.cal_mono);
+  }
+  uint64_t operator()(uint64_t worker) const {
+    if (worker == 0) return 0;
+    double mono = double(static_cast<int64_t>(worker) + s_.offset);
+    return static_cast<uint64_t>(double(client_) + (mono - double(mono_)) * rate_);
+  }
+
+ private:
+  const State& s_;
+  uint64_t mono_ = 0, client_ = 0;
+  double rate_ = 1.0;
+};
+
+// A sample of the worker's clock `now` taken during a round trip from t0 to t1 (CLOCK_MONOTONIC):
 // the offset is the one measured in the shortest round trip yet (its error is at most half of
 // that trip; a long trip, where the worker did work before reading its clock, is not used).
 void Measured(State& s, uint64_t t0, uint64_t t1, uint64_t now) {
@@ -136,9 +175,10 @@ void Measured(State& s, uint64_t t0, uint64_t t1, uint64_t now) {
 CUptiResult SyncRemote(State& s) {
   uint32_t want = WantedRemote(s);
   if (want == s.remote) return CUPTI_SUCCESS;
-  uint64_t t0 = ClientNow(s), now = 0;
+  uint64_t t0 = MonoNow(), now = 0;
   if (remora_core_activity_enable(want, &now) != 0) return CUPTI_ERROR_NOT_SUPPORTED;
-  Measured(s, t0, ClientNow(s), now);
+  Measured(s, t0, MonoNow(), now);
+  if (s.remote == 0) Calibrate(s);
   s.remote = want;
   return CUPTI_SUCCESS;
 }
@@ -156,8 +196,7 @@ size_t RecordSize(CUpti_ActivityKind k) {
 size_t Aligned(size_t n) { return (n + 7) & ~size_t{7}; }
 
 // Writes `r` at `at` (RecordSize bytes, zeroed) in CUPTI's layout.
-bool Write(const State& s, const wire::Record& r, void* at) {
-  auto T = [&](uint64_t t) { return t == 0 ? 0 : static_cast<uint64_t>(static_cast<int64_t>(t) + s.offset); };
+bool Write(const State& s, const ToClient& T, const wire::Record& r, void* at) {
   switch (r.kind) {
     case wire::RecordKind::kKernel: {
       auto* k = static_cast<CUpti_ActivityKernel10*>(at);
@@ -236,9 +275,9 @@ CUptiResult Pull(State& s) {
   for (unsigned more = 1; more != 0;) {
     size_t used = 0;
     uint64_t now = 0;
-    uint64_t t0 = ClientNow(s);
+    uint64_t t0 = MonoNow();
     if (remora_core_activity_flush(buf.data(), buf.size(), &used, &more, &now) != 0) return CUPTI_ERROR_UNKNOWN;
-    Measured(s, t0, ClientNow(s), now);
+    Measured(s, t0, MonoNow(), now);
     std::string error;
     if (!wire::Parse(buf.data(), used, &s.pending, &error)) return CUPTI_ERROR_UNKNOWN;
   }
@@ -276,6 +315,7 @@ void Deliver(std::unique_lock<std::mutex>& lock, State& s) {
   }
   std::vector<wire::Record> records = std::move(s.pending);
   s.pending.clear();
+  const ToClient to_client(s);
   size_t next = 0;
   do {
     Hold(lock, s);
@@ -291,7 +331,7 @@ void Deliver(std::unique_lock<std::mutex>& lock, State& s) {
       size_t bytes = Aligned(RecordSize(KindOf(records[next], s)));
       if (valid + bytes > size || (max_records != 0 && count == max_records)) break;
       std::memset(buffer + valid, 0, bytes);
-      if (!Write(s, records[next], buffer + valid)) continue;
+      if (!Write(s, to_client, records[next], buffer + valid)) continue;
       valid += bytes;
       count++;
     }
@@ -311,6 +351,7 @@ CUptiResult FlushAll() {
   State& s = S();
   std::unique_lock<std::mutex> lock(s.mu);
   CUptiResult r = Pull(s);
+  if (s.remote != 0 && WantedRemote(s) == 0) (void)SyncRemote(s);  // every kind was disabled
   if (s.pending.empty() && s.held == nullptr) return r;
   Deliver(lock, s);
   // Still collecting: a buffer for what comes next, as NVIDIA's CUPTI keeps one.
@@ -351,7 +392,7 @@ CUPTI_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampC
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   s.clock = clock;
-  s.offset_rtt = UINT64_MAX;  // another clock: measured again at the next round trip
+  Calibrate(s);  // another clock: its rate is measured from now
   return CUPTI_SUCCESS;
 }
 
@@ -382,6 +423,9 @@ CUPTI_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   if ((WantedRemote(s) & s.remote) != s.remote) {
     if (CUptiResult r = Pull(s); r != CUPTI_SUCCESS) return r;
   }
+  // The last kind off: the worker stops at the next flush (kineto's, which follows), so that
+  // records of work finished late still come over with it.
+  if (WantedRemote(s) == 0) return CUPTI_SUCCESS;
   return SyncRemote(s);
 }
 

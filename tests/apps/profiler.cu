@@ -6,6 +6,9 @@
 // collection is off; CUPTI's errors where CUPTI gives them. Ends with "PASS profiler".
 #include <cupti.h>
 
+#include <time.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -67,11 +70,20 @@ void CUPTIAPI Completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t val
         g_seen.external[e->correlationId] = e->externalId;
         break;
       }
+      case CUPTI_ACTIVITY_KIND_RUNTIME: break;  // NVIDIA's CUPTI gives them (Remora's none)
       default: REQUIRE(false, "a record of kind %d that was not enabled", int(a->kind));
     }
   }
   REQUIRE(r == CUPTI_ERROR_MAX_LIMIT_REACHED, "the end of a buffer answers %d", int(r));
   std::free(buffer);
+}
+
+// The application's clock, registered as kineto registers the CPU's time-stamp counter: not
+// nanoseconds (three ticks each) and far from CUPTI's own.
+uint64_t CUPTIAPI Ticks() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec)) * 3 + (1ull << 50);
 }
 
 uint64_t ExternalOf(uint32_t correlation) {
@@ -96,23 +108,26 @@ int main() {
   REQUIRE(version >= 130000, "CUPTI API version %u", version);
 
   CUPTI(cuptiActivityRegisterCallbacks(Requested, Completed));
+  CUPTI(cuptiActivityRegisterTimestampCallback(Ticks));
   for (auto k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
                  CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME})
     CUPTI(cuptiActivityEnable(k));
-  uint64_t t0 = 0, t1 = 0;
-  CUPTI(cuptiGetTimestamp(&t0));
+  const uint64_t t0 = Ticks();
 
   CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 42));
   scale<<<n / 256, 256>>>(d, 2.0f, n);
   CHECK(cudaGetLastError());
   CUPTI(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
   REQUIRE(last == 42, "the pop gave %llu", (unsigned long long)last);
+  // 50 ms pass in the application's clock before the copy, so that a wrong rate shows.
+  CHECK(cudaDeviceSynchronize());
+  usleep(50000);
   CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 43));
   CHECK(cudaMemcpy(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   CHECK(cudaMemset(d, 7, 4096));
   CUPTI(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
   CHECK(cudaDeviceSynchronize());
-  CUPTI(cuptiGetTimestamp(&t1));
+  const uint64_t t1 = Ticks();
   CUPTI(cuptiActivityFlushAll(0));
 
   REQUIRE(g_seen.kernels.size() == 1, "%zu kernel records", g_seen.kernels.size());
@@ -121,6 +136,8 @@ int main() {
   REQUIRE(k.gridX == n / 256 && k.gridY == 1 && k.blockX == 256 && k.blockY == 1, "grid %d block %d", k.gridX, k.blockX);
   REQUIRE(k.deviceId == 0, "device %u", k.deviceId);
   REQUIRE(ExternalOf(k.correlationId) == 42, "the kernel's external id is %llu", (unsigned long long)ExternalOf(k.correlationId));
+  constexpr uint64_t kMs = 3'000'000;  // Ticks() per millisecond
+  REQUIRE(k.start - t0 < 25 * kMs, "the kernel ran %.1f ms after t0 (before the 50 ms pause)", double(k.start - t0) / kMs);
   REQUIRE(k.start >= t0 && k.end <= t1 && k.start <= k.end, "kernel times [%llu, %llu] outside [%llu, %llu]",
           (unsigned long long)k.start, (unsigned long long)k.end, (unsigned long long)t0, (unsigned long long)t1);
   // The copy from pageable memory may reach the GPU in pieces (through a staging buffer): each
@@ -131,6 +148,7 @@ int main() {
     REQUIRE(c.copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, "copy kind %d", int(c.copyKind));
     REQUIRE(ExternalOf(c.correlationId) == 43, "the copy's external id is %llu", (unsigned long long)ExternalOf(c.correlationId));
     REQUIRE(c.start >= t0 && c.end <= t1 && c.start <= c.end, "copy times outside the window");
+    REQUIRE(c.start - t0 >= 50 * kMs, "the copy ran %.1f ms after t0 (after the 50 ms pause)", double(c.start - t0) / kMs);
     copied += c.bytes;
   }
   REQUIRE(copied == n * sizeof(float), "copy records of %llu bytes", (unsigned long long)copied);
