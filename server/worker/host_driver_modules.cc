@@ -18,7 +18,20 @@ Result<DModule> HostDriver::ModuleLoad(const void* image, size_t size) {
 
 Status HostDriver::ModuleUnload(DModule m) {
   auto* mod = static_cast<EmuModule*>(m);
-  if (modules_.erase(mod) == 0) return Error(Err::kInvalidResourceHandle, "unknown emulated module");
+  if (!modules_.count(mod)) return Error(Err::kInvalidResourceHandle, "unknown emulated module");
+  // As a GPU's driver does, the unload waits for the work queued on every stream (it may use
+  // the module's code), blocking the calling thread (the executor must not call it while a
+  // stream waits for something only the executor can let go: ops_link.cc).
+  auto drained = [](const std::shared_ptr<EmuStream>& st) { return st->completed.load() >= st->Issued(); };
+  for (;;) {
+    bool all = true;
+    for (const auto& [h, st] : streams_) all = all && (graphs_.Capturing(h) || drained(st));
+    for (const auto& [d, st] : legacy_streams_) all = all && drained(st);
+    for (const auto& st : draining_) all = all && drained(st);
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  modules_.erase(mod);
   for (auto& [name, g] : mod->globals) (void)MemFree(g.first);
   delete mod;
   return Status::Ok();

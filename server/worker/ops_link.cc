@@ -3,6 +3,11 @@
 // request, run on the worker's GPU, and return the linked image with the linker's logs.
 #include <cuda.h>  // CUjit_option values
 
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "remora/protocol/frame.h"
@@ -10,30 +15,77 @@
 
 namespace remora::worker {
 
+namespace {
+
+// cuModuleUnload waits for the GPU's work in the driver (it must not unload code a kernel is
+// running), spinning in the executor's thread: a stream held by a host function that waits
+// for the client's callbackDone would then never move (the executor that takes callbackDone
+// in is the one waiting), and the session stalled (JAX's autotuner unloads modules while its
+// host callbacks are queued). So the executor waits here by polling events recorded on the
+// GPU's streams, taking the client's other requests in meanwhile, and unloads once the work
+// queued before the unload is done (the client sends no launch of the module after it).
+class ModuleUnloadOp final : public PendingOp {
+ public:
+  ModuleUnloadOp(uint64_t tag, uint64_t module, std::vector<std::pair<int, DEvent>> events)
+      : tag_(tag), module_(module), events_(std::move(events)) {}
+  Result<bool> Poll(Executor& ex) override {
+    while (!events_.empty()) {
+      auto [gpu, e] = events_.back();
+      if (ex.driver().EventQuery(e).code() == Err::kNotReady) return false;
+      ex.ReleasePoolEvent(gpu, e);
+      events_.pop_back();
+    }
+    RETURN_IF_ERROR(ex.PostReply(tag_, Unload(ex)));
+    return true;
+  }
+  void Abandon(Executor& ex) override {
+    for (auto& [gpu, e] : events_) ex.ReleasePoolEvent(gpu, e);
+    events_.clear();
+  }
+
+ private:
+  Status Unload(Executor& ex) {
+    SessionState& s = ex.session();
+    auto m = s.modules().Get(module_);
+    if (!m.ok()) return m.status();  // (a second unload of it finished first)
+    Executor::Module mod = **m;
+    RETURN_IF_ERROR(ex.SetDevice(mod.gpu));
+    RETURN_IF_ERROR(ex.driver().ModuleUnload(mod.module));
+    // Its variables stop being memory a request may name.
+    for (uint64_t g : mod.globals) (void)s.allocations().Erase(g);
+    const uint64_t h = module_;
+    std::erase_if(s.module_index(), [h](const auto& e) { return e.second == h; });
+    std::erase_if(s.function_index(), [h](const auto& e) { return e.first.first == h; });
+    std::vector<uint64_t> functions;
+    s.functions().ForEach([&](uint64_t id, Executor::Function& f) {
+      if (f.module == h) functions.push_back(id);
+    });
+    for (uint64_t f : functions) s.functions().Erase(f);
+    s.modules().Erase(h);
+    ex.ReleaseCharge(mod.gpu, mod.charged);
+    ex.resources().Release(Resource::kModules);
+    ex.resources().Release(Resource::kModuleBytes, mod.image_bytes);
+    return Status::Ok();
+  }
+
+  uint64_t tag_, module_;
+  std::vector<std::pair<int, DEvent>> events_;
+};
+
+}  // namespace
+
 Status Handlers::ModuleUnload(Executor& ex, uint64_t tag, Req req) {
   uint64_t h = req.getModuleUnload();
   auto m = ex.session().modules().Get(h);
   if (!m.ok()) return ex.PostReply(tag, m.status());
-  Executor::Module mod = **m;
-  Status st = ex.SetDevice(mod.gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  st = ex.driver().ModuleUnload(mod.module);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  SessionState& s = ex.session();
-  // Its variables stop being memory a request may name.
-  for (uint64_t g : mod.globals) (void)s.allocations().Erase(g);
-  std::erase_if(s.module_index(), [h](const auto& e) { return e.second == h; });
-  std::erase_if(s.function_index(), [h](const auto& e) { return e.first.first == h; });
-  std::vector<uint64_t> functions;
-  s.functions().ForEach([&](uint64_t id, Executor::Function& f) {
-    if (f.module == h) functions.push_back(id);
-  });
-  for (uint64_t f : functions) s.functions().Erase(f);
-  s.modules().Erase(h);
-  ex.ReleaseCharge(mod.gpu, mod.charged);
-  ex.resources().Release(Resource::kModules);
-  ex.resources().Release(Resource::kModuleBytes, mod.image_bytes);
-  return ex.PostReply(tag, Status::Ok());
+  const int gpu = (*m)->gpu;
+  std::vector<std::pair<int, DEvent>> events;
+  for (const Executor::Stream& s : StreamsOf(ex, gpu)) {
+    if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there
+    if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
+  }
+  ex.AddPending(std::make_unique<ModuleUnloadOp>(tag, h, std::move(events)));
+  return Status::Ok();
 }
 
 Status Handlers::Link(Executor& ex, uint64_t tag, Req req) {

@@ -149,6 +149,11 @@ static void memory(void) {
 
 static int g_callback_ran;
 static void CUDA_CB host_fn(void* arg) { *(int*)arg = 1; }
+static int g_slow_ran;
+static void CUDA_CB slow_host_fn(void* arg) {
+  usleep(100000);
+  *(int*)arg = 1;
+}
 
 static void streams_events(CUcontext primary) {
   CUstream s = NULL;
@@ -330,7 +335,17 @@ static void modules(void) {
     CHECK(cuMemcpyDtoH(&v, counter, sizeof(v)));
     EXPECT(v == 3 * 4 * 32);
   }
+  /* An unload while a stream is held by a host function: the driver waits for the GPU's work
+     before it unloads, and the function's end reaches the server while it waits (JAX's
+     autotuner unloads modules so; the session once stalled there). */
+  CUstream held = NULL;
+  g_slow_ran = 0;
+  CHECK(cuStreamCreate(&held, CU_STREAM_NON_BLOCKING));
+  CHECK(cuLaunchHostFunc(held, slow_host_fn, &g_slow_ran));
   CHECK(cuModuleUnload(from_memory));
+  CHECK(cuStreamSynchronize(held));
+  EXPECT(g_slow_ran == 1);
+  CHECK(cuStreamDestroy(held));
   EXPECT_ERR(cuModuleUnload(from_memory), CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuModuleUnload(from_file));
   EXPECT_ERR(cuModuleGetFunction(&add, from_file, "vector_add"), CUDA_ERROR_INVALID_HANDLE);
