@@ -100,6 +100,88 @@ class UnregisterRegionOp final : public PendingOp {
   std::vector<std::pair<int, DEvent>> events_;
 };
 
+// Events recorded on every stream of the session's GPUs that runs work (not capturing).
+std::vector<std::pair<int, DEvent>> StreamEvents(Executor& ex) {
+  std::vector<std::pair<int, DEvent>> events;
+  for (int gpu : ex.config().gpus) {
+    if (gpu < 0) continue;
+    for (const Executor::Stream& s : Handlers::StreamsOf(ex, gpu)) {
+      if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there
+      if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
+    }
+  }
+  return events;
+}
+
+// The client's region, mapped here: registered with the driver once the streams' work queued
+// before it is done (RegisterHostRegion says why), then answered with its device address.
+// Owns the mapping and the pinned-bytes charge until then.
+class RegisterRegionOp final : public PendingOp {
+ public:
+  RegisterRegionOp(uint64_t tag, uint64_t id, std::byte* p, uint64_t size, uint64_t addr,
+                   std::vector<std::pair<int, DEvent>> events)
+      : tag_(tag), id_(id), p_(p), size_(size), addr_(addr), events_(std::move(events)) {}
+  Result<bool> Poll(Executor& ex) override {
+    while (!events_.empty()) {
+      auto [gpu, e] = events_.back();
+      if (ex.driver().EventQuery(e).code() == Err::kNotReady) return false;
+      ex.ReleasePoolEvent(gpu, e);
+      events_.pop_back();
+    }
+    if (ex.session().host_regions().count(id_)) {  // registered meanwhile under the same id
+      Drop(ex);
+      RETURN_IF_ERROR(ex.PostReply(tag_, Error(Err::kInvalidValue, "host region {} is already registered", id_)));
+      return true;
+    }
+    Status reg = ex.driver().HostRegister(p_, size_);
+    auto dev = reg.ok() ? ex.driver().HostDevicePointer(p_) : Result<DevPtr>(reg);
+    if (dev.ok()) {
+      Allocation al;
+      al.base = *dev;
+      al.size = size_;
+      al.device = ex.config().gpus.empty() ? 0 : std::max(0, ex.config().gpus[0]);
+      al.kind = AllocKind::kMappedHost;
+      reg = ex.session().allocations().Insert(al);
+    } else {
+      reg = dev.status();
+    }
+    if (!reg.ok()) {
+      if (dev.ok()) ex.driver().HostUnregister(p_);
+      Drop(ex);
+      RETURN_IF_ERROR(ex.PostReply(tag_, reg));
+      return true;
+    }
+    Executor::HostRegion r{p_, size_, false};
+    r.registered = true;
+    r.device = *dev;
+    ex.session().host_regions()[id_] = r;
+    p_ = nullptr;
+    LOG_DEBUG("host region {} ({}) shared, pinned and mapped at 0x{:x}{}", id_, FormatSize(size_), *dev,
+              *dev == addr_ ? " (the client's address)" : "");
+    DevPtr device = *dev;
+    RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok(), [&](wire::Reply::Builder& b) { b.setPointer(device); }));
+    return true;
+  }
+  void Abandon(Executor& ex) override {
+    for (auto& [gpu, e] : events_) ex.ReleasePoolEvent(gpu, e);
+    events_.clear();
+    Drop(ex);
+  }
+
+ private:
+  void Drop(Executor& ex) {
+    if (p_ == nullptr) return;
+    ::munmap(p_, size_);
+    ex.resources().Release(Resource::kPinnedBytes, size_);
+    p_ = nullptr;
+  }
+
+  uint64_t tag_, id_;
+  std::byte* p_;
+  uint64_t size_, addr_;
+  std::vector<std::pair<int, DEvent>> events_;
+};
+
 }  // namespace
 
 Status Handlers::RegisterHostRegion(Executor& ex, uint64_t tag, Req req) {
@@ -138,47 +220,20 @@ Status Handlers::RegisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   }
   if (p == MAP_FAILED) p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
   if (p == MAP_FAILED) return ex.PostReply(tag, ErrnoStatus(Err::kMemoryAllocation, "map the client's host region", errno));
-  Executor::HostRegion r{static_cast<std::byte*>(p), size, false};
-  Status reg = ex.driver().HostRegister(p, size);
-  auto dev = reg.ok() ? ex.driver().HostDevicePointer(p) : Result<DevPtr>(reg);
-  if (dev.ok()) {
-    Allocation al;
-    al.base = *dev;
-    al.size = size;
-    al.device = ex.config().gpus.empty() ? 0 : std::max(0, ex.config().gpus[0]);
-    al.kind = AllocKind::kMappedHost;
-    reg = ex.session().allocations().Insert(al);
-  } else {
-    reg = dev.status();
-  }
-  if (!reg.ok()) {
-    if (dev.ok()) ex.driver().HostUnregister(p);
-    ::munmap(p, size);
-    return ex.PostReply(tag, reg);
-  }
-  r.registered = true;
-  r.device = *dev;
-  ex.session().host_regions()[id] = r;
-  unpin.keep = true;
-  LOG_DEBUG("host region {} ({}) shared, pinned and mapped at 0x{:x}{}", id, FormatSize(size), *dev,
-            *dev == a.getAddr() ? " (the client's address)" : "");
-  DevPtr device = *dev;
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& b) { b.setPointer(device); });
+  // Page-locking synchronises with the GPU in the driver (cuMemHostRegister waits for its
+  // work), which would spin in the executor's thread while a stream waits for a host function
+  // that only the executor can let go (the client's callbackDone): JAX allocates pinned memory
+  // while its host callbacks are queued. So it is done once the work queued before it is.
+  unpin.keep = true;  // the operation's now
+  ex.AddPending(std::make_unique<RegisterRegionOp>(tag, id, static_cast<std::byte*>(p), size, a.getAddr(), StreamEvents(ex)));
+  return Status::Ok();
 }
 
 Status Handlers::UnregisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   uint64_t id = req.getUnregisterHostRegion();
   if (!ex.session().host_regions().count(id)) return ex.PostReply(tag, Error(Err::kInvalidValue, "host region {} is not registered", id));
   // cudaFreeHost synchronises: no DMA may still use the memory.
-  std::vector<std::pair<int, DEvent>> events;
-  for (int gpu : ex.config().gpus) {
-    if (gpu < 0) continue;
-    for (const Executor::Stream& s : StreamsOf(ex, gpu)) {
-      if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there
-      if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
-    }
-  }
-  ex.AddPending(std::make_unique<UnregisterRegionOp>(tag, id, std::move(events)));
+  ex.AddPending(std::make_unique<UnregisterRegionOp>(tag, id, StreamEvents(ex)));
   return Status::Ok();
 }
 

@@ -460,6 +460,9 @@ REMORA_API cudaError_t cudaFreeHost(void* ptr) {
   } else if (c.ok() && (*c)->capabilities().registered_memory) {
     (void)(*c)->UnregisterHostMemory(ptr);
   }
+  // Memory only this process has may still be written by work queued in stream order here
+  // (memsets of it run as host functions, driver/memory.cc): freeing synchronises, as CUDA's does.
+  if (region == 0) HostCallbacks::Get().WaitForRegistered();
   (void)Runtime::Get().RemoveHostAllocation(ptr);
   ::munmap(ptr, AlignUp(found->size, 4096));
   return cudaSuccess;

@@ -81,6 +81,12 @@ static void devices(CUdevice* dev) {
   printf("device 0: %s, %zu MiB, sm_%d%s\n", name, total >> 20, major, g_emulated ? " (kernels not executed)" : "");
 }
 
+static int g_slow_ran;
+static void CUDA_CB slow_host_fn(void* arg) {
+  usleep(100000);
+  *(int*)arg = 1;
+}
+
 static void memory(void) {
   CUdeviceptr d = 0, d2 = 0, base = 0;
   size_t size = 0, free_b = 0, total_b = 0;
@@ -131,6 +137,15 @@ static void memory(void) {
   EXPECT(w[0] == 0xa5a5a5a5u && w[511] == 0xa5a5a5a5u && hw[0] == 0x1234 && hw[3] == 0x1234 && hw[4] == 0 &&
          ((const unsigned char*)pinned)[4095] == 0x7e && ((const unsigned char*)pinned)[4094] == 0);
   EXPECT_ERR(cuMemsetD32Async(pd + 4092, 0, 2, s), CUDA_ERROR_INVALID_VALUE); /* past its end */
+  /* Freed while a memset of it is still queued: freeing waits for it (CUDA's does). */
+  void* doomed = NULL;
+  CHECK(cuMemAllocHost(&doomed, 1 << 20));
+  g_slow_ran = 0;
+  CHECK(cuLaunchHostFunc(s, slow_host_fn, &g_slow_ran));
+  CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)doomed, 0x11111111u, (1 << 20) / 4, s));
+  CHECK(cuMemFreeHost(doomed));
+  CHECK(cuStreamSynchronize(s));
+  EXPECT(g_slow_ran == 1);
   CHECK(cuStreamDestroy(s));
   CHECK(cuMemFreeHost(pinned));
 
@@ -149,11 +164,6 @@ static void memory(void) {
 
 static int g_callback_ran;
 static void CUDA_CB host_fn(void* arg) { *(int*)arg = 1; }
-static int g_slow_ran;
-static void CUDA_CB slow_host_fn(void* arg) {
-  usleep(100000);
-  *(int*)arg = 1;
-}
 
 static void streams_events(CUcontext primary) {
   CUstream s = NULL;
