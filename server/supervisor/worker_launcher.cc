@@ -119,7 +119,9 @@ std::vector<std::string> WorkerEnvironment() {
         v.starts_with("TZ=") ||
         // NCCL (issue 44): the operator's settings for the servers' NCCL (NCCL_SOCKET_IFNAME,
         // NCCL_IB_HCA, ...) and where its library is; never the client's.
-        v.starts_with("NCCL_") || v.starts_with("REMORA_NCCL_PATH="))
+        v.starts_with("NCCL_") || v.starts_with("REMORA_NCCL_PATH=") ||
+        // CUPTI for the sessions' profilers (docs/ARCHITECTURE.md, "Profiling (CUPTI)").
+        v.starts_with("REMORA_CUPTI_PATH="))
       env.emplace_back(v);
   }
   return env;
