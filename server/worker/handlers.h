@@ -7,6 +7,28 @@
 
 namespace remora::worker {
 
+// A pending operation for a driver call that waits for the GPU in the driver (unloading a
+// module, page-locking or freeing host memory): it first waits, by polling events recorded on
+// the session's streams when it was made, for the work queued before it, so that the
+// executor never waits in the driver while a stream may be held by a host function only the
+// executor can let go (docs/ARCHITECTURE.md, "Host callbacks"); then it runs Then().
+class AfterQueuedWorkOp : public PendingOp {
+ public:
+  // Waits for the streams of GPU `gpu`, or of every GPU of the session (gpu < 0).
+  AfterQueuedWorkOp(Executor& ex, int gpu);
+  Result<bool> Poll(Executor& ex) final;
+  void Abandon(Executor& ex) final;
+
+ protected:
+  // The call itself, its reply posted (errors other than the connection's are the reply's).
+  virtual Status Then(Executor& ex) = 0;
+  // The session ends before Then ran: give back what the operation owns.
+  virtual void Dropped(Executor& ex) { (void)ex; }
+
+ private:
+  std::vector<std::pair<int, DEvent>> events_;
+};
+
 class Handlers {
  public:
   using Req = wire::Request::Reader;

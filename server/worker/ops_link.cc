@@ -24,26 +24,13 @@ namespace {
 // host callbacks are queued). So the executor waits here by polling events recorded on the
 // GPU's streams, taking the client's other requests in meanwhile, and unloads once the work
 // queued before the unload is done (the client sends no launch of the module after it).
-class ModuleUnloadOp final : public PendingOp {
+class ModuleUnloadOp final : public AfterQueuedWorkOp {
  public:
-  ModuleUnloadOp(uint64_t tag, uint64_t module, std::vector<std::pair<int, DEvent>> events)
-      : tag_(tag), module_(module), events_(std::move(events)) {}
-  Result<bool> Poll(Executor& ex) override {
-    while (!events_.empty()) {
-      auto [gpu, e] = events_.back();
-      if (ex.driver().EventQuery(e).code() == Err::kNotReady) return false;
-      ex.ReleasePoolEvent(gpu, e);
-      events_.pop_back();
-    }
-    RETURN_IF_ERROR(ex.PostReply(tag_, Unload(ex)));
-    return true;
-  }
-  void Abandon(Executor& ex) override {
-    for (auto& [gpu, e] : events_) ex.ReleasePoolEvent(gpu, e);
-    events_.clear();
-  }
+  ModuleUnloadOp(Executor& ex, uint64_t tag, uint64_t module, int gpu) : AfterQueuedWorkOp(ex, gpu), tag_(tag), module_(module) {}
 
  private:
+  Status Then(Executor& ex) override { return ex.PostReply(tag_, Unload(ex)); }
+
   Status Unload(Executor& ex) {
     SessionState& s = ex.session();
     auto m = s.modules().Get(module_);
@@ -69,7 +56,6 @@ class ModuleUnloadOp final : public PendingOp {
   }
 
   uint64_t tag_, module_;
-  std::vector<std::pair<int, DEvent>> events_;
 };
 
 }  // namespace
@@ -78,13 +64,7 @@ Status Handlers::ModuleUnload(Executor& ex, uint64_t tag, Req req) {
   uint64_t h = req.getModuleUnload();
   auto m = ex.session().modules().Get(h);
   if (!m.ok()) return ex.PostReply(tag, m.status());
-  const int gpu = (*m)->gpu;
-  std::vector<std::pair<int, DEvent>> events;
-  for (const Executor::Stream& s : StreamsOf(ex, gpu)) {
-    if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there
-    if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
-  }
-  ex.AddPending(std::make_unique<ModuleUnloadOp>(tag, h, std::move(events)));
+  ex.AddPending(std::make_unique<ModuleUnloadOp>(ex, tag, h, (*m)->gpu));
   return Status::Ok();
 }
 

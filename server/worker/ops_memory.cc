@@ -68,17 +68,12 @@ class FreeOp final : public PendingOp {
 };
 
 // Unmaps a client region once every stream has passed the work issued before the request.
-class UnregisterRegionOp final : public PendingOp {
+class UnregisterRegionOp final : public AfterQueuedWorkOp {
  public:
-  UnregisterRegionOp(uint64_t tag, uint64_t id, std::vector<std::pair<int, DEvent>> events)
-      : tag_(tag), id_(id), events_(std::move(events)) {}
-  Result<bool> Poll(Executor& ex) override {
-    while (!events_.empty()) {
-      auto [gpu, e] = events_.back();
-      if (ex.driver().EventQuery(e).code() == Err::kNotReady) return false;
-      ex.ReleasePoolEvent(gpu, e);
-      events_.pop_back();
-    }
+  UnregisterRegionOp(Executor& ex, uint64_t tag, uint64_t id) : AfterQueuedWorkOp(ex, -1), tag_(tag), id_(id) {}
+
+ private:
+  Status Then(Executor& ex) override {
     auto it = ex.session().host_regions().find(id_);
     if (it != ex.session().host_regions().end()) {
       if (it->second.device != 0) (void)ex.session().allocations().Erase(it->second.device);
@@ -87,51 +82,25 @@ class UnregisterRegionOp final : public PendingOp {
       ex.resources().Release(Resource::kPinnedBytes, it->second.size);
       ex.session().host_regions().erase(it);
     }
-    RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok()));
-    return true;
-  }
-  void Abandon(Executor& ex) override {
-    for (auto& [gpu, e] : events_) ex.ReleasePoolEvent(gpu, e);
-    events_.clear();
+    return ex.PostReply(tag_, Status::Ok());
   }
 
- private:
   uint64_t tag_, id_;
-  std::vector<std::pair<int, DEvent>> events_;
 };
-
-// Events recorded on every stream of the session's GPUs that runs work (not capturing).
-std::vector<std::pair<int, DEvent>> StreamEvents(Executor& ex) {
-  std::vector<std::pair<int, DEvent>> events;
-  for (int gpu : ex.config().gpus) {
-    if (gpu < 0) continue;
-    for (const Executor::Stream& s : Handlers::StreamsOf(ex, gpu)) {
-      if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there
-      if (auto e = ex.RecordPoolEvent(s); e.ok()) events.emplace_back(s.gpu, *e);
-    }
-  }
-  return events;
-}
 
 // The client's region, mapped here: registered with the driver once the streams' work queued
 // before it is done (RegisterHostRegion says why), then answered with its device address.
 // Owns the mapping and the pinned-bytes charge until then.
-class RegisterRegionOp final : public PendingOp {
+class RegisterRegionOp final : public AfterQueuedWorkOp {
  public:
-  RegisterRegionOp(uint64_t tag, uint64_t id, std::byte* p, uint64_t size, uint64_t addr,
-                   std::vector<std::pair<int, DEvent>> events)
-      : tag_(tag), id_(id), p_(p), size_(size), addr_(addr), events_(std::move(events)) {}
-  Result<bool> Poll(Executor& ex) override {
-    while (!events_.empty()) {
-      auto [gpu, e] = events_.back();
-      if (ex.driver().EventQuery(e).code() == Err::kNotReady) return false;
-      ex.ReleasePoolEvent(gpu, e);
-      events_.pop_back();
-    }
+  RegisterRegionOp(Executor& ex, uint64_t tag, uint64_t id, std::byte* p, uint64_t size, uint64_t addr)
+      : AfterQueuedWorkOp(ex, -1), tag_(tag), id_(id), p_(p), size_(size), addr_(addr) {}
+
+ private:
+  Status Then(Executor& ex) override {
     if (ex.session().host_regions().count(id_)) {  // registered meanwhile under the same id
       Drop(ex);
-      RETURN_IF_ERROR(ex.PostReply(tag_, Error(Err::kInvalidValue, "host region {} is already registered", id_)));
-      return true;
+      return ex.PostReply(tag_, Error(Err::kInvalidValue, "host region {} is already registered", id_));
     }
     Status reg = ex.driver().HostRegister(p_, size_);
     auto dev = reg.ok() ? ex.driver().HostDevicePointer(p_) : Result<DevPtr>(reg);
@@ -148,8 +117,7 @@ class RegisterRegionOp final : public PendingOp {
     if (!reg.ok()) {
       if (dev.ok()) ex.driver().HostUnregister(p_);
       Drop(ex);
-      RETURN_IF_ERROR(ex.PostReply(tag_, reg));
-      return true;
+      return ex.PostReply(tag_, reg);
     }
     Executor::HostRegion r{p_, size_, false};
     r.registered = true;
@@ -159,16 +127,10 @@ class RegisterRegionOp final : public PendingOp {
     LOG_DEBUG("host region {} ({}) shared, pinned and mapped at 0x{:x}{}", id_, FormatSize(size_), *dev,
               *dev == addr_ ? " (the client's address)" : "");
     DevPtr device = *dev;
-    RETURN_IF_ERROR(ex.PostReply(tag_, Status::Ok(), [&](wire::Reply::Builder& b) { b.setPointer(device); }));
-    return true;
+    return ex.PostReply(tag_, Status::Ok(), [&](wire::Reply::Builder& b) { b.setPointer(device); });
   }
-  void Abandon(Executor& ex) override {
-    for (auto& [gpu, e] : events_) ex.ReleasePoolEvent(gpu, e);
-    events_.clear();
-    Drop(ex);
-  }
+  void Dropped(Executor& ex) override { Drop(ex); }
 
- private:
   void Drop(Executor& ex) {
     if (p_ == nullptr) return;
     ::munmap(p_, size_);
@@ -179,7 +141,6 @@ class RegisterRegionOp final : public PendingOp {
   uint64_t tag_, id_;
   std::byte* p_;
   uint64_t size_, addr_;
-  std::vector<std::pair<int, DEvent>> events_;
 };
 
 }  // namespace
@@ -225,7 +186,7 @@ Status Handlers::RegisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   // that only the executor can let go (the client's callbackDone): JAX allocates pinned memory
   // while its host callbacks are queued. So it is done once the work queued before it is.
   unpin.keep = true;  // the operation's now
-  ex.AddPending(std::make_unique<RegisterRegionOp>(tag, id, static_cast<std::byte*>(p), size, a.getAddr(), StreamEvents(ex)));
+  ex.AddPending(std::make_unique<RegisterRegionOp>(ex, tag, id, static_cast<std::byte*>(p), size, a.getAddr()));
   return Status::Ok();
 }
 
@@ -233,7 +194,7 @@ Status Handlers::UnregisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   uint64_t id = req.getUnregisterHostRegion();
   if (!ex.session().host_regions().count(id)) return ex.PostReply(tag, Error(Err::kInvalidValue, "host region {} is not registered", id));
   // cudaFreeHost synchronises: no DMA may still use the memory.
-  ex.AddPending(std::make_unique<UnregisterRegionOp>(tag, id, StreamEvents(ex)));
+  ex.AddPending(std::make_unique<UnregisterRegionOp>(ex, tag, id));
   return Status::Ok();
 }
 

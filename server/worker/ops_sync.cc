@@ -63,6 +63,33 @@ std::vector<Executor::Stream> Handlers::StreamsOf(Executor& ex, int gpu) {
   return out;
 }
 
+AfterQueuedWorkOp::AfterQueuedWorkOp(Executor& ex, int gpu) {
+  for (int g : ex.config().gpus) {
+    if (g < 0 || (gpu >= 0 && g != gpu)) continue;
+    for (const Executor::Stream& s : Handlers::StreamsOf(ex, g)) {
+      if (auto capturing = ex.Capturing(s); !capturing.ok() || *capturing) continue;  // nothing runs there
+      if (auto e = ex.RecordPoolEvent(s); e.ok()) events_.emplace_back(s.gpu, *e);
+    }
+  }
+}
+
+Result<bool> AfterQueuedWorkOp::Poll(Executor& ex) {
+  while (!events_.empty()) {
+    auto [gpu, e] = events_.back();
+    if (ex.driver().EventQuery(e).code() == Err::kNotReady) return false;
+    ex.ReleasePoolEvent(gpu, e);
+    events_.pop_back();
+  }
+  RETURN_IF_ERROR(Then(ex));
+  return true;
+}
+
+void AfterQueuedWorkOp::Abandon(Executor& ex) {
+  for (auto& [gpu, e] : events_) ex.ReleasePoolEvent(gpu, e);
+  events_.clear();
+  Dropped(ex);
+}
+
 Status Handlers::ReplyWhenDone(Executor& ex, uint64_t tag, std::vector<Executor::Stream> streams) {
   // Nothing runs on a capturing stream: waiting for it is the error CUDA gives.
   if (ex.session().graphs().active_captures() > 0) {
