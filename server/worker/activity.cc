@@ -13,6 +13,7 @@ Status SynthesizedActivity::Enable(uint32_t kinds) {
   std::lock_guard<std::mutex> lock(mu_);
   if (kinds == 0) {
     records_.clear();
+    dropped_ = 0;
   }
   kinds_ = kinds & api::activity::kAllKinds;
   return Status::Ok();
@@ -35,11 +36,21 @@ Status SynthesizedActivity::Pop(uint32_t kind) {
   return Status::Ok();
 }
 
-Status SynthesizedActivity::Flush(std::vector<Record>* records) {
+Status SynthesizedActivity::Flush(std::vector<Record>* records, uint64_t* dropped) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Record& r : records_) records->push_back(std::move(r));
   records_.clear();
+  *dropped = dropped_;
+  dropped_ = 0;
   return Status::Ok();
+}
+
+void SynthesizedActivity::Keep(Record r) {
+  if (records_.size() >= kMaxHeldRecords) {
+    dropped_++;
+    return;
+  }
+  records_.push_back(std::move(r));
 }
 
 bool SynthesizedActivity::Collects(uint32_t kind) {
@@ -60,7 +71,7 @@ uint32_t SynthesizedActivity::Correlate(uint32_t kind) {
       r.correlation = id;
       r.external_kind = k;
       r.external_id = ids.back();
-      records_.push_back(std::move(r));
+      Keep(std::move(r));
     }
   }
   return id;
@@ -79,7 +90,7 @@ void SynthesizedActivity::Add(Record r) {
   uint32_t bit = r.kind == RecordKind::kKernel   ? api::activity::kKernels
                  : r.kind == RecordKind::kMemcpy ? api::activity::kMemcpys
                                                  : api::activity::kMemsets;
-  if (kinds_ & bit) records_.push_back(std::move(r));
+  if (kinds_ & bit) Keep(std::move(r));
 }
 
 }  // namespace remora::worker

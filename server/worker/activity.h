@@ -36,9 +36,15 @@ class Activity {
   // that follow until the matching Pop (a stack per kind).
   virtual Status Push(uint32_t kind, uint64_t id) = 0;
   virtual Status Pop(uint32_t kind) = 0;
-  // Moves the records of the work done so far into *records (appended, wire form).
-  virtual Status Flush(std::vector<api::activity::Record>* records) = 0;
+  // Moves the records of the work done so far into *records (appended, wire form); *dropped:
+  // how many were dropped since the last flush because kMaxHeldRecords were held.
+  virtual Status Flush(std::vector<api::activity::Record>* records, uint64_t* dropped) = 0;
 };
+
+// The records a source holds between two flushes (about 40 MB): a profiler that never flushes
+// must not grow the worker without bound. Beyond it records are dropped and counted, as
+// NVIDIA's CUPTI drops them when its buffers run out (cuptiActivityGetNumDroppedRecords).
+constexpr size_t kMaxHeldRecords = size_t{1} << 18;
 
 // Records made by a backend that emulates the GPU (host-emulated): a kernel at the moment it
 // is launched (it is not executed: zero duration), a copy or a memset when its stream runs it
@@ -50,7 +56,7 @@ class SynthesizedActivity final : public Activity {
   uint64_t Now() override;
   Status Push(uint32_t kind, uint64_t id) override;
   Status Pop(uint32_t kind) override;
-  Status Flush(std::vector<api::activity::Record>* records) override;
+  Status Flush(std::vector<api::activity::Record>* records, uint64_t* dropped) override;
 
   // For the backend, on the executor's thread: whether `kind` (a Kinds bit) is collected, and
   // a correlation id for a call that does work of that kind (with its external correlation
@@ -69,6 +75,8 @@ class SynthesizedActivity final : public Activity {
   std::unordered_map<uint32_t, std::vector<uint64_t>> external_;  // kind -> the pushed ids
   std::unordered_map<const void*, uint32_t> streams_;
   std::vector<api::activity::Record> records_;
+  uint64_t dropped_ = 0;
+  void Keep(api::activity::Record r);  // mu_ held
 };
 
 // NVIDIA's CUPTI in this process (the cuda backend): loaded on first use from

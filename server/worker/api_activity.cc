@@ -51,11 +51,12 @@ CUresult ActivityPop(OpContext& x, unsigned int kind) {
 }
 
 CUresult ActivityFlush(OpContext& x, void* records, size_t capacity, size_t* used, unsigned int* more,
-                       unsigned long long* now) {
+                       unsigned long long* now, unsigned long long* dropped) {
   Activity* a = Source(x, "remoraActivityFlush");
   if (a == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   std::vector<api::activity::Record> got;
-  if (Status st = a->Flush(&got); !st.ok()) {
+  uint64_t lost = 0;
+  if (Status st = a->Flush(&got, &lost); !st.ok()) {
     LOG_WARN("remoraActivityFlush: {}", st.message());
     return CUDA_ERROR_UNKNOWN;
   }
@@ -83,6 +84,7 @@ CUresult ActivityFlush(OpContext& x, void* records, size_t capacity, size_t* use
   *used = n;
   *more = pending.empty() ? 0 : 1;
   *now = a->Now();
+  *dropped = lost;
   return CUDA_SUCCESS;
 }
 

@@ -18,8 +18,9 @@ class OpContext;
 CUresult ActivityEnable(OpContext& x, unsigned int kinds, unsigned long long* now);
 CUresult ActivityPush(OpContext& x, unsigned int kind, unsigned long long id);
 CUresult ActivityPop(OpContext& x, unsigned int kind);
-// At most `capacity` bytes of whole records into `records` (*used of them); *more: some remain.
+// At most `capacity` bytes of whole records into `records` (*used of them); *more: some remain;
+// *dropped: records dropped since the last flush (activity.h, kMaxHeldRecords).
 CUresult ActivityFlush(OpContext& x, void* records, size_t capacity, size_t* used, unsigned int* more,
-                       unsigned long long* now);
+                       unsigned long long* now, unsigned long long* dropped);
 
 }  // namespace remora::worker

@@ -80,6 +80,7 @@ class CuptiActivity final : public Activity {
       (void)api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       std::lock_guard<std::mutex> lock(mu_);
       records_.clear();
+      dropped_ = 0;
     }
     return Status::Ok();
   }
@@ -98,13 +99,15 @@ class CuptiActivity final : public Activity {
     return Check(api_.pop(static_cast<CUpti_ExternalCorrelationKind>(kind), &last), "cuptiActivityPopExternalCorrelationId");
   }
 
-  Status Flush(std::vector<Record>* records) override {
+  Status Flush(std::vector<Record>* records, uint64_t* dropped) override {
     // Forced: the records of work done so far, also from buffers CUPTI has not filled (an
     // unforced flush hands over full buffers only, and a profiler's window is often less).
     RETURN_IF_ERROR(Check(api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"));
     std::lock_guard<std::mutex> lock(mu_);
     for (Record& r : records_) records->push_back(std::move(r));
     records_.clear();
+    *dropped = dropped_;
+    dropped_ = 0;
     return Status::Ok();
   }
 
@@ -195,7 +198,13 @@ class CuptiActivity final : public Activity {
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (kinds_ == 0) return;
-    for (Record& r : got) records_.push_back(std::move(r));
+    for (Record& r : got) {
+      if (records_.size() >= kMaxHeldRecords) {
+        dropped_++;
+        continue;
+      }
+      records_.push_back(std::move(r));
+    }
   }
 
   void* lib_;
@@ -204,6 +213,7 @@ class CuptiActivity final : public Activity {
   std::atomic<uint32_t> kinds_{0};  // written by the executor's thread, read by CUPTI's
   std::mutex mu_;
   std::vector<Record> records_;
+  uint64_t dropped_ = 0;  // since the last flush (kMaxHeldRecords)
 };
 
 std::vector<std::string> Candidates() {

@@ -274,9 +274,10 @@ CUptiResult Pull(State& s) {
   std::vector<char> buf(1 << 20);
   for (unsigned more = 1; more != 0;) {
     size_t used = 0;
-    uint64_t now = 0;
+    uint64_t now = 0, dropped = 0;
     uint64_t t0 = MonoNow();
-    if (remora_core_activity_flush(buf.data(), buf.size(), &used, &more, &now) != 0) return CUPTI_ERROR_UNKNOWN;
+    if (remora_core_activity_flush(buf.data(), buf.size(), &used, &more, &now, &dropped) != 0) return CUPTI_ERROR_UNKNOWN;
+    s.dropped += dropped;
     Measured(s, t0, MonoNow(), now);
     std::string error;
     if (!wire::Parse(buf.data(), used, &s.pending, &error)) return CUPTI_ERROR_UNKNOWN;

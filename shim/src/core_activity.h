@@ -16,8 +16,10 @@ int remora_core_activity_enable(uint32_t kinds, uint64_t* now);
 // Posted in call order with the work they label (errors show at the next synchronising call).
 int remora_core_activity_push(uint32_t kind, uint64_t id);
 int remora_core_activity_pop(uint32_t kind);
-// Whole records (wire form) of the work done so far, at most `capacity` bytes; *more: ask again.
-int remora_core_activity_flush(void* records, size_t capacity, size_t* used, unsigned* more, uint64_t* now);
+// Whole records (wire form) of the work done so far, at most `capacity` bytes; *more: ask again;
+// *dropped: records the worker dropped since the last flush (it holds a bounded number).
+int remora_core_activity_flush(void* records, size_t capacity, size_t* used, unsigned* more, uint64_t* now,
+                               uint64_t* dropped);
 
 #ifdef __cplusplus
 }

@@ -93,11 +93,12 @@ TEST(SynthesizedActivity, RecordsOnlyWhatIsCollected) {
   a.Add(copy);  // not collected: dropped
   a.Add(Kernel(c, "k"));
   std::vector<wire::Record> got;
-  ASSERT_TRUE(a.Flush(&got).ok());
+  uint64_t dropped = 0;
+  ASSERT_TRUE(a.Flush(&got, &dropped).ok());
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].correlation, c);
   got.clear();
-  ASSERT_TRUE(a.Flush(&got).ok());
+  ASSERT_TRUE(a.Flush(&got, &dropped).ok());
   EXPECT_TRUE(got.empty());  // flushed once
 }
 
@@ -116,7 +117,8 @@ TEST(SynthesizedActivity, ExternalIdsLabelTheCallsBetweenPushAndPop) {
   uint32_t c3 = a.Correlate(wire::kKernels);
   EXPECT_NE(c1, c2);
   std::vector<wire::Record> got;
-  ASSERT_TRUE(a.Flush(&got).ok());
+  uint64_t dropped = 0;
+  ASSERT_TRUE(a.Flush(&got, &dropped).ok());
   std::vector<std::tuple<uint32_t, uint32_t, uint64_t>> ext;  // correlation, kind, id
   for (const auto& r : got) {
     ASSERT_EQ(r.kind, wire::RecordKind::kExternalCorrelation);
@@ -129,13 +131,30 @@ TEST(SynthesizedActivity, ExternalIdsLabelTheCallsBetweenPushAndPop) {
   (void)c3;  // no id pushed: no external record
 }
 
+TEST(SynthesizedActivity, HoldsABoundedNumberOfRecordsAndCountsTheRest) {
+  SynthesizedActivity a;
+  ASSERT_TRUE(a.Enable(wire::kKernels).ok());
+  for (size_t i = 0; i < kMaxHeldRecords + 5; i++) a.Add(Kernel(a.Correlate(wire::kKernels), "k"));
+  std::vector<wire::Record> got;
+  uint64_t dropped = 0;
+  ASSERT_TRUE(a.Flush(&got, &dropped).ok());
+  EXPECT_EQ(got.size(), kMaxHeldRecords);
+  EXPECT_EQ(dropped, 5u);
+  got.clear();
+  a.Add(Kernel(a.Correlate(wire::kKernels), "k"));
+  ASSERT_TRUE(a.Flush(&got, &dropped).ok());
+  EXPECT_EQ(got.size(), 1u);
+  EXPECT_EQ(dropped, 0u);  // counted once, since the last flush
+}
+
 TEST(SynthesizedActivity, StoppingDropsWhatWasNotFlushed) {
   SynthesizedActivity a;
   ASSERT_TRUE(a.Enable(wire::kKernels).ok());
   a.Add(Kernel(a.Correlate(wire::kKernels), "k"));
   ASSERT_TRUE(a.Enable(0).ok());
   std::vector<wire::Record> got;
-  ASSERT_TRUE(a.Flush(&got).ok());
+  uint64_t dropped = 0;
+  ASSERT_TRUE(a.Flush(&got, &dropped).ok());
   EXPECT_TRUE(got.empty());
   EXPECT_EQ(a.StreamId(nullptr), 0u);
   int s1 = 0, s2 = 0;

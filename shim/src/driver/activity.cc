@@ -26,11 +26,12 @@ REMORA_CORE int remora_core_activity_pop(uint32_t kind) {
                             "cuptiActivityPopExternalCorrelationId");
 }
 
-REMORA_CORE int remora_core_activity_flush(void* records, size_t capacity, size_t* used, unsigned* more, uint64_t* now) {
+REMORA_CORE int remora_core_activity_flush(void* records, size_t capacity, size_t* used, unsigned* more, uint64_t* now,
+                                           uint64_t* dropped) {
   size_t u = 0;
   unsigned m = 0;
-  unsigned long long t = 0;
-  Status st = gen::cuda::remoraActivityFlush(CallCtx{false, "cuptiActivityFlushAll"}, records, capacity, &u, &m, &t);
-  if (st.ok()) *used = u, *more = m, *now = t;
+  unsigned long long t = 0, d = 0;
+  Status st = gen::cuda::remoraActivityFlush(CallCtx{false, "cuptiActivityFlushAll"}, records, capacity, &u, &m, &t, &d);
+  if (st.ok()) *used = u, *more = m, *now = t, *dropped = d;
   return driver::FromStatus(st, "cuptiActivityFlushAll");
 }
