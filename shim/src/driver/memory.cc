@@ -382,49 +382,58 @@ REMORA_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* c, CUstream s) 
 
 // ---- memsets: the synchronous forms are the asynchronous ones on the default stream --------
 
-// Pinned memory of this process that the worker cannot reach (not shared with it: over tcp
-// or RDMA) is written here, in stream order, as the GPU would write it over the bus natively
-// (unified addressing makes such a pointer valid for a memset). XLA's autotuner fills its
-// redzones so.
-static std::optional<std::byte*> HostOnlyRange(CUdeviceptr d, size_t bytes) {
+// Where a memset of [d, d + bytes) goes. Pinned memory of this process is named by its own
+// address (unified addressing makes it valid for a memset; XLA's autotuner fills its redzones
+// so): memory shared with the worker at another address there is named by the worker's
+// address, and memory the worker cannot reach (not shared with it: over tcp or RDMA) is
+// written here, in stream order, as the GPU would write it over the bus natively.
+struct MemsetTarget {
+  CUdeviceptr device;         // what the worker is asked to set
+  std::byte* host = nullptr;  // or: set here
+};
+static MemsetTarget TargetOf(CUdeviceptr d, size_t bytes) {
   Runtime& rt = Runtime::Get();
-  if (rt.FindDevice(d)) return std::nullopt;
+  if (rt.FindDevice(d)) return {d};
   auto h = rt.FindHost(reinterpret_cast<const void*>(d));
-  if (!h || (h->cookie >> 32) != 0) return std::nullopt;  // unknown, or shared with the worker
-  if (d - h->base > h->size || bytes > h->size - (d - h->base)) return std::nullopt;  // the worker says why
-  return reinterpret_cast<std::byte*>(d);
+  if (!h || d - h->base > h->size || bytes > h->size - (d - h->base)) return {d};  // the worker says why
+  if (uint64_t region = h->cookie >> 32; region != 0) {
+    uint64_t device = rt.RegionDevicePointer(region);
+    return {device != 0 ? device + (d - h->base) : d};
+  }
+  return {d, reinterpret_cast<std::byte*>(d)};
 }
 
 template <typename T, typename Remote>
 static CUresult Memset(CUdeviceptr d, T v, size_t n, CUstream s, bool per_thread, const char* call, Remote remote) {
-  if (auto p = HostOnlyRange(d, n * sizeof(T)); p && n != 0) {
-    std::byte* at = *p;
+  MemsetTarget to = TargetOf(d, n * sizeof(T));
+  if (to.host != nullptr && n != 0) {
+    std::byte* at = to.host;
     return ViaRuntime([&] {
       return EnqueueHostWork(reinterpret_cast<cudaStream_t>(s), [at, v, n] {
         for (size_t i = 0; i < n; i++) std::memcpy(at + i * sizeof(T), &v, sizeof(T));
       }, per_thread, call);
     });
   }
-  return static_cast<CUresult>(FinishApi(Domain::kCuda, remote(CallCtx{per_thread, call}), call));
+  return static_cast<CUresult>(FinishApi(Domain::kCuda, remote(CallCtx{per_thread, call}, to.device), call));
 }
 
 REMORA_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
-  return Memset(d, v, n, s, false, "cuMemsetD8Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD8Async(cc, d, v, n, s); });
+  return Memset(d, v, n, s, false, "cuMemsetD8Async", [&](const CallCtx& cc, CUdeviceptr to) { return gen::cuda::cuMemsetD8Async(cc, to, v, n, s); });
 }
 REMORA_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
-  return Memset(d, v, n, s, true, "cuMemsetD8Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD8Async(cc, d, v, n, s); });
+  return Memset(d, v, n, s, true, "cuMemsetD8Async", [&](const CallCtx& cc, CUdeviceptr to) { return gen::cuda::cuMemsetD8Async(cc, to, v, n, s); });
 }
 REMORA_API CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
-  return Memset(d, v, n, s, false, "cuMemsetD16Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD16Async(cc, d, v, n, s); });
+  return Memset(d, v, n, s, false, "cuMemsetD16Async", [&](const CallCtx& cc, CUdeviceptr to) { return gen::cuda::cuMemsetD16Async(cc, to, v, n, s); });
 }
 REMORA_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
-  return Memset(d, v, n, s, true, "cuMemsetD16Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD16Async(cc, d, v, n, s); });
+  return Memset(d, v, n, s, true, "cuMemsetD16Async", [&](const CallCtx& cc, CUdeviceptr to) { return gen::cuda::cuMemsetD16Async(cc, to, v, n, s); });
 }
 REMORA_API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) {
-  return Memset(d, v, n, s, false, "cuMemsetD32Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD32Async(cc, d, v, n, s); });
+  return Memset(d, v, n, s, false, "cuMemsetD32Async", [&](const CallCtx& cc, CUdeviceptr to) { return gen::cuda::cuMemsetD32Async(cc, to, v, n, s); });
 }
 REMORA_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s) {
-  return Memset(d, v, n, s, true, "cuMemsetD32Async", [&](const CallCtx& cc) { return gen::cuda::cuMemsetD32Async(cc, d, v, n, s); });
+  return Memset(d, v, n, s, true, "cuMemsetD32Async", [&](const CallCtx& cc, CUdeviceptr to) { return gen::cuda::cuMemsetD32Async(cc, to, v, n, s); });
 }
 
 REMORA_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return cuMemsetD8Async(d, v, n, nullptr); }
