@@ -41,7 +41,10 @@ class DmaInFlight final : public DriverWrapper {
     return Status::Ok();
   }
   Status EventRecord(DEvent e, DStream s) override {
-    if (s == stream_ && in_flight()) event_ = e;  // behind the copy: done when it is
+    // Behind the copy: done when it is. `in_flight_`, not in_flight(): the test may have let
+    // the DMA finish while the executor was between its spin and this record, and the event
+    // must still report the copy's outcome (it is reported once, by whichever query asks first).
+    if (s == stream_ && in_flight_) event_ = e;
     return target().EventRecord(e, s);
   }
   Status MemcpyDtoH(void* dst, DevPtr src, size_t n, DStream s) override {
