@@ -115,7 +115,7 @@ std::vector<std::string> WorkerEnvironment() {
     std::string_view v(*e);
     if (v.starts_with("CUDA_") || v.starts_with("NVIDIA_") || v.starts_with("__GL_") ||
         v.starts_with("LD_LIBRARY_PATH=") || v.starts_with("REMORA_LIBRARY_PATH=") || v.starts_with("REMORA_RDMA_") ||
-        v.starts_with("REMORA_WORKER_PROFILE=") ||
+        v.starts_with("REMORA_WORKER_PROFILE=") || v.starts_with("REMORA_WORKER_STALL_WARN_S=") ||
         v.starts_with("TZ=") ||
         // NCCL (issue 44): the operator's settings for the servers' NCCL (NCCL_SOCKET_IFNAME,
         // NCCL_IB_HCA, ...) and where its library is; never the client's.

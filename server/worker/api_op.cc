@@ -375,6 +375,7 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
   OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api, lib->table->domain);
   x.set_answered(expects_reply);
   x.set_tag(expects_reply ? tag : 0);
+  ex.stall_watch().Name(op->name);
   CallProfile* profile = CallProfile::Get();
   uint64_t started = profile != nullptr ? MonotonicNanos() : 0;
   Status st = op->run(x);

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <typeinfo>
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
@@ -201,6 +202,7 @@ Status Executor::Dispatch(const InFrame& frame) {
       gated_ = true;
       return Status::Ok();
     }
+    StallWatch::Scope watched(stall_watch_, static_cast<int>(req.which()));
     if (config_.stats != nullptr) CountRequest(*config_.stats, req);
     if (session_.graphs().active_captures() > 0) ApplyCaptureMode(req.getThread(), req.getCaptureMode());
     using W = wire::Request;
@@ -374,7 +376,9 @@ Result<bool> Executor::DispatchFrames() {
 
 Result<bool> Executor::PollPending() {
   bool progressed = false;
+  StallWatch::Scope watched(stall_watch_, -1);
   for (auto it = pending_.begin(); it != pending_.end();) {
+    stall_watch_.Name(typeid(**it).name());  // the operation's type, named if it stalls
     Result<bool> polled = (*it)->Poll(*this);
     if (!polled.ok()) {
       // The connection's own failures end the session; any other fails the op's call alone.

@@ -27,6 +27,7 @@
 #include "remora/memmgr/ledger.h"
 #include "remora/protocol/connection.h"
 #include "common/session_stats.h"
+#include "worker/stall_watch.h"
 #include "worker/ipc_link.h"
 #include "worker/driver.h"
 #include "worker/frame_queue.h"
@@ -192,6 +193,8 @@ class Executor {
   IpcState& ipc() { return *ipc_; }
   ControlSource* control() { return control_; }
   const SessionConfig& config() const { return config_; }
+  // Names the unit of work in progress for the stall watch (stall_watch.h).
+  StallWatch& stall_watch() { return stall_watch_; }
 
   // Posts a Reply for `tag`. `fill` sets the result member; bulk follows if bulk_bytes > 0.
   template <typename Fill>
@@ -245,6 +248,13 @@ class Executor {
   // Host functions launched whose client callback has not finished: work queued behind
   // them in a stream may wait on the client, so transfers must not hold transport memory.
   bool HostCallbacksOutstanding() { return !session_.host_callbacks().empty(); }
+  // Whether a driver call that waits for the whole device (cuMemFree, cuModuleUnload,
+  // cuMemHostRegister: they return once every stream ran what was queued before them) may be
+  // made now. Not while one of the session's host functions is outstanding: its stream waits
+  // for the client's callbackDone, which only this thread takes, so the call would never
+  // return. An operation holding such a call polls until this holds; no host function can be
+  // queued between the check and the call (the host functions are queued by this thread).
+  bool MayWaitForDevice() { return !HostCallbacksOutstanding(); }
   Result<int> GpuOf(int ordinal) const;
   // The application's ordinal of this server's GPU `gpu` (the first that names it; -1: none).
   int OrdinalOf(int gpu) const;
@@ -351,6 +361,7 @@ class Executor {
   std::unique_ptr<IpcState> ipc_;
   bool gated_ = false;  // the request just dispatched is GPU work the scheduler holds back
   std::unique_ptr<NcclSession, void (*)(NcclSession*)> nccl_{nullptr, nullptr};  // (issue 44)
+  StallWatch stall_watch_{config_.session_id, StallWatch::WarnAfterFromEnv()};
 };
 
 }  // namespace remora::worker

@@ -11,7 +11,9 @@ namespace remora::worker {
 // module, page-locking or freeing host memory): it first waits, by polling events recorded on
 // the session's streams when it was made, for the work queued before it, so that the
 // executor never waits in the driver while a stream may be held by a host function only the
-// executor can let go (docs/ARCHITECTURE.md, "Host callbacks"); then it runs Then().
+// executor can let go (docs/ARCHITECTURE.md, "Host callbacks"); then, once no host function
+// of the session is outstanding (work queued since may hold one: Executor::MayWaitForDevice),
+// it runs Then().
 class AfterQueuedWorkOp : public PendingOp {
  public:
   // Waits for the streams of GPU `gpu`, or of every GPU of the session (gpu < 0).

@@ -41,6 +41,7 @@ class FreeOp final : public PendingOp {
       ex.ReleasePoolEvent(gpu, e);
       events_.pop_back();
     }
+    if (!ex.MayWaitForDevice()) return false;  // the free waits for the device (executor.h)
     Status st = ex.SetDevice(alloc_.device);
     if (graph_memory_) {
       // Every stream reached this point: freed in the order of none in particular.

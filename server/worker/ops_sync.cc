@@ -80,6 +80,9 @@ Result<bool> AfterQueuedWorkOp::Poll(Executor& ex) {
     ex.ReleasePoolEvent(gpu, e);
     events_.pop_back();
   }
+  // The work queued before the call is done; work queued since may hold a host function,
+  // which the call would wait for (executor.h, MayWaitForDevice).
+  if (!ex.MayWaitForDevice()) return false;
   RETURN_IF_ERROR(Then(ex));
   return true;
 }

@@ -15,57 +15,10 @@
 #include "curand_wire.h"
 #include "cusolver_wire.h"
 #include "cusparse_wire.h"
+#include "remora/protocol/request_names.h"
 
 namespace remora::shim {
 namespace {
-
-// The shim's Cap'n Proto is built lite (no reflection): request kinds are named here, by
-// their member of Request's union (protocol/schema/remora.capnp).
-const char* RequestName(wire::Request::Which w) {
-  using W = wire::Request::Which;
-  switch (w) {
-    case W::GET_DEVICES: return "getDevices";
-    case W::MEM_ALLOC: return "memAlloc";
-    case W::MEM_FREE: return "memFree";
-    case W::MEMCPY_HTO_D: return "memcpyHtoD";
-    case W::MEMCPY_DTO_H: return "memcpyDtoH";
-    case W::MEMCPY_DTO_D: return "memcpyDtoD";
-    case W::MEMSET: return "memset";
-    case W::MEM_GET_INFO: return "memGetInfo";
-    case W::STREAM_CREATE: return "streamCreate";
-    case W::STREAM_DESTROY: return "streamDestroy";
-    case W::EVENT_CREATE: return "eventCreate";
-    case W::EVENT_DESTROY: return "eventDestroy";
-    case W::DEVICE_SYNCHRONIZE: return "deviceSynchronize";
-    case W::DEVICE_RESET: return "deviceReset";
-    case W::GOODBYE: return "goodbye";
-    case W::PING: return "ping";
-    case W::MODULE_LOAD: return "moduleLoad";
-    case W::GET_FUNCTION: return "getFunction";
-    case W::GET_GLOBAL: return "getGlobal";
-    case W::LAUNCH_KERNEL: return "launchKernel";
-    case W::FUNC_GET_ATTRIBUTES: return "funcGetAttributes";
-    case W::FUNC_SET_ATTRIBUTE: return "funcSetAttribute";
-    case W::FUNC_SET_CACHE_CONFIG: return "funcSetCacheConfig";
-    case W::OCCUPANCY: return "occupancy";
-    case W::COPY3_D: return "copy3D";
-    case W::MEMSET3_D: return "memset3D";
-    case W::MALLOC_PITCH: return "mallocPitch";
-    case W::MALLOC_ASYNC: return "mallocAsync";
-    case W::FREE_ASYNC: return "freeAsync";
-    case W::POOL_CREATE: return "poolCreate";
-    case W::POOL_DESTROY: return "poolDestroy";
-    case W::MEMCPY_PEER: return "memcpyPeer";
-    case W::PEER_ACCESS: return "peerAccess";
-    case W::HOST_FUNC: return "hostFunc";
-    case W::CALLBACK_DONE: return "callbackDone";
-    case W::REGISTER_HOST_REGION: return "registerHostRegion";
-    case W::UNREGISTER_HOST_REGION: return "unregisterHostRegion";
-    case W::MODULE_UNLOAD: return "moduleUnload";
-    case W::LINK: return "link";
-    default: return nullptr;
-  }
-}
 
 // The generated call `function` of library `library` (its wire number) and its class.
 const char* ApiName(uint16_t library, uint32_t function, char* cls) {
