@@ -96,8 +96,15 @@ class ImageOp final : public PendingOp {
           std::optional<Rekey> rekey = std::nullopt)
       : tag_(tag), gpu_(gpu), hash_(std::move(hash)), size_(size), fresh_(fresh), charged_(charged),
         refusal_(std::move(refusal)), rekey_(std::move(rekey)) {}
+  // A cached image (read from the tenant's module cache): nothing comes over the transport.
+  void Cached(std::vector<std::byte> image) {
+    image_ = std::move(image);
+    received_ = size_;
+  }
   bool HoldsQueue() const override { return true; }
-  bool HoldsTransport() const override { return true; }
+  // Only while its bytes arrive: then control frames (a host function's callbackDone, which
+  // the load may wait for) get through.
+  bool HoldsTransport() const override { return received_ < size_; }
   Result<bool> Poll(Executor& ex) override {
     bool keep = refusal_.ok();
     if (keep && image_.capacity() < size_) image_.reserve(size_);  // charged before any byte arrives
@@ -126,6 +133,9 @@ class ImageOp final : public PendingOp {
                                                 : Result<uint64_t>(Error(Err::kInvalidValue, "module image not loaded"))));
       return true;
     }
+    // Loading a module waits for the device (its globals are set in stream order): not while a
+    // host function holds a stream (Executor::MayWaitForDevice; JAX stalled so over shm).
+    if (!ex.MayWaitForDevice()) return false;
     charged_ = false;  // Load owns the charge now
     Result<uint64_t> h = Load(ex, gpu_, hash_, image_, fresh_);
     if (h.ok() && ex.config().module_cache != nullptr) ex.config().module_cache->Store(hash_, image_);
@@ -201,7 +211,10 @@ Status Handlers::ModuleLoad(Executor& ex, const InFrame& frame, Req req) {
     return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.initModule().setNeedImage(true); });
   }
   LOG_DEBUG("module {} served from the tenant's module cache", hash);
-  return ReplyModule(ex, tag, Load(ex, *gpu, hash, cached, fresh));
+  auto op = std::make_unique<ImageOp>(tag, *gpu, hash, size, fresh, /*charged=*/true, Status::Ok());
+  op->Cached(std::move(cached));
+  ex.AddPending(std::move(op));
+  return Status::Ok();
 }
 
 Status Handlers::MigrateModule(Executor& ex, const InFrame& frame, Req req) {

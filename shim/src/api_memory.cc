@@ -126,6 +126,18 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     default:
       break;
   }
+  // Pinned memory of this process is a device address too (unified addressing: natively a
+  // device-to-device copy takes it, and XLA copies so): a side the kind calls device that is
+  // none of the session's device memory but lies in this process's pinned memory is host.
+  if (kind != cudaMemcpyDefault) {
+    auto pinned = [&](const void* p) {
+      if (rt.FindDevice(U(p))) return false;
+      auto a = rt.FindHost(p);
+      return a && U(p) + n <= a->base + a->size;
+    };
+    if (from == Side::kDevice && pinned(src)) from = Side::kHost;
+    if (to == Side::kDevice && pinned(dst)) to = Side::kHost;
+  }
   // Managed memory is device memory whatever the kind says: its host copy is the shim's to
   // keep coherent (managed.h), never read or written by a transfer.
   ManagedMemory& managed = rt.managed();
@@ -160,6 +172,11 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   const bool regions = cl == *c;
 
   if (from == Side::kHost && to == Side::kHost) {
+    // Between pinned buffers an asynchronous copy is stream work, as the GPU's DMA is (a copy
+    // into one may be queued before it): it runs in this process when the stream gets there.
+    if (async && (rt.FindHost(src) || rt.FindHost(dst))) {
+      return EnqueueHostWork(stream, [dst, src, n] { std::memmove(dst, src, n); }, per_thread, call);
+    }
     std::memmove(dst, src, n);
     return cudaSuccess;
   }
@@ -191,6 +208,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     // an asynchronous copy from pageable memory; otherwise a host function queued before the
     // copy may still write the source: let those run first.
     if (!(async && pageable)) HostCallbacks::Get().WaitForRegistered();
+    // An asynchronous copy into this pinned memory queued before may not have landed yet.
+    if (host) cl->AwaitLandingsInto(src, n);
     auto build = [&](wire::Request::Builder& r) {
       auto m = r.initMemcpyHtoD();
       m.setDst(U(dst));

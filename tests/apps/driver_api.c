@@ -137,6 +137,21 @@ static void memory(void) {
   EXPECT(w[0] == 0xa5a5a5a5u && w[511] == 0xa5a5a5a5u && hw[0] == 0x1234 && hw[3] == 0x1234 && hw[4] == 0 &&
          ((const unsigned char*)pinned)[4095] == 0x7e && ((const unsigned char*)pinned)[4094] == 0);
   EXPECT_ERR(cuMemsetD32Async(pd + 4092, 0, 2, s), CUDA_ERROR_INVALID_VALUE); /* past its end */
+  /* Pinned memory is a device address too (unified addressing): device-to-device copies
+     take it as either side, in stream order, as XLA copies (over tcp only the client has it). */
+  CHECK(cuMemcpyHtoD(d, h, 1024));
+  CHECK(cuMemcpyDtoDAsync(pd + 1024, d, 1024, s));          /* device -> pinned */
+  CHECK(cuMemcpyDtoDAsync(d2 + 4096, pd + 1024, 1024, s));  /* pinned -> device */
+  CHECK(cuMemcpyDtoDAsync(pd + 3072, pd + 1024, 512, s));   /* pinned -> pinned */
+  CHECK(cuStreamSynchronize(s));
+  EXPECT(memcmp((const char*)pinned + 1024, h, 1024) == 0);
+  EXPECT(memcmp((const char*)pinned + 3072, h, 512) == 0);
+  memset(back, 0, 1024);
+  CHECK(cuMemcpyDtoH(back, d2 + 4096, 1024));
+  EXPECT(memcmp(back, h, 1024) == 0);
+  CHECK(cuMemcpyDtoD(pd + 1024, d2, 256)); /* synchronous too */
+  CHECK(cuMemcpyDtoH(back, d2, 256));
+  EXPECT(memcmp((const char*)pinned + 1024, back, 256) == 0);
   /* Freed while a memset of it is still queued: freeing waits for it (CUDA's does). */
   void* doomed = NULL;
   CHECK(cuMemAllocHost(&doomed, 1 << 20));

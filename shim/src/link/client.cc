@@ -316,6 +316,23 @@ Status Client::PostExpectingBulkHere(int device, BuildFn build, MutableBytes rep
   return Status::Ok();
 }
 
+void Client::AwaitLandingsInto(const void* p, size_t n) {
+  std::vector<Client*> links = links_.empty() ? std::vector<Client*>{this} : links_;
+  for (Client* c : links) {
+    GateEntry gate(*c);
+    std::unique_lock<std::mutex> lock(c->mu_);
+    auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + n;
+    c->ReceiveWhile(lock, [&] {
+      if (!c->broken_.ok()) return false;
+      for (const auto& [tag, w] : c->waiters_) {
+        auto b = reinterpret_cast<uintptr_t>(w->reply_bulk.data());
+        if (w->detached && !w->done && b < hi && lo < b + w->reply_bulk.size()) return true;
+      }
+      return false;
+    });
+  }
+}
+
 void Client::AwaitReply(uint64_t tag) {
   GateEntry gate(*this);
   std::unique_lock<std::mutex> lock(mu_);

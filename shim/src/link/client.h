@@ -94,6 +94,10 @@ class Client {
   // (an asynchronous device-to-host copy). The memory must stay valid until then. With
   // `drains`, the reply, once in, shows that stream drained (StreamIdle).
   Status PostExpectingBulk(int device, BuildFn build, MutableBytes reply_bulk, const StreamKey* drains = nullptr);
+  // Blocks until no asynchronous device-to-host copy posted with PostExpectingBulk (on any
+  // link) still has to land in [p, p+n): a host-to-device copy about to read those bytes in
+  // this process comes after it in stream order, as the GPU would read them.
+  void AwaitLandingsInto(const void* p, size_t n);
   // Pushes out posted requests the transport may still be batching (see Connection::Flush).
   Status Flush();
   // Reports the call census if REMORA_CALL_STATS asked for one (at the session's end; the
