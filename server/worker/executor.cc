@@ -378,7 +378,8 @@ Result<bool> Executor::PollPending() {
   bool progressed = false;
   StallWatch::Scope watched(stall_watch_, -1);
   for (auto it = pending_.begin(); it != pending_.end();) {
-    stall_watch_.Name(typeid(**it).name());  // the operation's type, named if it stalls
+    const PendingOp& op = **it;
+    stall_watch_.Name(typeid(op).name());  // the operation's type, named if it stalls
     Result<bool> polled = (*it)->Poll(*this);
     if (!polled.ok()) {
       // The connection's own failures end the session; any other fails the op's call alone.
