@@ -376,6 +376,7 @@ Result<bool> Executor::DispatchFrames() {
 
 Result<bool> Executor::PollPending() {
   bool progressed = false;
+  if (pending_.empty()) return false;  // nothing to poll or to watch (the common case)
   StallWatch::Scope watched(stall_watch_, -1);
   for (auto it = pending_.begin(); it != pending_.end();) {
     const PendingOp& op = **it;

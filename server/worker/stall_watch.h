@@ -4,7 +4,8 @@
 // time, so a driver call that blocks (one that waits for the GPU while a stream waits on one of
 // the client's host functions, whose callbackDone only this executor can take) stops the whole
 // session; this is how an operator, and a developer without a debugger on the GPU host, finds
-// which call did. A diagnostic that costs two relaxed atomic stores per unit of work.
+// which call did. Costs a clock read, two atomic increments and a few relaxed stores per unit
+// of work (a request, or a pass over a non-empty list of pending operations).
 //
 // Threshold: REMORA_WORKER_STALL_WARN_S in the worker's environment (the supervisor passes it
 // on; default 10 s; 0 turns the watch off, with no thread).

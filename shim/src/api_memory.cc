@@ -126,18 +126,6 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     default:
       break;
   }
-  // Pinned memory of this process is a device address too (unified addressing: natively a
-  // device-to-device copy takes it, and XLA copies so): a side the kind calls device that is
-  // none of the session's device memory but lies in this process's pinned memory is host.
-  if (kind != cudaMemcpyDefault) {
-    auto pinned = [&](const void* p) {
-      if (rt.FindDevice(U(p))) return false;
-      auto a = rt.FindHost(p);
-      return a && U(p) + n <= a->base + a->size;
-    };
-    if (from == Side::kDevice && pinned(src)) from = Side::kHost;
-    if (to == Side::kDevice && pinned(dst)) to = Side::kHost;
-  }
   // Managed memory is device memory whatever the kind says: its host copy is the shim's to
   // keep coherent (managed.h), never read or written by a transfer.
   ManagedMemory& managed = rt.managed();
@@ -145,8 +133,19 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     if (managed.Contains(U(src))) from = Side::kDevice;
     if (managed.Contains(U(dst))) to = Side::kDevice;
   }
-  if (from == Side::kDevice) st = rt.CheckDeviceRange(U(src), n);
-  if (st.ok() && to == Side::kDevice) st = rt.CheckDeviceRange(U(dst), n);
+  // A device side must lie in the session's device memory. Failing that, pinned memory of
+  // this process is a device address too (unified addressing: natively a device-to-device
+  // copy takes it, and XLA copies so): that side is host. Looked up only when the check fails.
+  auto device_side = [&](const void* p, Side* side) {
+    Status checked = rt.CheckDeviceRange(U(p), n);
+    if (checked.ok() || kind == cudaMemcpyDefault) return checked;
+    auto a = rt.FindHost(p);
+    if (!a || U(p) + n > a->base + a->size) return checked;
+    *side = Side::kHost;
+    return Status::Ok();
+  };
+  if (from == Side::kDevice) st = device_side(src, &from);
+  if (st.ok() && to == Side::kDevice) st = device_side(dst, &to);
   if (st.ok() && (from == Side::kDevice || to == Side::kDevice)) st = managed.BeforeDeviceWork();
   if (!st.ok()) return Finish(st, call);
   Client* cl = *c;
