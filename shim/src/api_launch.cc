@@ -52,9 +52,6 @@ cudaError_t DoLaunch(FunctionRecord* f, const Launch& l, void** args, const char
   if (!k.ok()) return Finish(k.status(), call);
   if (!(*k)->params.empty() && args == nullptr)
     return Finish(Error(Err::kInvalidValue, "kernel {} takes {} parameters but args is NULL", f->device_name, (*k)->params.size()), call);
-  // Managed memory the host wrote reaches the device before the kernel (managed.h).
-  st = rt.managed().BeforeDeviceWork();
-  if (!st.ok()) return Finish(st, call);
   return Finish(PostLaunch(device, **k, l, args), call);
 }
 
@@ -85,6 +82,16 @@ Status PostLaunch(int device, const KernelInfo& info, const Launch& l, void** ar
     return Error(Err::kInvalidValue, "the parameter buffer holds {} bytes, the kernel takes {}", packed_bytes, info.param_bytes);
   // Like a kernel launch on a GPU: nothing to wait for, but a broken context fails at once.
   RETURN_IF_ERROR(c->sticky());
+  // Pinned memory the kernel is handed by address becomes the device's (managed.h, AddPinned),
+  // and managed memory the host wrote reaches the device before the kernel.
+  if (rt.managed().any_asleep()) {
+    if (packed != nullptr) {
+      RETURN_IF_ERROR(WakePinned(packed, info.param_bytes));
+    } else {
+      for (size_t i = 0; i < info.params.size(); i++) RETURN_IF_ERROR(WakePinned(args[i], info.params[i].second));
+    }
+  }
+  RETURN_IF_ERROR(rt.managed().BeforeDeviceWork());
   return c->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initLaunchKernel();
     m.setFunction(info.handle);

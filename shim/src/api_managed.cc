@@ -21,7 +21,7 @@ namespace remora::shim {
 // Device memory whose address is also mapped in this process (managed.h). The worker's
 // allocation is padded so the application's range starts on a chunk: managed ranges never
 // share a page. Retries at other addresses if one is taken here.
-Result<void*> AllocateManaged(size_t size, const char* call) {
+Result<void*> AllocateManaged(size_t size, const char* call, bool pinned) {
   Runtime& rt = Runtime::Get();
   ASSIGN_OR_RETURN(int device, rt.CurrentDevice());
   ASSIGN_OR_RETURN(Client * c, rt.Session());
@@ -38,10 +38,10 @@ Result<void*> AllocateManaged(size_t size, const char* call) {
                               return Status::Ok();
                             }));
     uint64_t base = AlignUp(ptr, kChunk);
-    last = rt.managed().Add(c, base, size, device, ptr);
+    last = pinned ? rt.managed().AddPinned(c, base, size, device, ptr) : rt.managed().Add(c, base, size, device, ptr);
     if (last.ok()) {
       result = base;
-      rt.AddDeviceAllocation(base, size, device, AllocKind::kManaged);
+      if (!pinned) rt.AddDeviceAllocation(base, size, device, AllocKind::kManaged);  // pinned: when it wakes
     } else {
       taken.push_back(ptr);
       if (last.code() != Err::kMemoryAllocation) break;
@@ -58,15 +58,31 @@ Result<void*> AllocateManaged(size_t size, const char* call) {
 }
 
 // Frees managed memory (cudaFree of a managed pointer): true if `p` was managed.
-bool FreeManaged(Client* c, void* p, Status* st) {
+bool FreeManaged(Client* c, void* p, Status* st, bool pinned) {
   Runtime& rt = Runtime::Get();
   auto a = rt.FindDevice(U(p));
-  if (!a || a->kind != AllocKind::kManaged || a->base != U(p)) return false;
+  bool awake = a && a->kind == AllocKind::kManaged && a->base == U(p);
+  // Sleeping pinned memory is in no device table (AddPinned).
+  std::optional<int> device = awake ? std::optional<int>(a->device) : pinned ? rt.managed().DeviceOf(U(p)) : std::nullopt;
+  if (!device) return false;
   uint64_t device_base = rt.managed().Remove(c, U(p));
-  (void)rt.RemoveDeviceAllocation(U(p));
-  *st = c->Call(a->device, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(device_base); },
+  if (awake) (void)rt.RemoveDeviceAllocation(U(p));
+  *st = c->Call(*device, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(device_base); },
                 [](wire::Reply::Reader&) { return Status::Ok(); });
   return true;
+}
+
+Status WakePinned(const void* words, size_t n) {
+  Runtime& rt = Runtime::Get();
+  if (!rt.managed().any_asleep()) return Status::Ok();
+  for (const ManagedMemory::Woken& w : rt.managed().Wake(words, n)) {
+    // Its bytes go to the device at the next flush: device-to-host copies still landing in
+    // it land first.
+    ASSIGN_OR_RETURN(Client * c, rt.SessionFor(w.device));
+    c->AwaitLandingsInto(reinterpret_cast<const void*>(w.base), w.size);
+    rt.AddDeviceAllocation(w.base, w.size, w.device, AllocKind::kManaged);
+  }
+  return Status::Ok();
 }
 
 // The __managed__ variables of a fat binary: their device addresses on the current device,

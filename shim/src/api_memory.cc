@@ -21,8 +21,6 @@
 
 namespace remora::shim {
 
-bool FreeManaged(Client* c, void* p, Status* st);  // api_managed.cc
-Result<void*> AllocateManaged(size_t size, const char* call);
 
 cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread, const char* call) {
   Runtime& rt = Runtime::Get();
@@ -359,6 +357,10 @@ uint64_t ShareWithWorker(Client* c, void** p, size_t bytes) {
   return id;
 }
 
+// Pinned allocations up to this size are device-visible over transports without shared
+// memory (see HostAlloc); one managed chunk.
+constexpr size_t kDeviceVisiblePinnedMax = 64 << 10;
+
 cudaError_t HostAlloc(void** ptr, size_t size, unsigned flags, const char* call) {
   if (ptr == nullptr) return Finish(Error(Err::kInvalidValue, "ptr is NULL"), call);
   *ptr = nullptr;
@@ -368,10 +370,14 @@ cudaError_t HostAlloc(void** ptr, size_t size, unsigned flags, const char* call)
   size_t bytes = AlignUp(size, 4096);
   void* p = nullptr;
   uint64_t region = ShareWithWorker(*c, &p, bytes);
-  if (region == 0 && (flags & cudaHostAllocMapped)) {
+  if (region == 0 && ((flags & cudaHostAllocMapped) || bytes <= kDeviceVisiblePinnedMax)) {
     // Without shared memory (tcp) the device cannot read this process's memory: mapped pinned
     // memory is managed memory then, coherent at launches and synchronisations (managed.h).
-    auto m = AllocateManaged(size, call);
+    // So is small pinned memory of any flags: unified addressing promises kernels every
+    // pinned allocation by its host address, and small ones are what programs hand kernels
+    // (XLA's timer passes a 4-byte cuMemHostAlloc semaphore to its delay kernel); large ones
+    // stay in this process, where copies stream from them (cudaHostGetDevicePointer says so).
+    auto m = AllocateManaged(size, call, /*pinned=*/!(flags & cudaHostAllocMapped));
     if (!m.ok()) return Finish(m.status(), call);
     Runtime::Get().AddHostAllocation(*m, size, flags, 0);
     *ptr = *m;
@@ -430,6 +436,8 @@ REMORA_API cudaError_t cudaFree(void* devPtr) {
   auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), "cudaFree");
   if (devPtr == nullptr) return cudaSuccess;
+  if (rt.FindHost(devPtr))  // device-visible pinned memory is device memory too (HostAlloc)
+    return Finish(Error(Err::kInvalidValue, "{} is pinned host memory: free it with cudaFreeHost", devPtr), "cudaFree");
   if (Status st; FreeManaged(*c, devPtr, &st)) return FinishSync(*c, st, "cudaFree");
   auto a = rt.FindDevice(U(devPtr));
   // Inside a graph's memory the worker tells a node's address from an interior one: the
@@ -459,10 +467,10 @@ REMORA_API cudaError_t cudaFreeHost(void* ptr) {
     return Finish(Error(Err::kInvalidValue, "{} was not allocated with cudaMallocHost/cudaHostAlloc", ptr), "cudaFreeHost");
   uint64_t region = RegionOf(*found);
   auto c = Runtime::Get().Session();
-  if (c.ok() && Runtime::Get().managed().Contains(U(ptr))) {
+  if (c.ok() && Runtime::Get().managed().DeviceOf(U(ptr))) {  // device-visible (HostAlloc)
     (void)Runtime::Get().RemoveHostAllocation(ptr);
     Status st;
-    (void)FreeManaged(*c, ptr, &st);
+    (void)FreeManaged(*c, ptr, &st, /*pinned=*/true);
     return FinishSync(*c, st, "cudaFreeHost");
   }
   if (region != 0) {
@@ -524,7 +532,9 @@ REMORA_API cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, uns
   if (!c.ok()) return Finish(c.status(), "cudaHostGetDevicePointer");
   auto a = rt.FindHost(pHost);
   if (!a) return Finish(Error(Err::kInvalidValue, "{} is not pinned host memory of this process", pHost), "cudaHostGetDevicePointer");
-  if (rt.managed().Contains(U(pHost))) {  // mapped memory emulated as managed: one address for both
+  if (rt.managed().DeviceOf(a->base)) {  // device-visible (HostAlloc): one address for both
+    // Asked for its device address, it is about to be handed to kernels: awake from now on.
+    if (Status st = WakePinned(&a->base, sizeof(a->base)); !st.ok()) return Finish(st, "cudaHostGetDevicePointer");
     *pDevice = pHost;
     return cudaSuccess;
   }
@@ -532,8 +542,8 @@ REMORA_API cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, uns
   uint64_t device = region != 0 ? rt.RegionDevicePointer(region) : 0;
   if (device == 0)
     return Finish(Error(Err::kNotSupported,
-                        "{} cannot be mapped for the remote GPU: memory of cudaHostRegister, or pinned memory over a "
-                        "transport without shared memory (over tcp, allocate it with cudaHostAlloc(cudaHostAllocMapped))",
+                        "{} cannot be mapped for the remote GPU: memory of cudaHostRegister, or pinned memory over 64 KiB "
+                        "over a transport without shared memory (over tcp, allocate it with cudaHostAlloc(cudaHostAllocMapped))",
                         pHost),
                   "cudaHostGetDevicePointer");
   *pDevice = reinterpret_cast<void*>(device + (U(pHost) - a->base));
@@ -548,11 +558,19 @@ REMORA_API cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
   return cudaSuccess;
 }
 
+// cudaMemset is asynchronous with respect to the host for device memory and fully synchronous
+// for pinned host memory and managed memory (CUDA's API synchronisation behaviour).
+static cudaError_t SynchronousMemset(void* devPtr, int value, size_t count, bool per_thread) {
+  cudaError_t r = Memset(devPtr, value, count, nullptr, per_thread, "cudaMemset");
+  Runtime& rt = Runtime::Get();
+  if (r != cudaSuccess || count == 0 || (!rt.managed().Contains(U(devPtr)) && !rt.FindHost(devPtr))) return r;
+  return cudaStreamSynchronize(per_thread ? cudaStreamPerThread : nullptr);
+}
 REMORA_API cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
-  return Memset(devPtr, value, count, nullptr, false, "cudaMemset");
+  return SynchronousMemset(devPtr, value, count, false);
 }
 REMORA_API cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
-  return Memset(devPtr, value, count, nullptr, true, "cudaMemset");
+  return SynchronousMemset(devPtr, value, count, true);
 }
 REMORA_API cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
   return Memset(devPtr, value, count, stream, false, "cudaMemsetAsync");
@@ -581,7 +599,9 @@ REMORA_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attribute
   auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), "cudaPointerGetAttributes");
   std::memset(attributes, 0, sizeof(*attributes));
-  auto d = rt.FindDevice(U(ptr));
+  // Pinned memory first: over tcp small pinned memory is also a managed allocation (HostAlloc).
+  auto h = rt.FindHost(ptr);
+  auto d = h ? std::nullopt : rt.FindDevice(U(ptr));
   // Managed: allocated so, or a module's managed variable (__managed__) mapped here.
   if (d && (d->kind == AllocKind::kManaged || (d->kind == AllocKind::kModule && rt.managed().Contains(U(ptr))))) {
     attributes->type = cudaMemoryTypeManaged;
@@ -592,7 +612,7 @@ REMORA_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attribute
     attributes->type = cudaMemoryTypeDevice;
     attributes->device = d->device;
     attributes->devicePointer = const_cast<void*>(ptr);
-  } else if (auto h = rt.FindHost(ptr)) {
+  } else if (h) {
     attributes->type = cudaMemoryTypeHost;
     attributes->device = Thread().device;
     attributes->hostPointer = const_cast<void*>(ptr);

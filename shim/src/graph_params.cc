@@ -12,6 +12,7 @@
 #include "cuda_client.h"
 #include "cuda_graph_wire.h"
 #include "driver/objects.h"
+#include "managed.h"
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
@@ -120,14 +121,14 @@ Status PackKernel(RemoteCall& c, const CUDA_KERNEL_NODE_PARAMS_v3& k, std::vecto
     }
     if (buffer == nullptr) return BadValue(c, "extra options without a parameter buffer");
     out->assign(static_cast<const std::byte*>(buffer), static_cast<const std::byte*>(buffer) + size);
-    return Status::Ok();
+    return WakePinned(out->data(), out->size());  // pinned memory a node is handed (managed.h)
   }
   if (info == nullptr) return c.Fail(CUDA_ERROR_INVALID_HANDLE, "the node's kernel is not one this process has used");
   out->assign(info->param_bytes, std::byte{0});
   if (!info->params.empty() && k.kernelParams == nullptr) return BadValue(c, "the kernel takes parameters but kernelParams is NULL");
   for (size_t i = 0; i < info->params.size(); i++)
     std::memcpy(out->data() + info->params[i].first, k.kernelParams[i], info->params[i].second);
-  return Status::Ok();
+  return WakePinned(out->data(), out->size());  // pinned memory a node is handed (managed.h)
 }
 
 }  // namespace

@@ -22,9 +22,10 @@ struct Launch {
   unsigned num_attrs = 0;
 };
 
-// Launches `k` on `device` (the stream's device). `args` holds one pointer per parameter
-// (kernelParams), or `packed` (`packed_bytes`) is the parameter buffer itself (the driver's
-// CU_LAUNCH_PARAM_BUFFER_POINTER).
+// Launches `k` on `device` (the stream's device), after the managed memory the host wrote and
+// the sleeping pinned memory the parameters point into (managed.h) reach the device. `args`
+// holds one pointer per parameter (kernelParams), or `packed` (`packed_bytes`) is the
+// parameter buffer itself (the driver's CU_LAUNCH_PARAM_BUFFER_POINTER).
 Status PostLaunch(int device, const KernelInfo& k, const Launch& l, void** args, const void* packed = nullptr,
                   size_t packed_bytes = 0);
 

@@ -79,7 +79,7 @@ Status ManagedMemory::Map(Client* c, Range* r, State initial) {
     if (fd >= 0) ::close(fd);
     return ErrnoStatus(Err::kMemoryAllocation, "create the host copy of managed memory", errno);
   }
-  int prot = initial == kInvalid ? PROT_NONE : PROT_READ;
+  int prot = initial == kInvalid ? PROT_NONE : initial == kClean ? PROT_READ : PROT_READ | PROT_WRITE;
   void* shadow = ::mmap(reinterpret_cast<void*>(r->base), r->size, prot, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
   if (shadow == MAP_FAILED || reinterpret_cast<uint64_t>(shadow) != r->base) {
     if (shadow != MAP_FAILED) ::munmap(shadow, r->size);
@@ -136,6 +136,49 @@ Status ManagedMemory::Add(Client* c, uint64_t base, uint64_t size, int device, u
   return Status::Ok();
 }
 
+Status ManagedMemory::AddPinned(Client* c, uint64_t base, uint64_t size, int device, uint64_t device_base) {
+  if (base % kChunk != 0) return Error(Err::kMemoryAllocation, "pinned memory at 0x{:x} is not chunk aligned", base);
+  auto r = std::make_unique<Range>();
+  r->base = base;
+  r->size = AlignUp(size, kChunk);
+  r->device = device;
+  r->device_base = device_base;
+  r->windows.emplace_back(base, base + size);
+  r->asleep = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Dirty: writable without faults, and all of it pushed when it wakes.
+  RETURN_IF_ERROR(Map(c, r.get(), kDirty));
+  ranges_[base] = std::move(r);
+  asleep_.fetch_add(1, std::memory_order_release);
+  return Status::Ok();
+}
+
+std::vector<ManagedMemory::Woken> ManagedMemory::Wake(const void* words, size_t n) {
+  std::vector<Woken> woken;
+  if (!any_asleep()) return woken;
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto* bytes = static_cast<const std::byte*>(words);
+  for (size_t off = 0; off + sizeof(uint64_t) <= n; off += sizeof(uint64_t)) {
+    uint64_t p = 0;
+    std::memcpy(&p, bytes + off, sizeof(p));
+    Range* r = FindAnyLocked(p);
+    if (r == nullptr || !r->asleep) continue;
+    r->asleep = false;
+    asleep_.fetch_sub(1, std::memory_order_release);
+    count_.fetch_add(1, std::memory_order_release);
+    dirty_.store(true, std::memory_order_release);
+    woken.push_back({r->base, r->windows[0].second - r->base, r->device});
+  }
+  return woken;
+}
+
+std::optional<int> ManagedMemory::DeviceOf(uint64_t base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.find(base);
+  if (it == ranges_.end() || it->second->device_base == 0) return std::nullopt;
+  return it->second->device;
+}
+
 Status ManagedMemory::AddVariables(Client* c, const std::vector<std::pair<uint64_t, uint64_t>>& vars, int device) {
   if (vars.empty()) return Status::Ok();
   uint64_t lo = UINT64_MAX, hi = 0;
@@ -166,7 +209,7 @@ uint64_t ManagedMemory::Remove(Client* c, uint64_t base) {
     if (it == ranges_.end()) return 0;
     r = std::move(it->second);
     ranges_.erase(it);
-    count_.fetch_sub(1, std::memory_order_release);
+    (r->asleep ? asleep_ : count_).fetch_sub(1, std::memory_order_release);
   }
   if (r->region != 0 && c != nullptr) {
     (void)c->Call(r->device, [&](wire::Request::Builder& b) { b.setUnregisterHostRegion(r->region); },
@@ -190,12 +233,17 @@ bool ManagedMemory::RemoveVariables(Client* c, uint64_t p) {
   return true;
 }
 
-ManagedMemory::Range* ManagedMemory::FindLocked(uint64_t p) {
+ManagedMemory::Range* ManagedMemory::FindAnyLocked(uint64_t p) {
   auto it = ranges_.upper_bound(p);
   if (it == ranges_.begin()) return nullptr;
   --it;
   Range* r = it->second.get();
   return p < r->base + r->size ? r : nullptr;
+}
+
+ManagedMemory::Range* ManagedMemory::FindLocked(uint64_t p) {
+  Range* r = FindAnyLocked(p);
+  return r != nullptr && !r->asleep ? r : nullptr;
 }
 
 bool ManagedMemory::Contains(uint64_t p) {
@@ -282,6 +330,7 @@ Status ManagedMemory::BeforeDeviceWork() {
   std::lock_guard<std::mutex> lock(mu_);
   dirty_.store(false, std::memory_order_release);
   for (auto& [base, r] : ranges_) {
+    if (r->asleep) continue;
     Status st = FlushLocked(*r, 0, r->state.size());
     if (!st.ok()) {
       dirty_.store(true);

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "remora/base/status.h"
@@ -46,6 +47,22 @@ class ManagedMemory {
   // knows begins at `device_base`), zeroed here, and its shadow mapped at `base`.
   // kMemoryAllocation if the address is taken in this process.
   Status Add(Client* c, uint64_t base, uint64_t size, int device, uint64_t device_base);
+  // Pinned memory of a transport without shared memory (api_memory.cc, HostAlloc): device
+  // memory of `device` at the same address as host memory mapped at `base`, asleep - plain
+  // host memory to every copy and access, never flushed or invalidated, unknown to Contains -
+  // until a kernel is handed an address in it (Wake). From then on it is managed memory,
+  // the host's bytes pushed before the device's next work.
+  Status AddPinned(Client* c, uint64_t base, uint64_t size, int device, uint64_t device_base);
+  struct Woken {
+    uint64_t base, size;
+    int device;
+  };
+  // Wakes the sleeping pinned ranges that an 8-byte word of `words` (`n` bytes, unaligned)
+  // points into: a kernel's parameters, or one address.
+  std::vector<Woken> Wake(const void* words, size_t n);
+  bool any_asleep() const { return asleep_.load(std::memory_order_acquire) != 0; }
+  // The device of the allocation at `base` if it is one (asleep or awake).
+  std::optional<int> DeviceOf(uint64_t base);
   // Forgets an allocation (before its device memory is freed); returns the device base to
   // free, or 0 if `base` is not a managed allocation.
   uint64_t Remove(Client* c, uint64_t base);
@@ -94,13 +111,15 @@ class ManagedMemory {
     int fd = -1;
     std::byte* alias = nullptr;   // read-write view of the same memory
     uint64_t region = 0;          // shared with the worker (shm), else 0
+    bool asleep = false;          // pinned memory no kernel was handed yet (AddPinned)
     std::vector<uint8_t> state;   // per chunk
     uint64_t next_expected = 0;   // read-ahead: the chunk after the last fetch
     uint64_t readahead = kChunk;
     Advice advice;
   };
   Status Map(Client* c, Range* r, State initial);
-  Range* FindLocked(uint64_t p);
+  Range* FindLocked(uint64_t p);  // awake ranges only
+  Range* FindAnyLocked(uint64_t p);
   // Transfers between the shadow and device memory (caller holds mu_).
   Status Push(Range& r, uint64_t off, uint64_t n);
   Status Pull(Range& r, uint64_t off, uint64_t n);
@@ -113,12 +132,22 @@ class ManagedMemory {
 
   std::mutex mu_;
   std::map<uint64_t, std::unique_ptr<Range>> ranges_;  // by base
-  std::atomic<int> count_{0};
+  std::atomic<int> count_{0};   // awake ranges
+  std::atomic<int> asleep_{0};  // sleeping ones
   std::atomic<bool> dirty_{false};            // some chunk is dirty
   std::atomic<uint64_t> work_epoch_{0};       // bumped by every BeforeDeviceWork
   uint64_t invalidated_epoch_ = 0;            // work_epoch_ at the last invalidation (under mu_)
   std::map<int, uint64_t> streams_;      // the shim's own non-blocking stream per device
   Client* client_ = nullptr;
 };
+
+// The runtime's side (api_managed.cc). Device memory at an address mapped here, managed
+// (cudaMallocManaged) or, with `pinned`, sleeping pinned memory (AddPinned).
+Result<void*> AllocateManaged(size_t size, const char* call, bool pinned = false);
+// Frees managed memory at `p` (sleeping pinned memory too with `pinned`): false if it is none.
+bool FreeManaged(Client* c, void* p, Status* st, bool pinned = false);
+// Wakes the sleeping pinned memory `n` bytes of words at `words` point into (a kernel's
+// parameters, or one address), and enters it in the device table.
+Status WakePinned(const void* words, size_t n);
 
 }  // namespace remora::shim

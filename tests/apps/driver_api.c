@@ -24,6 +24,7 @@
 #include "driver_kernels_ptx.h"
 
 static int g_emulated;
+static int g_tcp; /* through Remora over tcp: no memory shared with the server */
 
 static void fail(const char* what, int line) {
   printf("FAIL driver_api: %s (line %d)\n", what, line);
@@ -164,6 +165,35 @@ static void memory(void) {
   CHECK(cuStreamDestroy(s));
   CHECK(cuMemFreeHost(pinned));
 
+  /* Unified addressing: pinned memory is the device's at its own address. Through a transport
+     without shared memory (tcp) small allocations are still (XLA hands its timer kernel a
+     4-byte cuMemHostAlloc semaphore); a large one stays in this process and says so. */
+  void* small = NULL;
+  void* large = NULL;
+  CUdeviceptr dp = 0;
+  unsigned managed = 1;
+  CHECK(cuMemHostAlloc(&small, 4, CU_MEMHOSTALLOC_PORTABLE));
+  CUdeviceptr sp = (CUdeviceptr)(uintptr_t)small;
+  CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, sp));
+  EXPECT(type == CU_MEMORYTYPE_HOST);
+  CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, sp));
+  EXPECT(managed == 0);
+  CHECK(cuMemHostGetDevicePointer(&dp, small, 0));
+  EXPECT(dp == sp);
+  *(volatile uint32_t*)small = 7u; /* the host's write reaches the device's reads */
+  CHECK(cuMemcpyDtoD(d, sp, 4));
+  CHECK(cuMemcpyDtoH(back, d, 4));
+  EXPECT(back[0] == 7u);
+  CHECK(cuMemsetD32(sp, 9u, 1)); /* and the device's write the host's */
+  EXPECT(*(volatile uint32_t*)small == 9u);
+  CHECK(cuMemHostAlloc(&large, 1 << 20, CU_MEMHOSTALLOC_PORTABLE));
+  if (g_tcp)
+    EXPECT_ERR(cuMemHostGetDevicePointer(&dp, large, 0), CUDA_ERROR_NOT_SUPPORTED);
+  else
+    CHECK(cuMemHostGetDevicePointer(&dp, large, 0));
+  CHECK(cuMemFreeHost(large));
+  CHECK(cuMemFreeHost(small));
+
   /* Forged and out-of-range pointers are refused; nothing is written. */
   CUdeviceptr forged = (CUdeviceptr)0x7f1234560000ull;
   EXPECT_ERR(cuMemcpyHtoD(forged, h, 64), CUDA_ERROR_INVALID_VALUE);
@@ -256,6 +286,19 @@ static void launch_vector_add(CUfunction f) {
   if (!g_emulated)
     for (int i = 0; i < M; i++)
       if (c[i] != 3.0f * (float)i) fail("vector_add result (extra)", __LINE__);
+  /* A kernel writes pinned memory by its host address (unified addressing; over tcp the
+     small allocation is device-visible, see memory()). */
+  float* out = NULL;
+  CHECK(cuMemHostAlloc((void**)&out, 64 * sizeof(float), CU_MEMHOSTALLOC_PORTABLE));
+  CUdeviceptr dout = (CUdeviceptr)(uintptr_t)out;
+  int n64 = 64;
+  void* pinned_params[] = {&da, &db, &dout, &n64};
+  CHECK(cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, NULL, pinned_params, NULL));
+  CHECK(cuCtxSynchronize());
+  if (!g_emulated)
+    for (int i = 0; i < 64; i++)
+      if (out[i] != 3.0f * (float)i) fail("vector_add into pinned memory", __LINE__);
+  CHECK(cuMemFreeHost(out));
   /* A bad configuration is refused by the launch itself. */
   EXPECT_ERR(cuLaunchKernel(f, 1, 1, 1, 4096, 1, 1, 0, NULL, params, NULL), CUDA_ERROR_INVALID_VALUE);
   EXPECT_ERR(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, extra), CUDA_ERROR_INVALID_VALUE);
@@ -627,6 +670,8 @@ int main(int argc, char** argv) {
   CUdevice dev;
   CUcontext primary = NULL, cur = (CUcontext)1;
   CUdeviceptr d;
+  const char* server = getenv("REMORA_SERVER");
+  g_tcp = server != NULL && strncmp(server, "tcp", 3) == 0;
   CHECK(cuInit(0));
   devices(&dev);
   /* Nothing is current before a context is made current. */

@@ -96,6 +96,10 @@ void ManagedVariable() {
   CHECK(cudaDeviceSynchronize());
   REQUIRE(g_managed[3] == 0x01010101 && g_managed[16] == 48, "the host reads %d, %d from the managed variable", g_managed[3],
           g_managed[16]);
+  // cudaMemset of managed memory is fully synchronous: the host reads its result at once.
+  CHECK(cudaMemset(g_managed + 32, 0x02, 16));
+  REQUIRE(g_managed[32] == 0x02020202 && g_managed[36] == 108, "the host reads %d, %d right after cudaMemset", g_managed[32],
+          g_managed[36]);
   CHECK(cudaFree(d));
 }
 

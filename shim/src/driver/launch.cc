@@ -77,8 +77,6 @@ CUresult DoLaunch(CUfunction func, Launch l, void** params, void** extra, const 
   } else if (params == nullptr && !k.params.empty()) {
     return Invalid(call, "the kernel takes parameters but kernelParams is NULL");
   }
-  // Managed memory the host wrote reaches the device before the kernel (managed.h).
-  if (Status st = rt.managed().BeforeDeviceWork(); !st.ok()) return FromStatus(st, call);
   return FromStatus(PostLaunch(device, k, l, params, packed.data, packed.size), call);
 }
 

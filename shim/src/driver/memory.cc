@@ -436,33 +436,51 @@ REMORA_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t 
   return Memset(d, v, n, s, true, "cuMemsetD32Async", [&](const CallCtx& cc, CUdeviceptr to) { return gen::cuda::cuMemsetD32Async(cc, to, v, n, s); });
 }
 
-REMORA_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return cuMemsetD8Async(d, v, n, nullptr); }
+// The synchronous memsets are asynchronous with respect to the host for device memory and
+// fully synchronous for pinned host memory and managed memory (CUDA's API synchronisation
+// behaviour): the host may read such memory as soon as they return.
+template <typename Async>
+static CUresult Synchronous(CUdeviceptr d, bool per_thread, Async async) {
+  CUresult r = async();
+  if (r != CUDA_SUCCESS) return r;
+  Runtime& rt = Runtime::Get();
+  if (!rt.managed().Contains(d) && !rt.FindHost(reinterpret_cast<const void*>(d))) return r;
+  return cuStreamSynchronize(per_thread ? CU_STREAM_PER_THREAD : nullptr);
+}
+
+REMORA_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
+  return Synchronous(d, false, [&] { return cuMemsetD8Async(d, v, n, nullptr); });
+}
 REMORA_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) {
-  return cuMemsetD8Async_ptsz(d, v, n, nullptr);
+  return Synchronous(d, true, [&] { return cuMemsetD8Async_ptsz(d, v, n, nullptr); });
 }
-REMORA_API CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { return cuMemsetD16Async(d, v, n, nullptr); }
+REMORA_API CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) {
+  return Synchronous(d, false, [&] { return cuMemsetD16Async(d, v, n, nullptr); });
+}
 REMORA_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) {
-  return cuMemsetD16Async_ptsz(d, v, n, nullptr);
+  return Synchronous(d, true, [&] { return cuMemsetD16Async_ptsz(d, v, n, nullptr); });
 }
-REMORA_API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) { return cuMemsetD32Async(d, v, n, nullptr); }
+REMORA_API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) {
+  return Synchronous(d, false, [&] { return cuMemsetD32Async(d, v, n, nullptr); });
+}
 REMORA_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) {
-  return cuMemsetD32Async_ptsz(d, v, n, nullptr);
+  return Synchronous(d, true, [&] { return cuMemsetD32Async_ptsz(d, v, n, nullptr); });
 }
 REMORA_API CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h) {
-  return cuMemsetD2D8Async(d, pitch, v, w, h, nullptr);
+  return Synchronous(d, false, [&] { return cuMemsetD2D8Async(d, pitch, v, w, h, nullptr); });
 }
 REMORA_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h) {
-  return cuMemsetD2D8Async_ptsz(d, pitch, v, w, h, nullptr);
+  return Synchronous(d, true, [&] { return cuMemsetD2D8Async_ptsz(d, pitch, v, w, h, nullptr); });
 }
 REMORA_API CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h) {
-  return cuMemsetD2D16Async(d, pitch, v, w, h, nullptr);
+  return Synchronous(d, false, [&] { return cuMemsetD2D16Async(d, pitch, v, w, h, nullptr); });
 }
 REMORA_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h) {
-  return cuMemsetD2D16Async_ptsz(d, pitch, v, w, h, nullptr);
+  return Synchronous(d, true, [&] { return cuMemsetD2D16Async_ptsz(d, pitch, v, w, h, nullptr); });
 }
 REMORA_API CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h) {
-  return cuMemsetD2D32Async(d, pitch, v, w, h, nullptr);
+  return Synchronous(d, false, [&] { return cuMemsetD2D32Async(d, pitch, v, w, h, nullptr); });
 }
 REMORA_API CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h) {
-  return cuMemsetD2D32Async_ptsz(d, pitch, v, w, h, nullptr);
+  return Synchronous(d, true, [&] { return cuMemsetD2D32Async_ptsz(d, pitch, v, w, h, nullptr); });
 }
