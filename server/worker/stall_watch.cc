@@ -1,6 +1,9 @@
 #include "worker/stall_watch.h"
 
 #include <cxxabi.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +14,39 @@
 #include "remora/protocol/request_names.h"
 
 namespace remora::worker {
+namespace {
+
+// One stack at a time, taken by the executor thread in the signal handler (backtrace is
+// async-signal-safe once loaded, which the constructor does) and read by the watch thread.
+constexpr int kMaxFrames = 48;
+void* g_frames[kMaxFrames];
+std::atomic<int> g_frame_count{-1};  // -1: not taken yet
+std::mutex g_stack_mu;               // one ExecutorStack at a time (several sessions' watches)
+
+void TakeStack(int) {
+  int saved = errno;
+  g_frame_count.store(backtrace(g_frames, kMaxFrames), std::memory_order_release);
+  errno = saved;
+}
+
+}  // namespace
+
+std::string StallWatch::ExecutorStack() {
+  if (!has_thread_.load(std::memory_order_acquire)) return {};
+  std::lock_guard<std::mutex> lock(g_stack_mu);
+  g_frame_count.store(-1, std::memory_order_release);
+  if (pthread_kill(executor_thread_, SIGURG) != 0) return {};
+  for (int i = 0; i < 1000 && g_frame_count.load(std::memory_order_acquire) < 0; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int n = g_frame_count.load(std::memory_order_acquire);
+  if (n <= 0) return {};
+  std::string out;
+  if (char** names = backtrace_symbols(g_frames, n)) {
+    for (int i = 2; i < n; i++) (out += "\n    ") += names[i];  // past the handler and the signal frame
+    std::free(names);
+  }
+  return out;
+}
 
 uint64_t StallWatch::WarnAfterFromEnv() {
   const char* v = std::getenv("REMORA_WORKER_STALL_WARN_S");
@@ -25,7 +61,18 @@ uint64_t StallWatch::WarnAfterFromEnv() {
 }
 
 StallWatch::StallWatch(uint64_t session, uint64_t warn_after_ns) : session_(session), warn_after_ns_(warn_after_ns) {
-  if (warn_after_ns_ != 0) thread_ = std::thread([this] { Watch(); });
+  if (warn_after_ns_ == 0) return;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* warm[1];
+    (void)backtrace(warm, 1);  // loads the unwinder now, not in the signal handler
+    struct sigaction sa = {};
+    sa.sa_handler = TakeStack;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGURG, &sa, nullptr);
+  });
+  thread_ = std::thread([this] { Watch(); });
 }
 
 StallWatch::~StallWatch() {
@@ -40,6 +87,10 @@ StallWatch::~StallWatch() {
 
 void StallWatch::Enter(int kind) {
   if (warn_after_ns_ == 0) return;
+  if (!has_thread_.load(std::memory_order_relaxed)) {
+    executor_thread_ = pthread_self();
+    has_thread_.store(true, std::memory_order_release);
+  }
   kind_.store(kind, std::memory_order_relaxed);
   name_.store(nullptr, std::memory_order_relaxed);
   since_ns_.store(MonotonicNanos(), std::memory_order_relaxed);
@@ -85,10 +136,14 @@ void StallWatch::Watch() {
     // Read again: the fields belong to `seq` only if it has not moved meanwhile.
     if (seq_.load(std::memory_order_acquire) != seq || now < since || now - since < warn_after_ns_) continue;
     reported_seq_.store(seq, std::memory_order_release);
+    lock.unlock();
+    std::string stack = ExecutorStack();
+    lock.lock();
     LOG_WARN("session {}: the worker has been in {} for {:.1f} s and serves nothing else meanwhile (a driver call "
              "that waits for the GPU while a stream waits on one of the client's host functions never returns; "
-             "docs/OPERATIONS.md, \"A session that stops\")",
-             session_, Describe(kind, name), static_cast<double>(now - since) / 1e9);
+             "docs/OPERATIONS.md, \"A session that stops\"){}{}",
+             session_, Describe(kind, name), static_cast<double>(now - since) / 1e9,
+             stack.empty() ? "" : "; the executor's stack:", stack);
   }
 }
 

@@ -7,6 +7,10 @@
 // which call did. Costs a clock read, two atomic increments and a few relaxed stores per unit
 // of work (a request, or a pass over a non-empty list of pending operations).
 //
+// With the warning goes the executor thread's stack (taken by a signal, SIGURG, that the
+// watch sends it; frames as module+offset, which addr2line resolves against the same build):
+// which driver call, from which operation, without a debugger on the GPU host.
+//
 // Threshold: REMORA_WORKER_STALL_WARN_S in the worker's environment (the supervisor passes it
 // on; default 10 s; 0 turns the watch off, with no thread).
 // Thread-safety: Enter/Name/Leave on the executor thread only; the watch's own thread reads.
@@ -16,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <pthread.h>
 #include <string>
 #include <thread>
 
@@ -59,6 +64,8 @@ class StallWatch {
 
  private:
   void Watch();
+  // The executor thread's stack, one frame per line (empty if it could not be taken).
+  std::string ExecutorStack();
 
   const uint64_t session_, warn_after_ns_;
   // Written by the executor; `seq_` is odd while inside a unit of work.
@@ -66,6 +73,8 @@ class StallWatch {
   std::atomic<int> kind_{-1};
   std::atomic<const char*> name_{nullptr};
   std::atomic<uint64_t> reported_seq_{0};  // the unit of work reported as stalled (0: none)
+  std::atomic<bool> has_thread_{false};
+  pthread_t executor_thread_{};  // set once, by the first Enter, before has_thread_
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // under mu_

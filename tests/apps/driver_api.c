@@ -13,6 +13,8 @@
  * Ends with "PASS driver_api" (exit 0) or "FAIL driver_api: ..." (exit 1). */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -666,7 +668,20 @@ static void nvml(CUdevice dev) {
   dlclose(lib);
 }
 
+/* A crash says where (no debugger on the GPU machines): the stack, then the signal's status. */
+static void on_crash(int sig) {
+  void* frames[64];
+  int n = backtrace(frames, 64);
+  static const char msg[] = "driver_api: crashed; stack:\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  backtrace_symbols_fd(frames, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 int main(int argc, char** argv) {
+  signal(SIGSEGV, on_crash);
+  signal(SIGBUS, on_crash);
   CUdevice dev;
   CUcontext primary = NULL, cur = (CUcontext)1;
   CUdeviceptr d;

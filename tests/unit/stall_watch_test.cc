@@ -1,6 +1,6 @@
-// server/worker/stall_watch: a unit of work that outlasts the threshold is named in the log
-// while it still runs, and again when it returns; short ones, and a watch that is off, say
-// nothing.
+// server/worker/stall_watch: a unit of work that outlasts the threshold is named in the log,
+// with the stalled thread's stack, while it still runs, and again when it returns; short ones,
+// and a watch that is off, say nothing.
 #include "worker/stall_watch.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +50,9 @@ TEST(StallWatch, NamesAUnitOfWorkWhileItOutlastsTheThresholdAndWhenItReturns) {
     std::string during = log.Text();
     EXPECT_NE(during.find("session 7: the worker has been in memFree for"), std::string::npos) << during;
     EXPECT_EQ(during.find("returned"), std::string::npos) << "it has not returned yet: " << during;
+    // With the stalled thread's stack: here, asleep (what a driver call that waits would show).
+    EXPECT_NE(during.find("the executor's stack:"), std::string::npos) << during;
+    EXPECT_NE(during.find("nanosleep"), std::string::npos) << during;
     w.Leave();
   }
   std::string after = log.Text();
