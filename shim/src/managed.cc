@@ -145,6 +145,7 @@ Status ManagedMemory::AddPinned(Client* c, uint64_t base, uint64_t size, int dev
   r->device_base = device_base;
   r->windows.emplace_back(base, base + size);
   r->asleep = true;
+  r->pinned = true;
   std::lock_guard<std::mutex> lock(mu_);
   // Dirty: writable without faults, and all of it pushed when it wakes.
   RETURN_IF_ERROR(Map(c, r.get(), kDirty));
@@ -403,8 +404,9 @@ bool ManagedMemory::OnFault(uint64_t addr, bool write) {
   // until the device is done, then sees (and its writes build on) what the device wrote. A
   // program that touches managed memory from host and device at once - system-scope atomics,
   // NVIDIA's systemWideAtomics - gets the device's work and then its own: one of the orders
-  // concurrent access allows. Not on the callback thread, whose stream may wait for it.
-  if (r->state[idx] != kDirty && !HostCallbacks::OnCallbackThread()) {
+  // concurrent access allows. Not on the callback thread, whose stream may wait for it, nor
+  // for pinned memory, which host and device may use at once (AddPinned).
+  if (r->state[idx] != kDirty && !r->pinned && !HostCallbacks::OnCallbackThread()) {
     Status st = WaitForDeviceLocked();
     if (!st.ok()) {
       LOG_ERROR("managed memory at 0x{:x} was touched while the device may use it, and waiting for the device "

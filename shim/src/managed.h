@@ -51,7 +51,9 @@ class ManagedMemory {
   // memory of `device` at the same address as host memory mapped at `base`, asleep - plain
   // host memory to every copy and access, never flushed or invalidated, unknown to Contains -
   // until a kernel is handed an address in it (Wake). From then on it is managed memory,
-  // the host's bytes pushed before the device's next work.
+  // the host's bytes pushed before the device's next work (or synchronisation), except that
+  // a host access does not wait for the device: pinned memory may be used by both at once
+  // (XLA's timer releases a kernel that spins on it).
   Status AddPinned(Client* c, uint64_t base, uint64_t size, int device, uint64_t device_base);
   struct Woken {
     uint64_t base, size;
@@ -112,6 +114,8 @@ class ManagedMemory {
     std::byte* alias = nullptr;   // read-write view of the same memory
     uint64_t region = 0;          // shared with the worker (shm), else 0
     bool asleep = false;          // pinned memory no kernel was handed yet (AddPinned)
+    bool pinned = false;          // pinned memory (AddPinned), asleep or awake: host and device
+                                  // may use it at once, so a host access never waits for the device
     std::vector<uint8_t> state;   // per chunk
     uint64_t next_expected = 0;   // read-ahead: the chunk after the last fetch
     uint64_t readahead = kChunk;
