@@ -374,8 +374,17 @@ Result<bool> Executor::DispatchFrames() {
   return any;
 }
 
+void Executor::FreeHostWhenIdle(void* p) {
+  if (MayWaitForDevice()) driver_.HostFree(p);
+  else deferred_host_frees_.push_back(p);
+}
+
 Result<bool> Executor::PollPending() {
   bool progressed = false;
+  if (!deferred_host_frees_.empty() && MayWaitForDevice()) {
+    for (void* p : deferred_host_frees_) driver_.HostFree(p);
+    deferred_host_frees_.clear();
+  }
   if (pending_.empty()) return false;  // nothing to poll or to watch (the common case)
   StallWatch::Scope watched(stall_watch_, -1);
   for (auto it = pending_.begin(); it != pending_.end();) {

@@ -255,6 +255,10 @@ class Executor {
   // return. An operation holding such a call polls until this holds; no host function can be
   // queued between the check and the call (the host functions are queued by this thread).
   bool MayWaitForDevice() { return !HostCallbacksOutstanding(); }
+  // Frees pinned memory this executor allocated (a transfer's spill buffer): cuMemFreeHost
+  // waits for the whole device as cuMemFree does, so it is made now only if MayWaitForDevice,
+  // else once it holds (PollPending), or at the session's end.
+  void FreeHostWhenIdle(void* p);
   Result<int> GpuOf(int ordinal) const;
   // The application's ordinal of this server's GPU `gpu` (the first that names it; -1: none).
   int OrdinalOf(int gpu) const;
@@ -343,6 +347,7 @@ class Executor {
   std::vector<SharedRegion> registered_;            // the transport's shared regions, pinned
   EventPool event_pool_;
   BouncePool bounce_pool_;
+  std::vector<void*> deferred_host_frees_;  // FreeHostWhenIdle
   SessionState session_;
   std::deque<std::unique_ptr<PendingOp>> pending_;
   FrameQueue frames_;

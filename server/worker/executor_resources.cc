@@ -119,6 +119,8 @@ void Executor::ReleaseEverything() {
   for (auto& [gpu, bytes] : resources_.TakeMemoryCharges())
     if (bytes > 0) ReleaseCharge(gpu, bytes);
   event_pool_.ReleaseAll(driver_, [&](int gpu) { return SetDevice(gpu); });
+  for (void* p : deferred_host_frees_) driver_.HostFree(p);  // the host functions were let go
+  deferred_host_frees_.clear();
   bounce_pool_.ReleaseAll(driver_);
   for (const SharedRegion& r : registered_) driver_.HostUnregister(r.base);
   registered_.clear();

@@ -137,7 +137,7 @@ class StagingCopyOp final : public PendingOp {
     event_ = nullptr;
     if (pinned_ != nullptr) {
       if (bounce_) ex.ReleaseBounce(pinned_);
-      else ex.driver().HostFree(pinned_);
+      else ex.FreeHostWhenIdle(pinned_);  // cuMemFreeHost waits for the whole device
     }
     pinned_ = nullptr;
     bounce_ = false;

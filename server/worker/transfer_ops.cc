@@ -164,7 +164,9 @@ class HtoDOp final : public PendingOp {
       inflight_.pop_front();
     }
     if (received_ < total_ || !inflight_.empty()) return false;
-    if (spill_ != nullptr) ex.driver().HostFree(spill_);
+    // Spilled because a host function was outstanding: it may still be (JAX over tcp stopped
+    // in this cuMemFreeHost, which waits for the whole device).
+    if (spill_ != nullptr) ex.FreeHostWhenIdle(spill_);
     spill_ = nullptr;
     if (replied_) ex.DeferError(error_);  // the DMA failed after its OK went out: a device fault
     else RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));

@@ -33,6 +33,18 @@ class FreeWaitsForTheDevice final : public DriverWrapper {
   }
   // As cuMemFree on a GPU: returns once every stream ran what was queued (3 s at most here).
   Status MemFree(DevPtr p) override {
+    RETURN_IF_ERROR(WaitForEveryStream("cudaFree"));
+    return target().MemFree(p);
+  }
+  // cuMemFreeHost waits the same way.
+  void HostFree(void* p) override {
+    (void)WaitForEveryStream("cudaFreeHost");
+    target().HostFree(p);
+  }
+  bool stalled() const { return stalled_; }
+
+ private:
+  Status WaitForEveryStream(const char* call) {
     std::set<DStream> streams;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -43,15 +55,13 @@ class FreeWaitsForTheDevice final : public DriverWrapper {
       while (target().StreamQuery(s).code() == Err::kNotReady) {
         if (std::chrono::steady_clock::now() > until) {
           stalled_ = true;
-          return Status(Err::kNotReady, "cudaFree would have waited forever for a host function (injected bound)");
+          return Status(Err::kNotReady, std::string(call) + " would have waited forever for a host function (injected bound)");
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
-    return target().MemFree(p);
+    return Status::Ok();
   }
-  bool stalled() const { return stalled_; }
 
- private:
   std::mutex mu_;
   std::set<DStream> streams_;
   std::atomic<bool> stalled_{false};
@@ -115,6 +125,38 @@ TEST_F(DeviceWaitTest, AFreeWaitsForHostFunctionsQueuedAfterItWithoutStoppingThe
   Reply after = Call([](auto r) { r.setDeviceSynchronize(); });
   EXPECT_EQ(after.error, Err::kSuccess) << after.message;
   EXPECT_EQ(after.async_error, Err::kSuccess) << after.async_message;
+}
+
+// A host-to-device copy of more than 64 KiB while a host function holds another stream is
+// spilled into pinned memory of its own (its stream may wait on the client too); freeing
+// that memory waits for the whole device, so it waits until the host function is done. JAX
+// over tcp stopped in that cuMemFreeHost.
+TEST_F(DeviceWaitTest, ACopysSpillBufferIsFreedOnlyOnceNoHostFunctionHoldsAStream) {
+  Reply a = Alloc(1 << 20);
+  ASSERT_EQ(a.error, Err::kSuccess);
+  Reply s2 = Call([](auto r) { r.initStreamCreate().setFlags(1); });  // non-blocking: not behind the legacy stream
+  ASSERT_EQ(s2.error, Err::kSuccess) << s2.message;
+  ASSERT_NO_FATAL_FAILURE(HostFunctionReached(0, 1));
+  auto bytes = test::RandomBytes(256 << 10, 7);
+  Reply copied = Call([&](auto r) {
+    auto m = r.initMemcpyHtoD();
+    m.setDst(a.pointer);
+    m.setSize(bytes.size());
+    m.initStream().setHandle(s2.handle);
+  }, bytes);
+  EXPECT_EQ(copied.error, Err::kSuccess) << copied.message;
+  EXPECT_FALSE(driver_wrapper_->stalled()) << "the executor freed the spill buffer while a host function held a stream";
+  CallbackDone(1);
+  Reply after = Call([](auto r) { r.setDeviceSynchronize(); });
+  EXPECT_EQ(after.error, Err::kSuccess) << after.message;
+  Reply back = Call([&](auto r) {
+    auto m = r.initMemcpyDtoH();
+    m.setSrc(a.pointer);
+    m.setSize(bytes.size());
+  });
+  ASSERT_EQ(back.error, Err::kSuccess) << back.message;
+  EXPECT_TRUE(back.bulk == bytes) << "the copy's bytes did not arrive";
+  EXPECT_FALSE(driver_wrapper_->stalled());
 }
 
 }  // namespace
