@@ -306,7 +306,7 @@ static void launch_vector_add(CUfunction f) {
     int n;
     int pad;
   } packed = {db, da, dc, n, 0};
-  size_t packed_size = sizeof(packed);
+  size_t packed_size = 3 * sizeof(CUdeviceptr) + sizeof(int); /* the kernel's: NVIDIA's driver refuses more */
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size, CU_LAUNCH_PARAM_END};
   CHECK(cuMemsetD8(dc, 0, sizeof(c)));
   CHECK(cuLaunchKernel(f, (M + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, NULL, extra));
