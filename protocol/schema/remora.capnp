@@ -67,6 +67,7 @@ struct Welcome {
   dataStreams @7 :UInt8;       # tcp: data connections the client opens next (0: none)
   poolServers @8 :List(Text);  # locate: the servers holding the tenant's GPUs, in device order
   poolGpus @9 :List(UInt32);   # locate: how many of them each has
+  kernelDriver @10 :Text;      # the kernel-mode driver's version ("580.159.04"; empty when emulated)
 }
 
 # The first message of a tcp data connection (docs/PROTOCOL.md, "Data connections"): it

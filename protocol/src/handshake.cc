@@ -182,6 +182,9 @@ Result<SessionInfo> RunClientHandshake(FrameSocket& sock, const ClientHandshakeO
     info.emulated = w.getEmulated();
     info.server_name = w.getServerName();
     info.driver_version = w.getDriverVersion();
+    info.kernel_driver = w.getKernelDriver();
+    if (info.kernel_driver.size() > 32 || info.kernel_driver.find_first_not_of("0123456789.") != std::string::npos)
+      return Error(Err::kInvalidValue, "a malformed kernel driver version in the Welcome");
     info.data_streams = std::min<uint32_t>(w.getDataStreams(), std::min(options.data_streams, kMaxDataStreams));
     auto servers = w.getPoolServers();
     auto gpus = w.getPoolGpus();
@@ -397,6 +400,7 @@ std::vector<uint64_t> WelcomeBody(const AuthenticatedPeer& peer, const SessionIn
   w.setEmulated(info.emulated);
   w.setServerName(info.server_name);
   w.setDriverVersion(info.driver_version);
+  w.setKernelDriver(info.kernel_driver);
   w.setDataStreams(static_cast<uint8_t>(std::min(info.data_streams, kMaxDataStreams)));
   if (!info.pool_servers.empty()) {
     auto servers = w.initPoolServers(static_cast<unsigned>(info.pool_servers.size()));

@@ -37,6 +37,9 @@ Result<Inventory> ParseProbe(const std::string& text) {
       saw_backend = true;
     } else if (f[0] == "driver" && f.size() == 2 && Number(f[1]) && *Number(f[1]) <= INT32_MAX) {
       inv.driver_version = static_cast<int>(*Number(f[1]));
+    } else if (f[0] == "kernel-driver" && f.size() == 2 && !f[1].empty() &&
+               f[1].find_first_not_of("0123456789.") == std::string::npos) {
+      inv.kernel_driver = f[1];
     } else if (f[0] == "gpu" && f.size() == 6 && Number(f[1]) && *Number(f[1]) <= INT32_MAX && Number(f[2])) {
       GpuInfo g;
       g.index = static_cast<int>(*Number(f[1]));

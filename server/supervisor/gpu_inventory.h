@@ -22,6 +22,7 @@ struct Inventory {
   std::string backend;    // "cuda" or "host-emulated"
   bool emulated = false;
   int driver_version = 0;
+  std::string kernel_driver;  // "580.159.04"; empty when emulated
   std::vector<GpuInfo> gpus;
 };
 

@@ -96,6 +96,7 @@ void Supervisor::OnHandshaken(PendingConnection conn, AuthenticatedPeer peer) {
   info.backend = inventory_.backend;
   info.emulated = inventory_.emulated;
   info.driver_version = inventory_.driver_version;
+  info.kernel_driver = inventory_.kernel_driver;
   info.data_streams = s.data_streams;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);

@@ -5,6 +5,7 @@
 // This file: loading the driver (MakeCudaDriver), devices, memory, streams and events.
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "worker/cuda_driver.h"
@@ -29,6 +30,24 @@ int CudaDriver::DriverVersion() {
   int v = 0;
   api_.cuDriverGetVersion(&v);
   return v;
+}
+
+std::string CudaDriver::KernelDriverVersion() {
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Tue ..." (the open and the
+  // proprietary module alike): the first field after "Kernel Module" made of digits and dots.
+  std::FILE* f = std::fopen("/proc/driver/nvidia/version", "r");
+  if (f == nullptr) return {};
+  char line[512] = {};
+  bool got = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  if (!got) return {};
+  const char* at = std::strstr(line, "Kernel Module");
+  if (at == nullptr) return {};
+  at += std::strlen("Kernel Module");
+  while (*at != '\0' && !(*at >= '0' && *at <= '9')) at++;
+  const char* end = at;
+  while ((*end >= '0' && *end <= '9') || *end == '.') end++;
+  return std::string(at, end);
 }
 
 Status CudaDriver::Check(CUresult r, const char* what) {

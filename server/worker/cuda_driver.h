@@ -89,6 +89,7 @@ class CudaDriver final : public Driver {
   const char* name() const override { return "cuda"; }
   bool emulated() const override { return false; }
   int DriverVersion() override;
+  std::string KernelDriverVersion() override;
 
   Status Check(CUresult r, const char* what);
 

@@ -116,6 +116,9 @@ class Driver {
   virtual bool emulated() const = 0;
   // CUDA_VERSION-style version of the driver (13000 for 13.0).
   virtual int DriverVersion() = 0;
+  // The kernel-mode driver's version as NVIDIA's NVML reports it ("580.159.04"); empty when
+  // there is none (the host-emulated backend) or it cannot be read.
+  virtual std::string KernelDriverVersion() { return {}; }
 
   virtual Result<int> DeviceCount() = 0;
   virtual Result<DeviceDescription> Describe(int device) = 0;

@@ -16,6 +16,7 @@ class DriverWrapper : public Driver {
   const char* name() const override { return t_.name(); }
   bool emulated() const override { return t_.emulated(); }
   int DriverVersion() override { return t_.DriverVersion(); }
+  std::string KernelDriverVersion() override { return t_.KernelDriverVersion(); }
   Result<int> DeviceCount() override { return t_.DeviceCount(); }
   Result<DeviceDescription> Describe(int device) override { return t_.Describe(device); }
   Status SetDevice(int device) override { return t_.SetDevice(device); }

@@ -115,6 +115,7 @@ int Probe(Driver& d) {
   }
   std::printf("backend\t%s\t%d\n", d.name(), d.emulated() ? 1 : 0);
   std::printf("driver\t%d\n", d.DriverVersion());
+  if (std::string kmd = d.KernelDriverVersion(); !kmd.empty()) std::printf("kernel-driver\t%s\n", kmd.c_str());
   for (int i = 0; i < *n; i++) {
     auto desc = d.Describe(i);
     if (!desc.ok()) {

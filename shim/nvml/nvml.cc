@@ -128,11 +128,14 @@ NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* version) {
 }
 NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* version) { return nvmlSystemGetCudaDriverVersion(version); }
 
+// The server's kernel-mode driver version, as NVIDIA's NVML gives it on the GPU's host
+// (XLA parses it as a version); the host-emulated backend has none and says what it is.
 NVML_API nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
   int v = 0;
   if (nvmlReturn_t r = nvmlSystemGetCudaDriverVersion(&v); r != kSuccess) return r;
-  char s[32];
-  std::snprintf(s, sizeof(s), "remora-cuda-%d.%d", v / 1000, (v % 1000) / 10);
+  char s[40] = {};
+  if (remora_core_kernel_driver_version(s, sizeof s) != 0 || s[0] == '\0')
+    std::snprintf(s, sizeof(s), "remora-cuda-%d.%d", v / 1000, (v % 1000) / 10);
   return CopyString(s, version, length);
 }
 

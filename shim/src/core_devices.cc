@@ -76,3 +76,13 @@ REMORA_CORE int remora_core_device_memory(int index, uint64_t* free_bytes, uint6
 REMORA_CORE int remora_core_driver_version(int* version) {
   return static_cast<int>(cuDriverGetVersion(version));
 }
+
+REMORA_CORE int remora_core_kernel_driver_version(char* out, unsigned size) {
+  if (out == nullptr || size == 0) return cudaErrorInvalidValue;
+  auto c = Runtime::Get().Session();
+  if (!c.ok()) return static_cast<int>(c.status().raw());
+  std::string v = (*c)->session().kernel_driver;
+  if (v.size() >= size) return cudaErrorInvalidValue;
+  std::memcpy(out, v.c_str(), v.size() + 1);
+  return 0;
+}

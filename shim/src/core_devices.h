@@ -24,6 +24,9 @@ int remora_core_device_get(int index, remora_core_device* out);
 int remora_core_device_memory(int index, uint64_t* free_bytes, uint64_t* total_bytes);
 // The CUDA driver version the facade reports (cuDriverGetVersion).
 int remora_core_driver_version(int* version);
+// The server's kernel-mode driver version ("580.159.04", NUL-terminated in `out` of `size`
+// bytes); an empty string when it has none (the host-emulated backend).
+int remora_core_kernel_driver_version(char* out, unsigned size);
 
 #ifdef __cplusplus
 }

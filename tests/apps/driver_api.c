@@ -419,7 +419,8 @@ static void modules(void) {
   size_t bytes = 0;
   CHECK(cuModuleGetGlobal(&counter, &bytes, from_file, "counter"));
   EXPECT(bytes == sizeof(int));
-  EXPECT_ERR(cuModuleGetGlobal(&counter, &bytes, from_file, "no_such_variable"), CUDA_ERROR_NOT_FOUND);
+  CUdeviceptr missing_var = 0; /* NVIDIA's driver writes its outputs even when it fails */
+  EXPECT_ERR(cuModuleGetGlobal(&missing_var, &bytes, from_file, "no_such_variable"), CUDA_ERROR_NOT_FOUND);
   if (!g_emulated) { /* kernels run */
     CHECK(cuMemsetD32(counter, 0, 1));
     CUfunction bump = NULL;
@@ -690,6 +691,13 @@ static void nvml(CUdevice dev) {
   EXPECT(((int (*)(int*))nvml_sym(lib, "nvmlSystemGetCudaDriverVersion_v2"))(&version) == 0);
   CHECK(cuDriverGetVersion(&dversion));
   EXPECT(version == dversion);
+  /* The kernel-mode driver's version, as XLA parses it: "580.159.04" (none when emulated). */
+  char kmd[80] = {0};
+  EXPECT(((int (*)(char*, unsigned))nvml_sym(lib, "nvmlSystemGetDriverVersion"))(kmd, sizeof(kmd)) == 0);
+  if (g_emulated)
+    EXPECT(strncmp(kmd, "remora-cuda-", 12) == 0);
+  else
+    EXPECT(kmd[0] >= '0' && kmd[0] <= '9' && strchr(kmd, '.') != NULL && strspn(kmd, "0123456789.") == strlen(kmd));
   EXPECT(nvml_sym(lib, "nvmlShutdown")() == 0);
   dlclose(lib);
 }

@@ -57,6 +57,7 @@ SessionInfo WelcomeFor(const AuthenticatedPeer& peer) {
   info.emulated = true;
   info.server_name = "unit-server";
   info.driver_version = 13000;
+  info.kernel_driver = "580.159.04";
   return info;
 }
 
@@ -121,6 +122,7 @@ TEST(Handshake, NoAuthGivesTheAnonymousTenant) {
   EXPECT_TRUE(info.emulated);
   EXPECT_EQ(info.server_name, "unit-server");
   EXPECT_EQ(info.driver_version, 13000);
+  EXPECT_EQ(info.kernel_driver, "580.159.04");  // NVML's nvmlSystemGetDriverVersion answers it
 
   Token t;
   t.tenant = "someone";

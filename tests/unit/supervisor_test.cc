@@ -39,8 +39,12 @@ TEST(ParseProbe, ParsesBackendDriverAndGpus) {
   EXPECT_EQ(inv->gpus[1].total_memory, 80ull << 30);
   EXPECT_EQ(inv->gpus[1].name, "NVIDIA H100 80GB HBM3");
 
-  auto cuda = ParseProbe("backend\tcuda\t0\ndriver\t13000\n");
+  EXPECT_EQ(inv->kernel_driver, "") << "the emulated backend has no kernel driver";
+
+  auto cuda = ParseProbe("backend\tcuda\t0\ndriver\t13000\nkernel-driver\t580.159.04\n");
   ASSERT_TRUE(cuda.ok());
+  EXPECT_EQ(cuda->kernel_driver, "580.159.04");
+  EXPECT_FALSE(ParseProbe("backend\tcuda\t0\nkernel-driver\t580 bad\n").ok()) << "only digits and dots";
   EXPECT_EQ(cuda->backend, "cuda");
   EXPECT_FALSE(cuda->emulated);
   EXPECT_TRUE(cuda->gpus.empty()) << "a machine without GPUs is not an error here";

@@ -49,6 +49,7 @@ struct SessionInfo {
   bool emulated = false;
   std::string server_name;
   int32_t driver_version = 0;  // the server's CUDA driver version (13000 when emulated)
+  std::string kernel_driver;   // the server's kernel-mode driver version ("580.159.04"; empty when emulated)
   bool server_authenticated = false;  // the server proved it knows the tenant's key
   std::optional<SessionKeys> keys;    // set when the data path is encrypted
   // tcp: the parallel data connections the client opens next (0: bulk stays on the control
