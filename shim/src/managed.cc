@@ -149,6 +149,8 @@ Status ManagedMemory::AddPinned(Client* c, uint64_t base, uint64_t size, int dev
   std::lock_guard<std::mutex> lock(mu_);
   // Dirty: writable without faults, and all of it pushed when it wakes.
   RETURN_IF_ERROR(Map(c, r.get(), kDirty));
+  if (base < asleep_lo_.load(std::memory_order_relaxed)) asleep_lo_.store(base, std::memory_order_relaxed);
+  if (base + r->size > asleep_hi_.load(std::memory_order_relaxed)) asleep_hi_.store(base + r->size, std::memory_order_relaxed);
   ranges_[base] = std::move(r);
   asleep_.fetch_add(1, std::memory_order_release);
   return Status::Ok();
@@ -157,11 +159,14 @@ Status ManagedMemory::AddPinned(Client* c, uint64_t base, uint64_t size, int dev
 std::vector<ManagedMemory::Woken> ManagedMemory::Wake(const void* words, size_t n) {
   std::vector<Woken> woken;
   if (!any_asleep()) return woken;
-  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t lo = asleep_lo_.load(std::memory_order_relaxed), hi = asleep_hi_.load(std::memory_order_relaxed);
   const auto* bytes = static_cast<const std::byte*>(words);
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
   for (size_t off = 0; off + sizeof(uint64_t) <= n; off += sizeof(uint64_t)) {
     uint64_t p = 0;
     std::memcpy(&p, bytes + off, sizeof(p));
+    if (p < lo || p >= hi) continue;
+    if (!lock.owns_lock()) lock.lock();
     Range* r = FindAnyLocked(p);
     if (r == nullptr || !r->asleep) continue;
     r->asleep = false;

@@ -138,6 +138,9 @@ class ManagedMemory {
   std::map<uint64_t, std::unique_ptr<Range>> ranges_;  // by base
   std::atomic<int> count_{0};   // awake ranges
   std::atomic<int> asleep_{0};  // sleeping ones
+  // Bounds of every sleeping range ever added (never shrunk): most words a kernel is handed
+  // fall outside, and Wake takes no lock for them.
+  std::atomic<uint64_t> asleep_lo_{UINT64_MAX}, asleep_hi_{0};
   std::atomic<bool> dirty_{false};            // some chunk is dirty
   std::atomic<uint64_t> work_epoch_{0};       // bumped by every BeforeDeviceWork
   uint64_t invalidated_epoch_ = 0;            // work_epoch_ at the last invalidation (under mu_)
