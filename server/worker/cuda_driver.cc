@@ -5,8 +5,9 @@
 // This file: loading the driver (MakeCudaDriver), devices, memory, streams and events.
 #include <dlfcn.h>
 
-#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "worker/cuda_driver.h"
 
@@ -32,22 +33,21 @@ int CudaDriver::DriverVersion() {
   return v;
 }
 
+std::string KernelModuleVersion(const std::string& line) {
+  size_t at = line.find("Kernel Module");
+  if (at == std::string::npos) return {};
+  std::istringstream words(line.substr(at));
+  std::string w;
+  while (words >> w)
+    if (w.find('.') != std::string::npos && w.find_first_not_of("0123456789.") == std::string::npos) return w;
+  return {};
+}
+
 std::string CudaDriver::KernelDriverVersion() {
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Tue ..." (the open and the
-  // proprietary module alike): the first field after "Kernel Module" made of digits and dots.
-  std::FILE* f = std::fopen("/proc/driver/nvidia/version", "r");
-  if (f == nullptr) return {};
-  char line[512] = {};
-  bool got = std::fgets(line, sizeof line, f) != nullptr;
-  std::fclose(f);
-  if (!got) return {};
-  const char* at = std::strstr(line, "Kernel Module");
-  if (at == nullptr) return {};
-  at += std::strlen("Kernel Module");
-  while (*at != '\0' && !(*at >= '0' && *at <= '9')) at++;
-  const char* end = at;
-  while ((*end >= '0' && *end <= '9') || *end == '.') end++;
-  return std::string(at, end);
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(f, line)) return {};
+  return KernelModuleVersion(line);
 }
 
 Status CudaDriver::Check(CUresult r, const char* what) {

@@ -77,6 +77,11 @@ class RelaxedCapture {
   bool ok_ = false;
 };
 
+// The version in the first line of /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX
+// x86_64 Kernel Module  580.159.04  ..." or "... Open Kernel Module for x86_64  580.159.04
+// ..."): the first word after "Kernel Module" of digits and dots; empty if none.
+std::string KernelModuleVersion(const std::string& line);
+
 class CudaDriver final : public Driver {
  public:
   CudaDriver(void* lib, Api api);
@@ -89,7 +94,7 @@ class CudaDriver final : public Driver {
   const char* name() const override { return "cuda"; }
   bool emulated() const override { return false; }
   int DriverVersion() override;
-  std::string KernelDriverVersion() override;
+  std::string KernelDriverVersion() override;  // /proc/driver/nvidia/version
 
   Status Check(CUresult r, const char* what);
 

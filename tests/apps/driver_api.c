@@ -716,6 +716,7 @@ static void on_crash(int sig) {
 int main(int argc, char** argv) {
   signal(SIGSEGV, on_crash);
   signal(SIGBUS, on_crash);
+  signal(SIGABRT, on_crash);
   CUdevice dev;
   CUcontext primary = NULL, cur = (CUcontext)1;
   CUdeviceptr d;
