@@ -190,7 +190,9 @@ static void memory(void) {
   CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, sp));
   EXPECT(managed == 0);
   CHECK(cuMemHostGetDevicePointer(&dp, small, 0));
-  EXPECT(dp == sp);
+  /* The same address natively and over tcp; over shm the worker maps the memory at the
+     client's address when that is free in its own address space (not always: under TSan). */
+  EXPECT(dp == sp || (g_remora && !g_tcp && dp != 0));
   *(volatile uint32_t*)small = 7u; /* the host's write reaches the device's reads */
   CHECK(cuMemcpyDtoD(d, sp, 4));
   CHECK(cuMemcpyDtoH(back, d, 4));
