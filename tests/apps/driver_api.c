@@ -716,6 +716,9 @@ static void on_crash(int sig) {
 }
 
 int main(int argc, char** argv) {
+  void* warm[1];
+  (void)backtrace(warm, 1); /* loads the unwinder now: in the handler it would allocate (and
+                               hang in an abort of a corrupted heap) */
   signal(SIGSEGV, on_crash);
   signal(SIGBUS, on_crash);
   signal(SIGABRT, on_crash);
