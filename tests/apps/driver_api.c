@@ -445,9 +445,10 @@ static void modules(void) {
   CHECK(cuStreamSynchronize(held));
   EXPECT(g_slow_ran == 1);
   CHECK(cuStreamDestroy(held));
-  EXPECT_ERR(cuModuleUnload(from_memory), CUDA_ERROR_INVALID_HANDLE);
+  if (g_remora) /* a handle used after its end: refused (natively undefined) */
+    EXPECT_ERR(cuModuleUnload(from_memory), CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuModuleUnload(from_file));
-  EXPECT_ERR(cuModuleGetFunction(&add, from_file, "vector_add"), CUDA_ERROR_INVALID_HANDLE);
+  if (g_remora) EXPECT_ERR(cuModuleGetFunction(&add, from_file, "vector_add"), CUDA_ERROR_INVALID_HANDLE);
 }
 
 /* A managed variable of a PTX module (NVVM's .attribute(.managed), as NVIDIA's uvmlite sample
@@ -501,7 +502,8 @@ static void linker(void) {
   CUmodule m = NULL;
   CHECK(cuModuleLoadData(&m, cubin));
   CHECK(cuLinkDestroy(link));
-  EXPECT_ERR(cuLinkDestroy(link), CUDA_ERROR_INVALID_HANDLE);
+  if (g_remora) /* natively a second destroy frees twice (the GPU machine's heap was corrupted) */
+    EXPECT_ERR(cuLinkDestroy(link), CUDA_ERROR_INVALID_HANDLE);
   CUfunction scale = NULL;
   CHECK(cuModuleGetFunction(&scale, m, "scale"));
   enum { M = 1024 };
@@ -569,7 +571,7 @@ static void contexts(CUdevice dev, CUcontext primary) {
   CHECK(cuCtxDestroy(ctx));
   unsigned type = 0;
   EXPECT_ERR(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_ERR(cuCtxPushCurrent(ctx), CUDA_ERROR_INVALID_CONTEXT);
+  if (g_remora) EXPECT_ERR(cuCtxPushCurrent(ctx), CUDA_ERROR_INVALID_CONTEXT); /* natively undefined */
   EXPECT_ERR(cuCtxDestroy(primary), CUDA_ERROR_INVALID_CONTEXT);
 }
 
