@@ -111,7 +111,8 @@ Status ManagedMemory::Map(Client* c, Range* r, State initial) {
   return Status::Ok();
 }
 
-Status ManagedMemory::Add(Client* c, uint64_t base, uint64_t size, int device, uint64_t device_base) {
+Result<std::unique_ptr<ManagedMemory::Range>> ManagedMemory::NewRange(uint64_t base, uint64_t size, int device,
+                                                                       uint64_t device_base) {
   if (base % kChunk != 0) return Error(Err::kMemoryAllocation, "managed memory at 0x{:x} is not chunk aligned", base);
   auto r = std::make_unique<Range>();
   r->base = base;
@@ -119,6 +120,11 @@ Status ManagedMemory::Add(Client* c, uint64_t base, uint64_t size, int device, u
   r->device = device;
   r->device_base = device_base;
   r->windows.emplace_back(base, base + size);
+  return r;
+}
+
+Status ManagedMemory::Add(Client* c, uint64_t base, uint64_t size, int device, uint64_t device_base) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Range> r, NewRange(base, size, device, device_base));
   std::lock_guard<std::mutex> lock(mu_);
   client_ = c;
   // The host copy starts as zeros: so does the device's (before anything can use it).
@@ -137,13 +143,7 @@ Status ManagedMemory::Add(Client* c, uint64_t base, uint64_t size, int device, u
 }
 
 Status ManagedMemory::AddPinned(Client* c, uint64_t base, uint64_t size, int device, uint64_t device_base) {
-  if (base % kChunk != 0) return Error(Err::kMemoryAllocation, "pinned memory at 0x{:x} is not chunk aligned", base);
-  auto r = std::make_unique<Range>();
-  r->base = base;
-  r->size = AlignUp(size, kChunk);
-  r->device = device;
-  r->device_base = device_base;
-  r->windows.emplace_back(base, base + size);
+  ASSIGN_OR_RETURN(std::unique_ptr<Range> r, NewRange(base, size, device, device_base));
   r->asleep = true;
   r->pinned = true;
   std::lock_guard<std::mutex> lock(mu_);

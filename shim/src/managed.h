@@ -121,6 +121,8 @@ class ManagedMemory {
     uint64_t readahead = kChunk;
     Advice advice;
   };
+  // A range of an allocation at `base` (chunk aligned, else kMemoryAllocation).
+  static Result<std::unique_ptr<Range>> NewRange(uint64_t base, uint64_t size, int device, uint64_t device_base);
   Status Map(Client* c, Range* r, State initial);
   Range* FindLocked(uint64_t p);  // awake ranges only
   Range* FindAnyLocked(uint64_t p);
