@@ -170,6 +170,7 @@ class HostCurand final : public gen::curand::Api {
         dst[i] = draw(one);
       }
     };
+    if (n == 0) return CURAND_STATUS_SUCCESS;  // (an empty array: NULL, as the real library takes it)
     if (!e->device) {
       run(out);
       return CURAND_STATUS_SUCCESS;

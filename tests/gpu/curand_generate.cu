@@ -68,6 +68,9 @@ void DeviceGenerator(curandRngType_t type, const char* name) {
   CK(cudaMalloc(&d, kN * sizeof(double)));
   CK(cudaMalloc(&u, kN * sizeof(unsigned int)));
 
+  // An empty array (CuPy's and PyTorch's have no memory: NULL) asks for nothing and gets it.
+  CB(curandGenerateUniform(g, nullptr, 0));
+  CB(curandGenerateNormalDouble(g, nullptr, 0, 0.0, 1.0));
   CB(curandGenerateUniform(g, f, kN));
   CK(cudaStreamSynchronize(s));
   std::vector<float> first = Download(f, kN);

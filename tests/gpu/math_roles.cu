@@ -7,7 +7,8 @@
 // - cuSPARSE's multi-phase buffers: SpGEMM (work estimation, compute, copy: each phase's buffer
 //   first asked for with NULL) into a C whose arrays are set after its size is known, and SpSV
 //   (analysis with its buffer, then solve without it) of a lower-triangular CSR matrix;
-// - legacy matrix descriptors, their settings read back.
+// - legacy matrix descriptors, their settings read back;
+// - empty arrays: NULL with a zero extent passes (getrs of order 0).
 // Under Remora also what it refuses before the library sees it: a pointer array holding an
 // address the application never allocated, a multi-phase buffer freed between the phases, a
 // descriptor handle the application never made. No kernels of its own: it runs natively, on a
@@ -71,6 +72,21 @@ void Syevj(cusolverDnHandle_t h) {
 }
 
 // potrfBatched and potrsBatched of three SPD systems through device arrays of device pointers.
+// Empty arrays: a solve of order 0 with NULL matrices (CuPy's and PyTorch's empty arrays have
+// no memory) reads and writes nothing and succeeds; under Remora a NULL matrix of order 2 is
+// refused before the library sees it (natively undefined).
+void Empty(cusolverDnHandle_t h) {
+  DeviceBuffer<int> info(1);
+  CB(cusolverDnDgetrs(h, CUBLAS_OP_N, 0, 1, nullptr, 1, nullptr, nullptr, 1, info.get()));
+  CB(cusolverDnSgetrs(h, CUBLAS_OP_N, 0, 3, nullptr, 1, nullptr, nullptr, 1, info.get()));
+  CK(cudaDeviceSynchronize());
+  if (OnRemora()) {
+    const cusolverStatus_t st = cusolverDnDgetrs(h, CUBLAS_OP_N, 2, 1, nullptr, 2, nullptr, nullptr, 2, info.get());
+    if (st != CUSOLVER_STATUS_INVALID_VALUE) fail("getrs of order 2 with NULL matrices: status %d, not INVALID_VALUE", static_cast<int>(st));
+    CK(cudaDeviceSynchronize());
+  }
+}
+
 void Batched(cusolverDnHandle_t h) {
   const int n = 4, batch = 3;
   std::vector<DeviceBuffer<double>> as, bs;
@@ -269,6 +285,7 @@ int main() {
   if (reinterpret_cast<intptr_t>(solver) <= 0 || reinterpret_cast<intptr_t>(sparse) <= 0)
     fail("a handle reads as a negative intptr_t (%p, %p)", static_cast<void*>(solver), static_cast<void*>(sparse));
   Syevj(solver);
+  Empty(solver);
   Batched(solver);
   SpGemm(sparse);
   SpSv(sparse);
@@ -276,6 +293,6 @@ int main() {
   CB(cusparseDestroy(sparse));
   CB(cusolverDnDestroy(solver));
   gpu_test::pass("info objects (syevj), batched pointer arrays (potrf/potrsBatched), multi-phase buffers (SpGEMM, SpSV), legacy "
-                 "descriptors%s", OnRemora() ? "; forged pointers, freed buffers and forged handles refused" : "");
+                 "descriptors, empty arrays%s", OnRemora() ? "; forged pointers, freed buffers and forged handles refused" : "");
   return 0;
 }

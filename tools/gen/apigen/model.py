@@ -84,7 +84,7 @@ ROLE_WORDS = {
     "stream":    ((),                                         (),                                 (),                           None),
     "handle":    (("kind",),                                  ("nullable", "sets", "destroys"),   (),                           "kind"),
     "device":    ((),                                         (),                                 (),                           None),
-    "devptr":    (("size", "wsize", "csize", "keep", "query", "unit"), ("nullable", "empty"),              (),                           None),
+    "devptr":    (("size", "wsize", "csize", "keep", "query", "unit"), ("nullable",),                      (),                           None),
     "out":       (("size", "csize", "wsize", "handle", "used"), ("nullable",),                    (),                           None),
     "in":        (("size", "fixup"),                          ("nullable",),                      (),                           None),
     "inout":     (("size", "fixup"),                          ("nullable",),                      (),                           None),

@@ -51,8 +51,9 @@ Math libraries (their objects are LIB_KINDS below: session-owned, client-minted 
                in host mode the reply carries its S bytes back
   devptr(.., wsize=W, csize=C, empty)
                as devptr; W/C replace the extent on the worker/client side only (where only
-               that side can compute it); `empty`: NULL is accepted when the extent is 0;
-               `nullable`: NULL is accepted (the library takes it as "none")
+               that side can compute it); NULL is accepted when the extent is 0 (an empty
+               array: passed on as NULL); `nullable`: NULL is accepted whatever the extent
+               (the library takes it as "none")
   inbytes(size=S) host bytes read by the library: u64 count, then the bytes; the worker checks
                the count against S (which may name a later parameter); `nullable`
   devptrs(count=N, size=S, stream=H)
@@ -172,17 +173,15 @@ def client_encode(e, p):
         return ["RETURN_IF_ERROR(c.Handle(HandleKind::k%s, %s, false));" % (kind, n)]
     if r == "device":
         return ["RETURN_IF_ERROR(c.Device(static_cast<int>(%s)));" % n]
-    if r == "devptr" and ("csize" in p.args or "wsize" in p.args or "empty" in p.flags or "nullable" in p.flags):
+    if r == "devptr":
+        # NULL with a zero extent is what a library gets for an empty array (PyTorch's and
+        # CuPy's empty tensors have no memory): it reads and writes nothing, so NULL passes
+        # through as the application gave it, as natively.
         size = p.args.get("csize", p.args.get("size", "1"))
         check = "RETURN_IF_ERROR(c.DevPtr(reinterpret_cast<uint64_t>(%s), static_cast<uint64_t>(%s)));" % (_asint(p), size)
         if "nullable" in p.flags:
             return ["if (%s == 0) c.Put<uint64_t>(0); else %s" % (_asint(p), check)]
-        if "empty" in p.flags:
-            return ["if (%s == 0 && static_cast<uint64_t>(%s) == 0) c.Put<uint64_t>(0); else %s" % (_asint(p), size, check)]
-        return [check]
-    if r == "devptr":
-        size = p.args.get("size", "1")
-        return ["RETURN_IF_ERROR(c.DevPtr(reinterpret_cast<uint64_t>(%s), static_cast<uint64_t>(%s)));" % (_asint(p), size)]
+        return ["if (%s == 0 && static_cast<uint64_t>(%s) == 0) c.Put<uint64_t>(0); else %s" % (_asint(p), size, check)]
     if r in ("in", "inout"):
         lines = []
         if "nullable" not in p.flags:
@@ -304,18 +303,14 @@ def worker_check(e, p):
         return lib
     if r == "devptr" and "query" in p.args:
         return _query_check(e, p)
-    if r == "devptr" and ("wsize" in p.args or "empty" in p.flags or "nullable" in p.flags):
+    if r == "devptr":
         size = p.args.get("wsize", p.args.get("size", "1"))
         check = "RETURN_IF_ERROR(x.DevPtr(%s_addr, static_cast<uint64_t>(%s), reinterpret_cast<uint64_t*>(&%s)));" % (n, size, n)
         if "nullable" in p.flags:
             check = "if (%s_addr != 0) %s" % (n, check)
-        elif "empty" in p.flags:
+        else:  # (NULL with a zero extent: an empty array, passed on as NULL)
             check = "if (%s_addr != 0 || static_cast<uint64_t>(%s) != 0) %s" % (n, size, check)
         return ["%s %s{};" % (p.ctype, n), check]
-    if r == "devptr":
-        size = p.args.get("size", "1")
-        return ["%s %s{};" % (p.ctype, n),
-                "RETURN_IF_ERROR(x.DevPtr(%s_addr, static_cast<uint64_t>(%s), reinterpret_cast<uint64_t*>(&%s)));" % (n, size, n)]
     if r == "fixup":
         return ["RETURN_IF_ERROR(%s(x, &%s));" % (p.args.get("hook") or _first(p.args), n)]
     if r in ("array", "outarray"):
@@ -465,6 +460,8 @@ def _client_lib_encode(e, p, err):
         dev = "RETURN_IF_ERROR(c.DevPtr(static_cast<uint64_t>((uintptr_t)(%s)), static_cast<uint64_t>(%s)));" % (n, size)
         if "nullable" in p.flags:
             dev = "if (%s == nullptr) c.Put<uint64_t>(0); else %s" % (n, dev)
+        else:  # (as a devptr: NULL with a zero extent is an empty array)
+            dev = "if (%s == nullptr && static_cast<uint64_t>(%s) == 0) c.Put<uint64_t>(0); else %s" % (n, size, dev)
         lines.append("if (%s_dev) {" % n)
         lines.append("  " + dev)
         lines.append("} else {")
@@ -474,7 +471,7 @@ def _client_lib_encode(e, p, err):
             lines.append('  if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n))
             lines.append("  c.PutArray(%s, static_cast<uint64_t>(%s), 1);" % (n, size))
         else:
-            lines.append('  if (%s == nullptr) return c.Fail(%s, "%s is NULL");' % (n, err, n))
+            lines.append('  if (%s == nullptr && static_cast<uint64_t>(%s) != 0) return c.Fail(%s, "%s is NULL");' % (n, size, err, n))
             lines.append("  c.Put<uint64_t>(static_cast<uint64_t>(%s));" % size)
         lines.append("}")
         return lines
@@ -548,6 +545,8 @@ def _worker_lib_check(e, p):
         dev = "{ uint64_t u = 0; RETURN_IF_ERROR(x.DevPtr(%s_addr, static_cast<uint64_t>(%s), &u)); %s = (%s)(uintptr_t)u; }" % (n, size, n, p.ctype)
         if "nullable" in p.flags:
             dev = "if (%s_addr != 0) %s" % (n, dev)
+        else:
+            dev = "if (%s_addr != 0 || static_cast<uint64_t>(%s) != 0) %s" % (n, size, dev)
         lines.append("if (%s_dev) {" % n)
         lines.append("  " + dev)
         if r in ("scalar", "scalarinout"):

@@ -109,6 +109,23 @@ class Vocabulary(unittest.TestCase):
         self.assertRejected(sig("void* b : out(wsize=n, used=k), size_t n, size_t* k : out"), "used= needs size=")
         parse_text(entries("@1 demoRun  sync", "    demoStatus_t (void* b : out(size=n, used=k), size_t n, size_t* k : out)"))
 
+    def test_a_device_pointer_may_be_null_only_with_a_zero_extent(self):
+        # An empty array (PyTorch's, CuPy's) has no memory: NULL with a zero extent passes on
+        # both ends as NULL; `nullable` lets NULL pass whatever the extent.
+        import roles
+        lib = parse_text(entries(
+            "@1 demoRun  sync",
+            "    demoStatus_t (float* a : devptr(size=n * 4), size_t n, float* b : devptr(size=n * 4) nullable)"))
+        e = lib.entry("demoRun")
+        a, b = e.params[0], e.params[2]
+        client = " ".join(roles.client_encode(e, a))
+        self.assertIn("== 0 && static_cast<uint64_t>(n * 4) == 0) c.Put<uint64_t>(0); else RETURN_IF_ERROR(c.DevPtr(", client)
+        worker = " ".join(roles.worker_check(e, a))
+        self.assertIn("if (a__addr != 0 || static_cast<uint64_t>(n * 4) != 0) RETURN_IF_ERROR(x.DevPtr(a__addr", worker)
+        self.assertIn("if (b__addr != 0) RETURN_IF_ERROR(x.DevPtr(b__addr", " ".join(roles.worker_check(e, b)))
+        self.assertRejected(entries("@2 demoOld  sync", "    demoStatus_t (float* x : devptr(size=4) empty)"),
+                            "role devptr takes no flag 'empty'")
+
     def test_wire_numbers(self):
         self.assertRejected(entries("demoRun  sync", "    demoStatus_t (int x)"), "needs a stable wire number")
         self.assertRejected(entries("@1 demoA  sync", "    demoStatus_t (int x)", "@1 demoB  sync", "    demoStatus_t (int x)"),
