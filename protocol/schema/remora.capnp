@@ -576,6 +576,12 @@ struct MemInfo {
   total @1 :UInt64;
 }
 
+# A generated call's results the worker holds until the client has read them (HeldResults).
+struct HeldResult {
+  id @0 :UInt64;
+  size @1 :UInt64;             # bytes, read back in pieces of at most 448 KiB
+}
+
 struct Reply {
   error @0 :UInt32;            # status of this call, in errorDomain (cudaError_t by default)
   message @1 :Text;            # human detail for logs (empty on success)
@@ -600,6 +606,8 @@ struct Reply {
     linked @21 :Linked;
     migration @23 :Migration;
     graphPointer @24 :UInt64;  # mallocAsync in a stream capture: memory of the capture's graph
+    apiResultHeld @25 :HeldResult;  # an apiCall's results too large for one frame: held by the
+                               # worker, read back with remoraHeldResultPiece (cuda.api)
   }
   errorDomain @19 :UInt16;     # remora::Domain of `error` (0: cudart)
   asyncErrorDomain @20 :UInt16;

@@ -7,6 +7,7 @@
 #include "remora/base/util.h"
 #include "worker/call_profile.h"
 #include "worker/handlers.h"
+#include "worker/held_results.h"
 #include "worker/peer_log.h"
 
 namespace remora::worker {
@@ -390,6 +391,18 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
       if (x.answers_later()) return Status::Ok();  // its operation answers (AnswerLater)
       const std::vector<std::byte>& out = x.out().bytes();
       if (out.empty()) return ex.PostReply(tag, Status::Ok());  // nothing to return
+      if (out.size() > HeldResults::kInlineBytes) {
+        // Too large for one frame: held, and read back in pieces (held_results.h). The call
+        // itself succeeded; holding may not (the session holds too much): its status then.
+        const uint64_t size = out.size();
+        auto id = ex.session().held_results().Hold(x.out().bytes());
+        if (!id.ok()) return ex.PostReply(tag, id.status());
+        return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
+          auto h = r.initApiResultHeld();
+          h.setId(*id);
+          h.setSize(size);
+        });
+      }
       return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
         r.setApiResult(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(out.data()), out.size()));
       });

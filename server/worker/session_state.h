@@ -20,6 +20,7 @@
 #include "worker/array_state.h"
 #include "worker/driver.h"
 #include "worker/graph_state.h"
+#include "worker/held_results.h"
 #include "worker/lib_objects.h"
 
 namespace remora::worker {
@@ -130,6 +131,8 @@ class SessionState {
   GraphTables& graphs() { return graphs_; }
   // Objects the math libraries created (released first: they use streams and memory).
   LibObjects& lib_objects() { return lib_objects_; }
+  // Generated calls' results too large for one reply, until the client reads them.
+  HeldResults& held_results() { return held_results_; }
   // CUDA arrays, mipmapped arrays, texture and surface objects (array_state.h).
   ArrayTables& array_objects() { return array_objects_; }
   HandleTable<PhysicalMemory>& physical() { return physical_; }
@@ -181,6 +184,7 @@ class SessionState {
   std::map<uint64_t, std::shared_ptr<HostCallback>> host_callbacks_;
   GraphTables graphs_;
   LibObjects lib_objects_;
+  HeldResults held_results_;
   ArrayTables array_objects_;
 };
 

@@ -1,12 +1,15 @@
 #include "remote_call.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "error_log.h"
 #include "lib_objects.h"
 #include "process.h"
 #include "remora.capnp.h"
 #include "remora/base/log.h"
+#include "cuda_client.h"
 #include "cuda_wire.h"
 #include "runtime.h"
 #include "thread_slot.h"
@@ -168,6 +171,23 @@ bool RemoteCall::ObjectMode(uint64_t id, int bit) const {
   return o && ((o->mode >> bit) & 1u) != 0;
 }
 
+namespace {
+
+// Results the worker held because they did not fit in one reply (Reply.apiResultHeld), read
+// in pieces on the device whose server holds them. Blocking; any thread.
+Result<std::vector<std::byte>> ReadHeldResult(int device, uint64_t id, uint64_t size) {
+  constexpr uint64_t kPiece = api::kHeldPieceBytes;
+  if (size > api::kMaxHeldResultBytes) return Error(Err::kUnknown, "malformed reply: a held result of {} bytes", size);
+  std::vector<std::byte> bytes(size);
+  for (uint64_t at = 0; at < size; at += kPiece) {
+    const uint64_t n = std::min(kPiece, size - at);
+    RETURN_IF_ERROR(gen::cuda::remoraHeldResultPiece(CallCtx{false, "remoraHeldResultPiece"}, device, id, at, bytes.data() + at, n));
+  }
+  return bytes;
+}
+
+}  // namespace
+
 Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   Runtime& rt = Runtime::Get();
   ASSIGN_OR_RETURN(Client * session, rt.Session());
@@ -222,7 +242,20 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
     RETURN_IF_ERROR(c->sticky());
     return c->Post(device_, build);
   }
+  // Decodes the call's results (and remembers them for a memoised call).
+  auto decode = [&](const std::byte* data, size_t size) -> Status {
+    api::ArgReader reader(data, size);
+    Status decoded = results(reader);
+    if (decoded.ok() && !key.empty()) Process::Get().lib_objects().Remember(std::move(key), std::vector<std::byte>(data, data + size));
+    return decoded;
+  };
+  uint64_t held_id = 0, held_size = 0;
   Status st = c->Call(device_, build, [&](wire::Reply::Reader& r) -> Status {
+    if (r.isApiResultHeld()) {  // read back below, once this reply is done with
+      held_id = r.getApiResultHeld().getId();
+      held_size = r.getApiResultHeld().getSize();
+      return Status::Ok();
+    }
     if (!results) {
       if (!key.empty()) Process::Get().lib_objects().Remember(std::move(key), {});
       return Status::Ok();
@@ -231,14 +264,12 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
     // device memory); the decoder still checks that it expected nothing.
     capnp::Data::Reader d;
     if (r.isApiResult()) d = r.getApiResult();
-    api::ArgReader reader(d.begin(), d.size());
-    Status decoded = results(reader);
-    if (decoded.ok() && !key.empty()) {
-      const auto* b = reinterpret_cast<const std::byte*>(d.begin());
-      Process::Get().lib_objects().Remember(std::move(key), std::vector<std::byte>(b, b + d.size()));
-    }
-    return decoded;
+    return decode(reinterpret_cast<const std::byte*>(d.begin()), d.size());
   });
+  if (st.ok() && held_id != 0) {
+    auto bytes = ReadHeldResult(device_, held_id, held_size);
+    st = !bytes.ok() ? bytes.status() : results ? decode(bytes->data(), bytes->size()) : Status::Ok();
+  }
   if (idle_check && st.ok()) c->NoteStreamDrained(stream_key_, seq);
   if (cls_ == CallClass::kWait && st.ok()) st = c->TakeAsyncError();
   // The device finished what it was given: the host's copies of managed memory may be stale.

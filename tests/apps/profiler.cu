@@ -197,6 +197,23 @@ int main() {
   CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   REQUIRE(g_seen.kernels.size() == 3 && g_seen.kernels[2].gridX == 3, "%zu kernel records after a disable and a flush",
           g_seen.kernels.size());
+  // A burst (a profiled training step launches thousands of kernels): every record arrives,
+  // though the worker's answer to one flush is larger than one reply frame (its results are
+  // held and read back in pieces: server/worker/held_results.h).
+  const size_t memsets = g_seen.memsets.size();
+  constexpr int kBurst = 12000;
+  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+  for (int i = 0; i < kBurst; i++) CHECK(cudaMemsetAsync(d + (i % 1024), i & 0xff, 4));
+  CHECK(cudaDeviceSynchronize());
+  CUPTI(cuptiActivityFlushAll(0));
+  CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
+  REQUIRE(g_seen.memsets.size() == memsets + kBurst, "%zu memset records of a burst of %d", g_seen.memsets.size() - memsets, kBurst);
+  for (int i = 0; i < kBurst; i += 997) {
+    const auto& r = g_seen.memsets[memsets + i];
+    REQUIRE(r.bytes == 4 && r.value == unsigned(i & 0xff), "burst record %d: %llu bytes of %u", i, (unsigned long long)r.bytes, r.value);
+  }
+  CUPTI(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped));
+  REQUIRE(dropped == 0, "%zu records of the burst dropped", dropped);
   CUPTI(cuptiFinalize());
   CHECK(cudaFree(d));
   std::printf("PASS profiler: %zu kernel, %zu copy, %zu memset records in %d buffers, external ids linked\n",

@@ -31,6 +31,14 @@ enum class CallClass : uint8_t {
 // Upper bound of one variable-length argument (an array, a string, an output buffer): the
 // frame body limit. Larger payloads are bulk data, which generated calls do not carry.
 inline constexpr uint64_t kMaxArgBytes = 4ull << 20;
+// A generated call's results of more than kInlineResultBytes are held by the worker instead of
+// travelling in the reply (an shm reply must fit in half the session's ring, 2 MiB by
+// default) and read back in pieces of at most kHeldPieceBytes, whose own replies (the piece
+// and its count) therefore always travel inline; a session holds at most kMaxHeldResultBytes
+// (server/worker/held_results.h; a reply naming more is malformed).
+inline constexpr uint64_t kInlineResultBytes = 512u << 10;
+inline constexpr uint64_t kHeldPieceBytes = 448u << 10;
+inline constexpr uint64_t kMaxHeldResultBytes = 256ull << 20;
 
 class ArgWriter {
  public:

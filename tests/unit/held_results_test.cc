@@ -1,0 +1,83 @@
+// server/worker/held_results.h: a generated call's results too large for one reply, held until
+// the client reads them back in pieces; dropped once read, bounded per session.
+#include "worker/held_results.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace remora::worker {
+namespace {
+
+std::vector<std::byte> Pattern(size_t n, int seed) {
+  std::vector<std::byte> b(n);
+  for (size_t i = 0; i < n; i++) b[i] = std::byte(static_cast<uint8_t>(i * 7 + seed));
+  return b;
+}
+
+TEST(HeldResults, APiecesReplyIsNeverHeldItself) {
+  // A piece's reply carries its bytes and their u64 count (api_args.h): it must travel inline.
+  EXPECT_LE(HeldResults::kPieceBytes + 64, HeldResults::kInlineBytes);
+}
+
+TEST(HeldResults, ReadInPiecesThenDroppedAfterTheLastByte) {
+  HeldResults h;
+  const std::vector<std::byte> want = Pattern(1'300'000, 3);
+  auto id = h.Hold(want);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(h.bytes(), want.size());
+  std::vector<std::byte> got(want.size());
+  const size_t piece = HeldResults::kPieceBytes;
+  for (size_t at = 0; at < got.size(); at += piece) {
+    const size_t n = std::min(piece, got.size() - at);
+    ASSERT_TRUE(h.Read(*id, at, got.data() + at, n).ok()) << at;
+  }
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+  EXPECT_EQ(h.bytes(), 0u) << "dropped once its last byte was read";
+  std::byte one{};
+  EXPECT_EQ(h.Read(*id, 0, &one, 1).code(), Err::kInvalidValue) << "read after it was dropped";
+}
+
+TEST(HeldResults, PiecesMayComeInAnyOrderAndAgain) {
+  HeldResults h;
+  const std::vector<std::byte> want = Pattern(1000, 9);
+  auto id = h.Hold(want);
+  ASSERT_TRUE(id.ok());
+  std::vector<std::byte> got(1000);
+  ASSERT_TRUE(h.Read(*id, 500, got.data() + 500, 400).ok());
+  ASSERT_TRUE(h.Read(*id, 0, got.data(), 500).ok());
+  ASSERT_TRUE(h.Read(*id, 0, got.data(), 10).ok()) << "an early piece again (a retry) is fine";
+  EXPECT_EQ(h.bytes(), 1000u) << "the last byte was not read yet";
+  ASSERT_TRUE(h.Read(*id, 900, got.data() + 900, 100).ok());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+  EXPECT_EQ(h.bytes(), 0u);
+}
+
+TEST(HeldResults, ForgedIdsAndRangesAreRefusedAndLoseNothing) {
+  HeldResults h;
+  auto a = h.Hold(Pattern(100, 1));
+  auto b = h.Hold(Pattern(200, 2));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);
+  std::vector<std::byte> buf(300);
+  EXPECT_EQ(h.Read(*b + 1000, 0, buf.data(), 1).code(), Err::kInvalidValue) << "an id never given";
+  EXPECT_EQ(h.Read(*a, 50, buf.data(), 51).code(), Err::kInvalidValue) << "past the end";
+  EXPECT_EQ(h.Read(*a, ~0ull - 10, buf.data(), 20).code(), Err::kInvalidValue) << "an offset that wraps";
+  EXPECT_EQ(h.bytes(), 300u) << "nothing dropped by refused reads";
+  ASSERT_TRUE(h.Read(*b, 0, buf.data(), 200).ok());
+  EXPECT_EQ(std::memcmp(buf.data(), Pattern(200, 2).data(), 200), 0);
+  EXPECT_EQ(h.bytes(), 100u);
+}
+
+TEST(HeldResults, ASessionHoldsAtMostItsBound) {
+  HeldResults h;
+  auto big = h.Hold(std::vector<std::byte>(HeldResults::kMaxBytes - 10));
+  ASSERT_TRUE(big.ok());
+  auto over = h.Hold(std::vector<std::byte>(11));
+  EXPECT_EQ(over.status().code(), Err::kMemoryAllocation);
+  EXPECT_TRUE(h.Hold(std::vector<std::byte>(10)).ok()) << "up to the bound exactly";
+}
+
+}  // namespace
+}  // namespace remora::worker
