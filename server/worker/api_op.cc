@@ -6,7 +6,7 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "worker/call_profile.h"
-#include "worker/handlers.h"
+#include "worker/gpu_waits.h"
 #include "worker/peer_log.h"
 
 namespace remora::worker {
@@ -354,7 +354,7 @@ const OpEntry* OpTable::Find(uint32_t number) const {
 
 Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader req) {
   uint64_t tag = frame.header.tag;
-  bool expects_reply = Handlers::ExpectsReply(frame);
+  bool expects_reply = ExpectsReply(frame);
   auto answer = [&](const Status& st) -> Status {
     if (expects_reply) return ex.PostReply(tag, st);
     ex.DeferError(st);
@@ -396,8 +396,8 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
     }
     case CallClass::kWait:
       if (!st.ok()) return ex.PostReply(tag, st);
-      if (x.has_wait_event()) return Handlers::ReplyWhenEvent(ex, tag, x.wait_event().first, x.wait_event().second);
-      return Handlers::ReplyWhenDone(ex, tag, x.wait_streams());
+      if (x.has_wait_event()) return ReplyWhenEvent(ex, tag, x.wait_event().first, x.wait_event().second);
+      return ReplyWhenDone(ex, tag, x.wait_streams());
   }
   return answer(Error(Err::kUnknown, "internal: {} has no call class", op->name));
 }

@@ -207,7 +207,7 @@ Status Executor::Dispatch(const InFrame& frame) {
     if (session_.graphs().active_captures() > 0) ApplyCaptureMode(req.getThread(), req.getCaptureMode());
     using W = wire::Request;
     // Calls that may be asynchronous answer only when the client waits for them.
-    uint64_t async_tag = Handlers::ExpectsReply(frame) ? tag : 0;
+    uint64_t async_tag = ExpectsReply(frame) ? tag : 0;
     // Only these calls carry data. Another one with data is inconsistent: nothing would read
     // the data, and the transport cannot resynchronise (found by fuzz target `request`).
     if (frame.header.bulk_bytes > 0 && req.which() != W::MEMCPY_HTO_D && req.which() != W::MODULE_LOAD &&
@@ -231,7 +231,7 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::DEVICE_RESET: return Handlers::DeviceReset(*this, tag, req);
       case W::GOODBYE:
         goodbye_ = true;
-        return Handlers::ExpectsReply(frame) ? PostReply(tag, Status::Ok()) : Status::Ok();
+        return ExpectsReply(frame) ? PostReply(tag, Status::Ok()) : Status::Ok();
       case W::PING:
         return PostReply(tag, Status::Ok());
       case W::MODULE_LOAD: return Handlers::ModuleLoad(*this, frame, req);
@@ -253,7 +253,7 @@ Status Executor::Dispatch(const InFrame& frame) {
           LOG_PEER(PeerLog(), Info, "session {}: a report of a failed move nobody ordered: ignored",
                    config_.session_id);
         }
-        return Handlers::ExpectsReply(frame) ? PostReply(tag, Status::Ok()) : Status::Ok();
+        return ExpectsReply(frame) ? PostReply(tag, Status::Ok()) : Status::Ok();
       }
       case W::GET_GLOBAL: return Handlers::GetGlobal(*this, tag, req);
       case W::LAUNCH_KERNEL: return Handlers::LaunchKernel(*this, async_tag, req);
@@ -296,14 +296,14 @@ Status Executor::Dispatch(const InFrame& frame) {
     }
     // A call this worker does not know (a newer shim): answer, never crash.
     Status st = Error(Err::kNotSupported, "request type {} is not supported by this server", static_cast<int>(req.which()));
-    return Handlers::ExpectsReply(frame) ? PostReply(tag, st) : (DeferError(st), Status::Ok());
+    return ExpectsReply(frame) ? PostReply(tag, st) : (DeferError(st), Status::Ok());
   });
   if (decoded.code() == Err::kInvalidValue && decoded.message().rfind("malformed", 0) == 0) {
     // A request that does not decode: report it to the caller, keep serving. Its bulk (if
     // any) was announced in the frame header and must still be drained.
     LOG_WARN("session {}: {}", config_.session_id, decoded.message());
     if (frame.header.bulk_bytes > 0) return decoded;  // cannot resynchronise safely: end
-    if (Handlers::ExpectsReply(frame)) return PostReply(tag, decoded);
+    if (ExpectsReply(frame)) return PostReply(tag, decoded);
     DeferError(decoded);
     return Status::Ok();
   }

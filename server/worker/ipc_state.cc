@@ -5,7 +5,7 @@
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "worker/executor.h"
-#include "worker/handlers.h"
+#include "worker/gpu_waits.h"
 #include "worker/peer_log.h"
 
 namespace remora::worker {
@@ -73,7 +73,7 @@ void IpcState::FreeNow(Executor& ex, const Deferred& d, bool live) {
   if (live && !d.charge_only && a.kind == AllocKind::kDeviceAsync) {
     // Back in its pool, which may keep it: charged as the pool's until it gives it back.
     ex.resources().pool_retained(a.device) += a.reserved;
-    Handlers::ReconcilePools(ex, a.device);
+    ReconcilePools(ex, a.device);
   } else {
     ex.ReleaseCharge(a.device, a.reserved);
   }

@@ -50,7 +50,7 @@ class FreeOp final : public PendingOp {
       if (st.ok()) st = ex.driver().MemFree(alloc_.base);
       ex.ReleaseCharge(alloc_.device, alloc_.reserved);
     }
-    RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, st));
+    RETURN_IF_ERROR(ReplyOrDefer(ex, tag_, st));
     return true;
   }
   void Abandon(Executor& ex) override {
@@ -197,41 +197,6 @@ Status Handlers::UnregisterHostRegion(Executor& ex, uint64_t tag, Req req) {
   // cudaFreeHost synchronises: no DMA may still use the memory.
   ex.AddPending(std::make_unique<UnregisterRegionOp>(ex, tag, id));
   return Status::Ok();
-}
-
-void Handlers::ReconcilePools(Executor& ex, int gpu) {
-  uint64_t& retained = ex.resources().pool_retained(gpu);
-  if (retained == 0) return;
-  // What the pools of `gpu` hold beyond live allocations (reserved minus used).
-  std::vector<DPool> pools;
-  if (auto d = ex.driver().DefaultMemPool(gpu); d.ok()) pools.push_back(*d);
-  ex.session().pools().ForEach([&](uint64_t, Executor::Pool& p) {
-    if (p.gpu == gpu && std::find(pools.begin(), pools.end(), p.pool) == pools.end()) pools.push_back(p.pool);
-  });
-  uint64_t kept = 0;
-  for (DPool p : pools) {
-    auto reserved = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
-    // A pool gives back what exceeds its release threshold when the application synchronises;
-    // the worker synchronises by polling events, which the driver may not count as that, so
-    // the trim the synchronisation would have made is made here - only down to the threshold,
-    // and only when more than that is reserved (asked with the threshold at its maximum, the
-    // trim emptied the pool on the H100's driver 580: tenancy-gpu's pool retention check).
-    auto threshold = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
-    if (reserved.ok() && threshold.ok() && *reserved > *threshold && ex.driver().MemPoolTrimTo(p, *threshold).ok())
-      reserved = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
-    auto used = ex.driver().MemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
-    if (!reserved.ok() || !used.ok()) {
-      LOG_DEBUG("pool of GPU {}: usage unknown ({}), its kept memory stays charged", gpu,
-                (!reserved.ok() ? reserved.status() : used.status()).message());
-      return;
-    }
-    LOG_DEBUG("pool of GPU {}: {} reserved, {} used, {} charged as kept", gpu, *reserved, *used, retained);
-    kept += *reserved > *used ? *reserved - *used : 0;
-  }
-  if (kept < retained) {
-    ex.ReleaseCharge(gpu, retained - kept);
-    retained = kept;
-  }
 }
 
 Status Handlers::MemAlloc(Executor& ex, uint64_t tag, Req req) {

@@ -25,7 +25,7 @@ bool DeviceOnly(AllocKind kind) {
 
 // Answers a device-to-host copy that went into a graph: no data, value 1 says so.
 Status ReplyCaptured(Executor& ex, uint64_t tag, const Status& st) {
-  if (!st.ok() || tag == 0) return Handlers::ReplyOrDefer(ex, tag, st);
+  if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
   return ex.PostReply(tag, st, [](wire::Reply::Builder& r) { r.setValue(1); });
 }
 

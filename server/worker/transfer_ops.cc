@@ -31,7 +31,7 @@ class DrainOp final : public PendingOp {
       seen_ += c->size;
       ex.ReleaseBulk(*c);
     }
-    RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
+    RETURN_IF_ERROR(ReplyOrDefer(ex, tag_, error_));
     return true;
   }
 
@@ -169,7 +169,7 @@ class HtoDOp final : public PendingOp {
     if (spill_ != nullptr) ex.FreeHostWhenIdle(spill_);
     spill_ = nullptr;
     if (replied_) ex.DeferError(error_);  // the DMA failed after its OK went out: a device fault
-    else RETURN_IF_ERROR(Handlers::ReplyOrDefer(ex, tag_, error_));
+    else RETURN_IF_ERROR(ReplyOrDefer(ex, tag_, error_));
     return true;
   }
 
