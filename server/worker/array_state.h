@@ -14,6 +14,7 @@
 
 #include "remora/base/status.h"
 #include "remora/memmgr/handle_table.h"
+#include "worker/array_desc.h"
 
 namespace remora::worker {
 
@@ -48,12 +49,6 @@ struct TexSurfInfo {
 };
 // A texture or surface object: the driver numbers each kind apart.
 using ObjectKey = std::pair<bool, uint64_t>;  // {surface, driver value}
-
-// Bytes per element of `format`, 0 for a format Remora does not handle.
-uint32_t FormatBytes(CUarray_format format);
-// Checks a descriptor the application gave (format, channels, extent, flags); on success
-// `*elem` is its element size and `*bytes` what its storage needs (all `levels`).
-Status CheckArrayDesc(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned levels, uint32_t* elem, uint64_t* bytes);
 
 class ArrayTables {
  public:

@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "worker/array_state.h"
+#include "worker/array_desc.h"
 
 namespace remora::worker {
 
