@@ -30,7 +30,7 @@
 #include "worker/host_libraries.h"
 #include "worker/nccl_emu_net.h"
 #include "worker/nccl_emu_reduce.h"
-#include "worker/nccl_session.h"
+#include "worker/nccl_emulation.h"
 
 namespace remora::worker::emu_nccl {
 

@@ -43,21 +43,11 @@
 #include "remora/protocol/api_args.h"
 #include "worker/executor.h"
 #include "worker/lib_objects.h"
+#include "worker/nccl_emulation.h"
 
 namespace remora::worker {
 
 class OpContext;
-
-// What the host backend's emulation (host_lib_nccl.cc) offers beyond NCCL's API: the memory it
-// holds on `gpu` for its communicators (the cuda backend measures the process instead), and an
-// abort of everything it runs (the session's end: work blocked waiting for another rank ends,
-// even that of communicators the application destroyed).
-class NcclEmulation {
- public:
-  virtual ~NcclEmulation() = default;
-  virtual uint64_t InternalBytes(int gpu) = 0;
-  virtual void AbortAll() = 0;
-};
 
 using NcclId = std::array<uint8_t, NCCL_UNIQUE_ID_BYTES>;
 
