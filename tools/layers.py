@@ -38,10 +38,14 @@ def read_layers(path):
                 raise SystemExit("%s:%d: expected 'folder: folders it may include'" % (path, n))
             folder, sees = line.split(":", 1)
             allowed[folder.strip()] = set(sees.split())
+    order = list(allowed)
     for folder, sees in allowed.items():
         for s in sees:
             if s not in allowed:
                 raise SystemExit("%s: %s may include %s, which is no layer" % (path, folder, s))
+            if order.index(s) >= order.index(folder):
+                raise SystemExit("%s: %s may include %s, listed after it: the layers would not run one way"
+                                 % (path, folder, s))
     return allowed
 
 
