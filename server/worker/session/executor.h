@@ -6,6 +6,10 @@
 // Ownership: the executor borrows the Connection, Driver and Ledger (all must outlive it)
 // and owns every handle the session creates (SessionState); on exit it releases them all,
 // newest kind first, and returns the session's memory to the ledger.
+//
+// Layers (server/worker/LAYERS): declared here, below the handlers, the generated calls and
+// the libraries, which all take an Executor&; defined in loop/ (executor.cc: the loop and
+// Dispatch; executor_resources.cc), the top, which hands each request to them.
 #pragma once
 
 #include <array>
