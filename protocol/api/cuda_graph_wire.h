@@ -1,6 +1,6 @@
 // The arguments of the `hand` entries of protocol/api/cuda.api that carry graph node
 // parameters and 3D copies: what the client (shim/src/graph_params.cc) writes and the worker
-// (server/worker/ops_graph_nodes.cc) reads, in the flat encoding of api_args.h. The
+// (server/worker/graphs/ops_graph_nodes.cc) reads, in the flat encoding of api_args.h. The
 // structures are plain data, laid out identically on both ends (same headers, same ABI).
 //
 // Node parameters (CUgraphNodeParams) travel as u32 type, then by type:

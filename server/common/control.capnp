@@ -15,7 +15,7 @@ struct SessionKeys {
 # same requestId on the same socket.
 struct IpcExport {             # worker -> supervisor: register an export
   requestId @0 :UInt64;
-  kind @1 :UInt8;              # 0 memory, 1 event, 2 physical (cuMemCreate), 3 pool, 4 pool pointer (worker/ipc_link.h)
+  kind @1 :UInt8;              # 0 memory, 1 event, 2 physical (cuMemCreate), 3 pool, 4 pool pointer (worker/session/ipc_link.h)
   gpu @2 :Int32;               # server GPU index
   size @3 :UInt64;             # bytes (memory)
   real @4 :Data;               # the driver's 64-byte handle (cuda backend); a memfd may ride along

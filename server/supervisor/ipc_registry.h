@@ -50,7 +50,7 @@ inline constexpr uint32_t kCuOutOfMemory = 2;       // CUDA_ERROR_OUT_OF_MEMORY
 inline constexpr uint32_t kCuInvalidContext = 201;  // CUDA_ERROR_INVALID_CONTEXT
 inline constexpr uint32_t kCuInvalidHandle = 400;   // CUDA_ERROR_INVALID_HANDLE
 
-// What an export shares (the worker's kIpcKind* values, worker/ipc_link.h).
+// What an export shares (the worker's kIpcKind* values, worker/session/ipc_link.h).
 enum class IpcKind : uint8_t {
   kMemory = 0,    // cudaMalloc'd memory (cudaIpcGetMemHandle)
   kEvent = 1,     // an interprocess event (cudaIpcGetEventHandle)

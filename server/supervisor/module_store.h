@@ -1,6 +1,6 @@
 // The module image caches of all tenants: one directory per tenant under a root
 // (<state-dir>/modules by default, or --module-cache-dir). Workers get only their tenant's
-// directory, as a descriptor (worker/module_cache.h fills it); the supervisor creates,
+// directory, as a descriptor (worker/session/module_cache.h fills it); the supervisor creates,
 // bounds and removes them. Loop thread only.
 #pragma once
 

@@ -33,7 +33,7 @@
 #include "supervisor/pool_link.h"
 #include "supervisor/metrics_server.h"
 #include "supervisor/process.h"
-#include "worker/limits.h"
+#include "worker/session/limits.h"
 
 namespace remora::server {
 
@@ -174,7 +174,7 @@ Status Supervisor::Start() {
   registry_.emplace(options_.state_dir, [this](pid_t pid, int sig) { return launcher_->Signal(pid, sig); });
   ASSIGN_OR_RETURN(int ended, registry_->EndPredecessors(10000));
   if (ended > 0) LOG_WARN("ended {} session worker(s) of a previous server on this state directory", ended);
-  // Module images shipped by one session serve the tenant's next ones (worker/module_cache.h).
+  // Module images shipped by one session serve the tenant's next ones (worker/session/module_cache.h).
   std::string cache_root = options_.module_cache_dir.empty() ? options_.state_dir + "/modules" : options_.module_cache_dir;
   ASSIGN_OR_RETURN(ModuleStore ms, ModuleStore::Open(cache_root, options_.module_cache_bytes));
   modules_.emplace(std::move(ms));

@@ -75,7 +75,7 @@ struct ServerOptions {
   EncryptMode encrypt = EncryptMode::kAuto;  // of tcp:// sessions (secure.h)
   std::string worker_user;              // "" = remora-worker (see worker_launcher.h)
   uint32_t max_sessions_per_tenant = 64;
-  std::vector<std::string> session_limits;  // NAME=VALUE (worker/limits.h)
+  std::vector<std::string> session_limits;  // NAME=VALUE (worker/session/limits.h)
   std::string module_cache_dir;         // "" = <state-dir>/modules
   uint64_t module_cache_bytes = 16ull << 30;        // all tenants together
   uint64_t module_cache_tenant_bytes = 4ull << 30;  // each tenant

@@ -20,7 +20,7 @@
 #include "remora/protocol/message.h"
 #include "supervisor/process.h"
 #include "supervisor/supervisor.h"
-#include "worker/limits.h"
+#include "worker/session/limits.h"
 
 namespace remora::server {
 

@@ -1,7 +1,7 @@
 // How session workers are started (docs/SECURITY.md, F7 and N10): as an unprivileged user of
 // their own with no capabilities, no_new_privs, an environment of only what the CUDA driver
 // and the worker need, and exactly the descriptors of their session. The worker confines
-// itself further (worker/sandbox.h) before it reads anything from its client.
+// itself further (worker/loop/sandbox.h) before it reads anything from its client.
 //
 // Who changes the user: a server running as root does it itself, after fork. A server that
 // is not root holds no privilege at all: it starts remora-worker-exec (server/worker_exec/,
@@ -54,7 +54,7 @@ Result<WorkerUser> ResolveWorkerUser(const std::string& requested, const std::st
 // The environment of workers: a fixed PATH and HOME, and from this process only variables
 // the CUDA driver, the dynamic loader and the RDMA transport read (CUDA_*, NVIDIA_*,
 // __GL_*, LD_LIBRARY_PATH, REMORA_RDMA_*, TZ) and where the worker finds NVIDIA's math
-// libraries (REMORA_LIBRARY_PATH, server/worker/cuda_libraries.h).
+// libraries (REMORA_LIBRARY_PATH, server/worker/backend/cuda/cuda_libraries.h).
 std::vector<std::string> WorkerEnvironment();
 
 class WorkerLauncher {

@@ -28,12 +28,12 @@
 #include "remora/protocol/message.h"
 #include "remora/protocol/secure.h"
 #include "remora/protocol/transport.h"
-#include "worker/call_profile.h"
-#include "worker/driver.h"
-#include "worker/executor.h"
-#include "worker/module_cache.h"
-#include "worker/sandbox.h"
-#include "worker/supervisor_link.h"
+#include "worker/calls/call_profile.h"
+#include "worker/backend/driver.h"
+#include "worker/session/executor.h"
+#include "worker/session/module_cache.h"
+#include "worker/loop/sandbox.h"
+#include "worker/loop/supervisor_link.h"
 
 namespace remora::worker {
 namespace {

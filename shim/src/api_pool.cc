@@ -1,7 +1,7 @@
 // Stream-ordered allocation (cudaMallocAsync/cudaFreeAsync) and memory pools. Pool handles
 // are worker handles, like streams; every allocation is charged to the tenant. Pools shared
 // between processes travel as the driver API's internal entries (protocol/api/cuda.api
-// @163-@166; the worker's end is server/worker/api_pool_ipc.h): a pool's shareable handle is
+// @163-@166; the worker's end is server/worker/ipc/pool_ipc_hooks.h): a pool's shareable handle is
 // a descriptor holding the server's capability (shareable_handle.h), a pointer's export data
 // the capability itself.
 #include <cuda.h>

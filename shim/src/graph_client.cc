@@ -2,7 +2,7 @@
 // arguments are encoded as protocol/api/cuda_graph_wire.h says, resolving what only the
 // client knows (a kernel's parameter layout, whether host memory is shared with the worker,
 // the functions of host nodes) and keeping what the application must get back in memory the
-// client owns. The worker's ends are server/worker/ops_capture.cc, ops_graph*.cc.
+// client owns. The worker's ends are server/worker/graphs/ops_capture.cc, ops_graph*.cc.
 #include <cstring>
 #include <vector>
 

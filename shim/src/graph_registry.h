@@ -1,6 +1,6 @@
 // What the client keeps about the session's graphs: the host memory each executable graph's
 // launches move (its bindings: the client refreshes the device staging of host sources before
-// a launch and drains the staging of host destinations after it, server/worker/graph_state.h),
+// a launch and drains the staging of host destinations after it, server/worker/session/graph_state.h),
 // and what the application set on the nodes it built, for the getters (kernel parameters are
 // returned in storage the client owns). Owned by the Runtime. Thread-safe.
 #pragma once

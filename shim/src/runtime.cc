@@ -270,7 +270,7 @@ void Runtime::AddDeviceAllocation(uint64_t base, uint64_t size, int device, Allo
   }
   // The driver gives allocation nodes of one graph addresses a node the graph freed before
   // had: one entry, the union of the graph memory ranges it overlaps (as the worker's ledger,
-  // worker/graph_state.h AdoptGraphMemory; anything else overlapping was refused there).
+  // worker/session/graph_state.h AdoptGraphMemory; anything else overlapping was refused there).
   (void)device_allocs_.InsertMerging(a, [](const Allocation& e) { return e.kind == AllocKind::kGraphMemory; });
 }
 

@@ -6,7 +6,7 @@
 // handle runs on the application's stream. Under Remora, a getrf
 // workspace smaller than the library asks for is refused before the library sees it.
 // On Remora's host-emulated backend (CI) the same checks run against its emulation of these
-// solvers (server/worker/host_lib_cusolver.cc).
+// solvers (server/worker/libs/host/host_lib_cusolver.cc).
 #define GPU_TEST_NAME "cusolver_solve"
 #include <cusolverDn.h>
 

@@ -5,7 +5,7 @@
 // application's stream. Under Remora, a descriptor whose values were freed is refused at the
 // next SpMV before the library sees it.
 // On Remora's host-emulated backend (CI) the same checks run against its emulation of these
-// calls (server/worker/host_lib_cusparse.cc).
+// calls (server/worker/libs/host/host_lib_cusparse.cc).
 #define GPU_TEST_NAME "cusparse_spmv"
 #include <cusparse.h>
 

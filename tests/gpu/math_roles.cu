@@ -13,7 +13,7 @@
 // address the application never allocated, a multi-phase buffer freed between the phases, a
 // descriptor handle the application never made. No kernels of its own: it runs natively, on a
 // GPU server, and on Remora's host-emulated backend in CI (over shm and tcp), whose emulation
-// of these calls computes the same answers (server/worker/host_lib_cusolver.cc, host_lib_cusparse.cc).
+// of these calls computes the same answers (server/worker/libs/host/host_lib_cusolver.cc, host_lib_cusparse.cc).
 #define GPU_TEST_NAME "math_roles"
 #include <cusolverDn.h>
 #include <cusparse.h>

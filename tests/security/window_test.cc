@@ -13,7 +13,7 @@ namespace {
 
 constexpr uint64_t kWindowBits = 0xffull << 48;
 // The host backend's first emulated GPU's address in window 0, and a window's span
-// (server/worker/host_emulation.h): the test states them rather than including the worker.
+// (server/worker/backend/host/host_emulation.h): the test states them rather than including the worker.
 constexpr uint64_t kDeviceBase = 0x200000000000ull;
 constexpr uint64_t kWindowSpan = 16ull << 40;
 

@@ -1,5 +1,5 @@
 // GPU activity (issue 43): the records' wire form (protocol/api/activity_wire.h) and the
-// records the host-emulated backend synthesizes (server/worker/activity.h). The whole path,
+// records the host-emulated backend synthesizes (server/worker/backend/activity.h). The whole path,
 // through the client's libcupti.so.13, is integration.profiler's.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "activity_wire.h"
-#include "worker/activity.h"
+#include "worker/backend/activity.h"
 
 namespace remora::worker {
 namespace {

@@ -22,8 +22,8 @@
 #include "remora/protocol/transport.h"
 #include "runtime.h"
 #include "test_util.h"
-#include "worker/driver_wrapper.h"
-#include "worker/executor.h"
+#include "worker/backend/driver_wrapper.h"
+#include "worker/session/executor.h"
 
 namespace remora::test {
 

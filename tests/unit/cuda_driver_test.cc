@@ -1,8 +1,8 @@
-// server/worker/cuda_driver: the kernel-mode driver's version as /proc/driver/nvidia/version
+// server/worker/backend/cuda/cuda_driver: the kernel-mode driver's version as /proc/driver/nvidia/version
 // gives it, for both of NVIDIA's kernel modules (NVML reports the same string; XLA parses it).
 #include <gtest/gtest.h>
 
-#include "worker/cuda_driver.h"
+#include "worker/backend/cuda/cuda_driver.h"
 
 namespace remora::worker::cuda_backend {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "executor_harness.h"
 #include "test_util.h"
-#include "worker/driver_wrapper.h"
+#include "worker/backend/driver_wrapper.h"
 
 namespace remora::worker::unit {
 namespace {

@@ -21,8 +21,8 @@
 #include "remora/protocol/message.h"
 #include "remora/protocol/transport.h"
 #include "test_util.h"
-#include "worker/driver.h"
-#include "worker/executor.h"
+#include "worker/backend/driver.h"
+#include "worker/session/executor.h"
 
 namespace remora::worker::unit {
 

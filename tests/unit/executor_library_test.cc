@@ -17,7 +17,7 @@ namespace {
 namespace cb = ::remora::gen::cublas;
 
 constexpr uint64_t Id(HandleKind kind, uint64_t n) { return (uint64_t{static_cast<uint8_t>(kind)} << 56) | (n << 4); }
-constexpr uint64_t kWorkspace = 4ull << 20;  // server/worker/lib_cublas.h
+constexpr uint64_t kWorkspace = 4ull << 20;  // server/worker/libs/lib_cublas.h
 
 class LibraryTest : public ExecutorTest {
  protected:

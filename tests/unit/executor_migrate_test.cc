@@ -15,8 +15,8 @@
 
 #include "executor_harness.h"
 #include "test_util.h"
-#include "worker/driver_wrapper.h"
-#include "worker/placement.h"
+#include "worker/backend/driver_wrapper.h"
+#include "worker/backend/placement.h"
 
 namespace remora::worker::unit {
 namespace {
@@ -136,7 +136,7 @@ TEST_F(MigrateImportTest, StreamOrderedMemoryIsPlacedWhereFreeAndItsFreeWaitsFor
   const DevPtr at = base_ + 4 * kMiB;
   Reply r = Import(at, kMiB, true);
   ASSERT_EQ(r.error, Err::kSuccess) << r.message;
-  EXPECT_EQ(Used(), 2 * kMiB) << "charged the granule it holds (worker/placement.h)";
+  EXPECT_EQ(Used(), 2 * kMiB) << "charged the granule it holds (worker/backend/placement.h)";
   ExpectUsable(at);
   // No pool's: cudaFreeAsync frees the placement (MemFree), never the pool's free.
   ASSERT_EQ(FreeAsync(at).error, Err::kSuccess);

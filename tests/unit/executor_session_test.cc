@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "executor_harness.h"
-#include "worker/api_op.h"
+#include "worker/calls/generated_call.h"
 #include "remora/protocol/message.h"
 #include "remora/protocol/transport.h"
 #include "test_util.h"

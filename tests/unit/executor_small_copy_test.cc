@@ -1,5 +1,5 @@
 // server/worker: a small synchronous host-to-device copy whose bytes sit in the worker's
-// bounce buffer is answered before its DMA finishes (transfer_ops.cc, AnswerEarly), and the
+// bounce buffer is answered before its DMA finishes (ops/pending_transfer.cc, AnswerEarly), and the
 // session's later requests wait until it has. The driver is the host-emulated one behind a
 // wrapper that plays a DMA still in flight: after an armed copy its stream and the events
 // recorded on it report "not ready" until the test lets the DMA finish (or fail).
@@ -12,7 +12,7 @@
 
 #include "executor_harness.h"
 #include "test_util.h"
-#include "worker/driver_wrapper.h"
+#include "worker/backend/driver_wrapper.h"
 
 namespace remora::worker::unit {
 namespace {

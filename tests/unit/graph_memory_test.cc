@@ -3,7 +3,7 @@
 // union, charged with the sum, and refuses an overlap with anything that is not the graph's.
 #include <gtest/gtest.h>
 
-#include "worker/graph_state.h"
+#include "worker/session/graph_state.h"
 
 namespace remora::worker {
 namespace {

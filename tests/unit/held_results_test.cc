@@ -1,6 +1,6 @@
-// server/worker/held_results.h: a generated call's results too large for one reply, held until
+// server/worker/session/held_results.h: a generated call's results too large for one reply, held until
 // the client reads them back in pieces; dropped once read, bounded per session.
-#include "worker/held_results.h"
+#include "worker/session/held_results.h"
 
 #include <gtest/gtest.h>
 

@@ -11,8 +11,8 @@
 
 #include "cuda_api.h"
 #include "test_util.h"
-#include "worker/driver.h"
-#include "worker/host_emulation.h"
+#include "worker/backend/driver.h"
+#include "worker/backend/host/host_emulation.h"
 
 namespace remora::worker::unit {
 namespace {

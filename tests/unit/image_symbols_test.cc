@@ -1,7 +1,7 @@
-// What the host backend reads from a code image (server/worker/image_symbols.h): variables
+// What the host backend reads from a code image (server/worker/backend/host/image_symbols.h): variables
 // and kernels of PTX and of an ELF cubin inside a fat binary, and nothing - never a read out
 // of bounds - from truncated or garbage images.
-#include "worker/image_symbols.h"
+#include "worker/backend/host/image_symbols.h"
 
 #include <elf.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The host backend's NCCL emulation (server/worker/nccl_emu_*.h): its reductions and narrow
+// The host backend's NCCL emulation (server/worker/libs/host/nccl_emu_*.h): its reductions and narrow
 // float conversions, and a mesh of three ranks (threads here, workers in the integration test)
 // exchanging messages in any order, refusing a rank without the id's secret, and failing the
 // waits of an aborted mesh.
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <thread>
 
-#include "worker/nccl_emu_net.h"
-#include "worker/nccl_emu_reduce.h"
+#include "worker/libs/host/nccl_emu_net.h"
+#include "worker/libs/host/nccl_emu_reduce.h"
 
 namespace remora::worker::emu_nccl {
 namespace {

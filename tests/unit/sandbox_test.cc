@@ -14,7 +14,7 @@
 #include <cerrno>
 #include <thread>
 
-#include "worker/sandbox.h"
+#include "worker/loop/sandbox.h"
 
 namespace remora::worker {
 namespace {

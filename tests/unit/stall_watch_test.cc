@@ -1,7 +1,7 @@
 // server/worker/stall_watch: a unit of work that outlasts the threshold is named in the log,
 // with the stalled thread's stack, while it still runs, and again when it returns; short ones,
 // and a watch that is off, say nothing.
-#include "worker/stall_watch.h"
+#include "worker/session/stall_watch.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -31,8 +31,8 @@
 #include "remora/protocol/message.h"
 #include "remora/protocol/transport.h"
 #include "runtime.h"
-#include "worker/driver.h"
-#include "worker/executor.h"
+#include "worker/backend/driver.h"
+#include "worker/session/executor.h"
 
 namespace remora::fuzz {
 

@@ -1,5 +1,5 @@
 // Fuzz target `image_symbols`: the host-emulated backend's reading of a client's code image
-// (server/worker/image_symbols.h): fat binaries, ELF cubins and PTX text, as cuModuleLoadData
+// (server/worker/backend/host/image_symbols.h): fat binaries, ELF cubins and PTX text, as cuModuleLoadData
 // and cuLibraryLoadData hand them to the worker. Input: the image itself.
 // Besides memory safety (the reader must stay inside the bytes it is given): every name it
 // returns is non-empty and NUL-free, every kernel is listed once.
@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "worker/image_symbols.h"
+#include "worker/backend/host/image_symbols.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   remora::worker::ImageSymbols s = remora::worker::ReadImageSymbols(data, size);

@@ -37,8 +37,8 @@
 #include "remora/protocol/api_args.h"
 #include "remora/protocol/message.h"
 #include "scripted_connection.h"
-#include "worker/driver.h"
-#include "worker/executor.h"
+#include "worker/backend/driver.h"
+#include "worker/session/executor.h"
 
 namespace remora::fuzz {
 namespace {

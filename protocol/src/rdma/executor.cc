@@ -29,7 +29,7 @@ constexpr size_t kMaxReplyTargets = 4096;  // requests whose reply is still to b
 constexpr uint64_t kOutChunkId = uint64_t{1} << 32;
 // While a reply's bulk is RDMA-written, a keepalive message this often (the requester's
 // watchdog counts messages; the worker's heartbeats wait behind the reply). As the worker's
-// heartbeat interval (server/worker/executor.h).
+// heartbeat interval (server/worker/session/executor.h).
 constexpr uint64_t kKeepaliveNs = 250'000'000;
 
 // Staging chunks and their registrations (made on first use).

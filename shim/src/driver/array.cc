@@ -134,7 +134,7 @@ REMORA_API CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC* pResDesc, CU
 }
 
 // Sparse, deferred-mapping and multi-planar (NV12) arrays cannot be created through Remora
-// (creation answers CUDA_ERROR_NOT_SUPPORTED, server/worker/array_state.cc): for every array
+// (creation answers CUDA_ERROR_NOT_SUPPORTED, server/worker/session/array_state.cc): for every array
 // that can, these answer as CUDA does for an array of another kind.
 namespace {
 

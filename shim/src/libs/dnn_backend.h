@@ -6,7 +6,7 @@
 //   cudnn-frontend decides on - operation graphs, heuristics, engines, engine configurations,
 //   plans, kernel caches, device properties - and of any descriptor the client does not know.
 //   Tensors, operations and their descriptors and variant packs are finalized posted: a
-//   failure surfaces at the next answered call naming them (server/worker/lib_cudnn.h).
+//   failure surfaces at the next answered call naming them (server/worker/libs/lib_cudnn.h).
 // * By-value tensors: a tensor finalized with CUDNN_ATTR_TENSOR_IS_BY_VALUE true is a scalar
 //   the library reads from a host pointer at execution. Each descriptor's finalize gathers the
 //   by-value tensors (unique id -> bytes) of the descriptors its attributes name, so that an

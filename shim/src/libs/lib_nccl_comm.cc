@@ -2,7 +2,7 @@
 // `hand` entries, and ncclCommInitAll. Each mints the new communicator's id (so a call in a
 // group can join the group's message), sends the call, and mirrors the communicator.
 //
-// Arguments on the wire (server/worker/lib_nccl.cc reads the same):
+// Arguments on the wire (server/worker/libs/lib_nccl.cc reads the same):
 //   init (ncclCommInitRank, ...Config, ...Scalable): u64 id, i32 device, i32 nranks, i32 rank,
 //        array of unique ids (128 bytes each), config
 //   split: u64 parent, i32 color, i32 key, u64 id (0: NCCL_SPLIT_NOCOLOR), config

@@ -4,7 +4,7 @@
 // server answers into the caller's structs: an out-pointer the server's NCCL aimed into its
 // scratch out-handle comes back as an offset and is aimed at the caller's out-handle.
 //
-// Arguments on the wire (server/worker/nccl_device.cc reads the same):
+// Arguments on the wire (server/worker/libs/nccl_device.cc reads the same):
 //   window register: u64 comm, u64 buff, u64 size, i32 flags; out: u64 NCCL's ncclWindow_t
 //   window deregister: u64 comm, u64 window
 //   requirement (LSA barrier / GIN barrier / LL all-to-all): [u64 comm (GIN)], [3 i32 team

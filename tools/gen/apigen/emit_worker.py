@@ -175,7 +175,7 @@ def emit_api_cc(lib, include_dirs):
 def _dispatch_prelude(lib):
     extra = "".join('#include "%s"\n' % h for h in (lib.props.get("hooks", "") + " " + lib.props.get("worker_include", "")).split())
     return [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n',
-            "#include <string>\n#include <vector>\n\n", '#include "worker/api_op.h"\n', extra,
+            "#include <string>\n#include <vector>\n\n", '#include "worker/calls/generated_call.h"\n', extra,
             '#include "%s_api.h"\n\n' % lib.name]
 
 
@@ -240,7 +240,7 @@ def _emit_op(lib, e, out):
             out.append("  %s\n" % s)
     out.append("  RETURN_IF_ERROR(x.Ready());\n")
     if e.cls == "wait":
-        # Answered when the stream or event gets here (api_op.cc); nothing to call.
+        # Answered when the stream or event gets here (calls/generated_call.cc); nothing to call.
         for p in e.params:
             out.append("  (void)%s;\n" % (p.name if p.role in ("stream", "handle", "device", "devptr", "value") else p.name + "_v"))
         out.append("  return Status::Ok();\n}\n\n")

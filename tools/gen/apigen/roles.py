@@ -86,7 +86,7 @@ from model import ApiError
 # Handle kinds of library objects (memmgr/include/remora/memmgr/handle_table.h, ranges
 # 0x70-0x8f math libraries, 0x90-0x9f NCCL, 0xa0-0xaf cuDNN's other descriptors, 0xb0-0xcf more
 # objects of the math libraries): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
-# the session's LibObjects (server/worker/lib_objects.h).
+# the session's LibObjects (server/worker/session/lib_objects.h).
 LIB_KINDS = {
     "CublasHandle": 0x70, "CublasLtHandle": 0x71, "CublasLtMatmulDesc": 0x72, "CublasLtMatrixLayout": 0x73,
     "CublasLtMatmulPreference": 0x74, "CublasLtMatrixTransformDesc": 0x75,
@@ -329,7 +329,7 @@ def worker_check(e, p):
         empty_ok = "!%s_v.empty() && " % n if "nullable" in p.flags else ""
         return ["if (%s%s_v.size() < static_cast<size_t>(%s)) return x.Malformed(\"%s is shorter than its size\");" % (empty_ok, n, _wsize(p), n)]
     if r == "out" and "handle" in p.args:
-        # A created handle counts against the session's limit for its kind (worker/limits.h).
+        # A created handle counts against the session's limit for its kind (worker/session/limits.h).
         return ["RETURN_IF_ERROR(x.HandleRoom(HandleKind::k%s));" % p.args["handle"]]
     if r == "array" and "fixup" in p.args:
         return ["for (auto& el : %s_v) RETURN_IF_ERROR(%s(x, &el));" % (n, p.args["fixup"])]

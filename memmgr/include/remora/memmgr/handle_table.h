@@ -34,7 +34,7 @@ enum class HandleKind : uint8_t {
   kTexObject = 0x66,
   kSurfObject = 0x67,
   // 0x70-0x9f: objects of the math libraries (issue 13), kept in the worker's LibObjects
-  // (server/worker/lib_objects.h) under ids the client mints; tools/gen/apigen/roles.py
+  // (server/worker/session/lib_objects.h) under ids the client mints; tools/gen/apigen/roles.py
   // LIB_KINDS lists the same values.
   kCublasHandle = 0x70,
   kCublasLtHandle = 0x71,

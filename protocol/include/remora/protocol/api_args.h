@@ -35,7 +35,7 @@ inline constexpr uint64_t kMaxArgBytes = 4ull << 20;
 // travelling in the reply (an shm reply must fit in half the session's ring, 2 MiB by
 // default) and read back in pieces of at most kHeldPieceBytes, whose own replies (the piece
 // and its count) therefore always travel inline; a session holds at most kMaxHeldResultBytes
-// (server/worker/held_results.h; a reply naming more is malformed).
+// (server/worker/session/held_results.h; a reply naming more is malformed).
 inline constexpr uint64_t kInlineResultBytes = 512u << 10;
 inline constexpr uint64_t kHeldPieceBytes = 448u << 10;
 inline constexpr uint64_t kMaxHeldResultBytes = 256ull << 20;
