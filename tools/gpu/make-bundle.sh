@@ -43,7 +43,7 @@ if [ "${BUNDLE_ETCD:-0}" = 1 ]; then
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cp "$root"/tests/gpu/*.sh "$root/tools/gpu/gpu-session.sh" "$root/tools/gpu/tcp-loopback.py" "$root/tools/gpu/compare-bench.sh" \
-  "$root/tools/gpu/cuda-samples.sh" "$root"/tests/gpu/*.py "$root"/tests/gpu/python/*.sh "$root"/tests/gpu/python/*.py \
+  "$root/tools/gpu/cuda-samples.sh" "$root/tools/gpu/suite-tests.sh" "$root/tools/gpu/suite_compare.py" "$root"/tests/gpu/*.py "$root"/tests/gpu/python/*.sh "$root"/tests/gpu/python/*.py \
   "$out/scripts/"
 mkdir -p "$out/scripts/torch"
 cp "$root"/tests/gpu/torch/*.py "$root"/tests/gpu/torch/*.sh "$out/scripts/torch/"
