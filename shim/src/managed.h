@@ -47,7 +47,7 @@ class ManagedMemory {
   // knows begins at `device_base`), zeroed here, and its shadow mapped at `base`.
   // kMemoryAllocation if the address is taken in this process.
   Status Add(Client* c, uint64_t base, uint64_t size, int device, uint64_t device_base);
-  // Pinned memory of a transport without shared memory (api_memory.cc, HostAlloc): device
+  // Pinned memory of a transport without shared memory (api_pinned.cc, HostAlloc): device
   // memory of `device` at the same address as host memory mapped at `base`, asleep - plain
   // host memory to every copy and access, never flushed or invalidated, unknown to Contains -
   // until a kernel is handed an address in it (Wake). From then on it is managed memory,

@@ -188,7 +188,7 @@ Status CopyContents(Client& from, Client& to, const Held& held) {
 
 // Host memory registered with the old connection (RDMA: one protection domain per
 // connection) is registered with the new one, so that copies from and to it stay zero-copy.
-// Pinned memory is registered for the session's first link only (api_memory.cc). Best
+// Pinned memory is registered for the session's first link only (api_pinned.cc). Best
 // effort: a copy from memory not registered is staged. Returns how many ranges were.
 size_t RegisterHostMemory(Client& link, Client& target) {
   const auto& links = Runtime::Get().links();

@@ -24,7 +24,7 @@ struct Known {
 std::optional<Known> Lookup(CUdeviceptr ptr) {
   Runtime& rt = Runtime::Get();
   // Pinned memory first: over tcp small pinned memory is also a managed allocation
-  // (api_memory.cc, HostAlloc), and is host memory to the application.
+  // (api_pinned.cc, HostAlloc), and is host memory to the application.
   if (auto h = rt.FindHost(reinterpret_cast<const void*>(static_cast<uintptr_t>(ptr)))) return Known{false, *h};
   if (auto d = rt.FindDevice(ptr)) return Known{true, *d};
   return std::nullopt;

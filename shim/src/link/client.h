@@ -130,7 +130,7 @@ class Client {
     if (device >= 0 && device < kSyncDevices) synced_[static_cast<size_t>(device)].store(seq, std::memory_order_release);
   }
 
-  // ---- stream synchronisation answered here (remote_call.cc, api_memory.cc) ------------------
+  // ---- stream synchronisation answered here (remote_call.cc, api_memcpy.cc) ------------------
   // Everything queued on `key` had run when a waited-for call that began at work sequence
   // `seq` completed (a copy into pageable memory, a stream synchronisation or query).
   void NoteStreamDrained(const StreamKey& key, uint64_t seq) { drained_.Drained(key, seq); }
@@ -198,7 +198,7 @@ class Client {
   std::unique_ptr<Connection> TakeConnection() { return std::move(conn_); }
 
   // A small pinned buffer shared with the worker, through which small device-to-pageable
-  // copies go (api_memory.cc). Created by the first such copy; unmapped with the client.
+  // copies go (api_memcpy.cc). Created by the first such copy; unmapped with the client.
   struct SharedBounce {
     std::mutex mu;         // held by the one copy using the buffer
     bool tried = false;    // creation was attempted (under mu)
