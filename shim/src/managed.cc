@@ -207,6 +207,28 @@ Status ManagedMemory::AddVariables(Client* c, const std::vector<std::pair<uint64
   return Status::Ok();
 }
 
+Status ManagedMemory::AddVariable(Client* c, uint64_t p, uint64_t n, int device) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Range* r = FindLocked(p);
+    if (r != nullptr) {
+      if (r->device_base != 0 || r->pinned) return Status::Ok();  // an allocation's memory, not a module's
+      for (auto [b, e] : r->windows)
+        if (b <= p && p + n <= e) return Status::Ok();  // adopted already
+      if (p + n > r->base + r->size)
+        return Error(Err::kNotSupported, "the managed variable at 0x{:x} runs past the pages of the module's other variables", p);
+      // The range's host copy holds its other variables' bytes only: where it is valid
+      // already, this variable's bytes are fetched now; where not, the next host access does.
+      r->windows.emplace_back(p, p + n);
+      const uint64_t first = (p - r->base) / kChunk, last = (p + n - 1 - r->base) / kChunk + 1;
+      for (uint64_t i = first; i < last; i++)
+        if (r->state[i] != kInvalid) return Pull(*r, p - r->base, n);
+      return Status::Ok();
+    }
+  }
+  return AddVariables(c, {{p, n}}, device);
+}
+
 uint64_t ManagedMemory::Remove(Client* c, uint64_t base) {
   std::unique_ptr<Range> r;
   {

@@ -72,10 +72,10 @@ class ManagedMemory {
   // module owns): their shadow starts invalid, so the first host access fetches the module's
   // initial values. Only the variables' bytes are ever transferred.
   Status AddVariables(Client* c, const std::vector<std::pair<uint64_t, uint64_t>>& vars, int device);
-  // One module variable at [p, p + n), unless it is managed here already.
-  Status AddVariable(Client* c, uint64_t p, uint64_t n, int device) {
-    return Contains(p) ? Status::Ok() : AddVariables(c, {{p, n}}, device);
-  }
+  // One module variable at [p, p + n) (the driver API's cuModuleGetGlobal), unless it is
+  // managed here already. A variable in the pages of variables adopted before (NVVM puts a
+  // module's managed variables side by side: uvmlite's xxx and yyy) joins their range.
+  Status AddVariable(Client* c, uint64_t p, uint64_t n, int device);
   // Forgets the variables' range holding `p` (their module is unloaded); false if none does.
   bool RemoveVariables(Client* c, uint64_t p);
   bool Contains(uint64_t p);

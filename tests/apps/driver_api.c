@@ -457,7 +457,8 @@ static void modules(void) {
  * forgets it. */
 static const char k_managed_ptx[] =
     ".version 8.0\n.target sm_52\n.address_size 64\n"
-    ".visible .global .attribute(.managed) .align 4 .u32 uvm_value = 10;\n";
+    ".visible .global .attribute(.managed) .align 4 .u32 uvm_value = 10;\n"
+    ".visible .global .attribute(.managed) .align 4 .u32 uvm_other = 100;\n";
 
 static void managed_variable(void) {
   CUmodule m;
@@ -480,6 +481,19 @@ static void managed_variable(void) {
   EXPECT(got == 11);
   CHECK(cuMemsetD32(p, 77, 1));
   CHECK(cuCtxSynchronize());
+  EXPECT(*v == 77);
+  /* A second managed variable beside the first (uvmlite's yyy beside xxx): its bytes are the
+     device's too, though its page was adopted with the first. */
+  CUdeviceptr q = 0;
+  CHECK(cuModuleGetGlobal(&q, &n, m, "uvm_other"));
+  EXPECT(n == 4);
+  CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, q));
+  EXPECT(managed == 1);
+  volatile unsigned* w = (volatile unsigned*)(uintptr_t)q;
+  if (!g_emulated) EXPECT(*w == 100);
+  CHECK(cuMemsetD32(q, 55, 1));
+  CHECK(cuCtxSynchronize());
+  EXPECT(*w == 55);
   EXPECT(*v == 77);
   CHECK(cuModuleUnload(m));
 }
