@@ -199,7 +199,7 @@ int main() {
           g_seen.kernels.size());
   // A burst (a profiled training step launches thousands of kernels): every record arrives,
   // though the worker's answer to one flush is larger than one reply frame (its results are
-  // held and read back in pieces: server/worker/held_results.h).
+  // held and read back in pieces: server/worker/session/held_results.h).
   const size_t memsets = g_seen.memsets.size();
   constexpr int kBurst = 12000;
   CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
