@@ -7,8 +7,8 @@
 #include "remora/base/util.h"
 #include "worker/calls/call_profile.h"
 #include "worker/session/gpu_waits.h"
-#include "worker/session/peer_log.h"
 #include "worker/session/held_results.h"
+#include "worker/session/peer_log.h"
 
 namespace remora::worker {
 

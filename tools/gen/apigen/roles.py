@@ -49,7 +49,7 @@ Math libraries (their objects are LIB_KINDS below: session-owned, client-minted 
   scalarinout(size=S, mode=H, bit=B)
                a scalar the library reads and writes (rotg's a and b): sent as a scalar, and
                in host mode the reply carries its S bytes back
-  devptr(.., wsize=W, csize=C, empty)
+  devptr(.., wsize=W, csize=C)
                as devptr; W/C replace the extent on the worker/client side only (where only
                that side can compute it); NULL is accepted when the extent is 0 (an empty
                array: passed on as NULL); `nullable`: NULL is accepted whatever the extent
