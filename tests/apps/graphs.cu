@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 
 #include "app_check.h"
@@ -364,6 +365,101 @@ void ArrayCopyNodes() {
   CHECK(cudaFree(dst));
 }
 
+// A graph's host function still waiting on the client while the application copies from
+// pageable memory into the same stream, behind it: the copy cannot start before the host
+// function returns, and the client must still be able to send that it returned (over tcp the
+// copy's bytes and the host function's answer share one connection). NVIDIA's
+// simpleCudaGraphs does this (a host node, then the next launch's 64 MiB of inputs); it hung.
+std::atomic<int> g_slow_calls{0};
+void SlowCall(void* arg) {
+  ::usleep(100 * 1000);  // the copy's bytes are on their way meanwhile
+  static_cast<std::atomic<int>*>(arg)->fetch_add(1);
+}
+
+void HostNodeThenLargeCopy() {
+  const size_t n = 64u << 20;
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  unsigned char* d;
+  CHECK(cudaMalloc(&d, n));
+  std::vector<unsigned char> host(n), back(n);
+  cudaGraph_t g;
+  CHECK(cudaGraphCreate(&g, 0));
+  cudaHostNodeParams hp = {};
+  hp.fn = SlowCall;
+  hp.userData = &g_slow_calls;
+  cudaGraphNode_t node;
+  CHECK(cudaGraphAddHostNode(&node, g, nullptr, 0, &hp));
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, g, 0));
+  for (int round = 0; round < 3; round++) {
+    for (size_t i = 0; i < n; i += 4093) host[i] = static_cast<unsigned char>(i + round);
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaMemcpyAsync(d, host.data(), n, cudaMemcpyHostToDevice, s));
+  }
+  CHECK(cudaStreamSynchronize(s));
+  REQUIRE(g_slow_calls.load() == 3, "the graph's host function ran %d times in 3 launches", g_slow_calls.load());
+  CHECK(cudaMemcpy(back.data(), d, n, cudaMemcpyDeviceToHost));
+  REQUIRE(back == host, "the copy behind the host function came back different");
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(g));
+  CHECK(cudaFree(d));  // waits for the device: the host function is answered by now
+  CHECK(cudaStreamDestroy(s));
+}
+
+// NVIDIA's simpleCudaGraphs' shape: a graph copies 64 MiB from pinned memory in (which a
+// server over tcp cannot reach: the client sends it before each launch), copies a result out
+// to the stack, then a host node reads it; launched three times back to back. The result's
+// copy out waits behind the host node, and the next launch's 64 MiB must still get through
+// meanwhile (over tcp it hung: the worker kept every request behind that small copy).
+double g_seen = 0;
+void ReadResult(void* arg) {
+  ::usleep(50 * 1000);
+  g_seen = *static_cast<double*>(arg);
+  g_slow_calls.fetch_add(1);
+}
+
+void PinnedInputsBehindHostNode() {
+  const size_t n = 64u << 20;
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  unsigned char* in;
+  CHECK(cudaMallocHost(&in, n));
+  for (size_t i = 0; i < n; i++) in[i] = static_cast<unsigned char>(i * 31);
+  double want = 0;
+  std::memcpy(&want, in + 4096, sizeof(want));
+  unsigned char* d;
+  CHECK(cudaMalloc(&d, n));
+  double result = -1;
+  cudaGraph_t g;
+  CHECK(cudaGraphCreate(&g, 0));
+  cudaMemcpy3DParms up = {};
+  up.srcPtr = make_cudaPitchedPtr(in, n, n, 1);
+  up.dstPtr = make_cudaPitchedPtr(d, n, n, 1);
+  up.extent = make_cudaExtent(n, 1, 1);
+  up.kind = cudaMemcpyHostToDevice;
+  cudaGraphNode_t copy_in, copy_out, host;
+  CHECK(cudaGraphAddMemcpyNode(&copy_in, g, nullptr, 0, &up));
+  CHECK(cudaGraphAddMemcpyNode1D(&copy_out, g, &copy_in, 1, &result, d + 4096, sizeof(result), cudaMemcpyDeviceToHost));
+  cudaHostNodeParams hp = {};
+  hp.fn = ReadResult;
+  hp.userData = &result;
+  CHECK(cudaGraphAddHostNode(&host, g, &copy_out, 1, &hp));
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, g, 0));
+  int before = g_slow_calls.load();
+  for (int i = 0; i < 3; i++) CHECK(cudaGraphLaunch(exec, s));
+  CHECK(cudaStreamSynchronize(s));
+  REQUIRE(g_slow_calls.load() - before == 3, "the host node ran %d times in 3 launches", g_slow_calls.load() - before);
+  REQUIRE(std::memcmp(&result, &want, sizeof(want)) == 0 && std::memcmp(&g_seen, &want, sizeof(want)) == 0,
+          "the graph's result did not reach the stack (or the host node) as copied");
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(g));
+  CHECK(cudaFree(d));
+  CHECK(cudaFreeHost(in));
+  CHECK(cudaStreamDestroy(s));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -373,7 +469,10 @@ int main(int argc, char** argv) {
   CaptureErrors();
   ExplicitGraphs();
   ArrayCopyNodes();
+  HostNodeThenLargeCopy();
+  PinnedInputsBehindHostNode();
   std::printf("PASS graphs: captured copies, memsets and a host function replayed %d times (pageable and pinned), "
-              "capture errors, explicit graphs, copy nodes with arrays\n", launches);
+              "capture errors, explicit graphs, copy nodes with arrays, large copies behind a graph's host node\n",
+              launches);
   return 0;
 }

@@ -181,7 +181,8 @@ Result<std::set<void*>> Ancestors(gen::cuda::Api& api, CUgraphNode from) {
 Status Handlers::SetUpHostNodeSync(Executor& ex, uint64_t exec_id, void* graph) {
   GraphTables& g = ex.session().graphs();
   GraphExec* e = g.execs().Find(exec_id);
-  if (e == nullptr || e->bindings.empty()) return Status::Ok();
+  if (e == nullptr) return Status::Ok();
+  e->host_nodes.clear();
   gen::cuda::Api& api = ex.driver().cuda();
   auto cg = static_cast<CUgraph>(graph);
   size_t count = 0;
@@ -195,6 +196,8 @@ Status Handlers::SetUpHostNodeSync(Executor& ex, uint64_t exec_id, void* graph) 
     CUDA_HOST_NODE_PARAMS h{};
     if (api.cuGraphHostNodeGetParams(node, &h) != CUDA_SUCCESS || h.fn != RepeatCallbackTrampoline || h.userData == nullptr)
       continue;
+    e->host_nodes.push_back({node, static_cast<RepeatCallback*>(h.userData)});
+    if (e->bindings.empty()) continue;
     ASSIGN_OR_RETURN(std::set<void*> ancestors, Ancestors(api, node));
     HostNodeSync sync;
     sync.cb = static_cast<RepeatCallback*>(h.userData);

@@ -325,16 +325,20 @@ bool Executor::IsControl(const InFrame& frame) {
 Result<bool> Executor::DispatchFrames() {
   bool any = false;
   for (int budget = 64; budget > 0 && !goodbye_; budget--) {
-    bool held = false, transport_held = false;
+    bool held = false, replies_held = false, transport_held = false;
     for (auto& op : pending_) {
       held |= op->HoldsQueue();
+      replies_held |= op->HoldsReplies();
       transport_held |= op->HoldsTransport();
     }
+    // Whether a request may be dispatched past the pending ops (PendingOp::HoldsReplies).
+    auto may_go = [&](const InFrame& f) { return !held && (!replies_held || !ExpectsReply(f)); };
     if (frames_.spilling()) {
       ASSIGN_OR_RETURN(bool done, frames_.Spill());
       if (!done) break;
       any = true;
     }
+    if (!frames_.empty() && !may_go(frames_.front().view())) held = true;  // later frames stay behind it
     if (!held && !frames_.empty()) {
       ASSIGN_OR_RETURN(FrameQueue::Frame f, frames_.Pop());
       RETURN_IF_ERROR(Dispatch(f.view()));
@@ -359,7 +363,7 @@ Result<bool> Executor::DispatchFrames() {
       if (frame->header.bulk_bytes != 0) return Error(Err::kInvalidValue, "client sent a heartbeat with data");
       continue;
     }
-    if (!held || IsControl(*frame)) {
+    if (may_go(*frame) || IsControl(*frame)) {
       RETURN_IF_ERROR(Dispatch(*frame));
       if (gated_) {
         gated_ = false;

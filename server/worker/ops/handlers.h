@@ -86,8 +86,9 @@ class Handlers {
   static Status CapturedFreeAsync(Executor& ex, uint64_t tag, const Executor::Stream& s, const Allocation& a);
 
   // graph_host_sync.cc: host nodes of executable graphs that stage host memory (HostNodeSync).
-  // Gives the host nodes of executable graph `exec_id`, instantiated from driver graph
-  // `graph`, the trampoline that moves the graph's host memory around them.
+  // Records the host nodes of executable graph `exec_id`, instantiated from driver graph
+  // `graph` (GraphExec::host_nodes), and, where the graph stages host memory, gives them the
+  // trampoline that moves that memory around them.
   static Status SetUpHostNodeSync(Executor& ex, uint64_t exec_id, void* graph);
   // A launch reached the node: its preceding copies' staging is read, then the client told.
   static Status AnnounceHostNode(Executor& ex, const HostNodeSync& sync);

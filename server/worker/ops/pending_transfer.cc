@@ -226,7 +226,13 @@ class DtoHOp final : public PendingOp {
   // `shipped`: bytes of the reply's bulk already committed (the reply then went out).
   DtoHOp(uint64_t tag, Executor::Stream stream, DeviceLayout src, DEvent gate, uint64_t shipped = 0)
       : tag_(tag), stream_(stream), src_(src), total_(src.total()), acquired_(shipped), committed_(shipped), gate_(gate) {}
-  bool HoldsQueue() const override { return true; }
+  // Its DMA into a bounce buffer already queued in stream order (ShipFrom), only its reply
+  // is waited for: only requests expecting a reply wait behind it. A graph's host node ahead
+  // in the stream may wait on the client, whose posted requests (the next launch's inputs)
+  // must then still be read (simpleCudaGraphs over tcp). Else the DMA is issued once the
+  // stream gets there, and every later request waits.
+  bool HoldsQueue() const override { return filled_ == nullptr; }
+  bool HoldsReplies() const override { return true; }
   // A bounce buffer the whole copy was DMA'd into ahead of the gate, in stream order: its
   // bytes are shipped once the gate completes (one wait for the GPU, not two), then returned.
   void ShipFrom(std::byte* filled) { filled_ = filled; }

@@ -156,6 +156,10 @@ class PendingOp {
   // Later requests must wait (stream order across a transfer that is only partly issued).
   // The executor keeps reading frames meanwhile and runs control requests at once.
   virtual bool HoldsQueue() const { return false; }
+  // Later requests that expect a reply must wait (the client reads replies in order and this
+  // op's is not out yet); the others may go ahead - the op's device work is queued in stream
+  // order already. Only read when HoldsQueue is false.
+  virtual bool HoldsReplies() const { return false; }
   // The op is still consuming the current frame's incoming bulk: no frame can be read.
   virtual bool HoldsTransport() const { return false; }
   // The session ends with this op unfinished: give back what it owns (no reply is sent).
@@ -249,9 +253,12 @@ class Executor {
   // than the connection: the bulk may have been read ahead into memory.
   Result<std::optional<BulkChunk>> PollBulk() { return frames_.PollBulk(); }
   void ReleaseBulk(const BulkChunk& chunk) { frames_.ReleaseBulk(chunk); }
-  // Host functions launched whose client callback has not finished: work queued behind
-  // them in a stream may wait on the client, so transfers must not hold transport memory.
-  bool HostCallbacksOutstanding() { return !session_.host_callbacks().empty(); }
+  // Host functions launched whose client callback has not finished - a stream's
+  // (cuLaunchHostFunc) or a launched graph's host node: work queued behind them in a stream
+  // may wait on the client, so transfers must not hold transport memory.
+  bool HostCallbacksOutstanding() {
+    return !session_.host_callbacks().empty() || session_.graphs().HostNodesOutstanding();
+  }
   // Whether a driver call that waits for the whole device (cuMemFree, cuModuleUnload,
   // cuMemHostRegister: they return once every stream ran what was queued before them) may be
   // made now. Not while one of the session's host functions is outstanding: its stream waits

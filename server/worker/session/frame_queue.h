@@ -41,6 +41,8 @@ class FrameQueue {
   void Push(const InFrame& frame);
   // Reads more of the last kept frame's bulk; true once all of it is in memory.
   Result<bool> Spill();
+  // The oldest kept frame (not empty()).
+  const Frame& front() const { return backlog_.front(); }
   // The oldest kept frame, for dispatch; its spilled bulk becomes what PollBulk serves.
   Result<Frame> Pop();
   // Puts a popped frame without bulk back at the head (its dispatch was deferred).

@@ -53,7 +53,10 @@ uint64_t GraphTables::AdoptNode(void* n, uint64_t graph) {
 uint64_t GraphTables::AdoptExec(void* e, int gpu) {
   auto it = exec_index_.find(e);
   if (it != exec_index_.end() && execs_.Find(it->second) != nullptr) return it->second;
-  uint64_t id = execs_.Insert(GraphExec{e, gpu, {}, 0, {}});
+  GraphExec exec;
+  exec.exec = e;
+  exec.gpu = gpu;
+  uint64_t id = execs_.Insert(std::move(exec));
   exec_index_[e] = id;
   return id;
 }
@@ -162,6 +165,19 @@ RepeatCallback* GraphTables::Repeat(uint64_t id) {
     cb->notices = notices_;
   }
   return cb.get();
+}
+
+GraphExec* GraphTables::ExecOf(void* e) {
+  auto it = exec_index_.find(e);
+  return it == exec_index_.end() ? nullptr : execs_.Find(it->second);
+}
+
+bool GraphTables::HostNodesOutstanding() {
+  for (auto& [id, cb] : repeat_) {
+    std::lock_guard<std::mutex> lock(cb->mu);
+    if (cb->launched > cb->done && !cb->released) return true;
+  }
+  return false;
 }
 
 HostNodeSync* GraphTables::NewSync(HostNodeSync s) {

@@ -84,6 +84,7 @@ struct RepeatCallback {
   std::shared_ptr<CallbackNotices> notices;
   std::mutex mu;
   std::condition_variable cv;
+  uint64_t launched = 0; // calls the launches of executable graphs made so far will make (under mu)
   uint64_t reached = 0;  // calls started (under mu)
   uint64_t done = 0;     // calls the client finished (under mu)
   bool released = false; // the session ended: never wait again
@@ -124,6 +125,14 @@ struct GraphExec {
   int gpu = 0;
   std::vector<HostBinding> bindings;
   uint64_t nodes = 0;          // its graph's count when it was instantiated
+  // Its top-level host nodes that call a client function (a function in two nodes comes
+  // twice): each launch makes these calls, less those of nodes disabled in it
+  // (hooks/graph_hooks.cc). Host nodes of child graphs and conditional bodies are not counted.
+  struct HostNode {
+    void* node = nullptr;      // CUgraphNode of its graph
+    RepeatCallback* cb = nullptr;
+  };
+  std::vector<HostNode> host_nodes;
   // Its graph's memory nodes' addresses: the ledger keeps them while the graph or one of its
   // executable graphs lives (an application may destroy the graph once instantiated).
   std::vector<DevPtr> memory;
@@ -205,6 +214,11 @@ class GraphTables {
   std::map<uint64_t, std::shared_ptr<RepeatCallback>>& repeat_callbacks() { return repeat_; }
   // The callback state for client callback `id` (created on first use).
   RepeatCallback* Repeat(uint64_t id);
+  // The executable graph of driver executable graph `e`, or nullptr.
+  GraphExec* ExecOf(void* e);
+  // Whether a launched graph's host node has not yet been answered by the client: it runs, or
+  // will, and its stream waits for the client meanwhile (Executor::HostCallbacksOutstanding).
+  bool HostNodesOutstanding();
   // A new host-node synchronisation, kept for the session (HostNodeSync).
   HostNodeSync* NewSync(HostNodeSync s);
   // Per GPU, a non-blocking stream of the worker's own for the host nodes' staging copies
