@@ -705,7 +705,14 @@ static void nvml(CUdevice dev) {
   size_t total = 0;
   CHECK(cuDeviceTotalMem(&total, dev));
   EXPECT(((int (*)(void*, void*))nvml_sym(lib, "nvmlDeviceGetMemoryInfo"))(by_index, &mem) == 0);
-  EXPECT(mem.total == total && mem.used + mem.free == mem.total);
+  /* NVML's total counts memory the driver keeps for itself, which cuDeviceTotalMem leaves out
+     (143771 against 143155 MiB on the H200); Remora's NVML answers the session's view, the
+     driver's total. */
+  if (!(g_remora ? mem.total == total : mem.total >= total) || mem.used + mem.free != mem.total)
+    printf("nvmlDeviceGetMemoryInfo: total %llu used %llu free %llu; cuDeviceTotalMem %zu\n", mem.total, mem.used,
+           mem.free, total);
+  EXPECT(g_remora ? mem.total == total : mem.total >= total);
+  EXPECT(mem.used + mem.free == mem.total);
   unsigned procs = 7;
   EXPECT(((int (*)(void*, unsigned*, void*))nvml_sym(lib, "nvmlDeviceGetComputeRunningProcesses"))(by_index, &procs, NULL) == 0);
   EXPECT(procs == 0);

@@ -178,7 +178,9 @@ bool Descriptors() {
   }
   CB(r);
   if (d == nullptr || d->descriptor == nullptr || d->descriptor->nGPUs != 1 || d->descriptor->size[0] < sizeof(cufftComplex) * n * batch)
-    fail("cufftXtMalloc: a descriptor of %d GPUs", d && d->descriptor ? d->descriptor->nGPUs : -1);
+    fail("cufftXtMalloc: a descriptor of %d GPUs, %zu bytes on the first (%zu wanted; descriptor %p)",
+         d && d->descriptor ? d->descriptor->nGPUs : -1, d && d->descriptor ? d->descriptor->size[0] : 0,
+         sizeof(cufftComplex) * n * batch, d ? static_cast<void*>(d->descriptor) : nullptr);
   CB(cufftXtMalloc(plan, &e, CUFFT_XT_FORMAT_INPLACE));
   CB(cufftXtMemcpy(plan, d, host.data(), CUFFT_COPY_HOST_TO_DEVICE));
   CB(cufftXtExecDescriptorC2C(plan, d, d, CUFFT_FORWARD));
