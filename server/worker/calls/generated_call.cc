@@ -395,7 +395,7 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
         // Too large for one frame: held, and read back in pieces (session/held_results.h). The call
         // itself succeeded; holding may not (the session holds too much): its status then.
         const uint64_t size = out.size();
-        auto id = ex.session().held_results().Hold(x.out().bytes());
+        auto id = ex.session().held_results().Hold(x.out().Take());  // `out` is not read after this
         if (!id.ok()) return ex.PostReply(tag, id.status());
         return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
           auto h = r.initApiResultHeld();

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "remora/base/status.h"
@@ -66,6 +67,8 @@ class ArgWriter {
     bytes_.insert(bytes_.end(), b, b + n);
   }
   const std::vector<std::byte>& bytes() const { return bytes_; }
+  // Everything written, moved out (the writer is left empty).
+  std::vector<std::byte> Take() { return std::exchange(bytes_, {}); }
   void Clear() { bytes_.clear(); }
 
  private:
