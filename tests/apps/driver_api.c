@@ -713,11 +713,18 @@ static void nvml(CUdevice dev) {
            mem.free, total);
   EXPECT(g_remora ? mem.total == total : mem.total >= total);
   EXPECT(mem.used + mem.free == mem.total);
+  /* Natively this very process holds a context on the GPU, which NVIDIA's NVML lists (and a
+     NULL array for it is an error there), and NVLink's answer is the machine's topology: only
+     Remora's answers are checked - no process of the client's on a local GPU, no NVLink. */
   unsigned procs = 7;
-  EXPECT(((int (*)(void*, unsigned*, void*))nvml_sym(lib, "nvmlDeviceGetComputeRunningProcesses"))(by_index, &procs, NULL) == 0);
-  EXPECT(procs == 0);
+  const int procs_st =
+      ((int (*)(void*, unsigned*, void*))nvml_sym(lib, "nvmlDeviceGetComputeRunningProcesses"))(by_index, &procs, NULL);
   int type = 0;
-  EXPECT(((int (*)(void*, unsigned, int*))nvml_sym(lib, "nvmlDeviceGetNvLinkRemoteDeviceType"))(by_index, 0, &type) == 3);
+  const int link_st = ((int (*)(void*, unsigned, int*))nvml_sym(lib, "nvmlDeviceGetNvLinkRemoteDeviceType"))(by_index, 0, &type);
+  if (g_remora) {
+    EXPECT(procs_st == 0 && procs == 0);
+    EXPECT(link_st == 3);
+  }
   int version = 0, dversion = 0;
   EXPECT(((int (*)(int*))nvml_sym(lib, "nvmlSystemGetCudaDriverVersion_v2"))(&version) == 0);
   CHECK(cuDriverGetVersion(&dversion));

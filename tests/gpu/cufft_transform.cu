@@ -177,10 +177,14 @@ bool Descriptors() {
     return false;
   }
   CB(r);
-  if (d == nullptr || d->descriptor == nullptr || d->descriptor->nGPUs != 1 || d->descriptor->size[0] < sizeof(cufftComplex) * n * batch)
+  // NVIDIA's descriptor of a one-GPU plan gives its size as 0 (seen on the H200, cuFFT 12);
+  // Remora's gives the bytes. Either way one GPU, and memory there.
+  const size_t wanted = sizeof(cufftComplex) * n * batch;
+  if (d == nullptr || d->descriptor == nullptr || d->descriptor->nGPUs != 1 || d->descriptor->data[0] == nullptr ||
+      (d->descriptor->size[0] != 0 && d->descriptor->size[0] < wanted) || (OnRemora() && d->descriptor->size[0] < wanted))
     fail("cufftXtMalloc: a descriptor of %d GPUs, %zu bytes on the first (%zu wanted; descriptor %p)",
          d && d->descriptor ? d->descriptor->nGPUs : -1, d && d->descriptor ? d->descriptor->size[0] : 0,
-         sizeof(cufftComplex) * n * batch, d ? static_cast<void*>(d->descriptor) : nullptr);
+         wanted, d ? static_cast<void*>(d->descriptor) : nullptr);
   CB(cufftXtMalloc(plan, &e, CUFFT_XT_FORMAT_INPLACE));
   CB(cufftXtMemcpy(plan, d, host.data(), CUFFT_COPY_HOST_TO_DEVICE));
   CB(cufftXtExecDescriptorC2C(plan, d, d, CUFFT_FORWARD));

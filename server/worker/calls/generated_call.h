@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "remora.capnp.h"
+#include "remora/base/util.h"
 #include "remora/memmgr/handle_table.h"
 #include "remora/protocol/api_args.h"
 #include "remora/protocol/frame.h"
@@ -45,11 +46,17 @@ class OpContext {
   Status Device(int* device);
   // An address that must lie, with `bytes` after it, in one allocation of this session.
   Status DevPtr(uint64_t addr, uint64_t bytes, uint64_t* checked);
-  // The capacity of an output array (bounded), as a vector of that size.
+  // The capacity of an output array, as a vector of that size. The call's outputs together
+  // are bounded by what a session may hold as one result (api::kMaxHeldResultBytes: results
+  // over a reply's size are held and read back in pieces); cuSolverRf's L factor alone is
+  // 5.4 MB.
   template <typename T>
   Status OutArray(std::vector<T>* v) {
     uint64_t n = in_.Get<uint64_t>();
-    if (n > api::kMaxArgBytes / sizeof(T)) return Error(Err::kInvalidValue, "malformed request: an output of {} elements is too large", n);
+    if (n > (api::kMaxHeldResultBytes - out_capacity_) / sizeof(T))
+      return Error(Err::kInvalidValue, "malformed request: an output of {} elements, beyond the {} a call may return", n,
+                   FormatSize(api::kMaxHeldResultBytes));
+    out_capacity_ += n * sizeof(T);
     v->resize(static_cast<size_t>(n));
     return Status::Ok();
   }
@@ -197,6 +204,7 @@ class OpContext {
   wire::Request::Reader req_;
   api::ArgReader in_;
   api::ArgWriter out_;
+  uint64_t out_capacity_ = 0;  // bytes of the output arrays decoded so far (OutArray)
   void* library_;
   Domain domain_;
   int gpu_ = -1;  // the GPU an argument chose

@@ -1,0 +1,46 @@
+// server/worker/calls/generated_call.h: how large the output arrays of one generated call may
+// be. Results over a reply's size are held and read back in pieces, so one output may be far
+// larger than a request's arguments (cuSolverRf's L factor: 5.4 MB), while the call's outputs
+// together stay within what a session may hold as one result; a client asking for more is
+// refused before anything is allocated, and the session goes on.
+#include <gtest/gtest.h>
+
+#include "executor_harness.h"
+#include "remora/protocol/api_args.h"
+
+namespace remora::worker::unit {
+namespace {
+
+namespace cu = ::remora::gen::cuda;
+
+// remoraHeldResultPiece (cuda.api @194) of `size` bytes of an unknown held result: its output
+// array's capacity is decoded (OutArray) before the hook looks the result up.
+api::ArgWriter Piece(uint64_t size) {
+  api::ArgWriter w;
+  w.Put<int>(0);            // device
+  w.Put<uint64_t>(12345);   // id: none held
+  w.Put<uint64_t>(0);       // offset
+  w.Put<uint64_t>(size);    // the output's capacity
+  w.Put<uint64_t>(size);    // size
+  return w;
+}
+
+class OutputsTest : public ExecutorTest {};
+
+TEST_F(OutputsTest, AnOutputLargerThanARequestsArgumentsIsAccepted) {
+  // 8 MiB: past api::kMaxArgBytes. The hook then refuses the piece for what it is (larger than
+  // a piece, and no such result) - not the request as malformed.
+  Reply r = Api(cu::k_remoraHeldResultPiece, Piece(2 * api::kMaxArgBytes));
+  EXPECT_EQ(r.error, Err::kInvalidValue);
+  EXPECT_EQ(r.message.find("malformed"), std::string::npos) << r.message;
+}
+
+TEST_F(OutputsTest, OutputsBeyondWhatACallMayReturnAreRefusedAndTheSessionGoesOn) {
+  Reply r = Api(cu::k_remoraHeldResultPiece, Piece(api::kMaxHeldResultBytes + 1));
+  EXPECT_EQ(r.error, Err::kInvalidValue);
+  EXPECT_NE(r.message.find("beyond"), std::string::npos) << r.message;
+  EXPECT_EQ(Ping().error, Err::kSuccess);
+}
+
+}  // namespace
+}  // namespace remora::worker::unit
