@@ -171,17 +171,18 @@ bool Descriptors() {
   CB(cufftPlan1d(&plan, n, CUFFT_C2C, batch));
   cudaLibXtDesc *d = nullptr, *e = nullptr;
   cufftResult r = cufftXtMalloc(plan, &d, CUFFT_XT_FORMAT_INPLACE);
-  if (r != CUFFT_SUCCESS && !OnRemora()) {
-    std::printf("note: NVIDIA's cuFFT gives no descriptor to a plan on one GPU (cufftXtMalloc: %d)\n", r);
+  // NVIDIA's cuFFT 12 on the H200 answers CUFFT_SUCCESS with a one-GPU descriptor that holds
+  // no memory (data[0] NULL, size 0): only Remora's descriptors are used further.
+  if (!OnRemora() && (r != CUFFT_SUCCESS || d == nullptr || d->descriptor == nullptr || d->descriptor->data[0] == nullptr)) {
+    std::printf("note: NVIDIA's cuFFT gives no memory to a one-GPU plan's descriptor (cufftXtMalloc: %d)\n", r);
+    if (r == CUFFT_SUCCESS && d != nullptr) (void)cufftXtFree(d);
     CB(cufftDestroy(plan));
     return false;
   }
   CB(r);
-  // NVIDIA's descriptor of a one-GPU plan gives its size as 0 (seen on the H200, cuFFT 12);
-  // Remora's gives the bytes. Either way one GPU, and memory there.
   const size_t wanted = sizeof(cufftComplex) * n * batch;
   if (d == nullptr || d->descriptor == nullptr || d->descriptor->nGPUs != 1 || d->descriptor->data[0] == nullptr ||
-      (d->descriptor->size[0] != 0 && d->descriptor->size[0] < wanted) || (OnRemora() && d->descriptor->size[0] < wanted))
+      d->descriptor->size[0] < wanted)
     fail("cufftXtMalloc: a descriptor of %d GPUs, %zu bytes on the first (%zu wanted; descriptor %p)",
          d && d->descriptor ? d->descriptor->nGPUs : -1, d && d->descriptor ? d->descriptor->size[0] : 0,
          wanted, d ? static_cast<void*>(d->descriptor) : nullptr);

@@ -105,10 +105,9 @@ REMORA_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda
     return Invalid("cuGetProcAddress", "unknown flags");
   int r = Resolve(symbol, cudaVersion, flags, pfn);
   if (symbolStatus != nullptr) *symbolStatus = static_cast<CUdriverProcAddressQueryResult>(r);
-  if (r != CU_GET_PROC_ADDRESS_SUCCESS) {
-    LOG_DEBUG("cuGetProcAddress({}): not a driver function", symbol);
-    return CUDA_ERROR_NOT_FOUND;
-  }
+  // As CUDA (and as NVIDIA's driver answered on the H200): a symbol that is not found is
+  // CUDA_SUCCESS with *pfn NULL, the reason in *symbolStatus.
+  if (r != CU_GET_PROC_ADDRESS_SUCCESS) LOG_DEBUG("cuGetProcAddress({}): not a driver function", symbol);
   return CUDA_SUCCESS;
 }
 
