@@ -444,6 +444,8 @@ struct ApiCall {
   library @0 :UInt16;          # the description's `wire` number (cuda = 1, ...)
   function @1 :UInt32;         # the entry's @N
   args @2 :Data;
+  stagedArgs @3 :UInt64;       # not 0: the arguments were sent ahead in pieces under this id
+                               # (remoraStageArgsPiece; args is then empty)
 }
 
 # Members marked "retired" are calls that became generated entries (apiCall); they stay in

@@ -1,6 +1,7 @@
 #include "remote_call.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,21 @@ Result<std::vector<std::byte>> ReadHeldResult(int device, uint64_t id, uint64_t 
   return bytes;
 }
 
+// Sends `args` ahead to the worker of `device` in posted pieces (remoraStageArgsPiece, in
+// order on that link, so they arrive before the call); the id the call names them by.
+Result<uint64_t> StageArgs(int device, const std::vector<std::byte>& args) {
+  static std::atomic<uint64_t> next{1};
+  if (args.size() > api::kMaxStagedArgBytes)
+    return Error(Err::kInvalidValue, "a call's arguments of {} bytes: at most {} travel", args.size(), api::kMaxStagedArgBytes);
+  const uint64_t id = next.fetch_add(1);
+  for (uint64_t at = 0; at < args.size(); at += api::kHeldPieceBytes) {
+    const uint64_t n = std::min<uint64_t>(api::kHeldPieceBytes, args.size() - at);
+    RETURN_IF_ERROR(gen::cuda::remoraStageArgsPiece(CallCtx{false, "remoraStageArgsPiece"}, device, id, args.size(), at, n,
+                                                    args.data() + at));
+  }
+  return id;
+}
+
 }  // namespace
 
 Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
@@ -231,11 +247,17 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
       return results(reader);
     }
   }
+  // Arguments too large for one request go ahead in pieces, and the call names them.
+  uint64_t staged = 0;
+  if (bytes.size() > api::kInlineArgBytes) {
+    ASSIGN_OR_RETURN(staged, StageArgs(device_, bytes));
+  }
   auto build = [&](wire::Request::Builder& r) {
     auto a = r.initApiCall();
     a.setLibrary(library_);
     a.setFunction(function_);
-    a.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(bytes.data()), bytes.size()));
+    if (staged != 0) a.setStagedArgs(staged);
+    else a.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(bytes.data()), bytes.size()));
   };
   if (cls_ == CallClass::kOrdered) {
     // Like a kernel launch: nothing to wait for, but a broken context fails at once.

@@ -42,5 +42,51 @@ TEST_F(OutputsTest, OutputsBeyondWhatACallMayReturnAreRefusedAndTheSessionGoesOn
   EXPECT_EQ(Ping().error, Err::kSuccess);
 }
 
+// Arguments sent ahead in pieces (remoraStageArgsPiece, posted) and named by the call.
+class StagedArgsTest : public ExecutorTest {
+ protected:
+  void Piece(uint64_t id, uint64_t total, uint64_t offset, const std::vector<std::byte>& bytes) {
+    api::ArgWriter w;
+    w.Put<int>(0);
+    w.Put<uint64_t>(id);
+    w.Put<uint64_t>(total);
+    w.Put<uint64_t>(offset);
+    w.Put<uint64_t>(bytes.size());
+    w.Put<uint8_t>(1);  // the bytes are there
+    w.Append(bytes.data(), bytes.size());
+    Api(cu::k_remoraStageArgsPiece, w, false);
+  }
+  Reply CallStaged(cu::Fn fn, uint64_t id) {
+    return Call([&](wire::Request::Builder r) {
+      auto a = r.initApiCall();
+      a.setLibrary(cu::kLibrary);
+      a.setFunction(fn);
+      a.setStagedArgs(id);
+    });
+  }
+};
+
+TEST_F(StagedArgsTest, ACallTakesItsArgumentsSentAhead) {
+  const api::ArgWriter query = StreamArg(0);  // cuStreamQuery of the default stream
+  const std::vector<std::byte>& args = query.bytes();
+  Piece(41, args.size(), 0, {args.begin(), args.begin() + 4});
+  Piece(41, args.size(), 4, {args.begin() + 4, args.end()});
+  EXPECT_EQ(CallStaged(cu::k_cuStreamQuery, 41).error, Err::kSuccess);
+  Reply again = CallStaged(cu::k_cuStreamQuery, 41);
+  EXPECT_EQ(again.error, Err::kInvalidValue) << "taken by the first call";
+  EXPECT_NE(again.message.find("no staged arguments"), std::string::npos) << again.message;
+}
+
+TEST_F(StagedArgsTest, ForgedOrIncompleteArgumentsAreRefusedAndTheSessionGoesOn) {
+  Reply forged = CallStaged(cu::k_cuStreamQuery, 999);
+  EXPECT_EQ(forged.error, Err::kInvalidValue);
+  Piece(5, 100, 0, std::vector<std::byte>(9));
+  Reply part = CallStaged(cu::k_cuStreamQuery, 5);
+  EXPECT_EQ(part.error, Err::kInvalidValue);
+  EXPECT_NE(part.message.find("9 of their 100"), std::string::npos) << part.message;
+  EXPECT_EQ(Ping().error, Err::kSuccess);
+  EXPECT_EQ(StreamQuery(0).error, Err::kSuccess);
+}
+
 }  // namespace
 }  // namespace remora::worker::unit

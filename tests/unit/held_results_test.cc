@@ -79,5 +79,43 @@ TEST(HeldResults, ASessionHoldsAtMostItsBound) {
   EXPECT_TRUE(h.Hold(std::vector<std::byte>(10)).ok()) << "up to the bound exactly";
 }
 
+TEST(StagedArgs, PiecesInOrderMakeArgumentsTakenOnce) {
+  StagedArgs s;
+  const std::vector<std::byte> want = Pattern(1000, 4);
+  ASSERT_TRUE(s.Write(7, 1000, 0, want.data(), 600).ok());
+  EXPECT_EQ(s.Take(7).status().code(), Err::kInvalidValue) << "not all sent: refused, and dropped";
+  EXPECT_EQ(s.bytes(), 0u);
+  ASSERT_TRUE(s.Write(7, 1000, 0, want.data(), 600).ok());
+  ASSERT_TRUE(s.Write(7, 1000, 600, want.data() + 600, 400).ok());
+  auto got = s.Take(7);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, want);
+  EXPECT_EQ(s.Take(7).status().code(), Err::kInvalidValue) << "taken once";
+  EXPECT_EQ(s.bytes(), 0u);
+}
+
+TEST(StagedArgs, PiecesOutOfOrderOrPastTheTotalAreRefusedAndLoseNothing) {
+  StagedArgs s;
+  const std::vector<std::byte> b = Pattern(100, 5);
+  EXPECT_EQ(s.Write(1, 100, 10, b.data(), 10).code(), Err::kInvalidValue) << "never begun";
+  ASSERT_TRUE(s.Write(1, 100, 0, b.data(), 50).ok());
+  EXPECT_EQ(s.Write(1, 100, 60, b.data(), 10).code(), Err::kInvalidValue) << "a gap";
+  EXPECT_EQ(s.Write(1, 100, 50, b.data(), 51).code(), Err::kInvalidValue) << "past the total";
+  ASSERT_TRUE(s.Write(1, 100, 50, b.data() + 50, 50).ok()) << "the arguments are still whole";
+  auto got = s.Take(1);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, b);
+}
+
+TEST(StagedArgs, ASessionStagesAtMostItsBound) {
+  StagedArgs s;
+  std::byte one{};
+  ASSERT_TRUE(s.Write(1, StagedArgs::kMaxBytes - 10, 0, &one, 1).ok());
+  EXPECT_EQ(s.Write(2, 11, 0, &one, 1).code(), Err::kMemoryAllocation);
+  EXPECT_TRUE(s.Write(3, 10, 0, &one, 1).ok()) << "up to the bound exactly";
+  ASSERT_TRUE(s.Write(1, 5, 0, &one, 1).ok()) << "begun again: the earlier attempt's room is given back";
+  EXPECT_EQ(s.bytes(), 15u);
+}
+
 }  // namespace
 }  // namespace remora::worker

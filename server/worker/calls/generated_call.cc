@@ -373,7 +373,16 @@ Status DispatchApiCall(Executor& ex, const InFrame& frame, wire::Request::Reader
     return Status::Ok();
   }
   auto args = call.getArgs();
-  OpContext x(ex, req, api::ArgReader(args.begin(), args.size()), lib->api, lib->table->domain);
+  api::ArgReader reader(args.begin(), args.size());
+  std::vector<std::byte> staged;  // arguments sent ahead (outlives the call's decoding)
+  if (call.getStagedArgs() != 0) {
+    if (args.size() != 0) return answer(Error(Err::kInvalidValue, "malformed request: {} has arguments twice", op->name));
+    auto taken = ex.session().staged_args().Take(call.getStagedArgs());
+    if (!taken.ok()) return answer(taken.status());
+    staged = std::move(*taken);
+    reader = api::ArgReader(staged.data(), staged.size());
+  }
+  OpContext x(ex, req, reader, lib->api, lib->table->domain);
   x.set_answered(expects_reply);
   x.set_tag(expects_reply ? tag : 0);
   ex.stall_watch().Name(op->name);

@@ -16,4 +16,15 @@ CUresult HeldResultPiece(OpContext& x, int, unsigned long long id, unsigned long
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult StageArgsPiece(OpContext& x, int, unsigned long long id, unsigned long long total, unsigned long long offset,
+                        size_t size, const void* bytes) {
+  Status st = size > HeldResults::kPieceBytes
+                  ? Error(Err::kInvalidValue, "a piece of {} bytes: at most {} at a time", size, HeldResults::kPieceBytes)
+              : bytes == nullptr && size != 0 ? Error(Err::kInvalidValue, "a piece of {} bytes without them", size)
+                                              : x.executor().session().staged_args().Write(id, total, offset, bytes, size);
+  if (st.ok()) return CUDA_SUCCESS;
+  LOG_PEER(PeerLog(), Info, "remoraStageArgsPiece: {}", st.message());
+  return st.code() == Err::kMemoryAllocation ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+}
+
 }  // namespace remora::worker

@@ -29,4 +29,47 @@ Status HeldResults::Read(uint64_t id, uint64_t offset, void* dst, uint64_t size)
   return Status::Ok();
 }
 
+Status StagedArgs::Write(uint64_t id, uint64_t total, uint64_t offset, const void* bytes, uint64_t size) {
+  auto it = staged_.find(id);
+  if (offset == 0) {
+    if (it != staged_.end()) {  // begun again: the earlier attempt is dropped
+      bytes_ -= it->second.total;
+      staged_.erase(it);
+    }
+    if (total > kMaxBytes - bytes_)
+      return Error(Err::kMemoryAllocation, "arguments of {} bytes: the session already stages {} bytes of arguments", total,
+                   bytes_);
+    Entry e;
+    e.total = total;
+    e.bytes.reserve(total);
+    it = staged_.emplace(id, std::move(e)).first;
+    bytes_ += total;
+  } else if (it == staged_.end()) {
+    return Error(Err::kInvalidValue, "a piece at {} of staged arguments {} that were never begun", offset, id);
+  }
+  Entry& e = it->second;
+  if (offset != e.bytes.size() || size > e.total - e.bytes.size())
+    return Error(Err::kInvalidValue, "a piece {}+{} of staged arguments {} of {} bytes, {} sent so far", offset, size, id,
+                 e.total, e.bytes.size());
+  const auto* b = static_cast<const std::byte*>(bytes);
+  e.bytes.insert(e.bytes.end(), b, b + size);
+  return Status::Ok();
+}
+
+Result<std::vector<std::byte>> StagedArgs::Take(uint64_t id) {
+  auto it = staged_.find(id);
+  if (it == staged_.end()) return Error(Err::kInvalidValue, "malformed request: no staged arguments {}", id);
+  if (it->second.bytes.size() != it->second.total) {
+    Status st = Error(Err::kInvalidValue, "malformed request: staged arguments {} hold {} of their {} bytes", id,
+                      it->second.bytes.size(), it->second.total);
+    bytes_ -= it->second.total;
+    staged_.erase(it);
+    return st;
+  }
+  std::vector<std::byte> out = std::move(it->second.bytes);
+  bytes_ -= it->second.total;
+  staged_.erase(it);
+  return out;
+}
+
 }  // namespace remora::worker

@@ -35,4 +35,29 @@ class HeldResults {
   uint64_t next_ = 1;
   uint64_t bytes_ = 0;
 };
+// StagedArgs: a generated call's arguments too large for one request frame, sent ahead by the
+// client in pieces (remoraStageArgsPiece, posted) and taken by the call that names them
+// (ApiCall.stagedArgs; docs/PROTOCOL.md, "Large arguments"). Dropped when taken, or with the
+// session. Executor thread only.
+class StagedArgs {
+ public:
+  static constexpr uint64_t kMaxBytes = api::kMaxStagedArgBytes;
+
+  // Appends a piece to staged arguments `id`: the first piece (offset 0) opens them with their
+  // `total` size; each later one must continue where the last ended, within `total`.
+  // kInvalidValue for a piece out of order or beyond its total, kMemoryAllocation past kMaxBytes.
+  Status Write(uint64_t id, uint64_t total, uint64_t offset, const void* bytes, uint64_t size);
+  // The complete arguments `id`, moved out. kInvalidValue: no such id, or not all sent.
+  Result<std::vector<std::byte>> Take(uint64_t id);
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  struct Entry {
+    std::vector<std::byte> bytes;  // reserved to total, filled up to its size
+    uint64_t total = 0;
+  };
+  std::map<uint64_t, Entry> staged_;
+  uint64_t bytes_ = 0;  // totals of the staged entries
+};
+
 }  // namespace remora::worker

@@ -133,6 +133,7 @@ class SessionState {
   LibObjects& lib_objects() { return lib_objects_; }
   // Generated calls' results too large for one reply, until the client reads them.
   HeldResults& held_results() { return held_results_; }
+  StagedArgs& staged_args() { return staged_args_; }
   // CUDA arrays, mipmapped arrays, texture and surface objects (array_state.h).
   ArrayTables& array_objects() { return array_objects_; }
   HandleTable<PhysicalMemory>& physical() { return physical_; }
@@ -185,6 +186,7 @@ class SessionState {
   GraphTables graphs_;
   LibObjects lib_objects_;
   HeldResults held_results_;
+  StagedArgs staged_args_;
   ArrayTables array_objects_;
 };
 

@@ -38,6 +38,12 @@ inline constexpr uint64_t kMaxArgBytes = 4ull << 20;
 // and its count) therefore always travel inline; a session holds at most kMaxHeldResultBytes
 // (server/worker/session/held_results.h; a reply naming more is malformed).
 inline constexpr uint64_t kInlineResultBytes = 512u << 10;
+// Symmetrically, a generated call's arguments of more than kInlineArgBytes (cusolverRfSetupHost:
+// 17 MB of host matrices) are sent ahead in pieces of at most kHeldPieceBytes (posted
+// remoraStageArgsPiece calls) and the call names them (ApiCall.stagedArgs); a session stages at
+// most kMaxStagedArgBytes at once (server/worker/session/held_results.h, StagedArgs).
+inline constexpr uint64_t kInlineArgBytes = 512u << 10;
+inline constexpr uint64_t kMaxStagedArgBytes = 256ull << 20;
 inline constexpr uint64_t kHeldPieceBytes = 448u << 10;
 inline constexpr uint64_t kMaxHeldResultBytes = 256ull << 20;
 
