@@ -19,8 +19,9 @@
 namespace remora::shim {
 namespace {
 
-// The encoding buffer of the calling thread, reused call after call (a RemoteCall never
-// nests inside another on one thread).
+// The encoding buffer of the calling thread, reused call after call. A RemoteCall nests inside
+// another on one thread only once the outer one's arguments are out of it (staged pieces,
+// held results: Invoke).
 api::ArgWriter& ThreadArgs() {
   api::ArgWriter& w = ThreadSlot<api::ArgWriter>();
   w.Clear();
@@ -250,7 +251,9 @@ Status RemoteCall::Invoke(FunctionRef<Status(api::ArgReader&)> results) {
   // Arguments too large for one request go ahead in pieces, and the call names them.
   uint64_t staged = 0;
   if (bytes.size() > api::kInlineArgBytes) {
-    ASSIGN_OR_RETURN(staged, StageArgs(device_, bytes));
+    // Moved out first: the pieces are calls of their own, which reuse this thread's buffer.
+    const std::vector<std::byte> ahead = args_.Take();
+    ASSIGN_OR_RETURN(staged, StageArgs(device_, ahead));
   }
   auto build = [&](wire::Request::Builder& r) {
     auto a = r.initApiCall();

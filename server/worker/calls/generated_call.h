@@ -60,9 +60,13 @@ class OpContext {
     v->resize(static_cast<size_t>(n));
     return Status::Ok();
   }
-  // A buffer of `n` bytes for an argument whose size an expression gives (bounded).
+  // A buffer of `n` bytes for an argument whose size an expression gives. The call's buffers
+  // together are bounded by what its arguments may carry (api::kMaxStagedArgBytes: arguments
+  // over a request's size are sent ahead in pieces); cusolverRfSetupHost's L values alone are
+  // 5.4 MB.
   Status Buffer(std::vector<std::byte>* v, uint64_t n) {
-    if (n > api::kMaxArgBytes) return Malformed("an argument buffer is too large");
+    if (n > api::kMaxStagedArgBytes - buffer_bytes_) return Malformed("argument buffers beyond what a call may carry");
+    buffer_bytes_ += n;
     v->resize(static_cast<size_t>(n));
     return Status::Ok();
   }
@@ -205,6 +209,7 @@ class OpContext {
   api::ArgReader in_;
   api::ArgWriter out_;
   uint64_t out_capacity_ = 0;  // bytes of the output arrays decoded so far (OutArray)
+  uint64_t buffer_bytes_ = 0;  // bytes of the argument buffers decoded so far (Buffer)
   void* library_;
   Domain domain_;
   int gpu_ = -1;  // the GPU an argument chose
