@@ -7,13 +7,13 @@
 namespace remora::worker {
 
 Status GraphLaunched(OpContext& x, CUgraphExec exec, CUstream stream) {
+  // Most graphs have no host node: they cost a table lookup, no driver call.
+  GraphExec* e = x.executor().session().graphs().ExecOf(exec);
+  if (e == nullptr || e->host_nodes.empty()) return Status::Ok();
   gen::cuda::Api& api = x.Library<gen::cuda::Api>();
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (api.cuStreamIsCapturing(stream, &capture) == CUDA_SUCCESS &&
-      capture != CU_STREAM_CAPTURE_STATUS_NONE)
+  if (api.cuStreamIsCapturing(stream, &capture) == CUDA_SUCCESS && capture != CU_STREAM_CAPTURE_STATUS_NONE)
     return Status::Ok();
-  GraphExec* e = x.executor().session().graphs().ExecOf(exec);
-  if (e == nullptr) return Status::Ok();
   for (const GraphExec::HostNode& n : e->host_nodes) {
     // A node disabled in this executable graph does not run (cuGraphNodeSetEnabled). A count
     // too high would keep device-wide waits from being made (a free would wait forever), one

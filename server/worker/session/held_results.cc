@@ -59,17 +59,13 @@ Status StagedArgs::Write(uint64_t id, uint64_t total, uint64_t offset, const voi
 Result<std::vector<std::byte>> StagedArgs::Take(uint64_t id) {
   auto it = staged_.find(id);
   if (it == staged_.end()) return Error(Err::kInvalidValue, "malformed request: no staged arguments {}", id);
-  if (it->second.bytes.size() != it->second.total) {
-    Status st = Error(Err::kInvalidValue, "malformed request: staged arguments {} hold {} of their {} bytes", id,
-                      it->second.bytes.size(), it->second.total);
-    bytes_ -= it->second.total;
-    staged_.erase(it);
-    return st;
-  }
-  std::vector<std::byte> out = std::move(it->second.bytes);
-  bytes_ -= it->second.total;
+  Entry e = std::move(it->second);  // dropped either way
+  bytes_ -= e.total;
   staged_.erase(it);
-  return out;
+  if (e.bytes.size() != e.total)
+    return Error(Err::kInvalidValue, "malformed request: staged arguments {} hold {} of their {} bytes", id, e.bytes.size(),
+                 e.total);
+  return std::move(e.bytes);
 }
 
 }  // namespace remora::worker
