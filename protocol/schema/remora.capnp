@@ -462,13 +462,13 @@ struct Request {
     memcpyDtoD @7 :MemcpyDtoD;
     memset @8 :Memset;
     memGetInfo @9 :Void;
-    streamCreate @10 :StreamCreate;
-    streamDestroy @11 :StreamRef;
+    streamCreate @10 :StreamCreate;  # retired: now an apiCall
+    streamDestroy @11 :StreamRef;  # retired: now an apiCall
     streamSynchronize @12 :StreamRef;  # retired: now an apiCall
     streamQuery @13 :StreamRef;  # retired: now an apiCall
     streamWaitEvent @14 :StreamWaitEvent;  # retired: now an apiCall
-    eventCreate @15 :UInt32;   # flags
-    eventDestroy @16 :UInt64;
+    eventCreate @15 :UInt32;  # retired: now an apiCall
+    eventDestroy @16 :UInt64;  # retired: now an apiCall
     eventRecord @17 :EventRecord;  # retired: now an apiCall
     eventSynchronize @18 :UInt64;  # retired: now an apiCall
     eventQuery @19 :UInt64;  # retired: now an apiCall

@@ -13,10 +13,6 @@ const char* RequestName(wire::Request::Which w) {
     case W::MEMCPY_DTO_D: return "memcpyDtoD";
     case W::MEMSET: return "memset";
     case W::MEM_GET_INFO: return "memGetInfo";
-    case W::STREAM_CREATE: return "streamCreate";
-    case W::STREAM_DESTROY: return "streamDestroy";
-    case W::EVENT_CREATE: return "eventCreate";
-    case W::EVENT_DESTROY: return "eventDestroy";
     case W::DEVICE_SYNCHRONIZE: return "deviceSynchronize";
     case W::DEVICE_RESET: return "deviceReset";
     case W::GOODBYE: return "goodbye";

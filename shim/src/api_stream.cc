@@ -4,9 +4,11 @@
 // generated entries (protocol/api/cudart.api, via the driver API).
 #include <cuda_runtime_api.h>
 
+#include "cuda_client.h"
 #include "export.h"
 #include "ipc_client.h"
 #include "runtime.h"
+#include "streams.h"
 #include "wire_args.h"
 
 namespace remora::shim {
@@ -32,24 +34,14 @@ using namespace remora;
 using namespace remora::shim;
 
 REMORA_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int priority) {
-  if (pStream == nullptr) return Finish(Error(Err::kInvalidValue, "pStream is NULL"), "cudaStreamCreate");
+  constexpr const char* kCall = "cudaStreamCreate";
+  if (pStream == nullptr) return Finish(Error(Err::kInvalidValue, "pStream is NULL"), kCall);
   if (flags & ~static_cast<unsigned>(cudaStreamNonBlocking))
-    return Finish(Error(Err::kInvalidValue, "invalid stream flags 0x{:x}", flags), "cudaStreamCreate");
-  Runtime& rt = Runtime::Get();
-  auto dev = rt.CurrentDevice();
-  if (!dev.ok()) return Finish(dev.status(), "cudaStreamCreate");
-  uint64_t h = 0;
-  Status st = (*rt.Session())->Call(*dev, [&](wire::Request::Builder& r) {
-    auto s = r.initStreamCreate();
-    s.setFlags(flags);
-    s.setPriority(priority);
-  }, [&](wire::Reply::Reader& r) -> Status {
-    h = r.getHandle();
-    return Status::Ok();
-  });
-  if (!st.ok()) return Finish(st, "cudaStreamCreate");
-  rt.AddStream(h, *dev, flags, priority);
-  *pStream = reinterpret_cast<cudaStream_t>(h);
+    return Finish(Error(Err::kInvalidValue, "invalid stream flags 0x{:x}", flags), kCall);
+  CUstream s = nullptr;
+  Status st = gen::cuda::cuStreamCreateWithPriority(CallCtx{false, kCall}, &s, flags, priority);
+  if (!st.ok()) return Finish(st, kCall);
+  *pStream = reinterpret_cast<cudaStream_t>(s);
   return cudaSuccess;
 }
 
@@ -60,17 +52,12 @@ REMORA_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned
 REMORA_API cudaError_t cudaStreamCreate(cudaStream_t* pStream) { return cudaStreamCreateWithPriority(pStream, 0, 0); }
 
 REMORA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), "cudaStreamDestroy");
-  int device = 0;
-  uint64_t h = U(stream);
-  Status st = rt.CheckStream(stream, &device);
-  if (st.ok() && h <= 2) st = Error(Err::kInvalidValue, "the default streams cannot be destroyed");
-  if (!st.ok()) return Finish(st, "cudaStreamDestroy");
-  rt.RemoveStream(h);
-  st = (*c)->Post(device, [&](wire::Request::Builder& r) { r.initStreamDestroy().setHandle(h); });
-  return Finish(st, "cudaStreamDestroy");
+  constexpr const char* kCall = "cudaStreamDestroy";
+  if (U(stream) <= 2) {  // 0, cudaStreamLegacy, cudaStreamPerThread
+    auto c = Runtime::Get().Session();
+    return Finish(c.ok() ? Error(Err::kInvalidValue, "the default streams cannot be destroyed") : c.status(), kCall);
+  }
+  return Finish(gen::cuda::cuStreamDestroy_v2(CallCtx{false, kCall}, reinterpret_cast<CUstream>(stream)), kCall);
 }
 
 REMORA_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int* flags) {
@@ -90,40 +77,40 @@ REMORA_API cudaError_t cudaStreamGetDevice(cudaStream_t s, int* device) {
 REMORA_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int* device) { return cudaStreamGetDevice(s, device); }
 
 REMORA_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
-  if (event == nullptr) return Finish(Error(Err::kInvalidValue, "event is NULL"), "cudaEventCreate");
-  constexpr unsigned kKnown = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
-  if (flags & ~kKnown) return Finish(Error(Err::kInvalidValue, "invalid event flags 0x{:x}", flags), "cudaEventCreate");
-  if ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming))
-    return Finish(Error(Err::kInvalidValue, "an interprocess event must disable timing"), "cudaEventCreate");
-  Runtime& rt = Runtime::Get();
-  auto dev = rt.CurrentDevice();
-  if (!dev.ok()) return Finish(dev.status(), "cudaEventCreate");
-  uint64_t h = 0;
-  Status st = (*rt.Session())->Call(*dev, [&](wire::Request::Builder& r) { r.setEventCreate(flags); },
-                                    [&](wire::Reply::Reader& r) -> Status {
-                                      h = r.getHandle();
-                                      return Status::Ok();
-                                    });
-  if (!st.ok()) return Finish(st, "cudaEventCreate");
-  rt.AddEvent(h, *dev);
-  *event = reinterpret_cast<cudaEvent_t>(h);
+  constexpr const char* kCall = "cudaEventCreate";
+  if (event == nullptr) return Finish(Error(Err::kInvalidValue, "event is NULL"), kCall);
+  CUevent e = nullptr;
+  Status st = gen::cuda::cuEventCreate(CallCtx{false, kCall}, &e, flags);
+  if (!st.ok()) return Finish(st, kCall);
+  *event = reinterpret_cast<cudaEvent_t>(e);
   return cudaSuccess;
 }
 
 REMORA_API cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
 
 REMORA_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), "cudaEventDestroy");
-  const int device = std::max(rt.EventDevice(U(event)), 0);  // its server's (several servers)
-  if (!rt.RemoveEvent(U(event)))
-    return Finish(Error(Err::kInvalidValue, "{} is not a live event of this process", static_cast<void*>(event)), "cudaEventDestroy");
-  auto build = [&](wire::Request::Builder& r) { r.setEventDestroy(U(event)); };
-  // A shared event's export is revoked by the time this returns (another process told to
-  // open it next is refused); any other destruction is posted.
-  Status st = ForgetIpcEvent(reinterpret_cast<CUevent>(event))
-                  ? (*c)->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); })
-                  : (*c)->Post(device, build);
-  return Finish(st, "cudaEventDestroy");
+  return Finish(gen::cuda::cuEventDestroy_v2(CallCtx{false, "cudaEventDestroy"}, reinterpret_cast<CUevent>(event)),
+                "cudaEventDestroy");
 }
+
+namespace remora::gen::cuda {
+
+void StreamCreated(CUstream* phStream, unsigned int flags, int priority) {
+  shim::Runtime& rt = shim::Runtime::Get();
+  auto device = rt.CurrentDevice();  // the call's: no argument named another
+  rt.AddStream(shim::U(*phStream), device.ok() ? *device : 0, flags, priority);
+}
+
+void StreamDestroyed(CUstream stream) { (void)shim::Runtime::Get().RemoveStream(shim::U(stream)); }
+
+void EventCreated(CUevent* phEvent, unsigned int) {
+  shim::Runtime& rt = shim::Runtime::Get();
+  auto device = rt.CurrentDevice();
+  rt.AddEvent(shim::U(*phEvent), device.ok() ? *device : 0);
+}
+
+void EventDestroyed(CUevent event) { (void)shim::Runtime::Get().RemoveEvent(shim::U(event)); }
+
+bool EventShared(CUevent event) { return shim::ForgetIpcEvent(event); }
+
+}  // namespace remora::gen::cuda

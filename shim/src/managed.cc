@@ -11,10 +11,12 @@
 #include <cstring>
 
 #include "callbacks.h"
+#include "cuda_wire.h"
 #include "client.h"
 #include "process.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "remora/protocol/api_args.h"
 #include "runtime.h"
 #include "wire_args.h"
 
@@ -58,14 +60,23 @@ void ManagedMemory::InstallHandler() {
 Result<uint64_t> ManagedMemory::Stream(int device) {
   auto it = streams_.find(device);
   if (it != streams_.end()) return it->second;
+  // cuStreamCreateWithPriority(&h, non-blocking, 0), encoded as its generated stub does but
+  // sent on this link directly: the stub's path flushes managed memory first, under mu_,
+  // which the caller holds. Not in the runtime's table: the application never sees it.
+  api::ArgWriter args;
+  args.Put<unsigned>(cudaStreamNonBlocking);
+  args.Put<int>(0);
   uint64_t h = 0;
   RETURN_IF_ERROR(client_->Call(device, [&](wire::Request::Builder& r) {
-    auto s = r.initStreamCreate();
-    s.setFlags(cudaStreamNonBlocking);
-    s.setPriority(0);
+    auto a = r.initApiCall();
+    a.setLibrary(gen::cuda::kLibrary);
+    a.setFunction(gen::cuda::k_cuStreamCreateWithPriority);
+    a.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(args.bytes().data()), args.bytes().size()));
   }, [&](wire::Reply::Reader& r) -> Status {
-    h = r.getHandle();
-    return Status::Ok();
+    if (!r.isApiResult()) return Error(Err::kUnknown, "the worker created a stream but answered no handle");
+    api::ArgReader out(reinterpret_cast<const std::byte*>(r.getApiResult().begin()), r.getApiResult().size());
+    h = out.Get<uint64_t>();
+    return out.Finish();
   }));
   streams_[device] = h;
   return h;

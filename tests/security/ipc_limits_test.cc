@@ -23,22 +23,12 @@ int OpenDescriptors(pid_t pid) {
   return n;
 }
 
-Result<RawReply> ApiCall(RawSession& s, uint32_t function, const api::ArgWriter& args) {
-  return s.Call([&](wire::Request::Builder& q) {
-    auto a = q.initApiCall();
-    a.setLibrary(1);  // the driver API
-    a.setFunction(function);
-    const auto& b = args.bytes();
-    a.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(b.data()), b.size()));
-  });
-}
-
 // An interprocess event and its IPC handle (cuIpcGetEventHandle, @1203): the call's error,
 // and the 64 handle bytes on success.
 Err ExportEvent(RawSession& s, std::vector<uint8_t>* handle = nullptr) {
-  auto e = s.Call([](wire::Request::Builder& q) { q.setEventCreate(kInterprocessEvent); });
-  if (!e.ok() || e->error != Err::kSuccess) return e.ok() ? e->error : Err::kUnknown;
-  uint64_t event = e->Decode([](wire::Reply::Reader r) { return r.getHandle(); });
+  Created e = CreateEvent(s, kInterprocessEvent);
+  if (e.error != Err::kSuccess) return e.error;
+  uint64_t event = e.handle;
   api::ArgWriter args;
   args.Put<uint64_t>(event);
   auto r = ApiCall(s, 1203, args);

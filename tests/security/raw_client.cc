@@ -101,6 +101,52 @@ std::vector<std::byte> FakeFatbin(size_t size, uint8_t seed) {
   return image;
 }
 
+Result<RawReply> ApiCall(RawSession& s, uint32_t function, const api::ArgWriter& args, int device) {
+  return s.Call([&](wire::Request::Builder& q) {
+    auto a = q.initApiCall();
+    a.setLibrary(1);  // the driver API
+    a.setFunction(function);
+    const auto& b = args.bytes();
+    a.setArgs(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(b.data()), b.size()));
+  }, {}, device);
+}
+
+namespace {
+
+Created Create(RawSession& s, uint32_t function, const api::ArgWriter& args, int device) {
+  Created c;
+  auto r = ApiCall(s, function, args, device);
+  if (!r.ok()) {
+    c.message = r.status().ToString();
+    return c;
+  }
+  c.error = r->error;
+  c.message = r->message;
+  if (c.error == Err::kSuccess)
+    c.handle = r->Decode([](wire::Reply::Reader x) -> uint64_t {
+      if (!x.isApiResult() || x.getApiResult().size() != sizeof(uint64_t)) return 0;
+      uint64_t h = 0;
+      std::memcpy(&h, x.getApiResult().begin(), sizeof(h));
+      return h;
+    });
+  return c;
+}
+
+}  // namespace
+
+Created CreateStream(RawSession& s, unsigned flags, int device) {
+  api::ArgWriter args;
+  args.Put<unsigned>(flags);
+  args.Put<int>(0);
+  return Create(s, 48, args, device);  // cuStreamCreateWithPriority
+}
+
+Created CreateEvent(RawSession& s, unsigned flags, int device) {
+  api::ArgWriter args;
+  args.Put<unsigned>(flags);
+  return Create(s, 65, args, device);  // cuEventCreate
+}
+
 ModuleAnswer LoadModule(RawSession& s, const std::vector<uint8_t>& hash, const std::vector<std::byte>* image,
                         uint64_t size) {
   ModuleAnswer a;

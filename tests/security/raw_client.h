@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "remora.capnp.h"
+#include "remora/protocol/api_args.h"
 #include "remora/protocol/message.h"
 #include "remora/protocol/transport.h"
 
@@ -62,6 +63,19 @@ std::vector<uint8_t> ModuleHash(const std::vector<std::byte>& bytes);
 // A fat binary image of `size` bytes (the emulated driver checks the magic) whose content
 // is `seed`-dependent.
 std::vector<std::byte> FakeFatbin(size_t size, uint8_t seed);
+
+// A generated driver-API call (protocol/api/cuda.api's @function), its arguments encoded as
+// the shim's stub would, waited for.
+Result<RawReply> ApiCall(RawSession& s, uint32_t function, const api::ArgWriter& args, int device = 0);
+// A stream (cuStreamCreateWithPriority) or an event (cuEventCreate) of the session: its
+// handle in `handle` when `error` is kSuccess.
+struct Created {
+  Err error = Err::kUnknown;
+  std::string message;
+  uint64_t handle = 0;
+};
+Created CreateStream(RawSession& s, unsigned flags = 0, int device = 0);
+Created CreateEvent(RawSession& s, unsigned flags = 0, int device = 0);
 
 // Result of moduleLoad: a handle, or needImage, or an error.
 struct ModuleAnswer {

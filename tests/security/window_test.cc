@@ -29,12 +29,12 @@ Minted Mint(RawSession& s) {
     EXPECT_TRUE(r.ok() && r->error == Err::kSuccess) << (r.ok() ? r->message : r.status().ToString());
     if (r.ok()) m.pointer[dev] = r->Decode([](wire::Reply::Reader rep) { return rep.getPointer(); });
   }
-  auto st = s.Call([](wire::Request::Builder& q) { q.initStreamCreate(); });
-  EXPECT_TRUE(st.ok() && st->error == Err::kSuccess);
-  if (st.ok()) m.stream = st->Decode([](wire::Reply::Reader rep) { return rep.getHandle(); });
-  auto ev = s.Call([](wire::Request::Builder& q) { q.setEventCreate(0); });
-  EXPECT_TRUE(ev.ok() && ev->error == Err::kSuccess);
-  if (ev.ok()) m.event = ev->Decode([](wire::Reply::Reader rep) { return rep.getHandle(); });
+  Created st = CreateStream(s);
+  EXPECT_EQ(st.error, Err::kSuccess) << st.message;
+  m.stream = st.handle;
+  Created ev = CreateEvent(s);
+  EXPECT_EQ(ev.error, Err::kSuccess) << ev.message;
+  m.event = ev.handle;
   return m;
 }
 
@@ -68,13 +68,16 @@ TEST(Windows, TwoSessionsOfOneApplicationNeverShareAHandleOrAnAddress) {
     EXPECT_EQ(all.size(), 8u);
 
     // One session's handles and pointers are not the other's: refused, nothing touched.
-    auto wrong = (*second)->Call([&](wire::Request::Builder& q) { q.initStreamDestroy().setHandle(a.stream); });
+    api::ArgWriter destroy;  // cuStreamDestroy_v2 of the first session's stream
+    destroy.Put<uint64_t>(a.stream);
+    destroy.Put<uint8_t>(0);
+    auto wrong = ApiCall(**second, 49, destroy);
     ASSERT_TRUE(wrong.ok()) << wrong.status().ToString();
     EXPECT_NE(wrong->error, Err::kSuccess);
     auto wrong_free = (*second)->Call([&](wire::Request::Builder& q) { q.initMemFree().setPtr(a.pointer[0]); });
     ASSERT_TRUE(wrong_free.ok());
     EXPECT_NE(wrong_free->error, Err::kSuccess);
-    auto own = (*first)->Call([&](wire::Request::Builder& q) { q.initStreamDestroy().setHandle(a.stream); });
+    auto own = ApiCall(**first, 49, destroy);
     ASSERT_TRUE(own.ok());
     EXPECT_EQ(own->error, Err::kSuccess) << own->message;
   }

@@ -54,10 +54,7 @@ class DetachTest : public ExecutorTest {
 // succeeded but answered device 1's error; the application, believing its memory still
 // allocated, kept using it after the worker had given the address to a new allocation.
 TEST_F(DetachTest, WorkQueuedOnADetachedGpuFailsThereAlone) {
-  Reply s = Call([](auto r) {
-    r.setDevice(1);
-    r.initStreamCreate();
-  });
+  Reply s = StreamCreate(0, 0, 1);
   ASSERT_EQ(s.error, Err::kSuccess) << s.message;
   Reply on1 = Call([](auto r) {
     r.setDevice(1);

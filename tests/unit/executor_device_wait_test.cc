@@ -108,7 +108,7 @@ class DeviceWaitTest : public ExecutorTest {
 TEST_F(DeviceWaitTest, AFreeWaitsForHostFunctionsQueuedAfterItWithoutStoppingTheSession) {
   Reply a = Alloc(1 << 20);
   ASSERT_EQ(a.error, Err::kSuccess);
-  Reply s2 = Call([](auto r) { r.initStreamCreate().setFlags(1); });  // non-blocking: not behind the legacy stream
+  Reply s2 = StreamCreate(1);  // non-blocking: not behind the legacy stream
   ASSERT_EQ(s2.error, Err::kSuccess) << s2.message;
   ASSERT_NO_FATAL_FAILURE(HostFunctionReached(0, 1));
   uint64_t free_tag = Send([&](auto r) { r.initMemFree().setPtr(a.pointer); });
@@ -134,7 +134,7 @@ TEST_F(DeviceWaitTest, AFreeWaitsForHostFunctionsQueuedAfterItWithoutStoppingThe
 TEST_F(DeviceWaitTest, ACopysSpillBufferIsFreedOnlyOnceNoHostFunctionHoldsAStream) {
   Reply a = Alloc(1 << 20);
   ASSERT_EQ(a.error, Err::kSuccess);
-  Reply s2 = Call([](auto r) { r.initStreamCreate().setFlags(1); });  // non-blocking: not behind the legacy stream
+  Reply s2 = StreamCreate(1);  // non-blocking: not behind the legacy stream
   ASSERT_EQ(s2.error, Err::kSuccess) << s2.message;
   ASSERT_NO_FATAL_FAILURE(HostFunctionReached(0, 1));
   auto bytes = test::RandomBytes(256 << 10, 7);

@@ -214,8 +214,9 @@ class ExecutorTest : public ::testing::Test {
   Reply Ping() { return Call([](auto r) { r.setPing(); }); }
 
   // Generated calls of the driver API (protocol/api/cuda.api), encoded as the shim does.
-  Reply Api(::remora::gen::cuda::Fn fn, const api::ArgWriter& args, bool expects_reply = true) {
+  Reply Api(::remora::gen::cuda::Fn fn, const api::ArgWriter& args, bool expects_reply = true, int device = 0) {
     auto fill = [&](wire::Request::Builder r) {
+      r.setDevice(device);
       auto a = r.initApiCall();
       a.setLibrary(::remora::gen::cuda::kLibrary);
       a.setFunction(fn);
@@ -237,6 +238,24 @@ class ExecutorTest : public ::testing::Test {
     api::ArgWriter w;
     w.Put<uint64_t>(h);
     return w;
+  }
+  // handle is filled from the results.
+  Reply StreamCreate(unsigned flags = 0, int priority = 0, int device = 0) {
+    api::ArgWriter w;
+    w.Put<unsigned>(flags);
+    w.Put<int>(priority);
+    return WithHandle(Api(::remora::gen::cuda::k_cuStreamCreateWithPriority, w, true, device));
+  }
+  Reply StreamDestroy(uint64_t s) { return Api(::remora::gen::cuda::k_cuStreamDestroy_v2, StreamArg(s)); }
+  Reply EventCreate(unsigned flags = 0) {
+    api::ArgWriter w;
+    w.Put<unsigned>(flags);
+    return WithHandle(Api(::remora::gen::cuda::k_cuEventCreate, w));
+  }
+  Reply EventDestroy(uint64_t ev) { return Api(::remora::gen::cuda::k_cuEventDestroy_v2, HandleArg(ev)); }
+  static Reply WithHandle(Reply r) {
+    if (r.error == Err::kSuccess && r.api_result.size() == sizeof(uint64_t)) std::memcpy(&r.handle, r.api_result.data(), sizeof(uint64_t));
+    return r;
   }
   Reply StreamSync(uint64_t s) { return Api(::remora::gen::cuda::k_cuStreamSynchronize, StreamArg(s)); }
   Reply StreamQuery(uint64_t s) { return Api(::remora::gen::cuda::k_cuStreamQuery, StreamArg(s)); }

@@ -16,9 +16,9 @@ namespace remora::worker::unit {
 namespace {
 
 TEST_F(ExecutorTest, StreamCreateSyncDestroy) {
-  Reply s = Call([](auto r) { r.initStreamCreate().setFlags(1); });
+  Reply s = StreamCreate(1);
   ASSERT_EQ(s.error, Err::kSuccess) << s.message;
-  ASSERT_EQ(s.which, wire::Reply::HANDLE);
+  ASSERT_EQ(s.which, wire::Reply::API_RESULT);
   EXPECT_GT(s.handle, 2u);
   uint64_t h = s.handle;
   EXPECT_EQ(StreamSync(h).error, Err::kSuccess);
@@ -29,19 +29,25 @@ TEST_F(ExecutorTest, StreamCreateSyncDestroy) {
   EXPECT_EQ(HtoD(a.pointer, data, h).error, Err::kSuccess);
   Reply back = DtoH(a.pointer, 4096, h);
   EXPECT_EQ(back.bulk, data);
-  EXPECT_EQ(Call([&](auto r) { r.initStreamDestroy().setHandle(h); }).error, Err::kSuccess);
+  EXPECT_EQ(StreamDestroy(h).error, Err::kSuccess);
   EXPECT_EQ(StreamSync(h).error, Err::kInvalidValue)
       << "a destroyed stream is gone";
-  EXPECT_EQ(Call([&](auto r) { r.initStreamDestroy().setHandle(h); }).error, Err::kInvalidValue);
-  // The default and per-thread streams need no creation.
+  EXPECT_EQ(StreamDestroy(h).error, Err::kInvalidValue);
+  // The default and per-thread streams need no creation, and cannot be destroyed.
+  for (uint64_t d : {0, 1, 2}) EXPECT_EQ(StreamDestroy(d).error, Err::kInvalidValue) << d;
+  // Flags CUDA does not know are refused (the client's check is not the only one).
+  Reply odd = StreamCreate(0x80);
+  EXPECT_EQ(odd.error, Err::kInvalidValue) << odd.message;
+  EXPECT_EQ(EventCreate(0x10).error, Err::kInvalidValue);
+  EXPECT_EQ(EventCreate(0x4).error, Err::kInvalidValue) << "an interprocess event must disable timing";
   EXPECT_EQ(StreamSync(0).error, Err::kSuccess);
   EXPECT_EQ(StreamSync(2).error, Err::kSuccess);
   EXPECT_EQ(Call([](auto r) { r.setDeviceSynchronize(); }).error, Err::kSuccess);
 }
 
 TEST_F(ExecutorTest, EventCreateRecordQueryElapsed) {
-  Reply start = Call([](auto r) { r.setEventCreate(0); });
-  Reply end = Call([](auto r) { r.setEventCreate(0); });
+  Reply start = EventCreate(0);
+  Reply end = EventCreate(0);
   ASSERT_EQ(start.error, Err::kSuccess);
   ASSERT_EQ(end.error, Err::kSuccess);
   EXPECT_NE(start.handle, end.handle);
@@ -58,20 +64,20 @@ TEST_F(ExecutorTest, EventCreateRecordQueryElapsed) {
   EXPECT_GE(el.elapsed_ms, 0.0f);
   EXPECT_LT(el.elapsed_ms, 10000.0f);
   // cudaEventDisableTiming events cannot be timed.
-  Reply untimed = Call([](auto r) { r.setEventCreate(0x2); });
+  Reply untimed = EventCreate(0x2);
   ASSERT_EQ(untimed.error, Err::kSuccess);
   EXPECT_EQ(record(untimed.handle).error, Err::kSuccess);
   Reply bad = EventElapsed(start.handle, untimed.handle);
   EXPECT_EQ(bad.error, Err::kInvalidResourceHandle) << bad.message;
-  EXPECT_EQ(Call([&](auto r) { r.setEventDestroy(start.handle); }).error, Err::kSuccess);
+  EXPECT_EQ(EventDestroy(start.handle).error, Err::kSuccess);
   EXPECT_EQ(EventQuery(start.handle).error, Err::kInvalidValue);
 }
 
 // Handles that are not the session's own - unknown ids, and handles of the wrong kind -
 // are kInvalidValue.
 TEST_F(ExecutorTest, UnknownAndMismatchedHandlesAreRejected) {
-  Reply s = Call([](auto r) { r.initStreamCreate(); });
-  Reply e = Call([](auto r) { r.setEventCreate(0); });
+  Reply s = StreamCreate();
+  Reply e = EventCreate(0);
   ASSERT_EQ(s.error, Err::kSuccess);
   ASSERT_EQ(e.error, Err::kSuccess);
   for (uint64_t bogus : {uint64_t{0x5100000000000ff0}, uint64_t{3}, e.handle, ~uint64_t{0}}) {
@@ -298,8 +304,8 @@ TEST_F(ExecutorTest, EverythingIsReleasedWhenTheSessionEnds) {
       SetUp();
     }
     for (uint64_t size : {4096u, 1u << 20, 3u << 20}) ASSERT_EQ(Alloc(size).error, Err::kSuccess);
-    ASSERT_EQ(Call([](auto r) { r.initStreamCreate(); }).error, Err::kSuccess);
-    ASSERT_EQ(Call([](auto r) { r.setEventCreate(0); }).error, Err::kSuccess);
+    ASSERT_EQ(StreamCreate().error, Err::kSuccess);
+    ASSERT_EQ(EventCreate(0).error, Err::kSuccess);
     ASSERT_EQ(StreamSync(2).error, Err::kSuccess);
     EXPECT_EQ(Used(), 4096u + (1u << 20) + (3u << 20));
     // Stream-ordered memory freed back into the device's pool stays charged while the pool

@@ -90,7 +90,7 @@ class SmallCopyTest : public ExecutorTest {
 TEST_F(SmallCopyTest, AnsweredBeforeItsDmaAndLaterCallsWaitForIt) {
   Reply a = Alloc(1 << 20);
   ASSERT_EQ(a.error, Err::kSuccess);
-  Reply other = Call([](auto r) { r.initStreamCreate().setFlags(1); });  // non-blocking
+  Reply other = StreamCreate(1);  // non-blocking
   ASSERT_EQ(other.error, Err::kSuccess) << other.message;
   auto data = test::RandomBytes(4096, 1);
   dma_->Arm();

@@ -479,9 +479,9 @@ const Seeds& MakeSeeds() {
             .Api(121, args()));
     add("api-streams-events",
         SeedSession(0)
-            .Req([](R r) { r.initStreamCreate(); })
-            .Req([](R r) { r.setEventCreate(0); })
-            .Req([](R r) { r.setEventCreate(0); })
+            .Api(48, args(u32(0), i32(0)))
+            .Api(65, args(u32(0)))
+            .Api(65, args(u32(0)))
             .Api(60, args(u64(kEvent1), stream(kStream1)), false)
             .Api(42, args(stream(0), u64(kEvent1), u32(0)), false)
             .Api(61, args(u64(kEvent2), stream(0), u32(0)), false)
@@ -492,7 +492,11 @@ const Seeds& MakeSeeds() {
             .Api(46, args(stream(kStream1), stream(0)))
             .Api(62, args(u64(kEvent1)))
             .Api(63, args(u64(kEvent2)))
-            .Api(64, args(u64(kEvent1), u64(kEvent2))));
+            .Api(64, args(u64(kEvent1), u64(kEvent2)))
+            .Api(66, args(u64(kEvent2)), false)
+            .Api(49, args(stream(kStream1)), false)
+            .Api(65, args(u32(0x4)))
+            .Api(48, args(u32(0x80), i32(0))));
     add("api-pools",
         SeedSession(0)
             .Api(80, args(i32(0)))

@@ -131,6 +131,7 @@ Status OpContext::Stream(void** stream) {
   bool per_thread = in_.Get<uint8_t>() != 0;
   if (!in_.ok()) return in_.Finish();
   ASSIGN_OR_RETURN(Executor::Stream s, ex_.ResolveStream(h, per_thread, req_.getThread(), req_.getDevice()));
+  handle_id_ = h > 2 ? h : 0;
   RETURN_IF_ERROR(ex_.SetDevice(s.gpu));
   if (gpu_ < 0) gpu_ = s.gpu;
   if (num_streams_ < 2) streams_[num_streams_++] = s;
@@ -142,6 +143,7 @@ Status OpContext::Handle(HandleKind kind, bool nullable, void** handle) {
   uint64_t h = in_.Get<uint64_t>();
   if (!in_.ok()) return in_.Finish();
   *handle = nullptr;
+  handle_id_ = h;
   if (h == 0) {
     if (nullable) return Status::Ok();
     return Error(Err::kInvalidResourceHandle, "a NULL {} handle", HandleKindName(kind));

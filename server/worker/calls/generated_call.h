@@ -40,6 +40,9 @@ class OpContext {
   Status Stream(void** stream);
   // A session handle of `kind` (0 only if nullable), as the driver's handle.
   Status Handle(HandleKind kind, bool nullable, void** handle);
+  // The session's handle of the last stream or handle argument decoded (0: a default stream
+  // or a NULL handle): hooks that end the object it names.
+  uint64_t handle_id() const { return handle_id_; }
   // Session handles of `kind` (none 0), replaced in place by the driver's handles.
   Status Handles(HandleKind kind, void** handles, size_t n);
   // The application's device ordinal, as the server's device.
@@ -214,6 +217,7 @@ class OpContext {
   Domain domain_;
   int gpu_ = -1;  // the GPU an argument chose
   uint64_t graph_ = 0;
+  uint64_t handle_id_ = 0;  // handle_id()
   int64_t note_ = 0;
   bool answered_ = true;
   uint64_t tag_ = 0;

@@ -223,10 +223,6 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MEMCPY_DTO_D: return Handlers::MemcpyDtoD(*this, async_tag, req);
       case W::MEMSET: return Handlers::Memset(*this, async_tag, req);
       case W::MEM_GET_INFO: return Handlers::MemGetInfo(*this, tag, req);
-      case W::STREAM_CREATE: return Handlers::StreamCreate(*this, tag, req);
-      case W::STREAM_DESTROY: return Handlers::StreamDestroy(*this, async_tag, req);
-      case W::EVENT_CREATE: return Handlers::EventCreate(*this, tag, req);
-      case W::EVENT_DESTROY: return Handlers::EventDestroy(*this, async_tag, req);
       case W::DEVICE_SYNCHRONIZE: return Handlers::DeviceSynchronize(*this, tag, req);
       case W::DEVICE_RESET: return Handlers::DeviceReset(*this, tag, req);
       case W::GOODBYE:
@@ -277,6 +273,10 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
       case W::API_CALL: return DispatchApiCall(*this, frame, req);
       // Retired members (now generated calls, wire::ApiCall): a current client never sends them.
+      case W::STREAM_CREATE:
+      case W::STREAM_DESTROY:
+      case W::EVENT_CREATE:
+      case W::EVENT_DESTROY:
       case W::STREAM_SYNCHRONIZE:
       case W::STREAM_QUERY:
       case W::STREAM_WAIT_EVENT:

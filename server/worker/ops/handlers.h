@@ -29,10 +29,6 @@ class Handlers {
   static Status MemcpyDtoD(Executor& ex, uint64_t tag, Req req);
 
   // ops_sync.cc
-  static Status StreamCreate(Executor& ex, uint64_t tag, Req req);
-  static Status StreamDestroy(Executor& ex, uint64_t tag, Req req);
-  static Status EventCreate(Executor& ex, uint64_t tag, Req req);
-  static Status EventDestroy(Executor& ex, uint64_t tag, Req req);
 
   static Status PeerAccess(Executor& ex, uint64_t tag, Req req);
 

@@ -5,56 +5,6 @@
 
 namespace remora::worker {
 
-Status Handlers::StreamCreate(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getStreamCreate();
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.resources().Room(Resource::kStreams, ex.session().streams().size() + ex.session().per_thread_streams().size());
-  if (st.ok()) st = ex.SetDevice(*gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  auto s = ex.driver().StreamCreate(a.getFlags(), a.getPriority());
-  if (!s.ok()) return ex.PostReply(tag, s.status());
-  uint64_t h = ex.session().streams().Insert({*s, *gpu, a.getFlags(), a.getPriority()});
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
-}
-
-Status Handlers::StreamDestroy(Executor& ex, uint64_t tag, Req req) {
-  uint64_t h = req.getStreamDestroy().getHandle();
-  auto s = ex.session().streams().Get(h);
-  if (!s.ok()) return ReplyOrDefer(ex, tag, s.status());
-  Executor::Stream stream = **s;
-  ex.session().streams().Erase(h);
-  Status st = ex.SetDevice(stream.gpu);
-  // Like cuStreamDestroy, returns at once; work already queued still completes.
-  if (st.ok()) st = ex.driver().StreamDestroy(stream.stream);
-  return ReplyOrDefer(ex, tag, st);
-}
-
-Status Handlers::EventCreate(Executor& ex, uint64_t tag, Req req) {
-  unsigned flags = req.getEventCreate();
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  Status st = ex.resources().Room(Resource::kEvents, ex.session().events().size());
-  if (st.ok()) st = ex.SetDevice(*gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  auto e = ex.driver().EventCreate(flags);
-  if (!e.ok()) return ex.PostReply(tag, e.status());
-  uint64_t h = ex.session().events().Insert({*e, *gpu, flags});
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
-}
-
-Status Handlers::EventDestroy(Executor& ex, uint64_t tag, Req req) {
-  uint64_t h = req.getEventDestroy();
-  auto e = ex.session().events().Get(h);
-  if (!e.ok()) return ReplyOrDefer(ex, tag, e.status());
-  Executor::Event ev = **e;
-  ex.session().events().Erase(h);
-  ex.ipc().EventDestroyed(ex, ev.event);  // an exported event's handle opens nothing more
-  Status st = ex.SetDevice(ev.gpu);
-  if (st.ok()) st = ex.driver().EventDestroy(ev.event);
-  return ReplyOrDefer(ex, tag, st);
-}
-
 namespace {
 
 // Runs on the driver's callback thread when the stream reaches the host function: tells the

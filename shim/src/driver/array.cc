@@ -14,8 +14,6 @@ using namespace remora::shim::driver;
 
 namespace {
 
-CUresult Done(const Status& st, const char* call) { return static_cast<CUresult>(FinishApi(Domain::kCuda, st, call)); }
-
 Result<ArrayEntry> FindArray(CUarray a) {
   auto e = ClientArrays::Get().FindArray(reinterpret_cast<uint64_t>(a));
   if (!e) return Error(Err::kInvalidResourceHandle, "not an array of this process");

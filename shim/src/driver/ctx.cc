@@ -1,6 +1,7 @@
 // The driver API's contexts: primary contexts (retained and released by count, flags kept,
 // reset with the device), created contexts (which own what was made while they were
 // current), and the calling thread's context stack (driver/contexts.h).
+#include "cuda_client.h"
 #include "driver/contexts.h"
 #include "driver/driver.h"
 #include "driver/export_tables.h"
@@ -84,8 +85,8 @@ REMORA_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   Owned owned = Ctxs().TakeOwned(*c);
   (void)OnDevice((*c)->device, [&] {
     for (uint64_t m : owned.modules) (void)cuModuleUnload(reinterpret_cast<CUmodule>(m));
-    for (uint64_t s : owned.streams) (void)cudaStreamDestroy(reinterpret_cast<cudaStream_t>(s));
-    for (uint64_t e : owned.events) (void)cudaEventDestroy(reinterpret_cast<cudaEvent_t>(e));
+    for (uint64_t s : owned.streams) (void)gen::cuda::cuStreamDestroy_v2(CallCtx{false, "cuCtxDestroy"}, reinterpret_cast<CUstream>(s));
+    for (uint64_t e : owned.events) (void)gen::cuda::cuEventDestroy_v2(CallCtx{false, "cuCtxDestroy"}, reinterpret_cast<CUevent>(e));
     for (uint64_t a : owned.allocations) (void)cudaFree(reinterpret_cast<void*>(a));
     return cudaSuccess;
   });

@@ -9,6 +9,7 @@
 
 #include "driver/contexts.h"
 #include "remora/base/status.h"
+#include "remote_call.h"
 #include "runtime.h"
 
 namespace remora::shim::driver {
@@ -18,6 +19,9 @@ namespace remora::shim::driver {
 CUresult FromRuntime(cudaError_t e);
 // The CUresult of a Status (any domain), logged like the runtime's errors.
 CUresult FromStatus(const Status& st, const char* call);
+
+// A generated call's Status as a driver entry point returns it (noted in the driver's log).
+inline CUresult Done(const Status& st, const char* call) { return static_cast<CUresult>(FinishApi(Domain::kCuda, st, call)); }
 
 // Runs a runtime implementation for a driver entry point: the thread's runtime last error is
 // left as it was.
@@ -55,6 +59,20 @@ CUresult InContext(const char* call, Fn&& fn) {
   auto d = CurrentDevice();
   if (!d.ok()) return FromStatus(d.status(), call);
   return OnDevice(*d, fn);
+}
+
+// Runs a generated call (`fn` returns its Status) on the current context's device, as the
+// calling thread's device while it runs; CUDA_ERROR_INVALID_CONTEXT without a context.
+template <typename Fn>
+CUresult CallInContext(const char* call, Fn&& fn) {
+  auto d = CurrentDevice();
+  if (!d.ok()) return FromStatus(d.status(), call);
+  ThreadState& t = Thread();
+  const int saved = t.device;
+  t.device = *d;
+  Status st = fn();
+  t.device = saved;
+  return Done(st, call);
 }
 
 // Loads a code image (a fat binary, nvcc's wrapper of one, an ELF cubin or PTX) as a module

@@ -22,8 +22,6 @@ using namespace remora::shim::driver;
 
 namespace {
 
-CUresult Done(const Status& st, const char* call) { return static_cast<CUresult>(FinishApi(Domain::kCuda, st, call)); }
-
 Status Bad(const char* what) { return Status(Domain::kCuda, CUDA_ERROR_INVALID_VALUE, what); }
 
 // A kernel node's function: `func`, or (func NULL) the CUkernel `kern` on the current

@@ -3,6 +3,7 @@
 // is a created context. Capture queries and host callbacks are the runtime's too.
 #include <cuda_runtime_api.h>
 
+#include "cuda_client.h"
 #include "driver/contexts.h"
 #include "driver/driver.h"
 #include "export.h"
@@ -28,11 +29,9 @@ uint64_t H(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 CUresult CreateStream(CUstream* ph, unsigned flags, int priority, const char* call) {
   if (ph == nullptr) return Invalid(call, "phStream is NULL");
-  cudaStream_t s = nullptr;
-  CUresult r = InContext(call, [&] { return cudaStreamCreateWithPriority(&s, flags, priority); });
+  CUresult r = CallInContext(call, [&] { return gen::cuda::cuStreamCreateWithPriority(CallCtx{false, call}, ph, flags, priority); });
   if (r != CUDA_SUCCESS) return r;
-  *ph = reinterpret_cast<CUstream>(s);
-  Ctxs().Own(H(s), &Owned::streams);
+  Ctxs().Own(H(*ph), &Owned::streams);
   return CUDA_SUCCESS;
 }
 
@@ -62,10 +61,12 @@ REMORA_API CUresult cuStreamCreateWithPriority(CUstream* ph, unsigned int flags,
 }
 
 REMORA_API CUresult cuStreamDestroy_v2(CUstream s) {
-  CUresult r = ViaRuntime([&] { return cudaStreamDestroy(reinterpret_cast<cudaStream_t>(s)); });
+  if (H(s) <= 2) return Invalid("cuStreamDestroy", "the default streams cannot be destroyed");
+  CUresult r = Done(gen::cuda::cuStreamDestroy_v2(CallCtx{false, "cuStreamDestroy"}, s), "cuStreamDestroy");
   if (r == CUDA_SUCCESS) Ctxs().Disown(H(s), &Owned::streams);
   return r;
 }
+REMORA_API CUresult cuStreamDestroy(CUstream s) { return cuStreamDestroy_v2(s); }
 
 REMORA_API CUresult cuStreamGetFlags(CUstream s, unsigned int* flags) {
   return ViaRuntime([&] { return cudaStreamGetFlags(reinterpret_cast<cudaStream_t>(s), flags); });
@@ -175,17 +176,15 @@ REMORA_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode)
 
 REMORA_API CUresult cuEventCreate(CUevent* ph, unsigned int flags) {
   if (ph == nullptr) return Invalid("cuEventCreate", "phEvent is NULL");
-  cudaEvent_t e = nullptr;
-  // CU_EVENT_* flags are cudaEvent* flags.
-  CUresult r = InContext("cuEventCreate", [&] { return cudaEventCreateWithFlags(&e, flags); });
+  CUresult r = CallInContext("cuEventCreate", [&] { return gen::cuda::cuEventCreate(CallCtx{false, "cuEventCreate"}, ph, flags); });
   if (r != CUDA_SUCCESS) return r;
-  *ph = reinterpret_cast<CUevent>(e);
-  Ctxs().Own(H(e), &Owned::events);
+  Ctxs().Own(H(*ph), &Owned::events);
   return CUDA_SUCCESS;
 }
 
 REMORA_API CUresult cuEventDestroy_v2(CUevent e) {
-  CUresult r = ViaRuntime([&] { return cudaEventDestroy(reinterpret_cast<cudaEvent_t>(e)); });
+  CUresult r = Done(gen::cuda::cuEventDestroy_v2(CallCtx{false, "cuEventDestroy"}, e), "cuEventDestroy");
   if (r == CUDA_SUCCESS) Ctxs().Disown(H(e), &Owned::events);
   return r;
 }
+REMORA_API CUresult cuEventDestroy(CUevent e) { return cuEventDestroy_v2(e); }

@@ -16,10 +16,6 @@ using namespace remora;
 using namespace remora::shim;
 using namespace remora::shim::driver;
 
-namespace {
-CUresult Done(const Status& st, const char* call) { return static_cast<CUresult>(FinishApi(Domain::kCuda, st, call)); }
-}  // namespace
-
 REMORA_API CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                         unsigned long long flags) {
   if (ptr == nullptr) return Invalid("cuMemAddressReserve", "ptr is NULL");

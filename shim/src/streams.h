@@ -1,0 +1,22 @@
+// Client hooks of stream and event creation and destruction named by protocol/api/cuda.api
+// (`mirror=`, `answer_if=`), defined in shim/src/api_stream.cc: the process's table of streams
+// and events (Runtime) follows what the worker created and ended. Thread-safe.
+#pragma once
+
+#include <cuda.h>
+
+namespace remora::gen::cuda {
+
+// After the worker created it: *phStream is the calling thread's current device's, with
+// these flags and priority (answered in the client by cudaStreamGetFlags/GetPriority/GetDevice).
+void StreamCreated(CUstream* phStream, unsigned int flags, int priority);
+// After its destruction went out: the stream is no longer a live stream of this process.
+void StreamDestroyed(CUstream stream);
+void EventCreated(CUevent* phEvent, unsigned int flags);
+void EventDestroyed(CUevent event);
+// Whether the event is shared with other processes (exported or opened through IPC), which
+// it then no longer is: its destruction is waited for, so that the export is revoked when
+// the call returns (another process told next to open it is refused).
+bool EventShared(CUevent event);
+
+}  // namespace remora::gen::cuda
