@@ -481,10 +481,10 @@ struct Request {
     getFunction @26 :GetFunction;
     getGlobal @27 :GetGlobal;
     launchKernel @28 :LaunchKernel;
-    funcGetAttributes @29 :UInt64;       # function
-    funcSetAttribute @30 :FuncAttribute;
-    funcSetCacheConfig @31 :FuncAttribute;
-    occupancy @32 :Occupancy;
+    funcGetAttributes @29 :UInt64;  # retired: now an apiCall
+    funcSetAttribute @30 :FuncAttribute;  # retired: now an apiCall
+    funcSetCacheConfig @31 :FuncAttribute;  # retired: now an apiCall
+    occupancy @32 :Occupancy;  # retired: now an apiCall
     copy3D @33 :Copy3D;
     memset3D @34 :Memset3D;
     mallocPitch @35 :MallocPitch;

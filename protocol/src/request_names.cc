@@ -21,10 +21,6 @@ const char* RequestName(wire::Request::Which w) {
     case W::GET_FUNCTION: return "getFunction";
     case W::GET_GLOBAL: return "getGlobal";
     case W::LAUNCH_KERNEL: return "launchKernel";
-    case W::FUNC_GET_ATTRIBUTES: return "funcGetAttributes";
-    case W::FUNC_SET_ATTRIBUTE: return "funcSetAttribute";
-    case W::FUNC_SET_CACHE_CONFIG: return "funcSetCacheConfig";
-    case W::OCCUPANCY: return "occupancy";
     case W::COPY3_D: return "copy3D";
     case W::MEMSET3_D: return "memset3D";
     case W::MALLOC_PITCH: return "mallocPitch";

@@ -28,14 +28,14 @@ cudaError_t SetFuncAttribute(FunctionRecord* f, cudaFuncAttribute attr, int valu
   if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "not a registered kernel"), call);
   auto k = KernelOn(f, device);
   if (!k.ok()) return Finish(k.status(), call);
-  Status st = SetFunctionAttribute(device, const_cast<KernelInfo*>(*k), static_cast<int>(attr), value);
+  Status st = SetFunctionAttribute(const_cast<KernelInfo*>(*k), static_cast<int>(attr), value);
   if (!st.ok()) return Finish(st, call);
   std::lock_guard<std::mutex> lock(f->mu);
   f->set_attributes[static_cast<int>(attr)] = value;
   return cudaSuccess;
 }
 
-Result<int64_t> Occupancy(const void* func, wire::Occupancy::Kind kind, int block_size, size_t smem, unsigned flags,
+Result<int64_t> Occupancy(const void* func, OccupancyKind kind, int block_size, size_t smem, unsigned flags,
                           int num_blocks, const cudaLaunchConfig_t* config) {
   ASSIGN_OR_RETURN(auto k, CurrentKernel(func));
   return FunctionOccupancy(k.first, k.second->handle, kind, block_size, smem, flags, num_blocks, config);
@@ -51,14 +51,9 @@ REMORA_API cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const voi
   if (attr == nullptr) return Finish(Error(Err::kInvalidValue, "attr is NULL"), "cudaFuncGetAttributes");
   auto k = CurrentKernel(func);
   if (!k.ok()) return Finish(k.status(), "cudaFuncGetAttributes");
-  std::vector<int32_t> a;
-  Status st = (*Runtime::Get().Session())->Call(k->first, [&](wire::Request::Builder& r) { r.setFuncGetAttributes(k->second->handle); },
-                                                [&](wire::Reply::Reader& r) -> Status {
-                                                  for (int32_t v : r.getAttributes()) a.push_back(v);
-                                                  return Status::Ok();
-                                                });
+  int a[16] = {};
+  Status st = FunctionAttributes(k->second->handle, a, 16);
   if (!st.ok()) return Finish(st, "cudaFuncGetAttributes");
-  a.resize(16, 0);
   std::memset(attr, 0, sizeof(*attr));
   attr->maxThreadsPerBlock = a[0];
   attr->sharedSizeBytes = static_cast<size_t>(a[1]);
@@ -91,7 +86,7 @@ REMORA_API cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache ca
   if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "not a registered kernel"), "cudaFuncSetCacheConfig");
   auto k = CurrentKernel(func);
   if (!k.ok()) return Finish(k.status(), "cudaFuncSetCacheConfig");
-  Status st = SetFunctionCacheConfig(k->first, k->second->handle, static_cast<int>(cacheConfig));
+  Status st = SetFunctionCacheConfig(k->second->handle, static_cast<int>(cacheConfig));
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(f->mu);
     f->cache_config = static_cast<int>(cacheConfig);
@@ -103,7 +98,7 @@ REMORA_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(in
                                                                              int blockSize, size_t dynamicSMemSize,
                                                                              unsigned int flags) {
   if (numBlocks == nullptr) return Finish(Error(Err::kInvalidValue, "numBlocks is NULL"), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  auto v = Occupancy(func, wire::Occupancy::Kind::MAX_ACTIVE_BLOCKS, blockSize, dynamicSMemSize, flags, 0, nullptr);
+  auto v = Occupancy(func, OccupancyKind::kMaxActiveBlocks, blockSize, dynamicSMemSize, flags, 0, nullptr);
   if (!v.ok()) return Finish(v.status(), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   *numBlocks = static_cast<int>(*v);
   return cudaSuccess;
@@ -117,7 +112,7 @@ REMORA_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlo
 REMORA_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, const void* func, int numBlocks,
                                                                  int blockSize) {
   if (dynamicSmemSize == nullptr) return Finish(Error(Err::kInvalidValue, "dynamicSmemSize is NULL"), "cudaOccupancyAvailableDynamicSMemPerBlock");
-  auto v = Occupancy(func, wire::Occupancy::Kind::AVAILABLE_DYNAMIC_SMEM, blockSize, 0, 0, numBlocks, nullptr);
+  auto v = Occupancy(func, OccupancyKind::kAvailableDynamicSmem, blockSize, 0, 0, numBlocks, nullptr);
   if (!v.ok()) return Finish(v.status(), "cudaOccupancyAvailableDynamicSMemPerBlock");
   *dynamicSmemSize = static_cast<size_t>(*v);
   return cudaSuccess;
@@ -125,7 +120,7 @@ REMORA_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamic
 
 REMORA_API cudaError_t cudaOccupancyMaxActiveClusters(int* numClusters, const void* func, const cudaLaunchConfig_t* config) {
   if (numClusters == nullptr || config == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), "cudaOccupancyMaxActiveClusters");
-  auto v = Occupancy(func, wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS, 0, 0, 0, 0, config);
+  auto v = Occupancy(func, OccupancyKind::kMaxActiveClusters, 0, 0, 0, 0, config);
   if (!v.ok()) return Finish(v.status(), "cudaOccupancyMaxActiveClusters");
   *numClusters = static_cast<int>(*v);
   return cudaSuccess;
@@ -187,7 +182,7 @@ REMORA_API cudaError_t cudaFuncSetSharedMemConfig(const void* func, cudaSharedMe
 REMORA_API cudaError_t cudaOccupancyMaxPotentialClusterSize(int* clusterSize, const void* func, const cudaLaunchConfig_t* launchConfig) {
   if (clusterSize == nullptr || launchConfig == nullptr)
     return Finish(Error(Err::kInvalidValue, "NULL argument"), "cudaOccupancyMaxPotentialClusterSize");
-  auto v = Occupancy(func, wire::Occupancy::Kind::MAX_POTENTIAL_CLUSTER_SIZE, 0, 0, 0, 0, launchConfig);
+  auto v = Occupancy(func, OccupancyKind::kMaxPotentialClusterSize, 0, 0, 0, 0, launchConfig);
   if (!v.ok()) return Finish(v.status(), "cudaOccupancyMaxPotentialClusterSize");
   *clusterSize = static_cast<int>(*v);
   return cudaSuccess;

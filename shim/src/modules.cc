@@ -8,10 +8,15 @@
 
 #include "remora/base/log.h"
 #include "remora/base/util.h"
+#include "cuda_client.h"
 #include "driver/objects.h"
+#include "remote_call.h"
 
 namespace remora::shim {
 namespace {
+
+// The worker's function handle as the generated calls take it.
+CUfunction AsFunction(uint64_t handle) { return reinterpret_cast<CUfunction>(handle); }
 
 Status NeedsDevice(int device) {
   if (device < 0 || device >= kMaxDevices) return Error(Err::kInvalidDevice, "device {} is beyond Remora's limit", device);
@@ -98,8 +103,7 @@ Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, ui
   return g;
 }
 
-Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value) {
-  ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
+Status SetFunctionAttribute(KernelInfo* k, int attr, int value) {
   // Setting an attribute to the value the kernel has is a no-op for CUDA (and the value was
   // accepted before): answered here. PyTorch sets a kernel's dynamic shared memory before
   // each of its launches, a round trip each otherwise (issue 45's decode census).
@@ -109,12 +113,8 @@ Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value) {
                         attr == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
   if (settable && static_cast<size_t>(attr) < k->attributes.size() && k->attributes[static_cast<size_t>(attr)] == value)
     return Status::Ok();
-  Status st = client->Call(device, [&](wire::Request::Builder& r) {
-    auto a = r.initFuncSetAttribute();
-    a.setFunction(k->handle);
-    a.setAttribute(attr);
-    a.setValue(value);
-  }, [](wire::Reply::Reader&) { return Status::Ok(); });
+  Status st = gen::cuda::cuFuncSetAttribute(CallCtx{false, "cuFuncSetAttribute"}, AsFunction(k->handle),
+                                            static_cast<CUfunction_attribute>(attr), value);
   ForgetOccupancy();  // after the change: an answer computed before it is not kept
   RETURN_IF_ERROR(st);
   // The launch checks read the cached attributes: keep them in step.
@@ -122,13 +122,13 @@ Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value) {
   return Status::Ok();
 }
 
-Status SetFunctionCacheConfig(int device, uint64_t handle, int config) {
-  ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
-  Status st = client->Call(device, [&](wire::Request::Builder& r) {
-    auto a = r.initFuncSetCacheConfig();
-    a.setFunction(handle);
-    a.setValue(config);
-  }, [](wire::Reply::Reader&) { return Status::Ok(); });
+Status FunctionAttributes(uint64_t handle, int* values, unsigned count) {
+  return gen::cuda::remoraFuncGetAttributes(CallCtx{false, "cudaFuncGetAttributes"}, AsFunction(handle), values, count);
+}
+
+Status SetFunctionCacheConfig(uint64_t handle, int config) {
+  Status st = gen::cuda::cuFuncSetCacheConfig(CallCtx{false, "cuFuncSetCacheConfig"}, AsFunction(handle),
+                                              static_cast<CUfunc_cache>(config));
   ForgetOccupancy();
   return st;
 }
@@ -162,9 +162,8 @@ void ForgetOccupancy() {
   g_occupancy_epoch++;
 }
 
-Result<int64_t> FunctionOccupancy(int device, uint64_t handle, wire::Occupancy::Kind kind, int block_size, size_t smem,
+Result<int64_t> FunctionOccupancy(int device, uint64_t handle, OccupancyKind kind, int block_size, size_t smem,
                                   unsigned flags, int num_blocks, const cudaLaunchConfig_t* config) {
-  ASSIGN_OR_RETURN(Client * client, Runtime::Get().Session());
   const OccupancyKey key{device, handle, static_cast<int>(kind), block_size, smem, flags, num_blocks};
   uint64_t epoch = 0;
   if (config == nullptr) {
@@ -172,36 +171,36 @@ Result<int64_t> FunctionOccupancy(int device, uint64_t handle, wire::Occupancy::
     if (auto it = g_occupancy.find(key); it != g_occupancy.end()) return it->second;
     epoch = g_occupancy_epoch;
   }
+  const CallCtx cc{false, "cudaOccupancy"};
+  const CUfunction f = AsFunction(handle);
   int64_t value = 0;
-  RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
-    auto o = r.initOccupancy();
-    o.setFunction(handle);
-    o.setKind(kind);
-    o.setBlockSize(block_size);
-    o.setDynamicSmem(smem);
-    o.setFlags(flags);
-    o.setNumBlocks(num_blocks);
-    if (config != nullptr) {
-      auto l = o.initLaunch();
-      auto g = l.initGrid();
-      g.setX(config->gridDim.x);
-      g.setY(config->gridDim.y);
-      g.setZ(config->gridDim.z);
-      auto b = l.initBlock();
-      b.setX(config->blockDim.x);
-      b.setY(config->blockDim.y);
-      b.setZ(config->blockDim.z);
-      l.setSharedMem(static_cast<uint32_t>(config->dynamicSmemBytes));
-      auto attrs = l.initAttributes(config->numAttrs);
-      for (unsigned i = 0; i < config->numAttrs; i++) {
-        attrs[i].setId(static_cast<uint32_t>(config->attrs[i].id));
-        attrs[i].setValue(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(&config->attrs[i].val), sizeof(config->attrs[i].val)));
-      }
+  switch (kind) {
+    case OccupancyKind::kMaxActiveBlocks: {
+      int n = 0;
+      RETURN_IF_ERROR(gen::cuda::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(cc, &n, f, block_size, smem, flags));
+      value = n;
+      break;
     }
-  }, [&](wire::Reply::Reader& r) -> Status {
-    value = r.getValue();
-    return Status::Ok();
-  }));
+    case OccupancyKind::kAvailableDynamicSmem: {
+      size_t n = 0;
+      RETURN_IF_ERROR(gen::cuda::cuOccupancyAvailableDynamicSMemPerBlock(cc, &n, f, num_blocks, block_size));
+      value = static_cast<int64_t>(n);
+      break;
+    }
+    case OccupancyKind::kMaxActiveClusters:
+    case OccupancyKind::kMaxPotentialClusterSize: {
+      if (config == nullptr) return Error(Err::kInvalidValue, "a cluster occupancy query without a launch configuration");
+      // cudaLaunchAttribute and CUlaunchAttribute share layout and ids.
+      const auto* attrs = reinterpret_cast<const CUlaunchAttribute*>(config->attrs);
+      int n = 0;
+      RETURN_IF_ERROR(gen::cuda::remoraOccupancyClusters(
+          cc, &n, f, kind == OccupancyKind::kMaxPotentialClusterSize ? 1 : 0, config->gridDim.x, config->gridDim.y,
+          config->gridDim.z, config->blockDim.x, config->blockDim.y, config->blockDim.z,
+          static_cast<unsigned>(config->dynamicSmemBytes), attrs, config->numAttrs));
+      value = n;
+      break;
+    }
+  }
   if (config == nullptr) {
     std::lock_guard<std::mutex> lock(g_occupancy_mu);
     if (epoch == g_occupancy_epoch) {  // no configuration changed while the question was out
@@ -247,22 +246,14 @@ Result<const KernelInfo*> KernelOn(FunctionRecord* f, int device) {
     attrs = f->set_attributes;
     cache_config = f->cache_config;
   }
-  for (const auto& set : attrs) {
-    int attr = set.first, value = set.second;  // (lambdas cannot capture bindings before clang 16)
-    RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
-      auto a = r.initFuncSetAttribute();
-      a.setFunction(info->handle);
-      a.setAttribute(attr);
-      a.setValue(value);
-    }, [](wire::Reply::Reader&) { return Status::Ok(); }));
+  for (const auto& [attr, value] : attrs) {
+    RETURN_IF_ERROR(gen::cuda::cuFuncSetAttribute(CallCtx{false, "cudaFuncSetAttribute"}, AsFunction(info->handle),
+                                                  static_cast<CUfunction_attribute>(attr), value));
     if (static_cast<size_t>(attr) < info->attributes.size()) info->attributes[static_cast<size_t>(attr)] = value;
   }
   if (cache_config >= 0) {
-    RETURN_IF_ERROR(client->Call(device, [&](wire::Request::Builder& r) {
-      auto a = r.initFuncSetCacheConfig();
-      a.setFunction(info->handle);
-      a.setValue(cache_config);
-    }, [](wire::Reply::Reader&) { return Status::Ok(); }));
+    RETURN_IF_ERROR(gen::cuda::cuFuncSetCacheConfig(CallCtx{false, "cudaFuncSetCacheConfig"}, AsFunction(info->handle),
+                                                    static_cast<CUfunc_cache>(cache_config)));
   }
   const KernelInfo* k = info.release();
   f->kernel[static_cast<size_t>(device)].store(k, std::memory_order_release);

@@ -18,14 +18,19 @@ Result<std::unique_ptr<KernelInfo>> FetchFunction(Client* client, int device, ui
 // device memory of the client's tables. `size_hint`: the size the application registered.
 Result<std::pair<uint64_t, uint64_t>> FetchGlobal(Client* client, int device, uint64_t module, const std::string& name,
                                                   size_t size_hint, bool* managed = nullptr);
-// A function's attribute on the worker, kept in step in `k`'s cached attributes.
-Status SetFunctionAttribute(int device, KernelInfo* k, int attr, int value);
-Status SetFunctionCacheConfig(int device, uint64_t handle, int config);
+// A function's attribute on the worker (on the function's device), kept in step in `k`'s
+// cached attributes.
+Status SetFunctionAttribute(KernelInfo* k, int attr, int value);
+Status SetFunctionCacheConfig(uint64_t handle, int config);
+// What FunctionOccupancy asks of the driver's occupancy calculator.
+enum class OccupancyKind { kMaxActiveBlocks, kAvailableDynamicSmem, kMaxActiveClusters, kMaxPotentialClusterSize };
 // The worker's occupancy calculator for function `handle` of `device`. Answers to queries
-// without a launch configuration are kept in the client until ForgetOccupancy.
-// Thread-safe.
-Result<int64_t> FunctionOccupancy(int device, uint64_t handle, wire::Occupancy::Kind kind, int block_size, size_t smem,
+// without a launch configuration (the cluster queries need one) are kept in the client until
+// ForgetOccupancy. Thread-safe.
+Result<int64_t> FunctionOccupancy(int device, uint64_t handle, OccupancyKind kind, int block_size, size_t smem,
                                   unsigned flags, int num_blocks, const cudaLaunchConfig_t* config);
+// Every attribute of function `handle` (CUfunction_attribute order), asked of the worker.
+Status FunctionAttributes(uint64_t handle, int* values, unsigned count);
 // Drops the kept occupancy answers: a kernel's or the context's cache or shared-memory
 // configuration changed, a module went, or the session moved.
 void ForgetOccupancy();

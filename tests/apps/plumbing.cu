@@ -80,6 +80,30 @@ int main() {
   REQUIRE(blocks > 0, "occupancy %d", blocks);
   CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, Kernel, 0, 0));
   REQUIRE(block > 0 && min_grid > 0, "potential block size %d grid %d", block, min_grid);
+  // Cluster occupancy of a launch configuration, one of whose attributes names device memory
+  // (an access policy window: its address travels as a value and does not change the answer).
+  cudaLaunchAttribute la[2] = {};
+  la[0].id = cudaLaunchAttributeClusterDimension;
+  la[0].val.clusterDim.x = 2;
+  la[0].val.clusterDim.y = 1;
+  la[0].val.clusterDim.z = 1;
+  la[1].id = cudaLaunchAttributeAccessPolicyWindow;
+  la[1].val.accessPolicyWindow.base_ptr = out;
+  la[1].val.accessPolicyWindow.num_bytes = 4096;
+  la[1].val.accessPolicyWindow.hitRatio = 0.5f;
+  la[1].val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  la[1].val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3(4);
+  lc.blockDim = dim3(128);
+  lc.attrs = la;
+  lc.numAttrs = 2;
+  int clusters = 0, cluster_size = 0;
+  CHECK(cudaOccupancyMaxActiveClusters(&clusters, Kernel, &lc));
+  REQUIRE(clusters > 0, "active clusters %d", clusters);
+  lc.numAttrs = 0;
+  CHECK(cudaOccupancyMaxPotentialClusterSize(&cluster_size, Kernel, &lc));
+  REQUIRE(cluster_size >= 2, "potential cluster size %d", cluster_size);
 
   // Device variables: write, read back, address and size.
   std::vector<float> table(64), back(64);

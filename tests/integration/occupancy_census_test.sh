@@ -8,4 +8,4 @@
 set -euo pipefail
 . "$(dirname "$0")/census_run.sh"
 census_run "$1" "$2" "$3" occupancy_memo
-python3 "$(dirname "$0")/census_expect.py" "$census" "occupancy census over $3" occupancy=2 funcSetAttribute=1
+python3 "$(dirname "$0")/census_expect.py" "$census" "occupancy census over $3" cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags=2 cuFuncSetAttribute=1

@@ -203,13 +203,7 @@ class Driver {
   virtual Result<std::vector<std::string>> ModuleKernelNames(DModule m) = 0;
   virtual Result<std::vector<ParamInfo>> FuncParams(DFunction f) = 0;
   virtual Result<int> FuncGetAttribute(DFunction f, int attribute) = 0;
-  virtual Status FuncSetAttribute(DFunction f, int attribute, int value) = 0;
-  virtual Status FuncSetCacheConfig(DFunction f, int config) = 0;
   virtual Status Launch(DFunction f, const LaunchConfig& config) = 0;
-  virtual Result<int> OccupancyMaxActiveBlocks(DFunction f, int block_size, size_t dynamic_smem, unsigned flags) = 0;
-  virtual Result<size_t> OccupancyAvailableDynamicSmem(DFunction f, int num_blocks, int block_size) = 0;
-  virtual Result<int> OccupancyMaxActiveClusters(DFunction f, const LaunchConfig& config) = 0;
-  virtual Result<int> OccupancyMaxPotentialClusterSize(DFunction f, const LaunchConfig& config) = 0;
 
   // ---- more memory ---------------------------------------------------------------------
   virtual Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) = 0;

@@ -62,13 +62,7 @@ class DriverWrapper : public Driver {
   Result<std::vector<std::string>> ModuleKernelNames(DModule m) override { return t_.ModuleKernelNames(m); }
   Result<std::vector<ParamInfo>> FuncParams(DFunction f) override { return t_.FuncParams(f); }
   Result<int> FuncGetAttribute(DFunction f, int attribute) override { return t_.FuncGetAttribute(f, attribute); }
-  Status FuncSetAttribute(DFunction f, int attribute, int value) override { return t_.FuncSetAttribute(f, attribute, value); }
-  Status FuncSetCacheConfig(DFunction f, int config) override { return t_.FuncSetCacheConfig(f, config); }
   Status Launch(DFunction f, const LaunchConfig& config) override { return t_.Launch(f, config); }
-  Result<int> OccupancyMaxActiveBlocks(DFunction f, int block_size, size_t dynamic_smem, unsigned flags) override { return t_.OccupancyMaxActiveBlocks(f, block_size, dynamic_smem, flags); }
-  Result<size_t> OccupancyAvailableDynamicSmem(DFunction f, int num_blocks, int block_size) override { return t_.OccupancyAvailableDynamicSmem(f, num_blocks, block_size); }
-  Result<int> OccupancyMaxActiveClusters(DFunction f, const LaunchConfig& config) override { return t_.OccupancyMaxActiveClusters(f, config); }
-  Result<int> OccupancyMaxPotentialClusterSize(DFunction f, const LaunchConfig& config) override { return t_.OccupancyMaxPotentialClusterSize(f, config); }
   Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) override { return t_.MemAllocPitch(width, height); }
   Status Copy3D(const CopySide& dst, const CopySide& src, uint64_t width, uint64_t height, uint64_t depth, DStream s) override { return t_.Copy3D(dst, src, width, height, depth, s); }
   Status Memset2D8(DevPtr dst, size_t pitch, uint8_t value, size_t width, size_t height, DStream s) override { return t_.Memset2D8(dst, pitch, value, width, height, s); }

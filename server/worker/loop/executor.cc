@@ -253,10 +253,6 @@ Status Executor::Dispatch(const InFrame& frame) {
       }
       case W::GET_GLOBAL: return Handlers::GetGlobal(*this, tag, req);
       case W::LAUNCH_KERNEL: return Handlers::LaunchKernel(*this, async_tag, req);
-      case W::FUNC_GET_ATTRIBUTES: return Handlers::FuncGetAttributes(*this, tag, req);
-      case W::FUNC_SET_ATTRIBUTE: return Handlers::FuncSetAttribute(*this, tag, req);
-      case W::FUNC_SET_CACHE_CONFIG: return Handlers::FuncSetCacheConfig(*this, tag, req);
-      case W::OCCUPANCY: return Handlers::Occupancy(*this, tag, req);
       case W::COPY3_D: return Handlers::Copy3D(*this, frame, req);
       case W::MEMSET3_D: return Handlers::Memset3D(*this, async_tag, req);
       case W::MALLOC_PITCH: return Handlers::MallocPitch(*this, tag, req);
@@ -273,6 +269,10 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
       case W::API_CALL: return DispatchApiCall(*this, frame, req);
       // Retired members (now generated calls, wire::ApiCall): a current client never sends them.
+      case W::FUNC_GET_ATTRIBUTES:
+      case W::FUNC_SET_ATTRIBUTE:
+      case W::FUNC_SET_CACHE_CONFIG:
+      case W::OCCUPANCY:
       case W::STREAM_CREATE:
       case W::STREAM_DESTROY:
       case W::EVENT_CREATE:

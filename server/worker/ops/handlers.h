@@ -51,10 +51,6 @@ class Handlers {
   static Status GetFunction(Executor& ex, uint64_t tag, Req req);
   static Status GetGlobal(Executor& ex, uint64_t tag, Req req);
   static Status LaunchKernel(Executor& ex, uint64_t tag, Req req);
-  static Status FuncGetAttributes(Executor& ex, uint64_t tag, Req req);
-  static Status FuncSetAttribute(Executor& ex, uint64_t tag, Req req);
-  static Status FuncSetCacheConfig(Executor& ex, uint64_t tag, Req req);
-  static Status Occupancy(Executor& ex, uint64_t tag, Req req);
 
   // ops_migrate.cc, ops_module.cc: planned migration (source, then target)
   static Status MigrateExport(Executor& ex, uint64_t tag, Req req);

@@ -52,7 +52,7 @@ cudaLaunchConfig_t RuntimeConfig(const CUlaunchConfig& c) {
   return r;
 }
 
-CUresult Occupancy(CUfunction func, wire::Occupancy::Kind kind, int block, size_t smem, unsigned flags, int blocks,
+CUresult Occupancy(CUfunction func, OccupancyKind kind, int block, size_t smem, unsigned flags, int blocks,
                    const CUlaunchConfig* config, int64_t* out, const char* call) {
   auto f = Fn(func);
   if (!f.ok()) return FromStatus(f.status(), call);
@@ -81,13 +81,13 @@ REMORA_API CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUf
 REMORA_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
   auto f = Fn(hfunc);
   if (!f.ok()) return FromStatus(f.status(), "cuFuncSetAttribute");
-  return FromStatus(SetFunctionAttribute(f->device, const_cast<KernelInfo*>(f->kernel), attrib, value), "cuFuncSetAttribute");
+  return FromStatus(SetFunctionAttribute(const_cast<KernelInfo*>(f->kernel), attrib, value), "cuFuncSetAttribute");
 }
 
 REMORA_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
   auto f = Fn(hfunc);
   if (!f.ok()) return FromStatus(f.status(), "cuFuncSetCacheConfig");
-  return FromStatus(SetFunctionCacheConfig(f->device, f->kernel->handle, config), "cuFuncSetCacheConfig");
+  return FromStatus(SetFunctionCacheConfig(f->kernel->handle, config), "cuFuncSetCacheConfig");
 }
 
 REMORA_API CUresult cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
@@ -212,7 +212,7 @@ REMORA_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* nu
                                                                          unsigned int flags) {
   if (num == nullptr) return Invalid("cuOccupancyMaxActiveBlocksPerMultiprocessor", "numBlocks is NULL");
   int64_t v = 0;
-  CUresult r = Occupancy(func, wire::Occupancy::Kind::MAX_ACTIVE_BLOCKS, block, smem, flags, 0, nullptr, &v,
+  CUresult r = Occupancy(func, OccupancyKind::kMaxActiveBlocks, block, smem, flags, 0, nullptr, &v,
                          "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   if (r == CUDA_SUCCESS) *num = static_cast<int>(v);
   return r;
@@ -225,7 +225,7 @@ REMORA_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* num, CUfunc
 REMORA_API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* smem, CUfunction func, int blocks, int block) {
   if (smem == nullptr) return Invalid("cuOccupancyAvailableDynamicSMemPerBlock", "dynamicSmemSize is NULL");
   int64_t v = 0;
-  CUresult r = Occupancy(func, wire::Occupancy::Kind::AVAILABLE_DYNAMIC_SMEM, block, 0, 0, blocks, nullptr, &v,
+  CUresult r = Occupancy(func, OccupancyKind::kAvailableDynamicSmem, block, 0, 0, blocks, nullptr, &v,
                          "cuOccupancyAvailableDynamicSMemPerBlock");
   if (r == CUDA_SUCCESS) *smem = static_cast<size_t>(v);
   return r;
@@ -234,7 +234,7 @@ REMORA_API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* smem, CUfunc
 REMORA_API CUresult cuOccupancyMaxActiveClusters(int* clusters, CUfunction func, const CUlaunchConfig* config) {
   if (clusters == nullptr || config == nullptr) return Invalid("cuOccupancyMaxActiveClusters", "NULL argument");
   int64_t v = 0;
-  CUresult r = Occupancy(func, wire::Occupancy::Kind::MAX_ACTIVE_CLUSTERS, 0, 0, 0, 0, config, &v,
+  CUresult r = Occupancy(func, OccupancyKind::kMaxActiveClusters, 0, 0, 0, 0, config, &v,
                          "cuOccupancyMaxActiveClusters");
   if (r == CUDA_SUCCESS) *clusters = static_cast<int>(v);
   return r;
@@ -243,7 +243,7 @@ REMORA_API CUresult cuOccupancyMaxActiveClusters(int* clusters, CUfunction func,
 REMORA_API CUresult cuOccupancyMaxPotentialClusterSize(int* size, CUfunction func, const CUlaunchConfig* config) {
   if (size == nullptr || config == nullptr) return Invalid("cuOccupancyMaxPotentialClusterSize", "NULL argument");
   int64_t v = 0;
-  CUresult r = Occupancy(func, wire::Occupancy::Kind::MAX_POTENTIAL_CLUSTER_SIZE, 0, 0, 0, 0, config, &v,
+  CUresult r = Occupancy(func, OccupancyKind::kMaxPotentialClusterSize, 0, 0, 0, 0, config, &v,
                          "cuOccupancyMaxPotentialClusterSize");
   if (r == CUDA_SUCCESS) *size = static_cast<int>(v);
   return r;
@@ -274,7 +274,7 @@ REMORA_API CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int* min_grid, int
   for (int b = (max_threads / warp) * warp; b > 0; b -= warp) {
     size_t s = smem_of_block != nullptr ? smem_of_block(b) : smem;
     int64_t n = 0;
-    CUresult r = Occupancy(func, wire::Occupancy::Kind::MAX_ACTIVE_BLOCKS, b, s, flags, 0, nullptr, &n, call);
+    CUresult r = Occupancy(func, OccupancyKind::kMaxActiveBlocks, b, s, flags, 0, nullptr, &n, call);
     if (r != CUDA_SUCCESS) return r;
     if (n * b > best_threads) {
       best_threads = static_cast<int>(n * b);

@@ -37,10 +37,9 @@ namespace remora::worker::cuda_backend {
   X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamIsCapturing) X(cuEventCreate) \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventElapsedTime)                \
   X(cuLaunchHostFunc) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
-  X(cuModuleGetGlobal) X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)   \
-  X(cuFuncSetCacheConfig) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel) \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuOccupancyAvailableDynamicSMemPerBlock) \
-  X(cuOccupancyMaxActiveClusters) X(cuOccupancyMaxPotentialClusterSize) X(cuMemAllocPitch) X(cuMemcpy3DAsync) X(cuMemsetD2D8Async) \
+  X(cuModuleGetGlobal) X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuFuncGetParamInfo) X(cuFuncGetAttribute) \
+  X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel) \
+  X(cuMemAllocPitch) X(cuMemcpy3DAsync) X(cuMemsetD2D8Async) \
   X(cuMemAllocAsync) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool) \
   X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)        \
   X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemcpyPeerAsync) \
@@ -172,15 +171,8 @@ class CudaDriver final : public Driver {
   bool GlobalIsManaged(DModule m, const char* name, DevPtr p) override;
   Result<std::vector<ParamInfo>> FuncParams(DFunction f) override;
   Result<int> FuncGetAttribute(DFunction f, int attribute) override;
-  Status FuncSetAttribute(DFunction f, int attribute, int value) override;
-  Status FuncSetCacheConfig(DFunction f, int config) override;
   static CUlaunchConfig ToDriver(const LaunchConfig& c, std::vector<CUlaunchAttribute>* attrs);
   Status Launch(DFunction f, const LaunchConfig& c) override;
-  Result<int> OccupancyMaxActiveBlocks(DFunction f, int block_size, size_t smem, unsigned flags) override;
-  Result<size_t> OccupancyAvailableDynamicSmem(DFunction f, int num_blocks, int block_size) override;
-  Result<int> OccupancyMaxActiveClusters(DFunction f, const LaunchConfig& c) override;
-
-  Result<int> OccupancyMaxPotentialClusterSize(DFunction f, const LaunchConfig& c) override;
 
   // ---- more memory ----
   Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) override;

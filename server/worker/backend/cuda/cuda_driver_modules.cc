@@ -112,14 +112,6 @@ Result<int> CudaDriver::FuncGetAttribute(DFunction f, int attribute) {
   return v;
 }
 
-Status CudaDriver::FuncSetAttribute(DFunction f, int attribute, int value) {
-  return Check(api_.cuFuncSetAttribute(static_cast<CUfunction>(f), static_cast<CUfunction_attribute>(attribute), value), "cuFuncSetAttribute");
-}
-
-Status CudaDriver::FuncSetCacheConfig(DFunction f, int config) {
-  return Check(api_.cuFuncSetCacheConfig(static_cast<CUfunction>(f), static_cast<CUfunc_cache>(config)), "cuFuncSetCacheConfig");
-}
-
 CUlaunchConfig CudaDriver::ToDriver(const LaunchConfig& c, std::vector<CUlaunchAttribute>* attrs) {
   CUlaunchConfig lc = {};
   lc.gridDimX = c.grid[0];
@@ -156,37 +148,6 @@ Status CudaDriver::Launch(DFunction f, const LaunchConfig& c) {
   std::vector<CUlaunchAttribute> attrs;
   CUlaunchConfig lc = ToDriver(c, &attrs);
   return Check(api_.cuLaunchKernelEx(&lc, static_cast<CUfunction>(f), c.params, nullptr), "cuLaunchKernelEx");
-}
-
-Result<int> CudaDriver::OccupancyMaxActiveBlocks(DFunction f, int block_size, size_t smem, unsigned flags) {
-  int n = 0;
-  RETURN_IF_ERROR(Check(api_.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, static_cast<CUfunction>(f), block_size, smem, flags),
-                        "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"));
-  return n;
-}
-
-Result<size_t> CudaDriver::OccupancyAvailableDynamicSmem(DFunction f, int num_blocks, int block_size) {
-  size_t n = 0;
-  RETURN_IF_ERROR(Check(api_.cuOccupancyAvailableDynamicSMemPerBlock(&n, static_cast<CUfunction>(f), num_blocks, block_size),
-                        "cuOccupancyAvailableDynamicSMemPerBlock"));
-  return n;
-}
-
-Result<int> CudaDriver::OccupancyMaxActiveClusters(DFunction f, const LaunchConfig& c) {
-  std::vector<CUlaunchAttribute> attrs;
-  CUlaunchConfig lc = ToDriver(c, &attrs);
-  int n = 0;
-  RETURN_IF_ERROR(Check(api_.cuOccupancyMaxActiveClusters(&n, static_cast<CUfunction>(f), &lc), "cuOccupancyMaxActiveClusters"));
-  return n;
-}
-
-Result<int> CudaDriver::OccupancyMaxPotentialClusterSize(DFunction f, const LaunchConfig& c) {
-  std::vector<CUlaunchAttribute> attrs;
-  CUlaunchConfig lc = ToDriver(c, &attrs);
-  int n = 0;
-  RETURN_IF_ERROR(Check(api_.cuOccupancyMaxPotentialClusterSize(&n, static_cast<CUfunction>(f), &lc),
-                        "cuOccupancyMaxPotentialClusterSize"));
-  return n;
 }
 
 }  // namespace remora::worker::cuda_backend

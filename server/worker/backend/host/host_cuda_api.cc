@@ -28,6 +28,9 @@ namespace {
 // backend produces.
 CUresult R(const Status& st) { return st.ok() ? CUDA_SUCCESS : static_cast<CUresult>(st.raw()); }
 
+// The emulated device's shared memory per block with the opt-in (an H100's and H200's).
+constexpr int kSharedMemPerBlockOptin = 232448;
+
 class HostCudaApi final : public HostArrayApi {
  public:
   HostCudaApi(Driver& d, host::HostMemory& m, HostGraphs& g) : HostArrayApi(d, g), d_(d), mem_(m) {}
@@ -65,6 +68,47 @@ class HostCudaApi final : public HostArrayApi {
     if (least) *least = r->first;
     if (greatest) *greatest = r->second;
     return CUDA_SUCCESS;
+  }
+
+  // ---- kernels (an emulated function is an EmuFunction) ----------------------------------
+  // What a GPU lets an application set: the dynamic shared memory limit (within the emulated
+  // device's 227 KiB), the carveout and the cluster requirements; the rest is read-only.
+  CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int value) override {
+    switch (a) {
+      case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        if (value < 0 || value > kSharedMemPerBlockOptin) return CUDA_ERROR_INVALID_VALUE;
+        break;
+      case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+      case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+      case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        break;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    reinterpret_cast<host::EmuFunction*>(f)->attrs[a] = value;
+    return CUDA_SUCCESS;
+  }
+  CUresult cuFuncSetCacheConfig(CUfunction, CUfunc_cache c) override {
+    return c > CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  }
+  // A fixed model of an SM: 2,048 threads and at most 32 blocks resident, 227 KiB of shared
+  // memory; clusters of up to 8 blocks (CUDA's portable limit), 4 of them at once.
+  CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* n, CUfunction, int block, size_t, unsigned) override {
+    if (block <= 0 || block > 1024) return CUDA_ERROR_INVALID_VALUE;
+    *n = std::min(32, 2048 / block);
+    return CUDA_SUCCESS;
+  }
+  CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* n, CUfunction, int blocks, int) override {
+    if (blocks <= 0) return CUDA_ERROR_INVALID_VALUE;
+    *n = static_cast<size_t>(kSharedMemPerBlockOptin) / static_cast<size_t>(blocks);
+    return CUDA_SUCCESS;
+  }
+  CUresult cuOccupancyMaxActiveClusters(int* n, CUfunction, const CUlaunchConfig*) override { return *n = 4, CUDA_SUCCESS; }
+  CUresult cuOccupancyMaxPotentialClusterSize(int* n, CUfunction, const CUlaunchConfig*) override {
+    return *n = 8, CUDA_SUCCESS;
   }
 
   // ---- devices -----------------------------------------------------------------------------

@@ -117,12 +117,7 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   // not executed anyway).
   Result<std::vector<ParamInfo>> FuncParams(DFunction) override { return std::vector<ParamInfo>(); }
   Result<int> FuncGetAttribute(DFunction f, int a) override;
-  Status FuncSetAttribute(DFunction f, int a, int value) override;
-  Status FuncSetCacheConfig(DFunction, int) override { return Status::Ok(); }
   Status Launch(DFunction f, const LaunchConfig& c) override;
-  Result<int> OccupancyMaxActiveBlocks(DFunction, int block_size, size_t, unsigned) override;
-  Result<size_t> OccupancyAvailableDynamicSmem(DFunction, int num_blocks, int) override;
-  Result<int> OccupancyMaxActiveClusters(DFunction, const LaunchConfig&) override { return 4; }
   gen::cuda::Api& cuda() override { return *api_; }
   Result<void*> Library(Domain library) override;
   Result<Activity*> activity() override { return &activity_; }
@@ -150,9 +145,6 @@ class HostDriver final : public Driver, public EmulatedDevice, public HostMemory
   Status FreeRange(DevPtr base, uint64_t bytes) override;
   Status MapRange(DevPtr at, uint64_t bytes, int fd, uint64_t offset) override;
   Status UnmapRange(DevPtr at, uint64_t bytes) override;
-
-  // The portable cluster size limit of CUDA (8), as a GPU without the non-portable opt-in answers.
-  Result<int> OccupancyMaxPotentialClusterSize(DFunction, const LaunchConfig&) override { return 8; }
 
   // ---- more memory ----
   Result<std::pair<DevPtr, size_t>> MemAllocPitch(size_t width, size_t height) override;

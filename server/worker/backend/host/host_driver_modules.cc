@@ -99,18 +99,6 @@ Result<int> HostDriver::FuncGetAttribute(DFunction f, int a) {
   return static_cast<EmuFunction*>(f)->attrs[a];
 }
 
-Status HostDriver::FuncSetAttribute(DFunction f, int a, int value) {
-  if (a != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && a != CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT &&
-      a != CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH && a != CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT &&
-      a != CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH && a != CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED &&
-      a != CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE)
-    return Error(Err::kInvalidValue, "function attribute {} cannot be set", a);
-  if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (value < 0 || value > 232448))
-    return Error(Err::kInvalidValue, "dynamic shared memory of {} bytes exceeds the device's limit", value);
-  static_cast<EmuFunction*>(f)->attrs[a] = value;
-  return Status::Ok();
-}
-
 Status HostDriver::Launch(DFunction f, const LaunchConfig& c) {
   uint64_t threads = uint64_t{c.block[0]} * c.block[1] * c.block[2];
   if (threads == 0 || threads > 1024 || c.grid[0] == 0 || c.grid[1] == 0 || c.grid[2] == 0)
@@ -141,16 +129,6 @@ Status HostDriver::Launch(DFunction f, const LaunchConfig& c) {
     activity_.Add(std::move(r));
   }
   return Status::Ok();
-}
-
-Result<int> HostDriver::OccupancyMaxActiveBlocks(DFunction, int block_size, size_t, unsigned) {
-  if (block_size <= 0 || block_size > 1024) return Error(Err::kInvalidValue, "bad block size {}", block_size);
-  return std::min(32, 2048 / block_size);
-}
-
-Result<size_t> HostDriver::OccupancyAvailableDynamicSmem(DFunction, int num_blocks, int) {
-  if (num_blocks <= 0) return Error(Err::kInvalidValue, "bad block count");
-  return size_t{232448} / static_cast<size_t>(num_blocks);
 }
 
 Result<void*> HostDriver::Library(Domain library) {
