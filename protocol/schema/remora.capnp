@@ -493,13 +493,13 @@ struct Request {
     defaultMemPool @38 :Void;  # retired: now an apiCall
     getMemPool @39 :Void;  # retired: now an apiCall
     setMemPool @40 :UInt64;  # retired: now an apiCall
-    poolCreate @41 :PoolCreate;
-    poolDestroy @42 :UInt64;
+    poolCreate @41 :PoolCreate;  # retired: now an apiCall
+    poolDestroy @42 :UInt64;  # retired: now an apiCall
     poolSetAttribute @43 :PoolAttribute;  # retired: now an apiCall
     poolGetAttribute @44 :PoolAttribute;  # retired: now an apiCall
     poolTrimTo @45 :PoolAttribute;  # retired: now an apiCall
     memcpyPeer @46 :MemcpyPeer;
-    peerAccess @47 :PeerAccess;
+    peerAccess @47 :PeerAccess;  # retired: now an apiCall
     deviceLimit @48 :DeviceLimit;  # retired: now an apiCall
     streamPriorityRange @49 :Void;  # retired: now an apiCall
     hostFunc @50 :HostFunc;

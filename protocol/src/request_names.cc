@@ -26,10 +26,7 @@ const char* RequestName(wire::Request::Which w) {
     case W::MALLOC_PITCH: return "mallocPitch";
     case W::MALLOC_ASYNC: return "mallocAsync";
     case W::FREE_ASYNC: return "freeAsync";
-    case W::POOL_CREATE: return "poolCreate";
-    case W::POOL_DESTROY: return "poolDestroy";
     case W::MEMCPY_PEER: return "memcpyPeer";
-    case W::PEER_ACCESS: return "peerAccess";
     case W::HOST_FUNC: return "hostFunc";
     case W::CALLBACK_DONE: return "callbackDone";
     case W::REGISTER_HOST_REGION: return "registerHostRegion";

@@ -8,6 +8,7 @@
 
 #include "arrays.h"
 #include "callbacks.h"
+#include "cuda_client.h"
 #include "export.h"
 #include "memops.h"
 #include "multi_server.h"
@@ -240,29 +241,18 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
 
 namespace {
 
-cudaError_t PeerAccess(int device, int peer, wire::PeerAccess::Op op, int64_t* value, const char* call) {
+// Enables or disables `device`'s access to `peer`'s memory.
+cudaError_t PeerAccess(int device, int peer, bool enable, const char* call) {
   Runtime& rt = Runtime::Get();
   auto c = rt.Session();
   if (!c.ok()) return Finish(c.status(), call);
   if (!rt.SameServer(device, peer)) {
     // No path joins two servers' GPUs: never peers (copies between them are staged).
     if (auto d = rt.Device(peer); !d.ok()) return Finish(d.status(), call);
-    if (op == wire::PeerAccess::Op::QUERY) {
-      if (value != nullptr) *value = 0;
-      return cudaSuccess;
-    }
-    return Finish(Error(op == wire::PeerAccess::Op::ENABLE ? Err::kInvalidDevice : Err::kPeerAccessNotEnabled,
+    return Finish(Error(enable ? Err::kInvalidDevice : Err::kPeerAccessNotEnabled,
                         "devices {} and {} are on two Remora servers: no peer access", device, peer), call);
   }
-  Status st = (*c)->Call(device, [&](wire::Request::Builder& r) {
-    auto p = r.initPeerAccess();
-    p.setPeer(rt.LocalOrdinal(peer));
-    p.setOp(op);
-  }, [&](wire::Reply::Reader& r) -> Status {
-    if (value != nullptr) *value = r.getValue();
-    return Status::Ok();
-  });
-  return Finish(st, call);
+  return Finish(gen::cuda::remoraPeerAccess(CallCtx{false, call}, device, peer, enable ? 1 : 0), call);
 }
 
 }  // namespace
@@ -350,8 +340,8 @@ REMORA_API cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void*
 
 REMORA_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
   if (flags != 0) return Finish(Error(Err::kInvalidValue, "flags must be 0"), "cudaDeviceEnablePeerAccess");
-  return PeerAccess(Thread().device, peerDevice, wire::PeerAccess::Op::ENABLE, nullptr, "cudaDeviceEnablePeerAccess");
+  return PeerAccess(Thread().device, peerDevice, true, "cudaDeviceEnablePeerAccess");
 }
 REMORA_API cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
-  return PeerAccess(Thread().device, peerDevice, wire::PeerAccess::Op::DISABLE, nullptr, "cudaDeviceDisablePeerAccess");
+  return PeerAccess(Thread().device, peerDevice, false, "cudaDeviceDisablePeerAccess");
 }

@@ -114,24 +114,17 @@ REMORA_API cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPo
   if (memPool == nullptr || props == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), "cudaMemPoolCreate");
   if (props->allocType != cudaMemAllocationTypePinned || props->location.type != cudaMemLocationTypeDevice)
     return Finish(Error(Err::kNotSupported, "only device-resident pinned pools are supported by Remora"), "cudaMemPoolCreate");
-  uint64_t h = 0;
-  Status st = PoolCall(props->location.id, [&](wire::Request::Builder& r) {
-    auto p = r.initPoolCreate();
-    p.setDevice(Runtime::Get().LocalOrdinal(props->location.id));  // the server's own ordinal
-    p.setMaxSize(props->maxSize);
-    p.setHandleTypes(static_cast<uint32_t>(props->handleTypes));
-  }, &h, nullptr);
-  if (st.ok()) *memPool = reinterpret_cast<cudaMemPool_t>(h);
+  CUmemoryPool pool = nullptr;
+  Status st = gen::cuda::remoraMemPoolCreate(CallCtx{false, "cudaMemPoolCreate"}, &pool, props->location.id, props->maxSize,
+                                             static_cast<unsigned>(props->handleTypes));
+  if (st.ok()) *memPool = reinterpret_cast<cudaMemPool_t>(pool);
   return Finish(st, "cudaMemPoolCreate");
 }
 
 REMORA_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
-  int device = Runtime::Get().DeviceOfHandle(U(memPool));  // several servers: the pool's
-  return Finish(PoolCall(device >= 0 ? device : Thread().device,
-                         [&](wire::Request::Builder& r) { r.setPoolDestroy(U(memPool)); }, nullptr, nullptr),
+  return Finish(gen::cuda::cuMemPoolDestroy(CallCtx{false, "cudaMemPoolDestroy"}, reinterpret_cast<CUmemoryPool>(memPool)),
                 "cudaMemPoolDestroy");
 }
-
 
 namespace {
 

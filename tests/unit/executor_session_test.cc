@@ -378,7 +378,7 @@ TEST_F(ExecutorBatchTest, AllocFollowedByGoodbyeIsReleased) {
 
 // Generated calls that create a handle (out(handle=K) in protocol/api/*.api) check the
 // session's limit for K before they call the library (tools/gen/apigen/roles.py emits
-// HandleRoom), as the hand-written StreamCreate and EventCreate do.
+// HandleRoom), as the hooks of stream and event creation do (worker/hooks/stream_hooks.cc).
 class HandleLimitTest : public ExecutorTest {
  protected:
   HandleLimitTest() {
@@ -416,6 +416,74 @@ TEST_F(HandleLimitTest, GeneratedConstructorsStopAtTheSessionLimit) {
   EXPECT_TRUE(Room(HandleKind::kPool).ok()) << "pools are counted where they are created";
 }
 
+
+// Streams, events and pools made through the generated calls stop at the session's limits,
+// with the limit named; what a session cannot destroy is refused, losing nothing.
+class CoreObjectLimitTest : public ExecutorTest {
+ protected:
+  CoreObjectLimitTest() {
+    gpus_ = 2;
+    EXPECT_TRUE(limits_.Set("streams=2").ok());
+    EXPECT_TRUE(limits_.Set("events=1").ok());
+    EXPECT_TRUE(limits_.Set("pools=1").ok());
+  }
+  Reply PoolCreate(int device) {
+    api::ArgWriter w;
+    w.Put<int32_t>(device);
+    w.Put<size_t>(0);
+    w.Put<unsigned>(0);
+    return WithHandle(Api(::remora::gen::cuda::k_remoraMemPoolCreate, w));
+  }
+  Reply PoolDestroy(uint64_t pool) { return Api(::remora::gen::cuda::k_cuMemPoolDestroy, HandleArg(pool)); }
+  Reply PeerAccess(int device, int peer, unsigned enable) {
+    api::ArgWriter w;
+    w.Put<int32_t>(device);
+    w.Put<int32_t>(peer);
+    w.Put<unsigned>(enable);
+    return Api(::remora::gen::cuda::k_remoraPeerAccess, w);
+  }
+};
+
+TEST_F(CoreObjectLimitTest, CreationStopsAtTheLimitsAndNamesThem) {
+  EXPECT_EQ(StreamCreate(0).error, Err::kSuccess);
+  Reply second = StreamCreate(1);
+  ASSERT_EQ(second.error, Err::kSuccess);
+  Reply third = StreamCreate(0);
+  EXPECT_EQ(third.error, Err::kMemoryAllocation);
+  EXPECT_NE(third.message.find("--session-limit streams="), std::string::npos) << third.message;
+  EXPECT_EQ(StreamDestroy(second.handle).error, Err::kSuccess);
+  EXPECT_EQ(StreamCreate(0).error, Err::kSuccess) << "a destroyed stream makes room";
+
+  Reply event = EventCreate(0);
+  ASSERT_EQ(event.error, Err::kSuccess);
+  Reply more = EventCreate(0);
+  EXPECT_EQ(more.error, Err::kMemoryAllocation);
+  EXPECT_NE(more.message.find("--session-limit events="), std::string::npos) << more.message;
+
+  Reply pool = PoolCreate(1);
+  ASSERT_EQ(pool.error, Err::kSuccess) << pool.message;
+  Reply pool2 = PoolCreate(0);
+  EXPECT_EQ(pool2.error, Err::kMemoryAllocation);
+  EXPECT_NE(pool2.message.find("--session-limit pools="), std::string::npos) << pool2.message;
+  // A device's default pool is the device's, not the session's to destroy.
+  api::ArgWriter dev0;
+  dev0.Put<int32_t>(0);
+  Reply def = WithHandle(Api(::remora::gen::cuda::k_cuDeviceGetDefaultMemPool, dev0));
+  ASSERT_EQ(def.error, Err::kSuccess) << def.message;
+  EXPECT_EQ(PoolDestroy(def.handle).error, Err::kInvalidValue);
+  EXPECT_EQ(PoolDestroy(pool.handle).error, Err::kSuccess);
+  EXPECT_EQ(PoolDestroy(pool.handle).error, Err::kInvalidValue) << "destroyed once";
+  EXPECT_EQ(PoolCreate(0).error, Err::kSuccess) << "a destroyed pool makes room";
+}
+
+TEST_F(CoreObjectLimitTest, PeerAccessIsEnabledOnceAndNeverToItself) {
+  EXPECT_EQ(PeerAccess(0, 1, 1).error, Err::kSuccess);
+  EXPECT_EQ(PeerAccess(0, 1, 1).error, Err::kPeerAccessAlreadyEnabled);
+  EXPECT_EQ(PeerAccess(1, 1, 1).error, Err::kInvalidDevice);
+  EXPECT_EQ(PeerAccess(0, 1, 0).error, Err::kSuccess);
+  EXPECT_EQ(PeerAccess(0, 1, 0).error, Err::kPeerAccessNotEnabled);
+  EXPECT_EQ(PeerAccess(0, 7, 1).error, Err::kInvalidDevice) << "not a device of the session";
+}
 
 }  // namespace
 }  // namespace remora::worker::unit

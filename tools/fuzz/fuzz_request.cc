@@ -505,7 +505,15 @@ const Seeds& MakeSeeds() {
             .Api(83, args(u64(kPool1), u32(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), u64(1 << 20)))
             .Api(84, args(u64(kPool1), u32(CU_MEMPOOL_ATTR_USED_MEM_CURRENT)))
             .Api(85, args(u64(kPool1), u64(0)))
-            .Api(47, args(stream(0), u64(kDev0), u64(4096), u32(0)), false));
+            .Api(47, args(stream(0), u64(kDev0), u64(4096), u32(0)), false)
+            .Api(91, args(i32(0), u64(8 << 20), u32(0)))
+            .Api(92, args(u64(kPool1 + 0x10)))
+            .Api(92, args(u64(kPool1))));
+    add("api-peers",
+        SeedSession(0)
+            .Api(25, args(i32(0), i32(1), u32(1)))
+            .Api(25, args(i32(0), i32(1), u32(0)))
+            .Api(25, args(i32(1), i32(1), u32(1))));
     add("goodbye", SeedSession(0).Alloc(4096).Req([](R r) { r.setGoodbye(); }));
     add("detached", SeedSession(4).Req([](R r) {
       r.setDevice(1);

@@ -258,10 +258,7 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MALLOC_PITCH: return Handlers::MallocPitch(*this, tag, req);
       case W::MALLOC_ASYNC: return Handlers::MallocAsync(*this, tag, req);
       case W::FREE_ASYNC: return Handlers::FreeAsync(*this, async_tag, req);
-      case W::POOL_CREATE:
-      case W::POOL_DESTROY: return Handlers::MemPool(*this, tag, req);
       case W::MEMCPY_PEER: return Handlers::MemcpyPeer(*this, async_tag, req);
-      case W::PEER_ACCESS: return Handlers::PeerAccess(*this, tag, req);
       case W::HOST_FUNC: return Handlers::HostFunc(*this, async_tag, req);
       case W::CALLBACK_DONE: return Handlers::CallbackDone(*this, async_tag, req);
       case W::GRAPH_HOST_NODE_DONE: return Handlers::GraphHostNodeDone(*this, req);
@@ -269,6 +266,9 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
       case W::API_CALL: return DispatchApiCall(*this, frame, req);
       // Retired members (now generated calls, wire::ApiCall): a current client never sends them.
+      case W::POOL_CREATE:
+      case W::POOL_DESTROY:
+      case W::PEER_ACCESS:
       case W::FUNC_GET_ATTRIBUTES:
       case W::FUNC_SET_ATTRIBUTE:
       case W::FUNC_SET_CACHE_CONFIG:

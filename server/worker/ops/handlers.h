@@ -30,14 +30,11 @@ class Handlers {
 
   // ops_sync.cc
 
-  static Status PeerAccess(Executor& ex, uint64_t tag, Req req);
-
   // ops_memory.cc
   static Status Memset3D(Executor& ex, uint64_t tag, Req req);
   static Status MallocPitch(Executor& ex, uint64_t tag, Req req);
   static Status MallocAsync(Executor& ex, uint64_t tag, Req req);
   static Status FreeAsync(Executor& ex, uint64_t tag, Req req);
-  static Status MemPool(Executor& ex, uint64_t tag, Req req);  // pool creation and destruction
 
   // ops_transfer.cc
   static Status Copy3D(Executor& ex, const InFrame& frame, Req req);

@@ -176,26 +176,4 @@ Status Handlers::DeviceReset(Executor& ex, uint64_t tag, Req req) {
   return ex.PostReply(tag, Status::Ok());
 }
 
-Status Handlers::PeerAccess(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getPeerAccess();
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  auto peer = ex.GpuOf(a.getPeer());
-  if (!peer.ok()) return ex.PostReply(tag, peer.status());
-  Status st = ex.SetDevice(*gpu);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  switch (a.getOp()) {
-    case wire::PeerAccess::Op::QUERY: {
-      auto can = ex.driver().CanAccessPeer(*gpu, *peer);
-      if (!can.ok()) return ex.PostReply(tag, can.status());
-      return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setValue(*can ? 1 : 0); });
-    }
-    case wire::PeerAccess::Op::ENABLE:
-      return ex.PostReply(tag, ex.driver().EnablePeerAccess(*peer));
-    case wire::PeerAccess::Op::DISABLE:
-      return ex.PostReply(tag, ex.driver().DisablePeerAccess(*peer));
-  }
-  return ex.PostReply(tag, Error(Err::kInvalidValue, "unknown peer access operation"));
-}
-
 }  // namespace remora::worker

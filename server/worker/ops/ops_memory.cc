@@ -478,44 +478,4 @@ Status Handlers::FreeAsync(Executor& ex, uint64_t tag, Req req) {
   return ReplyOrDefer(ex, tag, st);
 }
 
-namespace {
-
-// The handle of a driver pool, inserting it if this session has not seen it yet.
-
-Status ReplyHandle(Executor& ex, uint64_t tag, uint64_t h) {
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) { r.setHandle(h); });
-}
-
-}  // namespace
-
-Status Handlers::MemPool(Executor& ex, uint64_t tag, Req req) {
-  using W = wire::Request;
-  switch (req.which()) {
-    case W::POOL_CREATE: {
-      auto a = req.getPoolCreate();
-      auto pg = ex.GpuOf(a.getDevice());
-      if (!pg.ok()) return ex.PostReply(tag, pg.status());
-      uint64_t created = 0;
-      ex.session().pools().ForEach([&](uint64_t, Executor::Pool& p) { created += p.created; });
-      Status st = ex.resources().Room(Resource::kPools, created);
-      if (st.ok()) st = ex.SetDevice(*pg);
-      if (!st.ok()) return ex.PostReply(tag, st);
-      auto p = ex.driver().MemPoolCreate(*pg, a.getMaxSize(), a.getHandleTypes());
-      if (!p.ok()) return ex.PostReply(tag, p.status());
-      return ReplyHandle(ex, tag, ex.session().pools().Insert({*p, *pg, true}));
-    }
-    case W::POOL_DESTROY: {
-      auto p = ex.session().pools().Get(req.getPoolDestroy());
-      if (!p.ok()) return ex.PostReply(tag, p.status());
-      if (!(*p)->created) return ex.PostReply(tag, Error(Err::kInvalidValue, "a device's default pool cannot be destroyed"));
-      Status st = ex.driver().MemPoolDestroy((*p)->pool);
-      ex.ipc().PoolDestroyed(ex, req.getPoolDestroy(), (*p)->import_id);
-      ex.session().pools().Erase(req.getPoolDestroy());
-      return ex.PostReply(tag, st);
-    }
-    default:
-      return ex.PostReply(tag, Error(Err::kNotSupported, "unknown pool request"));
-  }
-}
-
 }  // namespace remora::worker

@@ -250,7 +250,7 @@ REMORA_API CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* pr
 }
 
 REMORA_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
-  return ViaRuntime([&] { return cudaMemPoolDestroy(reinterpret_cast<cudaMemPool_t>(pool)); });
+  return Done(gen::cuda::cuMemPoolDestroy(CallCtx{false, "cuMemPoolDestroy"}, pool), "cuMemPoolDestroy");
 }
 
 // Pools shared between processes: the runtime's calls (CUmemPoolPtrExportData and
