@@ -507,7 +507,7 @@ struct Request {
     registerHostRegion @52 :RegisterHostRegion;
     unregisterHostRegion @53 :UInt64;    # id; answered once no DMA uses it any more
     apiCall @54 :ApiCall;
-    moduleUnload @55 :UInt64;  # module handle (the driver API's cuModuleUnload)
+    moduleUnload @55 :UInt64;  # retired: now an apiCall
     link @56 :Link;            # the driver API's JIT linker, run on the worker
     migrateExport @58 :Void;   # planned migration, on the source: what the session holds
                                # (Reply.migration), or why it cannot move yet

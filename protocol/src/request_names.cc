@@ -31,7 +31,6 @@ const char* RequestName(wire::Request::Which w) {
     case W::CALLBACK_DONE: return "callbackDone";
     case W::REGISTER_HOST_REGION: return "registerHostRegion";
     case W::UNREGISTER_HOST_REGION: return "unregisterHostRegion";
-    case W::MODULE_UNLOAD: return "moduleUnload";
     case W::LINK: return "link";
     default: return nullptr;
   }

@@ -211,9 +211,8 @@ Result<int64_t> FunctionOccupancy(int device, uint64_t handle, OccupancyKind kin
   return value;
 }
 
-Status UnloadModule(Client* client, int device, uint64_t module) {
-  Status st = client->Call(device, [&](wire::Request::Builder& r) { r.setModuleUnload(module); },
-                           [](wire::Reply::Reader&) { return Status::Ok(); });
+Status UnloadModule(uint64_t module) {
+  Status st = gen::cuda::cuModuleUnload(CallCtx{false, "cuModuleUnload"}, reinterpret_cast<CUmodule>(module));
   ForgetOccupancy();  // its functions' handles may be reused
   return st;
 }

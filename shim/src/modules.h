@@ -34,8 +34,9 @@ Status FunctionAttributes(uint64_t handle, int* values, unsigned count);
 // Drops the kept occupancy answers: a kernel's or the context's cache or shared-memory
 // configuration changed, a module went, or the session moved.
 void ForgetOccupancy();
-// Unloads a module on the worker (the driver API's cuModuleUnload and cuLibraryUnload).
-Status UnloadModule(Client* client, int device, uint64_t module);
+// Unloads a module on the worker, on its device (the driver API's cuModuleUnload and
+// cuLibraryUnload).
+Status UnloadModule(uint64_t module);
 // The module of `image` on `device` (loaded on first use; a fresh image's load is a module of
 // its own).
 Result<uint64_t> LoadImage(FatbinRecord* image, int device);

@@ -232,7 +232,6 @@ Status Executor::Dispatch(const InFrame& frame) {
         return PostReply(tag, Status::Ok());
       case W::MODULE_LOAD: return Handlers::ModuleLoad(*this, frame, req);
       case W::GET_FUNCTION: return Handlers::GetFunction(*this, tag, req);
-      case W::MODULE_UNLOAD: return Handlers::ModuleUnload(*this, tag, req);
       case W::LINK: return Handlers::Link(*this, tag, req);
       case W::MIGRATE_EXPORT: return Handlers::MigrateExport(*this, tag, req);
       case W::MIGRATE_IMPORT: return Handlers::MigrateImport(*this, tag, req);
@@ -266,6 +265,7 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
       case W::API_CALL: return DispatchApiCall(*this, frame, req);
       // Retired members (now generated calls, wire::ApiCall): a current client never sends them.
+      case W::MODULE_UNLOAD:
       case W::POOL_CREATE:
       case W::POOL_DESTROY:
       case W::PEER_ACCESS:

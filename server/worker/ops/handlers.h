@@ -55,7 +55,6 @@ class Handlers {
   static Status MigrateModule(Executor& ex, const InFrame& frame, Req req);
 
   // ops_link.cc
-  static Status ModuleUnload(Executor& ex, uint64_t tag, Req req);
   static Status Link(Executor& ex, uint64_t tag, Req req);
 
   // ops_sync.cc (host callbacks)

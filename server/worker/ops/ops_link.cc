@@ -1,6 +1,5 @@
-// The driver API's module lifetime and JIT linker: cuModuleUnload ends a module this session
-// loaded (its functions and variables go with it); cuLinkCreate/AddData/Complete arrive as one
-// request, run on the worker's GPU, and return the linked image with the linker's logs.
+// The driver API's JIT linker: cuLinkCreate/AddData/Complete arrive as one request, run on
+// the worker's GPU, and return the linked image with the linker's logs.
 #include <cuda.h>  // CUjit_option values
 
 #include <algorithm>
@@ -14,59 +13,6 @@
 #include "worker/ops/handlers.h"
 
 namespace remora::worker {
-
-namespace {
-
-// cuModuleUnload waits for the GPU's work in the driver (it must not unload code a kernel is
-// running), spinning in the executor's thread: a stream held by a host function that waits
-// for the client's callbackDone would then never move (the executor that takes callbackDone
-// in is the one waiting), and the session stalled (JAX's autotuner unloads modules while its
-// host callbacks are queued). So the executor waits here by polling events recorded on the
-// GPU's streams, taking the client's other requests in meanwhile, and unloads once the work
-// queued before the unload is done (the client sends no launch of the module after it).
-class ModuleUnloadOp final : public AfterQueuedWorkOp {
- public:
-  ModuleUnloadOp(Executor& ex, uint64_t tag, uint64_t module, int gpu) : AfterQueuedWorkOp(ex, gpu), tag_(tag), module_(module) {}
-
- private:
-  Status Then(Executor& ex) override { return ex.PostReply(tag_, Unload(ex)); }
-
-  Status Unload(Executor& ex) {
-    SessionState& s = ex.session();
-    auto m = s.modules().Get(module_);
-    if (!m.ok()) return m.status();  // (a second unload of it finished first)
-    Executor::Module mod = **m;
-    RETURN_IF_ERROR(ex.SetDevice(mod.gpu));
-    RETURN_IF_ERROR(ex.driver().ModuleUnload(mod.module));
-    // Its variables stop being memory a request may name.
-    for (uint64_t g : mod.globals) (void)s.allocations().Erase(g);
-    const uint64_t h = module_;
-    std::erase_if(s.module_index(), [h](const auto& e) { return e.second == h; });
-    std::erase_if(s.function_index(), [h](const auto& e) { return e.first.first == h; });
-    std::vector<uint64_t> functions;
-    s.functions().ForEach([&](uint64_t id, Executor::Function& f) {
-      if (f.module == h) functions.push_back(id);
-    });
-    for (uint64_t f : functions) s.functions().Erase(f);
-    s.modules().Erase(h);
-    ex.ReleaseCharge(mod.gpu, mod.charged);
-    ex.resources().Release(Resource::kModules);
-    ex.resources().Release(Resource::kModuleBytes, mod.image_bytes);
-    return Status::Ok();
-  }
-
-  uint64_t tag_, module_;
-};
-
-}  // namespace
-
-Status Handlers::ModuleUnload(Executor& ex, uint64_t tag, Req req) {
-  uint64_t h = req.getModuleUnload();
-  auto m = ex.session().modules().Get(h);
-  if (!m.ok()) return ex.PostReply(tag, m.status());
-  ex.AddPending(std::make_unique<ModuleUnloadOp>(ex, tag, h, (*m)->gpu));
-  return Status::Ok();
-}
 
 Status Handlers::Link(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getLink();

@@ -118,7 +118,7 @@ REMORA_API CUresult cuModuleUnload(CUmodule hmod) {
     return FromStatus(Cu(CUDA_ERROR_NOT_PERMITTED, "a library's module is unloaded with the library"), "cuModuleUnload");
   auto c = Runtime::Get().Session();
   if (!c.ok()) return FromStatus(c.status(), "cuModuleUnload");
-  Status st = UnloadModule(*c, m->device, m->handle);
+  Status st = UnloadModule(m->handle);
   if (!st.ok()) return FromStatus(st, "cuModuleUnload");
   (void)Objects().RemoveModule(hmod);
   for (uint64_t g : m->globals) {
@@ -233,7 +233,7 @@ REMORA_API CUresult cuLibraryUnload(CUlibrary library) {
   for (int d = 0; d < kMaxDevices; d++) {
     uint64_t module = lib->image->module[static_cast<size_t>(d)];
     if (module == 0) continue;
-    (void)UnloadModule(*c, d, module);
+    (void)UnloadModule(module);
     (void)Objects().RemoveModule(reinterpret_cast<CUmodule>(module));
     Objects().ForgetFunctions(module);
   }
