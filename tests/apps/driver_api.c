@@ -673,6 +673,29 @@ static nvml_fn nvml_sym(void* lib, const char* name) {
   return f;
 }
 
+/* A query whose arguments and results are each over 512 KiB (through Remora: sent ahead in
+   pieces and held by the worker, docs/PROTOCOL.md "Large arguments", "Large results"): 300,000
+   operations answer as the same query of each distinct one. */
+static void large_arguments(CUdevice dev) {
+  enum { kMany = 300000 };
+  CUatomicOperation distinct[CU_ATOMIC_OPERATION_MAX];
+  unsigned int one[CU_ATOMIC_OPERATION_MAX];
+  for (int op = 0; op < CU_ATOMIC_OPERATION_MAX; op++) distinct[op] = (CUatomicOperation)op;
+  CHECK(cuDeviceGetHostAtomicCapabilities(one, distinct, CU_ATOMIC_OPERATION_MAX, dev));
+  CUatomicOperation* ops = (CUatomicOperation*)malloc(kMany * sizeof(*ops));
+  unsigned int* caps = (unsigned int*)malloc(kMany * sizeof(*caps));
+  EXPECT(ops != NULL && caps != NULL);
+  for (int i = 0; i < kMany; i++) {
+    ops[i] = (CUatomicOperation)((i * 7) % CU_ATOMIC_OPERATION_MAX);
+    caps[i] = 0xdeadbeefu;
+  }
+  CHECK(cuDeviceGetHostAtomicCapabilities(caps, ops, kMany, dev));
+  for (int i = 0; i < kMany; i++)
+    if (caps[i] != one[ops[i]]) fail("a capability of the large query differs from the small one's", __LINE__);
+  free(ops);
+  free(caps);
+}
+
 static void nvml(CUdevice dev) {
   void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
   EXPECT(lib != NULL);
@@ -788,6 +811,7 @@ int main(int argc, char** argv) {
   linker();
   contexts(dev, primary);
   vmm(dev);
+  large_arguments(dev);
   nvml(dev);
 
   /* The facade's own functions through cuGetProcAddress. */

@@ -1,6 +1,7 @@
 // server/worker/session/held_results.h: a generated call's results too large for one reply, held until
 // the client reads them back in pieces; dropped once read, bounded per session.
 #include "worker/session/held_results.h"
+#include "remora/protocol/api_args.h"
 
 #include <gtest/gtest.h>
 
@@ -115,6 +116,36 @@ TEST(StagedArgs, ASessionStagesAtMostItsBound) {
   EXPECT_TRUE(s.Write(3, 10, 0, &one, 1).ok()) << "up to the bound exactly";
   ASSERT_TRUE(s.Write(1, 5, 0, &one, 1).ok()) << "begun again: the earlier attempt's room is given back";
   EXPECT_EQ(s.bytes(), 15u);
+}
+
+}  // namespace
+}  // namespace remora::worker
+
+namespace remora::worker {
+namespace {
+
+// A decoded array is bounded by the bytes that are left, not by one request's size: staged
+// arguments may carry more than api::kMaxArgBytes; a count claiming more than is there is
+// refused before anything is allocated for it.
+TEST(ArgReader, ArraysAreBoundedByTheBytesLeft) {
+  const size_t n = (api::kMaxArgBytes / sizeof(uint32_t)) + 1000;  // past a request's bound
+  api::ArgWriter w;
+  std::vector<uint32_t> values(n);
+  for (size_t i = 0; i < n; i++) values[i] = static_cast<uint32_t>(i * 3);
+  w.PutArray(values.data(), n, sizeof(uint32_t));
+  api::ArgReader r(w.bytes().data(), w.bytes().size());
+  std::vector<uint32_t> got;
+  ASSERT_TRUE(r.GetArray(&got).ok());
+  EXPECT_EQ(got, values);
+  EXPECT_TRUE(r.Finish().ok());
+
+  api::ArgWriter lie;
+  lie.Put<uint64_t>(uint64_t{1} << 40);  // a terabyte of elements, 8 bytes sent
+  lie.Put<uint64_t>(7);
+  api::ArgReader bad(lie.bytes().data(), lie.bytes().size());
+  Status st = bad.GetArray(&got);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("runs past the arguments"), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -107,7 +107,9 @@ class ArgReader {
   Status GetArray(std::vector<T>* out) {
     uint64_t count = Get<uint64_t>();
     if (!ok_) return error_;
-    if (count > kMaxArgBytes / sizeof(T)) return Fail("an array argument of {} elements is too large", count);
+    // Bounded by the bytes left (arguments sent ahead may exceed a request's kMaxArgBytes).
+    if (count > static_cast<uint64_t>(end_ - p_) / sizeof(T))
+      return Fail("an array argument of {} elements runs past the arguments", count);
     out->resize(static_cast<size_t>(count));
     if (count > 0 && Take(static_cast<size_t>(count) * sizeof(T)))
       std::memcpy(out->data(), p_ - count * sizeof(T), static_cast<size_t>(count) * sizeof(T));
