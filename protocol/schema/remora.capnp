@@ -487,7 +487,7 @@ struct Request {
     occupancy @32 :Occupancy;  # retired: now an apiCall
     copy3D @33 :Copy3D;
     memset3D @34 :Memset3D;
-    mallocPitch @35 :MallocPitch;
+    mallocPitch @35 :MallocPitch;  # retired: now an apiCall
     mallocAsync @36 :MallocAsync;
     freeAsync @37 :FreeAsync;
     defaultMemPool @38 :Void;  # retired: now an apiCall

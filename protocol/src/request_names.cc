@@ -23,7 +23,6 @@ const char* RequestName(wire::Request::Which w) {
     case W::LAUNCH_KERNEL: return "launchKernel";
     case W::COPY3_D: return "copy3D";
     case W::MEMSET3_D: return "memset3D";
-    case W::MALLOC_PITCH: return "mallocPitch";
     case W::MALLOC_ASYNC: return "mallocAsync";
     case W::FREE_ASYNC: return "freeAsync";
     case W::MEMCPY_PEER: return "memcpyPeer";

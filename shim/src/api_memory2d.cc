@@ -13,6 +13,7 @@
 #include "memops.h"
 #include "multi_server.h"
 #include "runtime.h"
+#include "streams.h"
 #include "wire_args.h"
 
 namespace remora::shim {
@@ -180,20 +181,13 @@ cudaError_t Memset3D(char* dst, size_t pitch, size_t rows, int value, size_t wid
   return Finish(st, call);
 }
 
+// cudaMallocPitch: the driver's pitched allocation with CUDA's widest element (the runtime
+// has no element size; the pitch does not depend on it).
 Result<std::pair<uint64_t, uint64_t>> MallocPitch(size_t width, size_t height) {
-  Runtime& rt = Runtime::Get();
-  ASSIGN_OR_RETURN(int device, rt.CurrentDevice());
-  std::pair<uint64_t, uint64_t> p{0, 0};
-  RETURN_IF_ERROR((*rt.Session())->Call(device, [&](wire::Request::Builder& r) {
-    auto m = r.initMallocPitch();
-    m.setWidth(width);
-    m.setHeight(height);
-  }, [&](wire::Reply::Reader& r) -> Status {
-    p = {r.getPitched().getPtr(), r.getPitched().getPitch()};
-    return Status::Ok();
-  }));
-  if (p.first != 0) rt.AddDeviceAllocation(p.first, p.second * height, device);
-  return p;
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  RETURN_IF_ERROR(gen::cuda::cuMemAllocPitch_v2(CallCtx{false, "cudaMallocPitch"}, &p, &pitch, width, height, 16));
+  return std::make_pair(static_cast<uint64_t>(p), static_cast<uint64_t>(pitch));
 }
 
 }  // namespace
@@ -257,6 +251,16 @@ cudaError_t PeerAccess(int device, int peer, bool enable, const char* call) {
 
 }  // namespace
 }  // namespace remora::shim
+
+namespace remora::gen::cuda {
+
+void PitchAllocated(CUdeviceptr* dptr, size_t* pitch, size_t, size_t height, unsigned int) {
+  shim::Runtime& rt = shim::Runtime::Get();
+  auto device = rt.CurrentDevice();  // the call's: no argument named another
+  if (*dptr != 0) rt.AddDeviceAllocation(*dptr, *pitch * height, device.ok() ? *device : 0);
+}
+
+}  // namespace remora::gen::cuda
 
 using namespace remora;
 using namespace remora::shim;

@@ -1,6 +1,7 @@
-// Client hooks of stream and event creation and destruction named by protocol/api/cuda.api
-// (`mirror=`, `answer_if=`), defined in shim/src/api_stream.cc: the process's table of streams
-// and events (Runtime) follows what the worker created and ended. Thread-safe.
+// Client hooks of the driver's object lifetimes named by protocol/api/cuda.api (`mirror=`,
+// `answer_if=`), defined beside the runtime's calls (shim/src/api_stream.cc,
+// api_memory2d.cc): the process's tables (Runtime) follow what the worker created and ended.
+// Thread-safe.
 #pragma once
 
 #include <cuda.h>
@@ -18,5 +19,9 @@ void EventDestroyed(CUevent event);
 // it then no longer is: its destruction is waited for, so that the export is revoked when
 // the call returns (another process told next to open it is refused).
 bool EventShared(CUevent event);
+
+// After a pitched allocation (shim/src/api_memory2d.cc): its rows are device memory of the
+// calling thread's current device in the client's table.
+void PitchAllocated(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int elementSize);
 
 }  // namespace remora::gen::cuda

@@ -78,23 +78,33 @@ TEST_F(ExecutorTest, CopiesRoundTripThroughDeviceMemory) {
 // to wrap to a tiny size that the driver allocated and the session never recorded, so its
 // memory outlived the session (found by fuzz target `request`).
 TEST_F(ExecutorTest, PitchedAllocationTooLargeToAddressIsRefused) {
+  // cuMemAllocPitch_v2 (generated): width, height, element size; results the pointer and pitch.
+  auto pitched = [&](uint64_t w, uint64_t h, unsigned elem = 16) {
+    api::ArgWriter a;
+    a.Put<size_t>(w);
+    a.Put<size_t>(h);
+    a.Put<unsigned>(elem);
+    return Api(::remora::gen::cuda::k_cuMemAllocPitch_v2, a);
+  };
   for (std::pair<uint64_t, uint64_t> wh : {std::pair<uint64_t, uint64_t>{1ull << 40, 1ull << 32}, {(1ull << 40) - 1, 1ull << 24}, {1ull << 33, 1ull << 31}}) {
     uint64_t w = wh.first, h = wh.second;
-    Reply r = Call([&](auto req) {
-      auto m = req.initMallocPitch();
-      m.setWidth(w);
-      m.setHeight(h);
-    });
+    Reply r = pitched(w, h);
     EXPECT_EQ(r.error, Err::kMemoryAllocation) << w << " x " << h << ": " << r.message;
   }
+  EXPECT_EQ(pitched(1000, 3, 3).error, Err::kInvalidValue) << "CUDA's element sizes are 4, 8 and 16";
   EXPECT_EQ(Used(), 0u);
   ExpectGpu0Empty("driver memory allocated for a refused request");
-  Reply ok = Call([](auto req) {
-    auto m = req.initMallocPitch();
-    m.setWidth(1000);
-    m.setHeight(3);
-  });
+  Reply ok = pitched(1000, 3);
   ASSERT_EQ(ok.error, Err::kSuccess) << ok.message;
+  ASSERT_EQ(ok.api_result.size(), 2 * sizeof(uint64_t));
+  uint64_t ptr = 0, pitch = 0;
+  std::memcpy(&ptr, ok.api_result.data(), 8);
+  std::memcpy(&pitch, ok.api_result.data() + 8, 8);
+  EXPECT_NE(ptr, 0u);
+  EXPECT_EQ(pitch, 1024u);
+  EXPECT_EQ(Used(), 1024u * 3);
+  Reply none = pitched(0, 3);
+  ASSERT_EQ(none.error, Err::kSuccess) << "an empty extent allocates nothing";
   EXPECT_EQ(Used(), 1024u * 3);
 }
 

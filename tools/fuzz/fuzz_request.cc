@@ -450,11 +450,6 @@ const Seeds& MakeSeeds() {
     add("callback-never-done", SeedSession(0).Req([](R r) { r.initHostFunc().setId(9); }, false).Req([](R r) {
       r.setDeviceSynchronize();
     }));
-    add("over-quota", SeedSession(0).Alloc(6 << 20).Alloc(6 << 20).Req([](R r) {
-      auto p = r.initMallocPitch();
-      p.setWidth(1 << 20);
-      p.setHeight(64);
-    }));
     // Generated calls (wire::ApiCall), their arguments in the flat encoding of api_args.h:
     // a stream is its handle and a per-thread flag, a handle its id, a device its ordinal.
     auto args = [](auto&&... put) {
@@ -509,6 +504,14 @@ const Seeds& MakeSeeds() {
             .Api(91, args(i32(0), u64(8 << 20), u32(0)))
             .Api(92, args(u64(kPool1 + 0x10)))
             .Api(92, args(u64(kPool1))));
+    add("over-quota",
+        SeedSession(0).Alloc(6 << 20).Alloc(6 << 20).Api(167, args(u64(1 << 20), u64(64), u32(16))));
+    add("api-pitch",
+        SeedSession(0)
+            .Api(167, args(u64(1000), u64(3), u32(16)))
+            .Api(167, args(u64(1ull << 40), u64(1ull << 32), u32(4)))
+            .Api(167, args(u64(64), u64(0), u32(8)))
+            .Api(167, args(u64(64), u64(2), u32(3))));
     add("api-peers",
         SeedSession(0)
             .Api(25, args(i32(0), i32(1), u32(1)))

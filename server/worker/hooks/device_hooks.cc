@@ -6,6 +6,52 @@
 
 namespace remora::worker {
 
+Status MemAllocPitch(OpContext& x, CUdeviceptr* dptr, size_t* pitch, size_t w, size_t h, unsigned int elementSize) {
+  if (elementSize != 4 && elementSize != 8 && elementSize != 16)
+    return Error(Err::kInvalidValue, "ElementSizeBytes must be 4, 8 or 16, not {}", elementSize);
+  *dptr = 0;
+  *pitch = 0;
+  if (w == 0 || h == 0) return Status::Ok();
+  if (w > (1ull << 40) || h > (1ull << 32)) return Error(Err::kMemoryAllocation, "pitched allocation too large");
+  Executor& ex = x.executor();
+  const int gpu = x.gpu();
+  // Charge a bound first (pitch is a multiple of at most 512), then settle to the real size.
+  uint64_t bound;
+  if (__builtin_mul_overflow(AlignUp(w, 512), h, &bound))
+    return Error(Err::kMemoryAllocation, "pitched allocation of {} x {} does not fit in memory", w, h);
+  RETURN_IF_ERROR(ex.Charge(gpu, bound));
+  auto p = ex.driver().MemAllocPitch(w, h);
+  if (!p.ok()) {
+    ex.ReleaseCharge(gpu, bound);
+    return p.status();
+  }
+  uint64_t actual;
+  if (__builtin_mul_overflow(p->second, h, &actual)) actual = ~0ull;  // a driver's pitch past the bound: refused below
+  if (actual < bound) {
+    ex.ReleaseCharge(gpu, bound - actual);
+  } else if (actual > bound) {
+    Status more = ex.Charge(gpu, actual - bound);
+    if (!more.ok()) {
+      (void)ex.driver().MemFree(p->first);
+      ex.ReleaseCharge(gpu, bound);
+      return more;
+    }
+  }
+  Allocation al;
+  al.base = p->first;
+  al.size = actual;
+  al.device = gpu;
+  al.reserved = actual;
+  if (Status in = ex.session().allocations().Insert(al); !in.ok()) {  // never lose track of driver memory
+    (void)ex.driver().MemFree(p->first);
+    ex.ReleaseCharge(gpu, actual);
+    return in;
+  }
+  *dptr = p->first;
+  *pitch = p->second;
+  return Status::Ok();
+}
+
 Status PoolCreate(OpContext& x, CUmemoryPool* pool, int device, size_t maxSize, unsigned int handleTypes) {
   Executor& ex = x.executor();
   uint64_t created = 0;

@@ -1,6 +1,7 @@
-// The worker's ends of a device's memory pools and peer access (protocol/api/cuda.api,
-// `wcall=`): pools this session creates are entered in its table (released at its end) and
-// counted against --session-limit pools=. Executor thread only.
+// The worker's ends of a device's pitched memory, memory pools and peer access
+// (protocol/api/cuda.api, `wcall=`): what this session allocates or creates is entered in its
+// tables (released at its end), memory charged to the tenant and pools counted against
+// --session-limit pools=. Executor thread only; the call's GPU is current (Ready).
 #pragma once
 
 #include <cuda.h>
@@ -13,6 +14,11 @@ namespace remora::worker {
 
 class OpContext;
 
+// Width x Height bytes of rows `*pitch` apart (ElementSizeBytes 4, 8 or 16, as CUDA's); a
+// zero extent allocates nothing (*dptr 0). A bound (a pitch of at most 512 more) is charged
+// first, then settled to what the driver laid out.
+Status MemAllocPitch(OpContext& x, CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                     unsigned int elementSize);
 // `device`: the server's GPU the argument named. *pool: the session's handle.
 Status PoolCreate(OpContext& x, CUmemoryPool* pool, int device, size_t maxSize, unsigned int handleTypes);
 // `pool`: the driver's pool the argument named; only one this session created.

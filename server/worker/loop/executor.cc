@@ -254,7 +254,6 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::LAUNCH_KERNEL: return Handlers::LaunchKernel(*this, async_tag, req);
       case W::COPY3_D: return Handlers::Copy3D(*this, frame, req);
       case W::MEMSET3_D: return Handlers::Memset3D(*this, async_tag, req);
-      case W::MALLOC_PITCH: return Handlers::MallocPitch(*this, tag, req);
       case W::MALLOC_ASYNC: return Handlers::MallocAsync(*this, tag, req);
       case W::FREE_ASYNC: return Handlers::FreeAsync(*this, async_tag, req);
       case W::MEMCPY_PEER: return Handlers::MemcpyPeer(*this, async_tag, req);
@@ -265,6 +264,7 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
       case W::API_CALL: return DispatchApiCall(*this, frame, req);
       // Retired members (now generated calls, wire::ApiCall): a current client never sends them.
+      case W::MALLOC_PITCH:
       case W::MODULE_UNLOAD:
       case W::POOL_CREATE:
       case W::POOL_DESTROY:

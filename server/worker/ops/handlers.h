@@ -32,7 +32,6 @@ class Handlers {
 
   // ops_memory.cc
   static Status Memset3D(Executor& ex, uint64_t tag, Req req);
-  static Status MallocPitch(Executor& ex, uint64_t tag, Req req);
   static Status MallocAsync(Executor& ex, uint64_t tag, Req req);
   static Status FreeAsync(Executor& ex, uint64_t tag, Req req);
 

@@ -324,55 +324,6 @@ Status Handlers::Memset3D(Executor& ex, uint64_t tag, Req req) {
   return ReplyWhenDone(ex, tag, {*stream});
 }
 
-Status Handlers::MallocPitch(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getMallocPitch();
-  uint64_t w = a.getWidth(), h = a.getHeight();
-  auto gpu = ex.GpuOf(req.getDevice());
-  if (!gpu.ok()) return ex.PostReply(tag, gpu.status());
-  if (w == 0 || h == 0)
-    return ex.PostReply(tag, Status::Ok(), [](wire::Reply::Builder& r) { r.initPitched(); });
-  if (w > (1ull << 40) || h > (1ull << 32)) return ex.PostReply(tag, Error(Err::kMemoryAllocation, "pitched allocation too large"));
-  // Charge a bound first (pitch is a multiple of at most 512), then settle to the real size.
-  uint64_t bound;
-  if (__builtin_mul_overflow(AlignUp(w, 512), h, &bound))
-    return ex.PostReply(tag, Error(Err::kMemoryAllocation, "pitched allocation of {} x {} does not fit in memory", w, h));
-  Status st = ex.Charge(*gpu, bound);
-  if (!st.ok()) return ex.PostReply(tag, st);
-  st = ex.SetDevice(*gpu);
-  auto p = st.ok() ? ex.driver().MemAllocPitch(w, h) : Result<std::pair<DevPtr, size_t>>(st);
-  if (!p.ok()) {
-    ex.ReleaseCharge(*gpu, bound);
-    return ex.PostReply(tag, p.status());
-  }
-  uint64_t actual;
-  if (__builtin_mul_overflow(p->second, h, &actual)) actual = ~0ull;  // a driver's pitch past the bound: refused below
-  if (actual < bound) {
-    ex.ReleaseCharge(*gpu, bound - actual);
-  } else if (actual > bound) {
-    Status more = ex.Charge(*gpu, actual - bound);
-    if (!more.ok()) {
-      (void)ex.driver().MemFree(p->first);
-      ex.ReleaseCharge(*gpu, bound);
-      return ex.PostReply(tag, more);
-    }
-  }
-  Allocation al;
-  al.base = p->first;
-  al.size = actual;
-  al.device = *gpu;
-  al.reserved = actual;
-  if (Status in = ex.session().allocations().Insert(al); !in.ok()) {  // never lose track of driver memory
-    (void)ex.driver().MemFree(p->first);
-    ex.ReleaseCharge(*gpu, actual);
-    return ex.PostReply(tag, in);
-  }
-  return ex.PostReply(tag, Status::Ok(), [&](wire::Reply::Builder& r) {
-    auto pp = r.initPitched();
-    pp.setPtr(p->first);
-    pp.setPitch(p->second);
-  });
-}
-
 Status Handlers::MallocAsync(Executor& ex, uint64_t tag, Req req) {
   auto a = req.getMallocAsync();
   uint64_t size = a.getSize();

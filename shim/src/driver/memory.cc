@@ -149,12 +149,10 @@ REMORA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
 REMORA_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element) {
   if (dptr == nullptr || pitch == nullptr) return Invalid("cuMemAllocPitch", "NULL argument");
   if (element != 4 && element != 8 && element != 16) return Invalid("cuMemAllocPitch", "ElementSizeBytes must be 4, 8 or 16");
-  void* p = nullptr;
-  CUresult r = InContext("cuMemAllocPitch", [&] { return cudaMallocPitch(&p, pitch, width, height); });
-  if (r == CUDA_SUCCESS) {
-    *dptr = reinterpret_cast<CUdeviceptr>(p);
-    Own(*dptr);
-  }
+  CUresult r = CallInContext("cuMemAllocPitch", [&] {
+    return gen::cuda::cuMemAllocPitch_v2(CallCtx{false, "cuMemAllocPitch"}, dptr, pitch, width, height, element);
+  });
+  if (r == CUDA_SUCCESS && *dptr != 0) Own(*dptr);
   return r;
 }
 
