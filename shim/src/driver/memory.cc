@@ -241,10 +241,13 @@ REMORA_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes
 }
 
 REMORA_API CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
-  // CUmemPoolProps and cudaMemPoolProps have the same layout and values.
-  return ViaRuntime([&] {
-    return cudaMemPoolCreate(reinterpret_cast<cudaMemPool_t*>(pool), reinterpret_cast<const cudaMemPoolProps*>(props));
-  });
+  if (pool == nullptr || props == nullptr) return Invalid("cuMemPoolCreate", "NULL argument");
+  if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return FromStatus(Status(Domain::kCuda, CUDA_ERROR_NOT_SUPPORTED, "only device-resident pinned pools are supported by Remora"),
+                      "cuMemPoolCreate");
+  return Done(gen::cuda::remoraMemPoolCreate(CallCtx{false, "cuMemPoolCreate"}, pool, props->location.id, props->maxSize,
+                                             static_cast<unsigned>(props->handleTypes)),
+              "cuMemPoolCreate");
 }
 
 REMORA_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
