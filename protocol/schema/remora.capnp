@@ -498,7 +498,7 @@ struct Request {
     poolSetAttribute @43 :PoolAttribute;  # retired: now an apiCall
     poolGetAttribute @44 :PoolAttribute;  # retired: now an apiCall
     poolTrimTo @45 :PoolAttribute;  # retired: now an apiCall
-    memcpyPeer @46 :MemcpyPeer;
+    memcpyPeer @46 :MemcpyPeer;  # retired: now an apiCall
     peerAccess @47 :PeerAccess;  # retired: now an apiCall
     deviceLimit @48 :DeviceLimit;  # retired: now an apiCall
     streamPriorityRange @49 :Void;  # retired: now an apiCall

@@ -25,7 +25,6 @@ const char* RequestName(wire::Request::Which w) {
     case W::MEMSET3_D: return "memset3D";
     case W::MALLOC_ASYNC: return "mallocAsync";
     case W::FREE_ASYNC: return "freeAsync";
-    case W::MEMCPY_PEER: return "memcpyPeer";
     case W::HOST_FUNC: return "hostFunc";
     case W::CALLBACK_DONE: return "callbackDone";
     case W::REGISTER_HOST_REGION: return "registerHostRegion";

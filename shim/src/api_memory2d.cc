@@ -212,25 +212,14 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
   // Devices of two servers: staged through this process (multi_server.h).
   if (!rt.SameServer(src_device, dst_device))
     return Finish(CrossServerCopy(U(dst), dst_device, U(src), src_device, count, stream, false), call);
-  if (rt.server_count() > 1) {
-    if (IsDefaultStream(stream)) {
-      if (!rt.SameServer(device, dst_device)) device = dst_device;
-    } else if (!rt.SameServer(device, dst_device))
-      return Finish(Error(Err::kInvalidValue, "a stream of device {} cannot copy between devices {} and {} of another "
-                          "Remora server", device, src_device, dst_device), call);
-  }
-  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
-    auto m = r.initMemcpyPeer();
-    m.setDst(U(dst));
-    m.setDstDevice(rt.LocalOrdinal(dst_device));  // the server's own ordinals
-    m.setSrc(U(src));
-    m.setSrcDevice(rt.LocalOrdinal(src_device));
-    m.setSize(count);
-    SetStream(m.initStream(), stream, false);
-    m.setAsync(true);
-  });
+  // A default stream is then the devices' server's (RemoteCall::Stream); another must be.
+  if (rt.server_count() > 1 && !IsDefaultStream(stream) && !rt.SameServer(device, dst_device))
+    return Finish(Error(Err::kInvalidValue, "a stream of device {} cannot copy between devices {} and {} of another "
+                        "Remora server", device, src_device, dst_device), call);
   (void)async;  // asynchronous with respect to the host either way, as in CUDA
-  return Finish(st, call);
+  return Finish(gen::cuda::remoraMemcpyPeerAsync(CallCtx{false, call}, reinterpret_cast<CUstream>(stream), U(dst), dst_device,
+                                                 U(src), src_device, count),
+                call);
 }
 
 namespace {

@@ -476,6 +476,32 @@ TEST_F(CoreObjectLimitTest, CreationStopsAtTheLimitsAndNamesThem) {
   EXPECT_EQ(PoolCreate(0).error, Err::kSuccess) << "a destroyed pool makes room";
 }
 
+TEST_F(CoreObjectLimitTest, PeerCopiesCheckEachPointerAgainstItsDevice) {
+  Reply a = Alloc(4096);
+  Reply b = Call([](auto r) {
+    r.setDevice(1);
+    r.initMemAlloc().setSize(4096);
+  });
+  Reply c = Alloc(4096);
+  ASSERT_EQ(b.error, Err::kSuccess) << b.message;
+  auto data = test::RandomBytes(4096, 9);
+  ASSERT_EQ(HtoD(a.pointer, data).error, Err::kSuccess);
+  auto peer = [&](uint64_t dst, int dst_device, uint64_t src, int src_device) {
+    api::ArgWriter w = StreamArg(0);
+    w.Put<uint64_t>(dst);
+    w.Put<int32_t>(dst_device);
+    w.Put<uint64_t>(src);
+    w.Put<int32_t>(src_device);
+    w.Put<size_t>(4096);
+    return Api(::remora::gen::cuda::k_remoraMemcpyPeerAsync, w);
+  };
+  EXPECT_EQ(peer(b.pointer, 1, a.pointer, 0).error, Err::kSuccess);
+  EXPECT_EQ(peer(c.pointer, 0, b.pointer, 1).error, Err::kSuccess);
+  EXPECT_EQ(DtoH(c.pointer, 4096).bulk, data) << "0 -> 1 -> 0";
+  EXPECT_EQ(peer(b.pointer, 0, a.pointer, 0).error, Err::kInvalidValue) << "device 1's memory named as device 0's";
+  EXPECT_EQ(peer(b.pointer + 4000, 1, a.pointer, 0).error, Err::kInvalidValue) << "past the allocation";
+}
+
 TEST_F(CoreObjectLimitTest, PeerAccessIsEnabledOnceAndNeverToItself) {
   EXPECT_EQ(PeerAccess(0, 1, 1).error, Err::kSuccess);
   EXPECT_EQ(PeerAccess(0, 1, 1).error, Err::kPeerAccessAlreadyEnabled);

@@ -514,6 +514,9 @@ const Seeds& MakeSeeds() {
             .Api(167, args(u64(64), u64(2), u32(3))));
     add("api-peers",
         SeedSession(0)
+            .Alloc(4096)
+            .Api(168, args(stream(0), u64(kDev0), i32(0), u64(kDev0 + 2048), i32(0), u64(1024)), false)
+            .Api(168, args(stream(0), u64(kDev0), i32(1), u64(kDev0), i32(0), u64(4096)))
             .Api(25, args(i32(0), i32(1), u32(1)))
             .Api(25, args(i32(0), i32(1), u32(0)))
             .Api(25, args(i32(1), i32(1), u32(1))));

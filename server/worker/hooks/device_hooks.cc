@@ -52,6 +52,17 @@ Status MemAllocPitch(OpContext& x, CUdeviceptr* dptr, size_t* pitch, size_t w, s
   return Status::Ok();
 }
 
+Status MemcpyPeer(OpContext& x, CUstream stream, CUdeviceptr dst, int dstDevice, CUdeviceptr src, int srcDevice,
+                  size_t size) {
+  Executor& ex = x.executor();
+  ASSIGN_OR_RETURN(Allocation d, ex.session().CheckRange(dst, size == 0 ? 1 : size));
+  ASSIGN_OR_RETURN(Allocation s, ex.session().CheckRange(src, size == 0 ? 1 : size));
+  if (d.device != dstDevice || s.device != srcDevice)
+    return Error(Err::kInvalidValue, "a pointer does not belong to the device named with it");
+  if (size == 0) return Status::Ok();
+  return ex.driver().MemcpyPeer(dst, dstDevice, src, srcDevice, size, stream);  // the stream's GPU is current
+}
+
 Status PoolCreate(OpContext& x, CUmemoryPool* pool, int device, size_t maxSize, unsigned int handleTypes) {
   Executor& ex = x.executor();
   uint64_t created = 0;

@@ -256,7 +256,6 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::MEMSET3_D: return Handlers::Memset3D(*this, async_tag, req);
       case W::MALLOC_ASYNC: return Handlers::MallocAsync(*this, tag, req);
       case W::FREE_ASYNC: return Handlers::FreeAsync(*this, async_tag, req);
-      case W::MEMCPY_PEER: return Handlers::MemcpyPeer(*this, async_tag, req);
       case W::HOST_FUNC: return Handlers::HostFunc(*this, async_tag, req);
       case W::CALLBACK_DONE: return Handlers::CallbackDone(*this, async_tag, req);
       case W::GRAPH_HOST_NODE_DONE: return Handlers::GraphHostNodeDone(*this, req);
@@ -264,6 +263,7 @@ Status Executor::Dispatch(const InFrame& frame) {
       case W::UNREGISTER_HOST_REGION: return Handlers::UnregisterHostRegion(*this, tag, req);
       case W::API_CALL: return DispatchApiCall(*this, frame, req);
       // Retired members (now generated calls, wire::ApiCall): a current client never sends them.
+      case W::MEMCPY_PEER:
       case W::MALLOC_PITCH:
       case W::MODULE_UNLOAD:
       case W::POOL_CREATE:

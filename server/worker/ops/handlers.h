@@ -37,7 +37,6 @@ class Handlers {
 
   // ops_transfer.cc
   static Status Copy3D(Executor& ex, const InFrame& frame, Req req);
-  static Status MemcpyPeer(Executor& ex, uint64_t tag, Req req);
 
   static Status RegisterHostRegion(Executor& ex, uint64_t tag, Req req);
   static Status UnregisterHostRegion(Executor& ex, uint64_t tag, Req req);

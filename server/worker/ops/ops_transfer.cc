@@ -124,27 +124,6 @@ Status Handlers::Copy3D(Executor& ex, const InFrame& frame, Req req) {
   return ReplyOrDefer(ex, tag, Error(Err::kInvalidMemcpyDirection, "unknown copy kind"));
 }
 
-Status Handlers::MemcpyPeer(Executor& ex, uint64_t tag, Req req) {
-  auto a = req.getMemcpyPeer();
-  auto dst_gpu = ex.GpuOf(a.getDstDevice());
-  if (!dst_gpu.ok()) return ReplyOrDefer(ex, tag, dst_gpu.status());
-  auto src_gpu = ex.GpuOf(a.getSrcDevice());
-  if (!src_gpu.ok()) return ReplyOrDefer(ex, tag, src_gpu.status());
-  auto dst = ex.session().CheckRange(a.getDst(), a.getSize());
-  if (!dst.ok()) return ReplyOrDefer(ex, tag, dst.status());
-  auto src = ex.session().CheckRange(a.getSrc(), a.getSize());
-  if (!src.ok()) return ReplyOrDefer(ex, tag, src.status());
-  if (dst->device != *dst_gpu || src->device != *src_gpu)
-    return ReplyOrDefer(ex, tag, Error(Err::kInvalidValue, "a pointer does not belong to the device named with it"));
-  auto stream = ex.ResolveStream(a.getStream(), req.getThread(), req.getDevice());
-  if (!stream.ok()) return ReplyOrDefer(ex, tag, stream.status());
-  Status st = ex.SetDevice(stream->gpu);
-  if (st.ok() && a.getSize() > 0)
-    st = ex.driver().MemcpyPeer(a.getDst(), *dst_gpu, a.getSrc(), *src_gpu, a.getSize(), stream->stream);
-  if (!st.ok() || tag == 0) return ReplyOrDefer(ex, tag, st);
-  return ReplyWhenDone(ex, tag, {*stream});
-}
-
 Status Handlers::MemcpyHtoD(Executor& ex, const InFrame& frame, Req req) {
   auto a = req.getMemcpyHtoD();
   uint64_t tag = a.getAsync() ? 0 : frame.header.tag;
