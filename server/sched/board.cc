@@ -327,7 +327,18 @@ void ComputeBoard::Charge(uint32_t gpu, uint32_t slot, uint64_t ns) {
   ops.S(slot).usage_ns.fetch_add(ns, std::memory_order_relaxed);
   TenantRunRow& row = ops.T(t);
   row.usage_ns.fetch_add(ns, std::memory_order_relaxed);
-  row.vt.fetch_add(ns * kVtScale / ops.Weight(t), std::memory_order_relaxed);
+  uint64_t dv = ns * kVtScale / ops.Weight(t);
+  uint64_t vt = row.vt.fetch_add(dv, std::memory_order_relaxed) + dv;
+  // Nobody waits: the GPU's virtual time follows the tenant using it (the least of it and an
+  // active holder of another tenant, whose in-flight work this may be the end of).
+  GpuRow& g = r_->gpus[gpu];
+  if (g.waiting.load(std::memory_order_relaxed) == 0) {
+    Turn turn = Turn::Decode(g.turn.load(std::memory_order_acquire));
+    uint32_t o = turn.idle ? kNoSession : ops.TenantOf(turn.owner);
+    if (o != kNoSession && o != t && Diff(ops.T(o).vt.load(std::memory_order_relaxed), vt) < 0)
+      vt = ops.T(o).vt.load(std::memory_order_relaxed);
+    ops.AdvanceClock(vt);
+  }
   if (r_->settings[t].quota_ns.load(std::memory_order_relaxed) != 0)
     row.tokens_ns.fetch_sub(static_cast<int64_t>(ns), std::memory_order_relaxed);
 }

@@ -62,6 +62,7 @@ uint32_t GpuOps::Best(uint64_t now, uint32_t extra) {
   uint64_t vmin = c[0].vt;
   for (size_t i = 1; i < m; i++)
     if (Diff(c[i].vt, vmin) < 0) vmin = c[i].vt;
+  AdvanceClock(vmin);
   auto rank = [&](const Cand& x) { return Diff(x.vt, vmin) <= LagVt(x.tenant) ? 1 + Prio(x.tenant) : 0u; };
   size_t best = 0;
   uint32_t best_rank = rank(c[0]);
@@ -78,6 +79,12 @@ uint32_t GpuOps::Best(uint64_t now, uint32_t extra) {
     }
   }
   return c[best].slot;
+}
+
+void GpuOps::AdvanceClock(uint64_t vt) {
+  uint64_t cur = g_.vclock.load(std::memory_order_relaxed);
+  while (Diff(vt, cur) > 0 && !g_.vclock.compare_exchange_weak(cur, vt, std::memory_order_relaxed)) {
+  }
 }
 
 uint64_t GpuOps::TurnLength(uint32_t slot) {
@@ -115,7 +122,7 @@ void GpuOps::ClampOnBusy(uint32_t t, uint32_t slot, uint64_t now) {
   if (g_.waiting.load(std::memory_order_relaxed) > 0)
     for (uint32_t s = 0; s < kBoardMaxSessions; s++)
       if (S(s).state.load(std::memory_order_relaxed) == static_cast<uint32_t>(RunState::kWaiting)) consider(TenantOf(s));
-  if (!found) return;
+  if (!found) vmin = g_.vclock.load(std::memory_order_relaxed);
   uint64_t floor = vmin - r_->tunables.quantum_ns * kVtScale / Weight(t);
   if (Diff(T(t).vt.load(std::memory_order_relaxed), floor) < 0) T(t).vt.store(floor, std::memory_order_relaxed);
 }

@@ -53,6 +53,11 @@ struct GpuRow {
   std::atomic<uint64_t> turn;
   std::atomic<uint64_t> turn_end;
   std::atomic<uint64_t> contended_since;  // when the first of the current waiters arrived
+  // The GPU's virtual time: the least virtual time among the tenants competing in a Best(),
+  // or the virtual time of a tenant charged while nobody waits; never going back (compared as
+  // differences). A tenant that becomes busy when nobody else is
+  // starts from it, so credit from before an idle time is not banked (ClampOnBusy).
+  std::atomic<uint64_t> vclock;
   std::atomic<uint64_t> class_seen_ns[kNumPriorities];
   TenantRunRow tenants[kBoardMaxTenants];
   SessionRunRow sessions[kBoardMaxSessions];
@@ -159,6 +164,9 @@ class GpuOps {
   // longest wait. kNoSession if none is eligible.
   uint32_t Best(uint64_t now, uint32_t extra);
 
+  // Moves the GPU's virtual time forward to `vt` (never back). Lock not needed.
+  void AdvanceClock(uint64_t vt);
+
   // A turn's length: the quantum for the heaviest tenant competing in the last Best(), in
   // proportion to weight for lighter ones (so a small share gets short, frequent turns and
   // holds over short windows), never below a tenth of the quantum.
@@ -168,9 +176,10 @@ class GpuOps {
   bool Busy(uint32_t t, uint32_t slot);
 
   // A tenant that becomes busy after an idle time starts at most one quantum (of its own GPU
-  // time) behind the busy tenants: credit is not banked while idle (an idle tenant's share
-  // went to the others). A pause shorter than two quanta - a loop's synchronisation - is not
-  // idleness: the tenant keeps its place.
+  // time) behind the busy tenants, or behind the GPU's virtual time when none is busy: credit
+  // is not banked while idle (an idle tenant's share went to the others, and a tenant that had
+  // the GPU to itself at the end of a busy time owes nobody). A pause shorter than two quanta
+  // - a loop's synchronisation - is not idleness: the tenant keeps its place.
   void ClampOnBusy(uint32_t t, uint32_t slot, uint64_t now);
 
   void Touch(uint32_t slot, uint64_t now) {
