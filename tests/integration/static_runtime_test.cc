@@ -5,6 +5,7 @@
 // over each transport, and must pass the same checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "process_harness.h"
@@ -25,13 +26,20 @@ class StaticRuntime : public ::testing::TestWithParam<std::string> {
     delete server_;
   }
   std::string url() { return server_->Url(GetParam()); }
+
+ public:
   static ServerProcess* server_;
 };
 ServerProcess* StaticRuntime::server_ = nullptr;
 
-// Passes, and the runtime met nothing the facade does not serve.
+// Passes, and the runtime met nothing the facade does not serve. On failure the server's log
+// follows the program's output (a stall is seen from the server's side there).
 void ExpectPasses(const RunResult& r, const std::string& name) {
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  if (r.exit_code != 0) {
+    std::string log = StaticRuntime::server_->Log();
+    ADD_FAILURE() << "exit code " << r.exit_code << "\n" << r.output << "\n--- the server's log, its end:\n"
+                  << log.substr(log.size() - std::min<size_t>(log.size(), 6000));
+  }
   EXPECT_NE(r.output.find("PASS " + name), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("not a table Remora serves"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("not served by Remora"), std::string::npos) << r.output;
