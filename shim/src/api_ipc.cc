@@ -41,9 +41,14 @@ void NoteIpcEvent(CUevent e) {
 
 }  // namespace
 
-bool ForgetIpcEvent(CUevent e) {
+bool IsIpcEvent(CUevent e) {
   std::lock_guard<std::mutex> lock(g_mu);
-  return g_ipc_events.erase(U(e)) > 0;
+  return g_ipc_events.count(U(e)) > 0;
+}
+
+void ForgetIpcEvent(CUevent e) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_ipc_events.erase(U(e));
 }
 
 }  // namespace remora::shim

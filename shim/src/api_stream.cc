@@ -109,8 +109,11 @@ void EventCreated(CUevent* phEvent, unsigned int) {
   rt.AddEvent(shim::U(*phEvent), device.ok() ? *device : 0);
 }
 
-void EventDestroyed(CUevent event) { (void)shim::Runtime::Get().RemoveEvent(shim::U(event)); }
+void EventDestroyed(CUevent event) {
+  (void)shim::Runtime::Get().RemoveEvent(shim::U(event));
+  shim::ForgetIpcEvent(event);
+}
 
-bool EventShared(CUevent event) { return shim::ForgetIpcEvent(event); }
+bool EventShared(CUevent event) { return shim::IsIpcEvent(event); }
 
 }  // namespace remora::gen::cuda

@@ -18,9 +18,10 @@ void IpcRecordFenceFlags(CUevent event, CUstream stream, unsigned int flags);
 
 namespace remora::shim {
 
-// Forgets `event` as shared with other processes; true if it was (exported or opened here).
-// cudaEventDestroy of such an event waits for the worker, so its export is revoked when the
-// call returns.
-bool ForgetIpcEvent(CUevent event);
+// Whether `event` is shared with other processes (exported or opened here). cudaEventDestroy
+// of such an event waits for the worker, so its export is revoked when the call returns.
+bool IsIpcEvent(CUevent event);
+// Forgets `event` as shared (it was destroyed).
+void ForgetIpcEvent(CUevent event);
 
 }  // namespace remora::shim

@@ -14,10 +14,12 @@ void StreamCreated(CUstream* phStream, unsigned int flags, int priority);
 // After its destruction went out: the stream is no longer a live stream of this process.
 void StreamDestroyed(CUstream stream);
 void EventCreated(CUevent* phEvent, unsigned int flags);
+// After its destruction went out (or, shared, succeeded): no longer an event of this
+// process, nor shared with others.
 void EventDestroyed(CUevent event);
-// Whether the event is shared with other processes (exported or opened through IPC), which
-// it then no longer is: its destruction is waited for, so that the export is revoked when
-// the call returns (another process told next to open it is refused).
+// Whether the event is shared with other processes (exported or opened through IPC): its
+// destruction is then waited for, so that the export is revoked when the call returns
+// (another process told next to open it is refused). Asks only; EventDestroyed forgets.
 bool EventShared(CUevent event);
 
 // After a pitched allocation (shim/src/api_memory2d.cc): its rows are device memory of the

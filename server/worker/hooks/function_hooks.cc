@@ -21,6 +21,7 @@ CUresult OccupancyClusters(OpContext& x, int* value, CUfunction func, unsigned i
                            unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                            unsigned int blockDimZ, unsigned int sharedMemBytes, const CUlaunchAttribute* attrs,
                            unsigned int numAttrs) {
+  if (potential > 1) return CUDA_ERROR_INVALID_VALUE;
   std::vector<CUlaunchAttribute> kept;
   for (unsigned i = 0; i < numAttrs; i++) {
     switch (attrs[i].id) {
@@ -43,7 +44,6 @@ CUresult OccupancyClusters(OpContext& x, int* value, CUfunction func, unsigned i
   c.attrs = kept.data();
   c.numAttrs = static_cast<unsigned>(kept.size());
   auto& api = x.Library<gen::cuda::Api>();
-  if (potential > 1) return CUDA_ERROR_INVALID_VALUE;
   return potential == 0 ? api.cuOccupancyMaxActiveClusters(value, func, &c) : api.cuOccupancyMaxPotentialClusterSize(value, func, &c);
 }
 
