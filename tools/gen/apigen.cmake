@@ -6,10 +6,31 @@ set(REMORA_API_DIR ${CMAKE_SOURCE_DIR}/protocol/api)
 set(REMORA_API_GEN_DIR ${REMORA_GEN_DIR}/api)
 file(GLOB REMORA_API_FILES ${REMORA_API_DIR}/*.api)
 file(GLOB REMORA_APIGEN_SOURCES ${CMAKE_SOURCE_DIR}/tools/gen/apigen/*.py)
-# The math libraries remoted whole (protocol/api/<lib>.api): a client library each with the
-# real SONAME (shim/), the worker's table and dispatch (server/), round-trip tests (tests/unit).
-# NCCL (issue 44) is wired the same way, though not a math library.
-set(REMORA_MATH_LIBRARIES cublas cublasLt curand cudnn cufft cusolver cusparse nccl)
+# remora_api_header(<lib> <key> <var>): the value of `key` in the library header of
+# protocol/api/<lib>.api (empty if absent), read when CMake configures.
+function(remora_api_header lib key var)
+  file(STRINGS ${REMORA_API_DIR}/${lib}.api lines REGEX "^    ${key} ")
+  set(value "")
+  if(lines)
+    list(GET lines 0 value)
+    string(REGEX REPLACE "^    ${key} +" "" value "${value}")
+  endif()
+  set(${var} "${value}" PARENT_SCOPE)
+endfunction()
+
+# The libraries served whole (descriptions whose header says `role library`; model.py,
+# LIBRARY_ROLES): a client library each with the real SONAME (shim/), the worker's table and
+# dispatch (server/), round-trip tests (tests/unit). Listed from protocol/api, never by hand.
+set(REMORA_MATH_LIBRARIES "")
+foreach(f IN LISTS REMORA_API_FILES)
+  get_filename_component(lib ${f} NAME_WE)
+  remora_api_header(${lib} role role)
+  if(role STREQUAL "library")
+    list(APPEND REMORA_MATH_LIBRARIES ${lib})
+  elseif(NOT role STREQUAL "core")
+    message(FATAL_ERROR "${f}: its library header needs `role core` or `role library` (got '${role}')")
+  endif()
+endforeach()
 # A description's client stubs and worker dispatch are generated as one translation unit per
 # REMORA_APIGEN_SHARD_ENTRIES travelling (@N) entries, counted here when CMake configures, so
 # that a parallel build compiles a large library's side by side (cuBLAS's 464 were two single

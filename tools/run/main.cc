@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "admin_client.h"
+#include "libraries.h"
 #include "remora/base/util.h"
 
 namespace fs = std::filesystem;
@@ -59,12 +60,7 @@ bool HaveNvidiaDriver() {
 // `only`: the libraries to preload by name (cublas, cublasLt, cudnn, cufft, curand, cusolver,
 // cusparse, nccl; cudnn stands for its sub-libraries too), or empty for all.
 std::vector<std::string> ClientLibraries(const std::string& shim, const std::vector<std::string>& only) {
-  static const char* const kSonames[] = {
-      "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9",
-      "libcudnn_cnn.so.9", "libcudnn_adv.so.9", "libcudnn_heuristic.so.9", "libcudnn_engines_precompiled.so.9",
-      "libcudnn_engines_runtime_compiled.so.9", "libcufft.so.12", "libcurand.so.10", "libcusolver.so.12",
-      "libcusparse.so.12",
-      "libnccl.so.2"};  // NCCL (issue 44): collectives run by the servers' NCCL
+  static const char* const kSonames[] = {REMORA_CLIENT_SONAMES};  // protocol/api/*.api (libraries.h)
   std::vector<std::string> out;
   fs::path dir = fs::path(shim).parent_path();
   for (const char* name : kSonames) {

@@ -4,6 +4,7 @@ only; run by CMake at build time, its output is never committed.
 
   python3 tools/gen/apigen --api-dir protocol/api --lib NAME --emit KIND --out DIR [-I include-dir]
   python3 tools/gen/apigen --api-dir protocol/api --doc docs/COMPATIBILITY.md [--check]
+  python3 tools/gen/apigen --api-dir protocol/api --index DIR/libraries.h
 
 KIND: shim-exports (version script, table, forwarders, core stubs), client (stubs of calls
 that travel), worker (interface, real-library table, dispatch), exports-list (one name per
@@ -17,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import emit_docs  # noqa: E402
 import emit_fuzz  # noqa: E402
+import emit_index  # noqa: E402
 import emit_shim  # noqa: E402
 import emit_tests  # noqa: E402
 import emit_worker  # noqa: E402
@@ -56,6 +58,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("-I", dest="include_dirs", action="append", default=[])
     ap.add_argument("--doc")
+    ap.add_argument("--index", help="writes the index of served libraries (emit_index.py) to this file")
     ap.add_argument("--check", action="store_true")
     # Translation units for the client stubs and the worker's dispatch (emits client, worker).
     ap.add_argument("--shards", type=int, default=1)
@@ -73,6 +76,10 @@ def main():
         print("apigen: %s" % e, file=sys.stderr)
         return 1
     by_name = {l.name: l for l in libs}
+
+    if a.index:
+        write(a.index, emit_index.emit_libraries_h(libs, "protocol/api"))
+        return 0
 
     if a.doc:
         text = open(a.doc).read()

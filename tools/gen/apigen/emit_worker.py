@@ -123,7 +123,7 @@ def emit_api_h(lib):
 def emit_api_cc(lib, include_dirs):
     ns = lib.name
     st = lib.status
-    out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n', "#include <type_traits>\n\n",
+    out = [BANNER % lib.path, '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n', "#include <functional>\n#include <memory>\n#include <string>\n#include <type_traits>\n#include <vector>\n\n",
            '#include "%s_api.h"\n\n' % lib.name,
            "namespace remora::worker::gen::%s {\n\n" % ns]
     # The compiler checks each description against NVIDIA's header.
@@ -168,6 +168,13 @@ def emit_api_cc(lib, include_dirs):
         fallback = '%s{}' % e.ret if e.ret != st["type"] else 'NotSupported("%s")' % e.name
         out.append('%s DlApi::%s(%s) { return p_%s ? p_%s(%s) : %s; }\n'
                    % (e.ret, e.name, params, e.name, e.name, args, fallback))
+    if lib.props.get("role") == "library":
+        # What the worker's library_tables.cc calls by the index (emit_index.py), without this
+        # header: the real library bound through `resolve`, handed out as its Api.
+        out.append("\nstd::shared_ptr<void> LoadDlApi(const std::function<void*(const char*)>& resolve, "
+                   "std::vector<std::string>* missing) {\n"
+                   "  auto api = std::make_shared<DlApi>();\n  *missing = api->Load(resolve);\n"
+                   "  return std::shared_ptr<void>(api, static_cast<Api*>(api.get()));\n}\n")
     out.append("\n}  // namespace remora::worker::gen::%s\n" % ns)
     return "".join(out)
 
@@ -317,6 +324,8 @@ def _emit_dispatch_table(lib, out):
         out.append("    {0, nullptr, CallClass::kSync, nullptr, false},\n")
     out.append("};\n\n}  // namespace\n\n")
     out.append("const OpTable& Ops() {\n")
+    out.append('  static_assert(static_cast<uint16_t>(Domain::k%s) == %s, "%s.api: its wire number is not its status domain");\n'
+               % (_dom(lib), lib.props["wire"], lib.name))
     out.append('  static const OpTable table{%s, "%s", Domain::k%s, kOps, %d, &DestroyObject};\n' % (lib.props["wire"], lib.name, _dom(lib), len(travelling(lib))))
     out.append("  return table;\n}\n\n}  // namespace remora::worker::gen::%s\n" % ns)
     return "".join(out)

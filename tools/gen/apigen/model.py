@@ -68,9 +68,15 @@ ATTRIBUTES = {
 }
 
 # Keys of the `library` header; `status` and `sublibrary` take NAME key=value... lines.
-HEADER_KEYS = ("soname", "version", "header", "status_header", "hooks", "hooks_ns", "client_include",
+HEADER_KEYS = ("role", "soname", "version", "header", "status_header", "hooks", "hooks_ns", "client_include",
                "worker_include", "domain", "wire", "procs", "document", "prelude", "status", "sublibrary",
-               "include", "alias_prefix", "finish", "wdestroy")
+               "include", "alias_prefix", "finish", "wdestroy", "path_env")
+# What a description makes (`role`): `core`, the CUDA runtime and driver, whose client side is
+# Remora's core and its own libraries (libremora.so, libcuda.so.1); `library`, a library served
+# whole - a client library of its own under the SONAME it replaces (shim/CMakeLists.txt), a
+# table and a dispatch in the worker, a line in remora-run's preload list. Everything built per
+# library is listed from these (emit_index.py, tools/gen/apigen.cmake), never by hand.
+LIBRARY_ROLES = ("core", "library")
 STATUS_KEYS = ("ok", "lost", "unsupported", "invalid", "nomem", "internal")
 STATUS_REQUIRED = ("ok", "lost", "unsupported", "invalid")
 SUBLIBRARY_KEYS = ("soname", "version")
@@ -424,6 +430,13 @@ def validate(lib):
     where = lib.path
     if lib.name is None or lib.status is None:
         raise ApiError("%s: needs a library header with a status line" % where)
+    role = lib.props.get("role")
+    if role not in LIBRARY_ROLES:
+        raise ApiError("%s: the library header needs a role: %s (got %s)" % (where, " or ".join(LIBRARY_ROLES), role))
+    if role == "library":
+        for k in ("soname", "wire", "domain"):
+            if k not in lib.props:
+                raise ApiError("%s: a served library (role library) needs %s in its header" % (where, k))
     for k in STATUS_REQUIRED:
         if k not in lib.status:
             raise ApiError("%s: the status line needs %s=" % (where, k))

@@ -15,6 +15,7 @@ APIGEN = os.path.join(ROOT, "tools", "gen", "apigen")
 sys.path.insert(0, APIGEN)
 
 import cenums  # noqa: E402
+import emit_index  # noqa: E402
 import emit_shim  # noqa: E402
 import emit_tests  # noqa: E402
 import emit_worker  # noqa: E402
@@ -28,6 +29,7 @@ library demo
     status demoStatus_t ok=DEMO_OK lost=DEMO_LOST unsupported=DEMO_UNSUPPORTED invalid=DEMO_INVALID
     domain demo
     wire 9
+    role library
 """
 
 
@@ -73,7 +75,7 @@ class Vocabulary(unittest.TestCase):
     def test_a_misspelt_attribute_names_its_file_and_line(self):
         msg = self.assertRejected(entries("@1 demoRun  sync  mesure", "    demoStatus_t (int x)"),
                                   "unknown attribute 'mesure'", "demoRun")
-        self.assertRegex(msg, r"demo\.api:8: ")
+        self.assertRegex(msg, r"demo\.api:9: ")
 
     def test_attribute_values(self):
         self.assertRejected(entries("@1 demoRun  sync  memo=yes", "    demoStatus_t (int x)"), "memo takes no value")
@@ -93,6 +95,20 @@ class Vocabulary(unittest.TestCase):
         self.assertRejected(HEADER.replace(" invalid=DEMO_INVALID", ""), "the status line needs invalid=")
         self.assertRejected(HEADER + "    wire 10\n", "a second wire")
         self.assertRejected(HEADER + "    sublibrary demo_x sonam=libx.so\n", "sublibrary takes no key 'sonam'")
+
+    def test_every_description_says_what_it_makes(self):
+        self.assertRejected(HEADER.replace("    role library\n", ""), "needs a role: core or library")
+        self.assertRejected(HEADER.replace("role library", "role plugin"), "needs a role", "plugin")
+        self.assertRejected(HEADER.replace("    wire 9\n", ""), "a served library (role library) needs wire")
+        parse_text(HEADER.replace("    wire 9\n", "").replace("role library", "role core"))  # the core needs none
+
+    def test_the_index_lists_the_served_libraries_alone(self):
+        lib = parse_text(HEADER + "    path_env DEMO_PATH\n    sublibrary demo_x soname=libdemo_x.so.1\n")
+        core = parse_text(HEADER.replace("role library", "role core").replace("libdemo.so.1", "libcore.so.1"), "core.api")
+        text = emit_index.emit_libraries_h([core, lib], "protocol/api")
+        self.assertIn('X(demo, 9, "libdemo.so.1", "remora_core_demo_table_v1", "DEMO_PATH")', text)
+        self.assertNotIn("libcore.so.1", text)
+        self.assertRegex(text, r'REMORA_CLIENT_SONAMES \\\n  "libdemo\.so\.1", \\\n  "libdemo_x\.so\.1"\n')
 
     def test_roles(self):
         def sig(params):

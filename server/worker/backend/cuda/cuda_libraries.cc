@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "libraries.h"
 #include "remora/base/log.h"
 #include "worker/backend/library_apis.h"
 
@@ -19,18 +20,16 @@ struct LibraryFile {
   const char* path_variable = nullptr;  // a variable naming the file, tried first
 };
 
+// From the generated index of served libraries (protocol/api/*.api, `path_env`: NCCL's
+// REMORA_NCCL_PATH names the file itself, PyTorch's wheel's, say).
 Result<LibraryFile> FileOf(Domain d) {
-  switch (d) {
-    case Domain::kCublas: return LibraryFile{"libcublas.so.13", "remora_core_cublas_table_v1"};
-    case Domain::kCublasLt: return LibraryFile{"libcublasLt.so.13", "remora_core_cublasLt_table_v1"};
-    case Domain::kCudnn: return LibraryFile{"libcudnn.so.9", "remora_core_cudnn_table_v1"};
-    case Domain::kCufft: return LibraryFile{"libcufft.so.12", "remora_core_cufft_table_v1"};
-    case Domain::kCurand: return LibraryFile{"libcurand.so.10", "remora_core_curand_table_v1"};
-    case Domain::kCusolver: return LibraryFile{"libcusolver.so.12", "remora_core_cusolver_table_v1"};
-    case Domain::kCusparse: return LibraryFile{"libcusparse.so.12", "remora_core_cusparse_table_v1"};
-    // NCCL (issue 44): REMORA_NCCL_PATH names the file itself (PyTorch's wheel's, say).
-    case Domain::kNccl: return LibraryFile{"libnccl.so.2", "remora_core_nccl_table_v1", "REMORA_NCCL_PATH"};
-    default: return Error(Err::kNotSupported, "{} is not a math library Remora serves", DomainName(d));
+  switch (static_cast<uint16_t>(d)) {
+#define REMORA_FILE_CASE(name, wire, soname, core_table, path_env) \
+  case wire:                                                       \
+    return LibraryFile{soname, core_table, path_env};
+    REMORA_SERVED_LIBRARIES(REMORA_FILE_CASE)
+#undef REMORA_FILE_CASE
+    default: return Error(Err::kNotSupported, "{} is not a library Remora serves", DomainName(d));
   }
 }
 
