@@ -29,10 +29,9 @@
 
 namespace remora::shim {
 
-// Whether `kind` is a library object kind (0x70-0x8f math libraries, 0x90-0x9f NCCL, 0xa0-0xaf
-// cuDNN's other descriptors, 0xb0-0xcf more objects of the math libraries (issue 42)).
+// Whether `kind` is a library object kind (handle_table.h).
 constexpr bool IsLibraryKind(HandleKind kind) {
-  return static_cast<uint8_t>(kind) >= 0x70 && static_cast<uint8_t>(kind) <= 0xcf;
+  return static_cast<uint8_t>(kind) >= kFirstLibraryKind && static_cast<uint8_t>(kind) <= kLastLibraryKind;
 }
 constexpr uint64_t LibraryObjectId(HandleKind kind, uint64_t n) { return (uint64_t{static_cast<uint8_t>(kind)} << 56) | (n << 4); }
 

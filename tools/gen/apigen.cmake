@@ -6,6 +6,8 @@ set(REMORA_API_DIR ${CMAKE_SOURCE_DIR}/protocol/api)
 set(REMORA_API_GEN_DIR ${REMORA_GEN_DIR}/api)
 file(GLOB REMORA_API_FILES ${REMORA_API_DIR}/*.api)
 file(GLOB REMORA_APIGEN_SOURCES ${CMAKE_SOURCE_DIR}/tools/gen/apigen/*.py)
+# The generator reads the library object kinds from the handle table (roles.py, LIB_KINDS).
+list(APPEND REMORA_APIGEN_SOURCES ${CMAKE_SOURCE_DIR}/memmgr/include/remora/memmgr/handle_table.h)
 # remora_api_header(<lib> <key> <var>): the value of `key` in the library header of
 # protocol/api/<lib>.api (empty if absent), read when CMake configures.
 function(remora_api_header lib key var)

@@ -81,63 +81,41 @@ Multi-phase calls and workspaces (cuSOLVER, cuSPARSE):
   in, inout (unsized): on the worker a pointer named like the parameter points at the value
                received (NULL if none), so another parameter's size may say `*name`
 """
+import os
+import re
+
 from model import ApiError
 
-# Handle kinds of library objects (memmgr/include/remora/memmgr/handle_table.h, ranges
-# 0x70-0x8f math libraries, 0x90-0x9f NCCL, 0xa0-0xaf cuDNN's other descriptors, 0xb0-0xcf more
-# objects of the math libraries): the client mirrors them (shim/src/lib_objects.h), the worker keeps them in
-# the session's LibObjects (server/worker/session/lib_objects.h).
-LIB_KINDS = {
-    "CublasHandle": 0x70, "CublasLtHandle": 0x71, "CublasLtMatmulDesc": 0x72, "CublasLtMatrixLayout": 0x73,
-    "CublasLtMatmulPreference": 0x74, "CublasLtMatrixTransformDesc": 0x75,
-    "CudnnHandle": 0x76, "CudnnBackendDescriptor": 0x77, "CudnnTensorDescriptor": 0x78,
-    "CudnnFilterDescriptor": 0x79, "CudnnConvolutionDescriptor": 0x7a, "CudnnActivationDescriptor": 0x7b,
-    "CudnnPoolingDescriptor": 0x7c, "CudnnDropoutDescriptor": 0x7d, "CudnnRnnDescriptor": 0x7e,
-    "CudnnRnnDataDescriptor": 0x7f, "CudnnMiscDescriptor": 0x80, "CudnnCtcLossDescriptor": 0x81,
-    "CufftPlan": 0x82, "CurandGenerator": 0x83, "CusolverDnHandle": 0x84, "CusolverDnParams": 0x85,
-    "CusolverSyevjInfo": 0x86, "CusolverGesvdjInfo": 0x87, "CusparseHandle": 0x88, "CusparseMatDescr": 0x89,
-    "CusparseSpMatDescr": 0x8a, "CusparseDnMatDescr": 0x8b, "CusparseDnVecDescr": 0x8c,
-    "CusparseSpVecDescr": 0x8d, "CusparseSpGEMMDescr": 0x8e, "CusparseSpSVDescr": 0x8f,
-    # NCCL (issue 44): 0x90-0x9f
-    "NcclComm": 0x90, "NcclRegistration": 0x91, "NcclWindow": 0x92,
-}
-# cuDNN's other descriptors (0xa0-0xaf).
-LIB_KINDS.update({
-    "CudnnLrnDescriptor": 0xa0, "CudnnOpTensorDescriptor": 0xa1, "CudnnReduceTensorDescriptor": 0xa2,
-    "CudnnSpatialTransformerDescriptor": 0xa3, "CudnnTensorTransformDescriptor": 0xa4, "CudnnSeqDataDescriptor": 0xa5,
-    "CudnnAttnDescriptor": 0xa6, "CudnnFusedOpsConstParamPack": 0xa7, "CudnnFusedOpsVariantParamPack": 0xa8,
-    "CudnnFusedOpsPlan": 0xa9,
-})
-# Issue 42 (0xb0-0xcf): more objects of cuSOLVER, cuSPARSE, cuRAND, cuFFT and cuBLAS.
-LIB_KINDS.update({
-    "CusolverSpHandle": 0xb0,
-    "CusolverRfHandle": 0xb1,
-    "CusolverMgHandle": 0xb2,
-    "CusolverCsrqrInfo": 0xb3,
-    "CusolverIrsParams": 0xb4,
-    "CusolverIrsInfos": 0xb5,
-    "CusolverMgGrid": 0xb6,
-    "CusolverMgMatDesc": 0xb7,
-    "CusparseSpSMDescr": 0xb8,
-    "CusparseSpMMOpPlan": 0xb9,
-    "CusparseCsric02Info": 0xba,
-    "CusparseCsrilu02Info": 0xbb,
-    "CusparseBsrsv2Info": 0xbc,
-    "CusparseBsrsm2Info": 0xbd,
-    "CusparseBsric02Info": 0xbe,
-    "CusparseBsrilu02Info": 0xbf,
-    "CusparseColorInfo": 0xc0,
-    "CusparsePruneInfo": 0xc1,
-    "CusparseCsru2csrInfo": 0xc2,
-    "CurandDistribution": 0xc3,
-    "CufftXtDescriptor": 0xc4,
-    "CublasXtHandle": 0xc5,
-    "CusolverCsrqrInfoHost": 0xc6,
-    "CusolverCsrcholInfo": 0xc7,
-    "CusolverCsrcholInfoHost": 0xc8,
-    "CusolverCsrluInfoHost": 0xc9,
-    "CublasLtEmulationDesc": 0xca,
-})
+# Handle kinds of library objects: the enumerators of HandleKind from kFirstLibraryKind to
+# kLastLibraryKind, read from memmgr/include/remora/memmgr/handle_table.h, where they are
+# declared once (without the `k`: CublasHandle). The client mirrors them
+# (shim/src/lib_objects.h), the worker keeps them in the session's LibObjects
+# (server/worker/session/lib_objects.h).
+HANDLE_TABLE_H = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "memmgr", "include", "remora",
+                              "memmgr", "handle_table.h")
+
+
+def library_kinds(path=HANDLE_TABLE_H):
+    """{name: value} of the library object kinds declared in `path` (handle_table.h)."""
+    text = open(path).read()
+    bounds = {}
+    for name in ("kFirstLibraryKind", "kLastLibraryKind"):
+        m = re.search(r"constexpr uint8_t %s = (0x[0-9a-fA-F]+);" % name, text)
+        if not m:
+            raise ApiError("%s: no %s" % (path, name))
+        bounds[name] = int(m.group(1), 16)
+    enum = re.search(r"enum class HandleKind[^{]*\{(.*?)\};", text, re.S)
+    if not enum:
+        raise ApiError("%s: no enum class HandleKind" % path)
+    kinds = {}
+    for m in re.finditer(r"^\s*k(\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)\s*,", enum.group(1), re.M):
+        v = int(m.group(2), 0)
+        if bounds["kFirstLibraryKind"] <= v <= bounds["kLastLibraryKind"]:
+            kinds[m.group(1)] = v
+    return kinds
+
+
+LIB_KINDS = library_kinds()
 
 
 def is_lib_handle(p):

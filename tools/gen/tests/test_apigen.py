@@ -110,6 +110,24 @@ class Vocabulary(unittest.TestCase):
         self.assertNotIn("libcore.so.1", text)
         self.assertRegex(text, r'REMORA_CLIENT_SONAMES \\\n  "libdemo\.so\.1", \\\n  "libdemo_x\.so\.1"\n')
 
+    def test_library_kinds_are_read_from_the_handle_table(self):
+        import roles
+        kinds = roles.library_kinds()
+        self.assertEqual(kinds["CublasHandle"], 0x70)
+        self.assertEqual(kinds["NcclComm"], 0x90)
+        self.assertNotIn("Stream", kinds)  # a core object, below the range
+        self.assertNotIn("Graph", kinds)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "handle_table.h")
+            with open(path, "w") as f:
+                f.write("enum class HandleKind : uint8_t {\n  kStream = 0x51,\n  kDemoHandle = 0x70,\n  kLast = 0xd0,\n};\n"
+                        "inline constexpr uint8_t kFirstLibraryKind = 0x70;\ninline constexpr uint8_t kLastLibraryKind = 0xcf;\n")
+            self.assertEqual(roles.library_kinds(path), {"DemoHandle": 0x70})
+            with open(path, "w") as f:
+                f.write("enum class HandleKind : uint8_t {\n  kDemoHandle = 0x70,\n};\n")
+            with self.assertRaises(ApiError):
+                roles.library_kinds(path)
+
     def test_roles(self):
         def sig(params):
             return entries("@1 demoRun  sync", "    demoStatus_t (%s)" % params)

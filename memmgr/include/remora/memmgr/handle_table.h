@@ -33,9 +33,10 @@ enum class HandleKind : uint8_t {
   kMipmappedArray = 0x65,
   kTexObject = 0x66,
   kSurfObject = 0x67,
-  // 0x70-0x9f: objects of the math libraries (issue 13), kept in the worker's LibObjects
-  // (server/worker/session/lib_objects.h) under ids the client mints; tools/gen/apigen/roles.py
-  // LIB_KINDS lists the same values.
+  // 0x70-0xcf (kFirstLibraryKind..kLastLibraryKind): objects of the served libraries (issue
+  // 13), kept in the worker's LibObjects (server/worker/session/lib_objects.h) under ids the
+  // client mints. Declared here only: tools/gen/apigen (roles.py, LIB_KINDS) reads the
+  // enumerators of this range from this file for the .api descriptions' handle(KIND).
   kCublasHandle = 0x70,
   kCublasLtHandle = 0x71,
   kCublasLtMatmulDesc = 0x72,
@@ -112,6 +113,10 @@ enum class HandleKind : uint8_t {
   kCusolverCsrluInfoHost = 0xc9,
   kCublasLtEmulationDesc = 0xca,
 };
+
+// The range of the served libraries' object kinds (above; roles.py reads these two lines).
+inline constexpr uint8_t kFirstLibraryKind = 0x70;
+inline constexpr uint8_t kLastLibraryKind = 0xcf;
 
 const char* HandleKindName(HandleKind kind);
 
