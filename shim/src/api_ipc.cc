@@ -65,67 +65,90 @@ REMORA_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* dev
   return Done(st, kCall);
 }
 
+namespace remora::shim {
+
+Status OpenIpcMemory(CUipcMemHandle handle, unsigned int flags, const char* call, CUdeviceptr* p) {
+  if (p == nullptr) return Error(Err::kInvalidValue, "the pointer's out-pointer is NULL");
+  Runtime& rt = Runtime::Get();
+  ASSIGN_OR_RETURN(int device, rt.CurrentDevice());
+  CUdeviceptr ptr = 0;
+  size_t size = 0;
+  RETURN_IF_ERROR(gen::cuda::remoraIpcOpenMemHandle(CallCtx{false, call}, &ptr, &size, handle, flags));
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_opens[ptr]++ == 0) rt.AddDeviceAllocation(ptr, size, device, AllocKind::kIpcImported);
+  }
+  *p = ptr;
+  return Status::Ok();
+}
+
+Status CloseIpcMemory(CUdeviceptr p, const char* call) {
+  RETURN_IF_ERROR(gen::cuda::cuIpcCloseMemHandle(CallCtx{false, call}, p));
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_opens.find(p);
+  if (it != g_opens.end() && --it->second == 0) {
+    g_opens.erase(it);
+    (void)Runtime::Get().RemoveDeviceAllocation(p);
+  }
+  return Status::Ok();
+}
+
+Status ExportIpcEvent(CUevent event, const char* call, CUipcEventHandle* handle) {
+  if (handle == nullptr) return Error(Err::kInvalidValue, "handle is NULL");
+  CUipcEventHandle h{};
+  RETURN_IF_ERROR(gen::cuda::cuIpcGetEventHandle(CallCtx{false, call}, &h, event));
+  *handle = h;
+  NoteIpcEvent(event);
+  return Status::Ok();
+}
+
+Status OpenIpcEvent(CUipcEventHandle handle, const char* call, CUevent* event) {
+  if (event == nullptr) return Error(Err::kInvalidValue, "event is NULL");
+  Runtime& rt = Runtime::Get();
+  ASSIGN_OR_RETURN(int device, rt.CurrentDevice());
+  CUevent e = nullptr;
+  RETURN_IF_ERROR(gen::cuda::cuIpcOpenEventHandle(CallCtx{false, call}, &e, handle));
+  rt.AddEvent(U(e), device);
+  NoteIpcEvent(e);
+  *event = e;
+  return Status::Ok();
+}
+
+}  // namespace remora::shim
+
 REMORA_API cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
   constexpr const char* kCall = "cudaIpcOpenMemHandle";
   if (devPtr == nullptr) return Finish(Error(Err::kInvalidValue, "devPtr is NULL"), kCall);
-  Runtime& rt = Runtime::Get();
-  auto device = rt.CurrentDevice();
-  if (!device.ok()) return Finish(device.status(), kCall);
   CUipcMemHandle h;
   std::memcpy(&h, &handle, sizeof(h));
   CUdeviceptr p = 0;
-  size_t size = 0;
-  Status st = gen::cuda::remoraIpcOpenMemHandle(CallCtx{false, kCall}, &p, &size, h, flags);
-  if (!st.ok()) return Done(st, kCall);
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (g_opens[p]++ == 0) rt.AddDeviceAllocation(p, size, *device, AllocKind::kIpcImported);
-  }
-  *devPtr = reinterpret_cast<void*>(p);
-  return cudaSuccess;
+  Status st = OpenIpcMemory(h, flags, kCall, &p);
+  if (st.ok()) *devPtr = reinterpret_cast<void*>(p);
+  return Done(st, kCall);
 }
 
 REMORA_API cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
-  constexpr const char* kCall = "cudaIpcCloseMemHandle";
-  Status st = gen::cuda::cuIpcCloseMemHandle(CallCtx{false, kCall}, U(devPtr));
-  if (st.ok()) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    auto it = g_opens.find(U(devPtr));
-    if (it != g_opens.end() && --it->second == 0) {
-      g_opens.erase(it);
-      (void)Runtime::Get().RemoveDeviceAllocation(U(devPtr));
-    }
-  }
-  return Done(st, kCall);
+  return Done(CloseIpcMemory(U(devPtr), "cudaIpcCloseMemHandle"), "cudaIpcCloseMemHandle");
 }
 
 REMORA_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaEvent_t event) {
   constexpr const char* kCall = "cudaIpcGetEventHandle";
   if (handle == nullptr) return Finish(Error(Err::kInvalidValue, "handle is NULL"), kCall);
   CUipcEventHandle h{};
-  Status st = gen::cuda::cuIpcGetEventHandle(CallCtx{false, kCall}, &h, reinterpret_cast<CUevent>(event));
-  if (st.ok()) {
-    std::memcpy(handle, &h, sizeof(h));
-    NoteIpcEvent(reinterpret_cast<CUevent>(event));
-  }
+  Status st = ExportIpcEvent(reinterpret_cast<CUevent>(event), kCall, &h);
+  if (st.ok()) std::memcpy(handle, &h, sizeof(h));
   return Done(st, kCall);
 }
 
 REMORA_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t handle) {
   constexpr const char* kCall = "cudaIpcOpenEventHandle";
   if (event == nullptr) return Finish(Error(Err::kInvalidValue, "event is NULL"), kCall);
-  Runtime& rt = Runtime::Get();
-  auto device = rt.CurrentDevice();
-  if (!device.ok()) return Finish(device.status(), kCall);
   CUipcEventHandle h;
   std::memcpy(&h, &handle, sizeof(h));
   CUevent e = nullptr;
-  Status st = gen::cuda::cuIpcOpenEventHandle(CallCtx{false, kCall}, &e, h);
-  if (!st.ok()) return Done(st, kCall);
-  rt.AddEvent(U(e), *device);
-  NoteIpcEvent(e);
-  *event = reinterpret_cast<cudaEvent_t>(e);
-  return cudaSuccess;
+  Status st = OpenIpcEvent(h, kCall, &e);
+  if (st.ok()) *event = reinterpret_cast<cudaEvent_t>(e);
+  return Done(st, kCall);
 }
 
 namespace remora::gen::cuda {

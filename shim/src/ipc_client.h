@@ -1,8 +1,10 @@
-// Client hooks of CUDA IPC named by protocol/api/cuda.api (`mirror=`), defined in
-// shim/src/api_ipc.cc.
+// CUDA IPC in the client (shim/src/api_ipc.cc): the hooks protocol/api/cuda.api names
+// (`mirror=`), and the calls both the runtime and the driver facade go down to.
 #pragma once
 
 #include <cuda.h>
+
+#include "remora/base/status.h"
 
 namespace remora::gen::cuda {
 
@@ -23,5 +25,17 @@ namespace remora::shim {
 bool IsIpcEvent(CUevent event);
 // Forgets `event` as shared (it was destroyed).
 void ForgetIpcEvent(CUevent event);
+
+// The IPC calls both ABIs answer (cudaIpc* and the driver facade's cuIpc* call down to these,
+// converting the Status at their boundary); `call` names the entry point. Memory and events
+// are opened on the calling thread's current device. Thread-safe.
+// Opens another process's exported memory (opens of one handle share a mapping; the last
+// close ends it).
+Status OpenIpcMemory(CUipcMemHandle handle, unsigned int flags, const char* call, CUdeviceptr* p);
+Status CloseIpcMemory(CUdeviceptr p, const char* call);
+// Exports an event; its records are fenced from then on (IpcRecordFence).
+Status ExportIpcEvent(CUevent event, const char* call, CUipcEventHandle* handle);
+// Opens another process's exported event as an event of this process.
+Status OpenIpcEvent(CUipcEventHandle handle, const char* call, CUevent* event);
 
 }  // namespace remora::shim

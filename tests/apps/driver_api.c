@@ -1,6 +1,7 @@
 /* driver_api: the CUDA driver API as an application uses it, through Remora's libcuda.so.1:
  * initialisation and devices, primary and created contexts (and a context pushed on another
- * thread), memory, copies both ways, memsets, streams, events, host callbacks, modules (a fat
+ * thread), memory, copies both ways, memsets, streams (priorities, callbacks, capture queries),
+ * events, host callbacks, modules (a fat
  * binary from a file and from memory), launches (kernelParams and the packed `extra` form),
  * occupancy, pointer attributes, a PTX module's managed variable, JIT linking of PTX, the virtual memory API, cuGetProcAddress,
  * and refusals: forged and out-of-range device pointers, a missing function, a destroyed
@@ -278,6 +279,66 @@ static void streams_events(CUcontext primary) {
   CHECK(cuStreamDestroy(s));
   if (g_remora) /* natively undefined (NVIDIA's driver may crash) */
     EXPECT(cuStreamQuery(s) != CUDA_SUCCESS); /* a destroyed stream: refused */
+}
+
+static CUstream g_cb_stream;
+static CUresult g_cb_status = CUDA_ERROR_UNKNOWN;
+static int g_cb_ran;
+static void CUDA_CB stream_callback(CUstream s, CUresult status, void* arg) {
+  g_cb_stream = s;
+  g_cb_status = status;
+  *(int*)arg = 1;
+}
+
+/* A stream's priority and device, cuStreamAddCallback (the stream and CUDA_SUCCESS, once the
+ * work before it is done), the thread's capture mode, and capture info outside and inside a
+ * capture. */
+static void stream_queries_and_callbacks(void) {
+  CUstream s = NULL;
+  int least = 0, greatest = 0, prio = 99;
+  CUdevice dev = -1, cur = -1;
+  CHECK(cuCtxGetStreamPriorityRange(&least, &greatest));
+  CHECK(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, greatest));
+  CHECK(cuStreamGetPriority(s, &prio));
+  EXPECT(prio == greatest);
+  CHECK(cuStreamGetDevice(s, &dev));
+  CHECK(cuCtxGetDevice(&cur));
+  EXPECT(dev == cur);
+  CHECK(cuStreamAddCallback(s, stream_callback, &g_cb_ran, 0));
+  CHECK(cuStreamSynchronize(s));
+  EXPECT(g_cb_ran == 1 && g_cb_stream == s && g_cb_status == CUDA_SUCCESS);
+  if (g_remora) { /* natively undocumented */
+    EXPECT(cuStreamGetPriority(s, NULL) == CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuStreamAddCallback(s, stream_callback, &g_cb_ran, 1) == CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuStreamAddCallback(s, NULL, NULL, 0) == CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuLaunchHostFunc(s, NULL, NULL) == CUDA_ERROR_INVALID_VALUE);
+  }
+
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CHECK(cuThreadExchangeStreamCaptureMode(&mode));
+  EXPECT(mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CHECK(cuThreadExchangeStreamCaptureMode(&mode));
+  EXPECT(mode == CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (g_remora) {
+    mode = (CUstreamCaptureMode)7;
+    EXPECT(cuThreadExchangeStreamCaptureMode(&mode) == CUDA_ERROR_INVALID_VALUE);
+  }
+
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  cuuint64_t id = 0;
+  CHECK(cuStreamGetCaptureInfo(s, &cs, &id, NULL, NULL, NULL, NULL));
+  EXPECT(cs == CU_STREAM_CAPTURE_STATUS_NONE);
+  CUgraph g = NULL;
+  CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CHECK(cuStreamGetCaptureInfo(s, &cs, &id, NULL, NULL, NULL, NULL));
+  EXPECT(cs == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0);
+  CHECK(cuStreamIsCapturing(s, &cs));
+  EXPECT(cs == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(cuStreamEndCapture(s, &g));
+  CHECK(cuStreamIsCapturing(s, &cs));
+  EXPECT(cs == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(cuGraphDestroy(g));
+  CHECK(cuStreamDestroy(s));
 }
 
 static void launch_vector_add(CUfunction f) {
@@ -806,6 +867,7 @@ int main(int argc, char** argv) {
 
   memory();
   streams_events(primary);
+  stream_queries_and_callbacks();
   modules();
   managed_variable();
   linker();

@@ -1,13 +1,11 @@
-// The driver API's CUDA IPC: the runtime's implementation (shim/src/api_ipc.cc) in the
-// current context, with the context's ownership of opened events kept as cuEventCreate's.
+// The driver API's CUDA IPC: the calls the runtime shares (ipc_client.h) in the current
+// context, with the context's ownership of opened events kept as cuEventCreate's.
 #include <cuda.h>
-#include <cuda_runtime_api.h>
-
-#include <cstring>
 
 #include "driver/contexts.h"
 #include "driver/driver.h"
 #include "export.h"
+#include "ipc_client.h"
 #include "process.h"
 
 using namespace remora;
@@ -20,12 +18,7 @@ uint64_t H(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 CUresult OpenMem(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags, const char* call) {
   if (pdptr == nullptr) return Invalid(call, "pdptr is NULL");
-  cudaIpcMemHandle_t h;
-  std::memcpy(&h, &handle, sizeof(h));
-  void* p = nullptr;
-  CUresult r = InContext(call, [&] { return cudaIpcOpenMemHandle(&p, h, flags); });
-  if (r == CUDA_SUCCESS) *pdptr = reinterpret_cast<CUdeviceptr>(p);
-  return r;
+  return CallInContext(call, [&] { return OpenIpcMemory(handle, flags, call, pdptr); });
 }
 }  // namespace
 
@@ -37,26 +30,19 @@ REMORA_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle han
 }
 
 REMORA_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
-  return ViaRuntime([&] { return cudaIpcCloseMemHandle(reinterpret_cast<void*>(dptr)); });
+  return Done(CloseIpcMemory(dptr, "cuIpcCloseMemHandle"), "cuIpcCloseMemHandle");
 }
 
-// The exported event's records are fenced from now on (api_ipc.cc), as the runtime's.
+// The exported event's records are fenced from now on (api_ipc.cc).
 REMORA_API CUresult cuIpcGetEventHandle(CUipcEventHandle* pHandle, CUevent event) {
   if (pHandle == nullptr) return Invalid("cuIpcGetEventHandle", "pHandle is NULL");
-  cudaIpcEventHandle_t h;
-  CUresult r = ViaRuntime([&] { return cudaIpcGetEventHandle(&h, reinterpret_cast<cudaEvent_t>(event)); });
-  if (r == CUDA_SUCCESS) std::memcpy(pHandle, &h, sizeof(h));
-  return r;
+  return Done(ExportIpcEvent(event, "cuIpcGetEventHandle", pHandle), "cuIpcGetEventHandle");
 }
 
 REMORA_API CUresult cuIpcOpenEventHandle(CUevent* phEvent, CUipcEventHandle handle) {
   if (phEvent == nullptr) return Invalid("cuIpcOpenEventHandle", "phEvent is NULL");
-  cudaIpcEventHandle_t h;
-  std::memcpy(&h, &handle, sizeof(h));
-  cudaEvent_t e = nullptr;
-  CUresult r = InContext("cuIpcOpenEventHandle", [&] { return cudaIpcOpenEventHandle(&e, h); });
+  CUresult r = CallInContext("cuIpcOpenEventHandle", [&] { return OpenIpcEvent(handle, "cuIpcOpenEventHandle", phEvent); });
   if (r != CUDA_SUCCESS) return r;
-  *phEvent = reinterpret_cast<CUevent>(e);
-  Ctxs().Own(H(e), &Owned::events);
+  Ctxs().Own(H(*phEvent), &Owned::events);
   return CUDA_SUCCESS;
 }

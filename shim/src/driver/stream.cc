@@ -1,6 +1,7 @@
 // The driver API's streams and events: the runtime's (a CUstream is the cudaStream_t, a
 // CUevent the cudaEvent_t), created on the current context's device and owned by it when it
-// is a created context. Capture queries and host callbacks are the runtime's too.
+// is a created context. Capture queries and host callbacks go down to the stream core
+// (stream_core.h) that the runtime's entry points share; nothing here calls the runtime.
 #include <cuda_runtime_api.h>
 
 #include "cuda_client.h"
@@ -9,14 +10,7 @@
 #include "export.h"
 #include "process.h"
 #include "runtime.h"
-
-extern "C" {
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t, cudaStreamCaptureStatus*);
-cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t, cudaStreamCaptureStatus*, unsigned long long*, cudaGraph_t*,
-                                          const cudaGraphNode_t**, const cudaGraphEdgeData**, size_t*);
-cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t, cudaHostFn_t, void*);
-cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t, cudaStreamCallback_t, void*, unsigned int);
-}
+#include "stream_core.h"
 
 using namespace remora;
 using namespace remora::shim;
@@ -50,6 +44,35 @@ Result<Context*> StreamContext(CUstream s) {
   return Ctxs().Primary(device);
 }
 
+cudaStream_t AsRuntime(CUstream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// The stream's properties, from the process's stream table (the core's Runtime); null outputs
+// are not asked for.
+CUresult StreamProperties(const char* call, CUstream s, unsigned* flags, int* priority, int* device) {
+  Runtime& rt = Runtime::Get();
+  if (auto c = rt.Session(); !c.ok()) return Done(c.status(), call);
+  unsigned f = 0;
+  int p = 0, d = 0;
+  if (Status st = rt.StreamInfo(AsRuntime(s), &f, &p, &d); !st.ok()) return Done(st, call);
+  if (flags != nullptr) *flags = f;
+  if (priority != nullptr) *priority = p;
+  if (device != nullptr) *device = d;
+  return CUDA_SUCCESS;
+}
+
+// Host functions (stream_core.h): a callback gets the stream and CUDA_SUCCESS, as CUDA calls it
+// once the work before it completed.
+CUresult AddCallback(CUstream s, CUstreamCallback cb, void* user, unsigned int flags, bool per_thread) {
+  if (cb == nullptr || flags != 0) return Invalid("cuStreamAddCallback", "bad callback or flags");
+  return Done(QueueHostFunction(AsRuntime(s), [s, cb, user] { cb(s, CUDA_SUCCESS, user); }, per_thread),
+              "cuStreamAddCallback");
+}
+
+CUresult LaunchHostFunc(CUstream s, CUhostFn fn, void* user, bool per_thread) {
+  if (fn == nullptr) return Invalid("cuLaunchHostFunc", "fn is NULL");
+  return Done(QueueHostFunction(AsRuntime(s), [fn, user] { fn(user); }, per_thread, fn, user), "cuLaunchHostFunc");
+}
+
 }  // namespace
 
 REMORA_API CUresult cuStreamCreate(CUstream* ph, unsigned int flags) {
@@ -69,19 +92,21 @@ REMORA_API CUresult cuStreamDestroy_v2(CUstream s) {
 REMORA_API CUresult cuStreamDestroy(CUstream s) { return cuStreamDestroy_v2(s); }
 
 REMORA_API CUresult cuStreamGetFlags(CUstream s, unsigned int* flags) {
-  return ViaRuntime([&] { return cudaStreamGetFlags(reinterpret_cast<cudaStream_t>(s), flags); });
+  if (flags == nullptr) return Invalid("cuStreamGetFlags", "flags is NULL");
+  return StreamProperties("cuStreamGetFlags", s, flags, nullptr, nullptr);
 }
 REMORA_API CUresult cuStreamGetFlags_ptsz(CUstream s, unsigned int* flags) { return cuStreamGetFlags(s, flags); }
 
 REMORA_API CUresult cuStreamGetPriority(CUstream s, int* priority) {
-  return ViaRuntime([&] { return cudaStreamGetPriority(reinterpret_cast<cudaStream_t>(s), priority); });
+  if (priority == nullptr) return Invalid("cuStreamGetPriority", "priority is NULL");
+  return StreamProperties("cuStreamGetPriority", s, nullptr, priority, nullptr);
 }
 REMORA_API CUresult cuStreamGetPriority_ptsz(CUstream s, int* priority) { return cuStreamGetPriority(s, priority); }
 
 REMORA_API CUresult cuStreamGetDevice(CUstream s, CUdevice* device) {
   if (device == nullptr) return Invalid("cuStreamGetDevice", "device is NULL");
   int d = 0;
-  CUresult r = ViaRuntime([&] { return cudaStreamGetDevice(reinterpret_cast<cudaStream_t>(s), &d); });
+  CUresult r = StreamProperties("cuStreamGetDevice", s, nullptr, nullptr, &d);
   if (r == CUDA_SUCCESS) *device = d;
   return r;
 }
@@ -106,59 +131,36 @@ REMORA_API CUresult cuStreamGetCtx_v2_ptsz(CUstream s, CUcontext* pctx, CUgreenC
 }
 
 REMORA_API CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void* user, unsigned int flags) {
-  // CUstreamCallback and cudaStreamCallback_t take the same arguments (CUresult = cudaError_t).
-  return ViaRuntime([&] {
-    return cudaStreamAddCallback(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCallback_t>(cb), user, flags);
-  });
+  return AddCallback(s, cb, user, flags, false);
 }
 REMORA_API CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void* user, unsigned int flags) {
-  return ViaRuntime([&] {
-    return cudaStreamAddCallback_ptsz(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCallback_t>(cb), user,
-                                      flags);
-  });
+  return AddCallback(s, cb, user, flags, true);
 }
 
-REMORA_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void* user) {
-  return ViaRuntime([&] { return cudaLaunchHostFunc(reinterpret_cast<cudaStream_t>(s), fn, user); });
-}
-REMORA_API CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void* user) {
-  return ViaRuntime([&] { return cudaLaunchHostFunc_ptsz(reinterpret_cast<cudaStream_t>(s), fn, user); });
-}
+REMORA_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void* user) { return LaunchHostFunc(s, fn, user, false); }
+REMORA_API CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void* user) { return LaunchHostFunc(s, fn, user, true); }
 
-// ---- capture queries (the runtime's) ---------------------------------------------------------
+// ---- capture queries (stream_core.h) ---------------------------------------------------------
 
 REMORA_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
-  return ViaRuntime([&] {
-    return cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCaptureStatus*>(status));
-  });
+  return Done(StreamCaptureStatus(AsRuntime(s), false, "cuStreamIsCapturing", status), "cuStreamIsCapturing");
 }
 REMORA_API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) {
-  return ViaRuntime([&] {
-    return cudaStreamIsCapturing_ptsz(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCaptureStatus*>(status));
-  });
+  return Done(StreamCaptureStatus(AsRuntime(s), true, "cuStreamIsCapturing", status), "cuStreamIsCapturing");
 }
 
 REMORA_API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
                                               const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* count) {
-  return ViaRuntime([&] {
-    return cudaStreamGetCaptureInfo(reinterpret_cast<cudaStream_t>(s), reinterpret_cast<cudaStreamCaptureStatus*>(status),
-                                    reinterpret_cast<unsigned long long*>(id), reinterpret_cast<cudaGraph_t*>(graph),
-                                    reinterpret_cast<const cudaGraphNode_t**>(deps),
-                                    reinterpret_cast<const cudaGraphEdgeData**>(edges), count);
-  });
+  return Done(StreamCaptureInfo(AsRuntime(s), false, "cuStreamGetCaptureInfo", status, id, graph, deps, edges, count),
+              "cuStreamGetCaptureInfo");
 }
 REMORA_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id,
                                                    CUgraph* graph, const CUgraphNode** deps,
                                                    const CUgraphEdgeData** edges, size_t* count) {
-  return ViaRuntime([&] {
-    return cudaStreamGetCaptureInfo_ptsz(reinterpret_cast<cudaStream_t>(s),
-                                         reinterpret_cast<cudaStreamCaptureStatus*>(status),
-                                         reinterpret_cast<unsigned long long*>(id), reinterpret_cast<cudaGraph_t*>(graph),
-                                         reinterpret_cast<const cudaGraphNode_t**>(deps),
-                                         reinterpret_cast<const cudaGraphEdgeData**>(edges), count);
-  });
+  return Done(StreamCaptureInfo(AsRuntime(s), true, "cuStreamGetCaptureInfo", status, id, graph, deps, edges, count),
+              "cuStreamGetCaptureInfo");
 }
-// _v2 has no edge data: edges are then all plain dependencies (the runtime checks).
+// _v2 has no edge data: edges are then all plain dependencies (the worker checks).
 REMORA_API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
                                               const CUgraphNode** deps, size_t* count) {
   return cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, nullptr, count);
@@ -169,7 +171,10 @@ REMORA_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureSt
 }
 
 REMORA_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
-  return ViaRuntime([&] { return cudaThreadExchangeStreamCaptureMode(reinterpret_cast<cudaStreamCaptureMode*>(mode)); });
+  int m = mode == nullptr ? 0 : static_cast<int>(*mode);
+  Status st = ExchangeCaptureMode(mode == nullptr ? nullptr : &m);
+  if (st.ok()) *mode = static_cast<CUstreamCaptureMode>(m);
+  return Done(st, "cuThreadExchangeStreamCaptureMode");
 }
 
 // ---- events ---------------------------------------------------------------------------------
