@@ -8,6 +8,7 @@
 #include "driver/contexts.h"
 #include "export.h"
 #include "cuda_client.h"
+#include "device_core.h"
 #include "runtime.h"
 
 namespace remora::shim {
@@ -231,30 +232,35 @@ REMORA_API cudaError_t cudaChooseDevice(int* device, const cudaDeviceProp* prop)
   return cudaSuccess;
 }
 
-REMORA_API cudaError_t cudaDeviceSynchronize() {
-  auto dev = Runtime::Get().CurrentDevice();
-  if (!dev.ok()) return Finish(dev.status(), "cudaDeviceSynchronize");
-  Client* c = *Runtime::Get().SessionFor(*dev);  // its server's link (CurrentDevice connected)
+namespace remora::shim {
+
+Status SynchronizeDevice() {
+  ASSIGN_OR_RETURN(int dev, Runtime::Get().CurrentDevice());
+  Client* c = *Runtime::Get().SessionFor(dev);  // its server's link (CurrentDevice connected)
   // Nothing was queued anywhere, nor heard from the server, since this device's last
   // synchronisation completed (a synchronous copy, say): nothing to wait for, no round trip.
   uint64_t seq = c->work_sequence();
-  if (c->SyncedAt(*dev, seq) && c->broken().ok() && c->sticky().ok())
-    return FinishSync(c, Status::Ok(), "cudaDeviceSynchronize");
-  Status st = c->Call(*dev, [](wire::Request::Builder& r) { r.setDeviceSynchronize(); },
+  if (c->SyncedAt(dev, seq) && c->broken().ok() && c->sticky().ok()) return AfterSync(c, Status::Ok());
+  Status st = c->Call(dev, [](wire::Request::Builder& r) { r.setDeviceSynchronize(); },
                       [](wire::Reply::Reader&) { return Status::Ok(); });
-  if (st.ok()) c->NoteSynced(*dev, seq);
-  return FinishSync(c, st, "cudaDeviceSynchronize");
+  if (st.ok()) c->NoteSynced(dev, seq);
+  return AfterSync(c, st);
 }
 
-REMORA_API cudaError_t cudaDeviceReset() {
-  auto dev = Runtime::Get().CurrentDevice();
-  if (!dev.ok()) return Finish(dev.status(), "cudaDeviceReset");
+Status ResetDevice() {
+  ASSIGN_OR_RETURN(int dev, Runtime::Get().CurrentDevice());
   Client* c = *Runtime::Get().Session();
-  Status st = c->Call(*dev, [](wire::Request::Builder& r) { r.setDeviceReset(); },
-                      [](wire::Reply::Reader&) { return Status::Ok(); });
-  if (st.ok()) Runtime::Get().ForgetDevice(*dev);
-  return Finish(st, "cudaDeviceReset");
+  RETURN_IF_ERROR(c->Call(dev, [](wire::Request::Builder& r) { r.setDeviceReset(); },
+                          [](wire::Reply::Reader&) { return Status::Ok(); }));
+  Runtime::Get().ForgetDevice(dev);
+  return Status::Ok();
 }
+
+}  // namespace remora::shim
+
+REMORA_API cudaError_t cudaDeviceSynchronize() { return Finish(SynchronizeDevice(), "cudaDeviceSynchronize"); }
+
+REMORA_API cudaError_t cudaDeviceReset() { return Finish(ResetDevice(), "cudaDeviceReset"); }
 
 REMORA_API cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), "cudaMemGetInfo");

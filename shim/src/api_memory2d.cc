@@ -9,6 +9,7 @@
 #include "arrays.h"
 #include "callbacks.h"
 #include "cuda_client.h"
+#include "device_core.h"
 #include "export.h"
 #include "memops.h"
 #include "multi_server.h"
@@ -225,20 +226,21 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
 namespace {
 
 // Enables or disables `device`'s access to `peer`'s memory.
-cudaError_t PeerAccess(int device, int peer, bool enable, const char* call) {
+}  // namespace
+
+Status SetPeerAccess(int peer, bool enable, const char* call) {
   Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
+  RETURN_IF_ERROR(rt.Session().status());
+  int device = Thread().device;
   if (!rt.SameServer(device, peer)) {
     // No path joins two servers' GPUs: never peers (copies between them are staged).
-    if (auto d = rt.Device(peer); !d.ok()) return Finish(d.status(), call);
-    return Finish(Error(enable ? Err::kInvalidDevice : Err::kPeerAccessNotEnabled,
-                        "devices {} and {} are on two Remora servers: no peer access", device, peer), call);
+    RETURN_IF_ERROR(rt.Device(peer).status());
+    return Error(enable ? Err::kInvalidDevice : Err::kPeerAccessNotEnabled,
+                 "devices {} and {} are on two Remora servers: no peer access", device, peer);
   }
-  return Finish(gen::cuda::remoraPeerAccess(CallCtx{false, call}, device, peer, enable ? 1 : 0), call);
+  return gen::cuda::remoraPeerAccess(CallCtx{false, call}, device, peer, enable ? 1 : 0);
 }
 
-}  // namespace
 }  // namespace remora::shim
 
 namespace remora::gen::cuda {
@@ -333,8 +335,8 @@ REMORA_API cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void*
 
 REMORA_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
   if (flags != 0) return Finish(Error(Err::kInvalidValue, "flags must be 0"), "cudaDeviceEnablePeerAccess");
-  return PeerAccess(Thread().device, peerDevice, true, "cudaDeviceEnablePeerAccess");
+  return Finish(SetPeerAccess(peerDevice, true, "cudaDeviceEnablePeerAccess"), "cudaDeviceEnablePeerAccess");
 }
 REMORA_API cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
-  return PeerAccess(Thread().device, peerDevice, false, "cudaDeviceDisablePeerAccess");
+  return Finish(SetPeerAccess(peerDevice, false, "cudaDeviceDisablePeerAccess"), "cudaDeviceDisablePeerAccess");
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "callbacks.h"
+#include "device_core.h"
 #include "driver/contexts.h"
 #include "error_log.h"
 #include "lib_objects.h"
@@ -464,11 +465,13 @@ cudaError_t Finish(const Status& st, const char* call) {
   return e;
 }
 
-cudaError_t FinishSync(Client* c, const Status& st, const char* call) {
-  if (!st.ok() || c == nullptr) return Finish(st, call);
+Status AfterSync(Client* c, const Status& st) {
+  if (!st.ok() || c == nullptr) return st;
   Runtime::Get().managed().AfterSync();
-  return Finish(c->TakeAsyncError(), call);
+  return c->TakeAsyncError();
 }
+
+cudaError_t FinishSync(Client* c, const Status& st, const char* call) { return Finish(AfterSync(c, st), call); }
 
 cudaError_t NotSupported(const char* call) {
   return static_cast<cudaError_t>(NotSupported(Domain::kCudart, cudaErrorNotSupported, call));

@@ -341,6 +341,26 @@ static void stream_queries_and_callbacks(void) {
   CHECK(cuStreamDestroy(s));
 }
 
+/* Peer access between the primary contexts of two devices (skipped with one): enabled once,
+ * twice refused, disabled once, twice refused. */
+static void peers(CUdevice dev) {
+  int n = 0;
+  CHECK(cuDeviceGetCount(&n));
+  if (n < 2) return;
+  CUdevice other = dev == 0 ? 1 : 0;
+  int can = 0;
+  CHECK(cuDeviceCanAccessPeer(&can, dev, other));
+  if (!can) return;
+  CUcontext peer = NULL;
+  CHECK(cuDevicePrimaryCtxRetain(&peer, other));
+  CHECK(cuCtxEnablePeerAccess(peer, 0));
+  EXPECT_ERR(cuCtxEnablePeerAccess(peer, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+  CHECK(cuCtxDisablePeerAccess(peer));
+  EXPECT_ERR(cuCtxDisablePeerAccess(peer), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  if (g_remora) EXPECT_ERR(cuCtxEnablePeerAccess(peer, 1), CUDA_ERROR_INVALID_VALUE); /* natively undocumented */
+  CHECK(cuDevicePrimaryCtxRelease(other));
+}
+
 static void launch_vector_add(CUfunction f) {
   enum { M = 4096 };
   static float a[M], b[M], c[M];
@@ -872,6 +892,7 @@ int main(int argc, char** argv) {
   managed_variable();
   linker();
   contexts(dev, primary);
+  peers(dev);
   vmm(dev);
   large_arguments(dev);
   nvml(dev);
@@ -899,6 +920,15 @@ int main(int argc, char** argv) {
   const char* s = NULL;
   CHECK(cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &s));
   EXPECT(s != NULL && strlen(s) > 0);
+  /* A reset of the primary context ends what the session holds on the device: memory
+     allocated before it is gone, the context is usable again at once. */
+  CHECK(cuMemAlloc(&d, 256));
+  CHECK(cuDevicePrimaryCtxReset(dev));
+  CHECK(cuCtxSetCurrent(primary));
+  if (g_remora) EXPECT(cuMemFree(d) != CUDA_SUCCESS); /* natively undefined */
+  CHECK(cuMemAlloc(&d, 256));
+  CHECK(cuCtxSynchronize());
+  CHECK(cuMemFree(d));
   CHECK(cuDevicePrimaryCtxRelease(dev));
   printf("PASS driver_api: %s\n", g_emulated ? "host-emulated (kernel results not checked)" : "kernel results checked");
   return 0;

@@ -2,6 +2,7 @@
 // reset with the device), created contexts (which own what was made while they were
 // current), and the calling thread's context stack (driver/contexts.h).
 #include "cuda_client.h"
+#include "device_core.h"
 #include "driver/contexts.h"
 #include "driver/driver.h"
 #include "driver/export_tables.h"
@@ -60,7 +61,7 @@ REMORA_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int fla
 REMORA_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (CUresult r = CheckDevice(dev, "cuDevicePrimaryCtxReset"); r != CUDA_SUCCESS) return r;
   exports::ContextStorageEnded(Ctxs().Primary(dev));  // the runtime's state of it ends with it
-  return OnDevice(dev, [] { return cudaDeviceReset(); });
+  return CallOnDevice(dev, "cuDevicePrimaryCtxReset", [] { return ResetDevice(); });
 }
 
 REMORA_API CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
@@ -190,14 +191,14 @@ REMORA_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
 REMORA_API CUresult cuCtxSynchronize() {
   auto d = CurrentDevice();
   if (!d.ok()) return FromStatus(d.status(), "cuCtxSynchronize");
-  return OnDevice(*d, [] { return cudaDeviceSynchronize(); });
+  return CallOnDevice(*d, "cuCtxSynchronize", [] { return SynchronizeDevice(); });
 }
 
 REMORA_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   if (ctx == nullptr) return cuCtxSynchronize();
   auto c = Ctxs().Check(ctx);
   if (!c.ok()) return FromStatus(c.status(), "cuCtxSynchronize");
-  return OnDevice((*c)->device, [] { return cudaDeviceSynchronize(); });
+  return CallOnDevice((*c)->device, "cuCtxSynchronize", [] { return SynchronizeDevice(); });
 }
 
 REMORA_API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
@@ -205,8 +206,9 @@ REMORA_API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
   if (!p.ok()) return FromStatus(p.status(), "cuCtxEnablePeerAccess");
   auto d = CurrentDevice();
   if (!d.ok()) return FromStatus(d.status(), "cuCtxEnablePeerAccess");
+  if (flags != 0) return Invalid("cuCtxEnablePeerAccess", "flags must be 0");
   int peer_device = (*p)->device;
-  return OnDevice(*d, [&] { return cudaDeviceEnablePeerAccess(peer_device, flags); });
+  return CallOnDevice(*d, "cuCtxEnablePeerAccess", [&] { return SetPeerAccess(peer_device, true, "cuCtxEnablePeerAccess"); });
 }
 
 REMORA_API CUresult cuCtxDisablePeerAccess(CUcontext peer) {
@@ -215,5 +217,6 @@ REMORA_API CUresult cuCtxDisablePeerAccess(CUcontext peer) {
   auto d = CurrentDevice();
   if (!d.ok()) return FromStatus(d.status(), "cuCtxDisablePeerAccess");
   int peer_device = (*p)->device;
-  return OnDevice(*d, [&] { return cudaDeviceDisablePeerAccess(peer_device); });
+  return CallOnDevice(*d, "cuCtxDisablePeerAccess",
+                      [&] { return SetPeerAccess(peer_device, false, "cuCtxDisablePeerAccess"); });
 }

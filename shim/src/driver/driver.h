@@ -61,18 +61,24 @@ CUresult InContext(const char* call, Fn&& fn) {
   return OnDevice(*d, fn);
 }
 
-// Runs a generated call (`fn` returns its Status) on the current context's device, as the
-// calling thread's device while it runs; CUDA_ERROR_INVALID_CONTEXT without a context.
+// Runs a core or generated call (`fn` returns its Status) with `device` as the calling
+// thread's device while it runs (restored after); its Status converted for `call`.
+template <typename Fn>
+CUresult CallOnDevice(int device, const char* call, Fn&& fn) {
+  ThreadState& t = Thread();
+  const int saved = t.device;
+  t.device = device;
+  Status st = fn();
+  t.device = saved;
+  return Done(st, call);
+}
+
+// CallOnDevice on the current context's device; CUDA_ERROR_INVALID_CONTEXT without a context.
 template <typename Fn>
 CUresult CallInContext(const char* call, Fn&& fn) {
   auto d = CurrentDevice();
   if (!d.ok()) return FromStatus(d.status(), call);
-  ThreadState& t = Thread();
-  const int saved = t.device;
-  t.device = *d;
-  Status st = fn();
-  t.device = saved;
-  return Done(st, call);
+  return CallOnDevice(*d, call, fn);
 }
 
 // Loads a code image (a fat binary, nvcc's wrapper of one, an ELF cubin or PTX) as a module
