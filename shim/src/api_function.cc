@@ -23,18 +23,6 @@ Result<std::pair<int, const KernelInfo*>> CurrentKernel(const void* func) {
   return std::make_pair(device, k);
 }
 
-// Sets a kernel attribute on `device` and remembers it for devices it loads on later.
-cudaError_t SetFuncAttribute(FunctionRecord* f, cudaFuncAttribute attr, int value, int device, const char* call) {
-  if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "not a registered kernel"), call);
-  auto k = KernelOn(f, device);
-  if (!k.ok()) return Finish(k.status(), call);
-  Status st = SetFunctionAttribute(const_cast<KernelInfo*>(*k), static_cast<int>(attr), value);
-  if (!st.ok()) return Finish(st, call);
-  std::lock_guard<std::mutex> lock(f->mu);
-  f->set_attributes[static_cast<int>(attr)] = value;
-  return cudaSuccess;
-}
-
 Result<int64_t> Occupancy(const void* func, OccupancyKind kind, int block_size, size_t smem, unsigned flags,
                           int num_blocks, const cudaLaunchConfig_t* config) {
   ASSIGN_OR_RETURN(auto k, CurrentKernel(func));
@@ -42,6 +30,32 @@ Result<int64_t> Occupancy(const void* func, OccupancyKind kind, int block_size, 
 }
 
 }  // namespace
+
+Status SetKernelAttribute(FunctionRecord* f, int attr, int value, int device) {
+  if (f == nullptr) return Error(Err::kInvalidDeviceFunction, "not a registered kernel");
+  ASSIGN_OR_RETURN(const KernelInfo* k, KernelOn(f, device));
+  RETURN_IF_ERROR(SetFunctionAttribute(const_cast<KernelInfo*>(k), attr, value));
+  std::lock_guard<std::mutex> lock(f->mu);
+  f->set_attributes[attr] = value;
+  return Status::Ok();
+}
+
+Status SetKernelCacheConfig(FunctionRecord* f, int config) {
+  if (f == nullptr) return Error(Err::kInvalidDeviceFunction, "not a registered kernel");
+  ASSIGN_OR_RETURN(int device, Runtime::Get().CurrentDevice());
+  ASSIGN_OR_RETURN(const KernelInfo* k, KernelOn(f, device));
+  RETURN_IF_ERROR(SetFunctionCacheConfig(k->handle, config));
+  std::lock_guard<std::mutex> lock(f->mu);
+  f->cache_config = config;
+  return Status::Ok();
+}
+
+Result<const char*> KernelName(const void* func) {
+  FunctionRecord* f = FunctionFromHost(func);
+  if (f == nullptr) return Error(Err::kInvalidDeviceFunction, "{} is not a registered kernel", func);
+  return f->device_name.c_str();
+}
+
 }  // namespace remora::shim
 
 using namespace remora;
@@ -78,20 +92,11 @@ REMORA_API cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute 
   FunctionRecord* f = FunctionFromHost(func);
   auto dev = Runtime::Get().CurrentDevice();
   if (!dev.ok()) return Finish(dev.status(), "cudaFuncSetAttribute");
-  return SetFuncAttribute(f, attr, value, *dev, "cudaFuncSetAttribute");
+  return Finish(SetKernelAttribute(f, static_cast<int>(attr), value, *dev), "cudaFuncSetAttribute");
 }
 
 REMORA_API cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache cacheConfig) {
-  FunctionRecord* f = FunctionFromHost(func);
-  if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "not a registered kernel"), "cudaFuncSetCacheConfig");
-  auto k = CurrentKernel(func);
-  if (!k.ok()) return Finish(k.status(), "cudaFuncSetCacheConfig");
-  Status st = SetFunctionCacheConfig(k->second->handle, static_cast<int>(cacheConfig));
-  if (st.ok()) {
-    std::lock_guard<std::mutex> lock(f->mu);
-    f->cache_config = static_cast<int>(cacheConfig);
-  }
-  return Finish(st, "cudaFuncSetCacheConfig");
+  return Finish(SetKernelCacheConfig(FunctionFromHost(func), static_cast<int>(cacheConfig)), "cudaFuncSetCacheConfig");
 }
 
 REMORA_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, const void* func,
@@ -129,14 +134,15 @@ REMORA_API cudaError_t cudaOccupancyMaxActiveClusters(int* numClusters, const vo
 REMORA_API cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, cudaFuncAttribute attr, int value, int device) {
   auto d = Runtime::Get().Device(device);
   if (!d.ok()) return Finish(d.status(), "cudaKernelSetAttributeForDevice");
-  return SetFuncAttribute(FunctionFromHost(kernel), attr, value, device, "cudaKernelSetAttributeForDevice");
+  return Finish(SetKernelAttribute(FunctionFromHost(kernel), static_cast<int>(attr), value, device),
+                "cudaKernelSetAttributeForDevice");
 }
 
 REMORA_API cudaError_t cudaFuncGetName(const char** name, const void* func) {
   if (name == nullptr) return Finish(Error(Err::kInvalidValue, "name is NULL"), "cudaFuncGetName");
-  FunctionRecord* f = FunctionFromHost(func);
-  if (f == nullptr) return Finish(Error(Err::kInvalidDeviceFunction, "{} is not a registered kernel", func), "cudaFuncGetName");
-  *name = f->device_name.c_str();  // lives as long as the kernel's registration
+  auto n = KernelName(func);
+  if (!n.ok()) return Finish(n.status(), "cudaFuncGetName");
+  *name = *n;
   return cudaSuccess;
 }
 

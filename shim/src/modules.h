@@ -47,6 +47,15 @@ Result<std::pair<uint64_t, uint64_t>> GlobalOn(VariableRecord* v, int device);
 // The function record behind a host-side kernel pointer (stub address or cudaKernel_t).
 FunctionRecord* FunctionFromHost(const void* func);
 
+// A registered kernel's attribute set on `device` and remembered for the devices it loads on
+// later (cudaFuncSetAttribute, cudaKernelSetAttributeForDevice, cuKernelSetAttribute).
+Status SetKernelAttribute(FunctionRecord* f, int attr, int value, int device);
+// A registered kernel's cache configuration on the calling thread's current device, remembered
+// likewise (cudaFuncSetCacheConfig, cuKernelSetCacheConfig).
+Status SetKernelCacheConfig(FunctionRecord* f, int config);
+// A registered kernel's device-side name; it lives as long as the kernel's registration.
+Result<const char*> KernelName(const void* func);
+
 }  // namespace remora::shim
 
 namespace remora::gen::cuda {

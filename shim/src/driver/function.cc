@@ -168,21 +168,24 @@ REMORA_API CUresult cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, C
   return CUDA_SUCCESS;
 }
 
+// The runtime's kernel calls share these (modules.h): set on the device and remembered.
 REMORA_API CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev) {
-  // CUfunction_attribute's settable values are cudaFuncAttribute's.
-  return ViaRuntime([&] {
-    return cudaKernelSetAttributeForDevice(reinterpret_cast<cudaKernel_t>(kernel), static_cast<cudaFuncAttribute>(attrib),
-                                           val, dev);
-  });
+  if (auto d = Runtime::Get().Device(dev); !d.ok()) return FromStatus(d.status(), "cuKernelSetAttribute");
+  return Done(SetKernelAttribute(FunctionFromHost(kernel), static_cast<int>(attrib), val, dev), "cuKernelSetAttribute");
 }
 
 REMORA_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
   if (auto d = Runtime::Get().Device(dev); !d.ok()) return FromStatus(d.status(), "cuKernelSetCacheConfig");
-  return OnDevice(dev, [&] { return cudaFuncSetCacheConfig(kernel, static_cast<cudaFuncCache>(config)); });
+  return CallOnDevice(dev, "cuKernelSetCacheConfig",
+                      [&] { return SetKernelCacheConfig(FunctionFromHost(kernel), static_cast<int>(config)); });
 }
 
 REMORA_API CUresult cuKernelGetName(const char** name, CUkernel kernel) {
-  return ViaRuntime([&] { return cudaFuncGetName(name, kernel); });
+  if (name == nullptr) return Invalid("cuKernelGetName", "name is NULL");
+  auto n = KernelName(kernel);
+  if (!n.ok()) return FromStatus(n.status(), "cuKernelGetName");
+  *name = *n;
+  return CUDA_SUCCESS;
 }
 
 REMORA_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t* offset, size_t* size) {
