@@ -11,9 +11,11 @@
 #include <cstring>
 
 #include "callbacks.h"
+#include "device_core.h"
 #include "export.h"
 #include "memops.h"
 #include "multi_server.h"
+#include "pinned_core.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "runtime.h"
@@ -77,18 +79,19 @@ uint64_t ShareWithWorker(Client* c, void** p, size_t bytes) {
 namespace {
 
 // Pinned allocations up to this size are device-visible over transports without shared
-// memory (see HostAlloc); one managed chunk.
+// memory (see AllocatePinned); one managed chunk.
 constexpr size_t kDeviceVisiblePinnedMax = 64 << 10;
 
-cudaError_t HostAlloc(void** ptr, size_t size, unsigned flags, const char* call) {
-  if (ptr == nullptr) return Finish(Error(Err::kInvalidValue, "ptr is NULL"), call);
+}  // namespace
+
+Status AllocatePinned(size_t size, unsigned flags, const char* call, void** ptr) {
+  if (ptr == nullptr) return Error(Err::kInvalidValue, "ptr is NULL");
   *ptr = nullptr;
-  if (size == 0) return cudaSuccess;
-  auto c = Runtime::Get().Session();
-  if (!c.ok()) return Finish(c.status(), call);
+  if (size == 0) return Status::Ok();
+  ASSIGN_OR_RETURN(Client * c, Runtime::Get().Session());
   size_t bytes = AlignUp(size, 4096);
   void* p = nullptr;
-  uint64_t region = ShareWithWorker(*c, &p, bytes);
+  uint64_t region = ShareWithWorker(c, &p, bytes);
   if (region == 0 && ((flags & cudaHostAllocMapped) || bytes <= kDeviceVisiblePinnedMax)) {
     // Without shared memory (tcp) the device cannot read this process's memory: mapped pinned
     // memory is managed memory then, coherent at launches and synchronisations (managed.h).
@@ -96,50 +99,37 @@ cudaError_t HostAlloc(void** ptr, size_t size, unsigned flags, const char* call)
     // pinned allocation by its host address, and small ones are what programs hand kernels
     // (XLA's timer passes a 4-byte cuMemHostAlloc semaphore to its delay kernel); large ones
     // stay in this process, where copies stream from them (cudaHostGetDevicePointer says so).
-    auto m = AllocateManaged(size, call, /*pinned=*/!(flags & cudaHostAllocMapped));
-    if (!m.ok()) return Finish(m.status(), call);
-    Runtime::Get().AddHostAllocation(*m, size, flags, 0);
-    *ptr = *m;
-    return cudaSuccess;
+    ASSIGN_OR_RETURN(void* m, AllocateManaged(size, call, /*pinned=*/!(flags & cudaHostAllocMapped)));
+    Runtime::Get().AddHostAllocation(m, size, flags, 0);
+    *ptr = m;
+    return Status::Ok();
   }
   if (region == 0) {
     p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return Finish(Error(Err::kMemoryAllocation, "cannot allocate {} of host memory", FormatSize(size)), call);
+    if (p == MAP_FAILED) return Error(Err::kMemoryAllocation, "cannot allocate {} of host memory", FormatSize(size));
     // Transports with registered memory (RDMA) read and write it in place.
-    if ((*c)->capabilities().registered_memory) {
-      Status st = (*c)->RegisterHostMemory(p, bytes);
+    if (c->capabilities().registered_memory) {
+      Status st = c->RegisterHostMemory(p, bytes);
       if (!st.ok()) LOG_INFO("cannot register pinned memory with the transport: {}", st.ToString());
     }
   }
   Runtime::Get().AddHostAllocation(p, size, flags, region);
   *ptr = p;
-  return cudaSuccess;
+  return Status::Ok();
 }
 
-}  // namespace
-}  // namespace remora::shim
-
-using namespace remora;
-using namespace remora::shim;
-
-REMORA_API cudaError_t cudaMallocHost(void** ptr, size_t size) { return HostAlloc(ptr, size, 0, "cudaMallocHost"); }
-
-REMORA_API cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
-  return HostAlloc(pHost, size, flags, "cudaHostAlloc");
-}
-
-REMORA_API cudaError_t cudaFreeHost(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
+Status FreePinned(void* ptr) {
+  if (ptr == nullptr) return Status::Ok();
   auto found = Runtime::Get().FindHost(ptr);
   if (!found || found->base != U(ptr) || found->kind != AllocKind::kPinnedHost)
-    return Finish(Error(Err::kInvalidValue, "{} was not allocated with cudaMallocHost/cudaHostAlloc", ptr), "cudaFreeHost");
+    return Error(Err::kInvalidValue, "{} was not allocated as pinned memory (cudaMallocHost, cudaHostAlloc, cuMemHostAlloc)", ptr);
   uint64_t region = RegionOf(*found);
   auto c = Runtime::Get().Session();
-  if (c.ok() && Runtime::Get().managed().DeviceOf(U(ptr))) {  // device-visible (HostAlloc)
+  if (c.ok() && Runtime::Get().managed().DeviceOf(U(ptr))) {  // device-visible (AllocatePinned)
     (void)Runtime::Get().RemoveHostAllocation(ptr);
     Status st;
     (void)FreeManaged(*c, ptr, &st, /*pinned=*/true);
-    return FinishSync(*c, st, "cudaFreeHost");
+    return AfterSync(*c, st);
   }
   if (region != 0) {
     uint64_t device = Runtime::Get().RegionDevicePointer(region);
@@ -150,7 +140,7 @@ REMORA_API cudaError_t cudaFreeHost(void* ptr) {
     // The worker stops using the memory (after pending DMA) before it goes away here.
     Status st = (*c)->CallLocal(0, [&](wire::Request::Builder& r) { r.setUnregisterHostRegion(region); },
                                 [](wire::Reply::Reader&) { return Status::Ok(); });
-    if (!st.ok() && st.code() != Err::kDevicesUnavailable) return Finish(st, "cudaFreeHost");
+    if (!st.ok() && st.code() != Err::kDevicesUnavailable) return st;
   } else if (c.ok() && (*c)->capabilities().registered_memory) {
     (void)(*c)->UnregisterHostMemory(ptr);
   }
@@ -159,69 +149,94 @@ REMORA_API cudaError_t cudaFreeHost(void* ptr) {
   if (region == 0) HostCallbacks::Get().WaitForRegistered();
   (void)Runtime::Get().RemoveHostAllocation(ptr);
   ::munmap(ptr, AlignUp(found->size, 4096));
-  return cudaSuccess;
+  return Status::Ok();
 }
 
-REMORA_API cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
-  if (ptr == nullptr || size == 0) return Finish(Error(Err::kInvalidValue, "NULL pointer or empty range"), "cudaHostRegister");
-  auto c = Runtime::Get().Session();
-  if (!c.ok()) return Finish(c.status(), "cudaHostRegister");
+Status RegisterHost(void* ptr, size_t size, unsigned flags) {
+  if (ptr == nullptr || size == 0) return Error(Err::kInvalidValue, "NULL pointer or empty range");
+  ASSIGN_OR_RETURN(Client * c, Runtime::Get().Session());
   if (Runtime::Get().FindHost(ptr) || Runtime::Get().FindHost(static_cast<char*>(ptr) + size - 1))
-    return Finish(Error(Err::kHostMemoryAlreadyRegistered, "{} is already registered", ptr), "cudaHostRegister");
+    return Error(Err::kHostMemoryAlreadyRegistered, "{} is already registered", ptr);
   // The best path for memory the application owns: RDMA registers it (one-sided transfers in
   // place); shm and tcp cannot share arbitrary pages with the worker, so copies are staged.
-  if ((*c)->capabilities().registered_memory) {
-    Status st = (*c)->RegisterHostMemory(ptr, size);
-    if (!st.ok()) return Finish(st, "cudaHostRegister");
-    LOG_DEBUG("cudaHostRegister({}, {}): registered with the {} transport (zero-copy)", ptr, FormatSize(size),
-              (*c)->capabilities().transport);
+  if (c->capabilities().registered_memory) {
+    RETURN_IF_ERROR(c->RegisterHostMemory(ptr, size));
+    LOG_DEBUG("host registration of {} ({}): registered with the {} transport (zero-copy)", ptr, FormatSize(size),
+              c->capabilities().transport);
   } else {
-    LOG_DEBUG("cudaHostRegister({}, {}): the {} transport cannot map application memory; copies are staged",
-              ptr, FormatSize(size), (*c)->capabilities().transport);
+    LOG_DEBUG("host registration of {} ({}): the {} transport cannot map application memory; copies are staged", ptr,
+              FormatSize(size), c->capabilities().transport);
   }
   Runtime::Get().AddHostAllocation(ptr, size, flags, 0, AllocKind::kRegisteredHost);
-  return cudaSuccess;
+  return Status::Ok();
 }
 
-REMORA_API cudaError_t cudaHostUnregister(void* ptr) {
+Status UnregisterHost(void* ptr) {
   auto found = Runtime::Get().FindHost(ptr);
   if (!found || found->base != U(ptr) || found->kind != AllocKind::kRegisteredHost)
-    return Finish(Error(Err::kHostMemoryNotRegistered, "{} is not registered", ptr), "cudaHostUnregister");
+    return Error(Err::kHostMemoryNotRegistered, "{} is not registered", ptr);
   auto c = Runtime::Get().Session();
   if (c.ok() && (*c)->capabilities().registered_memory) (void)(*c)->UnregisterHostMemory(ptr);
   (void)Runtime::Get().RemoveHostAllocation(ptr);
-  return cudaSuccess;
+  return Status::Ok();
 }
 
-REMORA_API cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
-  if (pDevice == nullptr || flags != 0) return Finish(Error(Err::kInvalidValue, "pDevice is NULL or flags not 0"), "cudaHostGetDevicePointer");
+Status PinnedDevicePointer(void* host, unsigned flags, void** device) {
+  if (device == nullptr || flags != 0) return Error(Err::kInvalidValue, "the out-pointer is NULL or flags not 0");
   Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), "cudaHostGetDevicePointer");
-  auto a = rt.FindHost(pHost);
-  if (!a) return Finish(Error(Err::kInvalidValue, "{} is not pinned host memory of this process", pHost), "cudaHostGetDevicePointer");
-  if (rt.managed().DeviceOf(a->base)) {  // device-visible (HostAlloc): one address for both
+  RETURN_IF_ERROR(rt.Session().status());
+  auto a = rt.FindHost(host);
+  if (!a) return Error(Err::kInvalidValue, "{} is not pinned host memory of this process", host);
+  if (rt.managed().DeviceOf(a->base)) {  // device-visible (AllocatePinned): one address for both
     // Asked for its device address, it is about to be handed to kernels: awake from now on.
-    if (Status st = WakePinned(&a->base, sizeof(a->base)); !st.ok()) return Finish(st, "cudaHostGetDevicePointer");
-    *pDevice = pHost;
-    return cudaSuccess;
+    RETURN_IF_ERROR(WakePinned(&a->base, sizeof(a->base)));
+    *device = host;
+    return Status::Ok();
   }
   uint64_t region = RegionOf(*a);
-  uint64_t device = region != 0 ? rt.RegionDevicePointer(region) : 0;
-  if (device == 0)
-    return Finish(Error(Err::kNotSupported,
-                        "{} cannot be mapped for the remote GPU: memory of cudaHostRegister, or pinned memory over 64 KiB "
-                        "over a transport without shared memory (over tcp, allocate it with cudaHostAlloc(cudaHostAllocMapped))",
-                        pHost),
-                  "cudaHostGetDevicePointer");
-  *pDevice = reinterpret_cast<void*>(device + (U(pHost) - a->base));
-  return cudaSuccess;
+  uint64_t d = region != 0 ? rt.RegionDevicePointer(region) : 0;
+  if (d == 0)
+    return Error(Err::kNotSupported,
+                 "{} cannot be mapped for the remote GPU: memory of cudaHostRegister, or pinned memory over 64 KiB "
+                 "over a transport without shared memory (over tcp, allocate it with cudaHostAlloc(cudaHostAllocMapped))",
+                 host);
+  *device = reinterpret_cast<void*>(d + (U(host) - a->base));
+  return Status::Ok();
+}
+
+Status PinnedFlags(void* host, unsigned* flags) {
+  if (flags == nullptr) return Error(Err::kInvalidValue, "flags is NULL");
+  auto a = Runtime::Get().FindHost(host);
+  if (!a) return Error(Err::kInvalidValue, "{} is not pinned host memory of this process", host);
+  *flags = static_cast<unsigned>(a->cookie & 0xffffffffu);
+  return Status::Ok();
+}
+
+}  // namespace remora::shim
+
+using namespace remora;
+using namespace remora::shim;
+
+REMORA_API cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  return Finish(AllocatePinned(size, 0, "cudaMallocHost", ptr), "cudaMallocHost");
+}
+
+REMORA_API cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
+  return Finish(AllocatePinned(size, flags, "cudaHostAlloc", pHost), "cudaHostAlloc");
+}
+
+REMORA_API cudaError_t cudaFreeHost(void* ptr) { return Finish(FreePinned(ptr), "cudaFreeHost"); }
+
+REMORA_API cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  return Finish(RegisterHost(ptr, size, flags), "cudaHostRegister");
+}
+
+REMORA_API cudaError_t cudaHostUnregister(void* ptr) { return Finish(UnregisterHost(ptr), "cudaHostUnregister"); }
+
+REMORA_API cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  return Finish(PinnedDevicePointer(pHost, flags, pDevice), "cudaHostGetDevicePointer");
 }
 
 REMORA_API cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
-  if (flags == nullptr) return Finish(Error(Err::kInvalidValue, "flags is NULL"), "cudaHostGetFlags");
-  auto a = Runtime::Get().FindHost(host);
-  if (!a) return Finish(Error(Err::kInvalidValue, "{} is not pinned host memory of this process", host), "cudaHostGetFlags");
-  *flags = static_cast<unsigned>(a->cookie & 0xffffffffu);
-  return cudaSuccess;
+  return Finish(PinnedFlags(host, flags), "cudaHostGetFlags");
 }

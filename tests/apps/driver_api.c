@@ -177,6 +177,20 @@ static void memory(void) {
   CHECK(cuStreamDestroy(s));
   CHECK(cuMemFreeHost(pinned));
 
+  /* Application memory registered as pinned: its flags kept, registered once, unregistered once. */
+  {
+    void* own = aligned_alloc(4096, 1 << 16);
+    unsigned hf = 99;
+    EXPECT(own != NULL);
+    CHECK(cuMemHostRegister(own, 1 << 16, CU_MEMHOSTREGISTER_PORTABLE));
+    CHECK(cuMemHostGetFlags(&hf, own));
+    EXPECT((hf & CU_MEMHOSTREGISTER_PORTABLE) != 0); /* natively DEVICEMAP may be added (unified addressing) */
+    EXPECT_ERR(cuMemHostRegister(own, 1 << 16, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK(cuMemHostUnregister(own));
+    EXPECT_ERR(cuMemHostUnregister(own), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    free(own);
+  }
+
   /* Unified addressing: pinned memory is the device's at its own address. Through a transport
      without shared memory (tcp) small allocations are still (XLA hands its timer kernel a
      4-byte cuMemHostAlloc semaphore); a large one stays in this process and says so. */

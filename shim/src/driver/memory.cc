@@ -12,6 +12,7 @@
 #include "driver/driver.h"
 #include "export.h"
 #include "memops.h"
+#include "pinned_core.h"
 #include "process.h"
 #include "runtime.h"
 
@@ -169,37 +170,33 @@ REMORA_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUd
   return CUDA_SUCCESS;
 }
 
+// Pinned memory (pinned_core.h, shared with the runtime), allocated and registered on the
+// current context's device.
 REMORA_API CUresult cuMemAllocHost_v2(void** pp, size_t bytes) {
   if (pp == nullptr) return Invalid("cuMemAllocHost", "pp is NULL");
-  return InContext("cuMemAllocHost", [&] { return cudaMallocHost(pp, bytes); });
+  return CallInContext("cuMemAllocHost", [&] { return AllocatePinned(bytes, 0, "cuMemAllocHost", pp); });
 }
 
 REMORA_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
   if (pp == nullptr) return Invalid("cuMemHostAlloc", "pp is NULL");
   // CU_MEMHOSTALLOC_PORTABLE/DEVICEMAP/WRITECOMBINED are cudaHostAlloc's flag values.
-  return InContext("cuMemHostAlloc", [&] { return cudaHostAlloc(pp, bytes, flags); });
+  return CallInContext("cuMemHostAlloc", [&] { return AllocatePinned(bytes, flags, "cuMemHostAlloc", pp); });
 }
 
-REMORA_API CUresult cuMemFreeHost(void* p) {
-  return ViaRuntime([&] { return cudaFreeHost(p); });
-}
+REMORA_API CUresult cuMemFreeHost(void* p) { return Done(FreePinned(p), "cuMemFreeHost"); }
 
 REMORA_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned int flags) {
-  return InContext("cuMemHostRegister", [&] { return cudaHostRegister(p, bytes, flags); });
+  return CallInContext("cuMemHostRegister", [&] { return RegisterHost(p, bytes, flags); });
 }
 
-REMORA_API CUresult cuMemHostUnregister(void* p) {
-  return ViaRuntime([&] { return cudaHostUnregister(p); });
-}
+REMORA_API CUresult cuMemHostUnregister(void* p) { return Done(UnregisterHost(p), "cuMemHostUnregister"); }
 
-REMORA_API CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
-  return ViaRuntime([&] { return cudaHostGetFlags(flags, p); });
-}
+REMORA_API CUresult cuMemHostGetFlags(unsigned int* flags, void* p) { return Done(PinnedFlags(p, flags), "cuMemHostGetFlags"); }
 
 REMORA_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* dptr, void* p, unsigned int flags) {
   if (dptr == nullptr) return Invalid("cuMemHostGetDevicePointer", "pdptr is NULL");
   void* d = nullptr;
-  CUresult r = InContext("cuMemHostGetDevicePointer", [&] { return cudaHostGetDevicePointer(&d, p, flags); });
+  CUresult r = CallInContext("cuMemHostGetDevicePointer", [&] { return PinnedDevicePointer(p, flags, &d); });
   if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(d);
   return r;
 }
