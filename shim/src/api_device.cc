@@ -9,6 +9,7 @@
 #include "export.h"
 #include "cuda_client.h"
 #include "device_core.h"
+#include "memory_core.h"
 #include "runtime.h"
 
 namespace remora::shim {
@@ -262,18 +263,24 @@ REMORA_API cudaError_t cudaDeviceSynchronize() { return Finish(SynchronizeDevice
 
 REMORA_API cudaError_t cudaDeviceReset() { return Finish(ResetDevice(), "cudaDeviceReset"); }
 
-REMORA_API cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
-  if (free == nullptr || total == nullptr) return Finish(Error(Err::kInvalidValue, "NULL argument"), "cudaMemGetInfo");
-  auto dev = Runtime::Get().CurrentDevice();
-  if (!dev.ok()) return Finish(dev.status(), "cudaMemGetInfo");
+namespace remora::shim {
+
+Status DeviceMemoryInfo(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return Error(Err::kInvalidValue, "NULL argument");
+  ASSIGN_OR_RETURN(int dev, Runtime::Get().CurrentDevice());
   Client* c = *Runtime::Get().Session();
-  Status st = c->Call(*dev, [](wire::Request::Builder& r) { r.setMemGetInfo(); },
-                      [&](wire::Reply::Reader& r) -> Status {
-                        *free = r.getMemInfo().getFree();
-                        *total = r.getMemInfo().getTotal();
-                        return Status::Ok();
-                      });
-  return Finish(st, "cudaMemGetInfo");
+  return c->Call(dev, [](wire::Request::Builder& r) { r.setMemGetInfo(); },
+                 [&](wire::Reply::Reader& r) -> Status {
+                   *free = r.getMemInfo().getFree();
+                   *total = r.getMemInfo().getTotal();
+                   return Status::Ok();
+                 });
+}
+
+}  // namespace remora::shim
+
+REMORA_API cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  return Finish(DeviceMemoryInfo(free, total), "cudaMemGetInfo");
 }
 
 REMORA_API cudaError_t cudaRuntimeGetVersion(int* version) {

@@ -11,67 +11,77 @@
 #include <cstring>
 
 #include "callbacks.h"
+#include "device_core.h"
 #include "export.h"
 #include "memops.h"
+#include "memory_core.h"
 #include "multi_server.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "runtime.h"
 #include "wire_args.h"
 
+namespace remora::shim {
+
+Status AllocateDevice(size_t size, void** ptr) {
+  if (ptr == nullptr) return Error(Err::kInvalidValue, "the pointer's out-pointer is NULL");
+  Runtime& rt = Runtime::Get();
+  ASSIGN_OR_RETURN(int dev, rt.CurrentDevice());
+  *ptr = nullptr;
+  if (size == 0) return Status::Ok();
+  uint64_t p = 0;
+  Client* c = *rt.Session();
+  RETURN_IF_ERROR(c->Call(dev, [&](wire::Request::Builder& r) { r.initMemAlloc().setSize(size); },
+                          [&](wire::Reply::Reader& r) -> Status {
+                            p = r.getPointer();
+                            return Status::Ok();
+                          }));
+  if (rt.server_count() > 1 && (rt.FindDevice(p) || rt.FindDevice(p + size - 1))) {
+    // Two servers handed out overlapping addresses (a GPU server's own allocator; the host
+    // backend places each server's in its window): refused rather than confused.
+    (void)c->Call(dev, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(p); },
+                  [](wire::Reply::Reader&) { return Status::Ok(); });
+    return Error(Err::kMemoryAllocation, "device {}'s server allocated 0x{:x}, which another Remora server's "
+                 "memory already occupies in this application", dev, p);
+  }
+  rt.AddDeviceAllocation(p, size, dev);
+  *ptr = reinterpret_cast<void*>(p);
+  return Status::Ok();
+}
+
+Status FreeDevice(void* ptr) {
+  Runtime& rt = Runtime::Get();
+  ASSIGN_OR_RETURN(Client * c, rt.Session());
+  if (ptr == nullptr) return Status::Ok();
+  if (rt.FindHost(ptr))  // device-visible pinned memory is device memory too (AllocatePinned)
+    return Error(Err::kInvalidValue, "{} is pinned host memory: free it as such (cudaFreeHost, cuMemFreeHost)", ptr);
+  if (Status st; FreeManaged(c, ptr, &st)) return AfterSync(c, st);
+  auto a = rt.FindDevice(U(ptr));
+  // Inside a graph's memory the worker tells a node's address from an interior one: the
+  // nodes of one graph may share an entry (runtime.cc, AddDeviceAllocation).
+  if (!a || (a->base != U(ptr) && a->kind != AllocKind::kGraphMemory) || a->kind == AllocKind::kModule)
+    return Error(Err::kInvalidValue, "{} is not a device allocation of this process", ptr);
+  if (a->kind == AllocKind::kIpcImported)
+    return Error(Err::kInvalidValue, "{} was opened by IPC: close it with cudaIpcCloseMemHandle", ptr);
+  Status st = c->Call(a->device, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(U(ptr)); },
+                      [](wire::Reply::Reader&) { return Status::Ok(); });
+  // A graph's memory keeps its address (the graph allocates it again at its next launch).
+  if ((st.ok() || st.code() == Err::kInvalidValue) && a->kind != AllocKind::kGraphMemory)
+    (void)rt.RemoveDeviceAllocation(U(ptr));
+  return AfterSync(c, st);
+}
+
+}  // namespace remora::shim
+
 using namespace remora;
 using namespace remora::shim;
 
 REMORA_API cudaError_t cudaMalloc(void** devPtr, size_t size) {
   if (devPtr == nullptr) return Finish(Error(Err::kInvalidValue, "devPtr is NULL"), "cudaMalloc");
-  Runtime& rt = Runtime::Get();
-  auto dev = rt.CurrentDevice();
-  if (!dev.ok()) return Finish(dev.status(), "cudaMalloc");
-  *devPtr = nullptr;
-  if (size == 0) return cudaSuccess;
-  uint64_t ptr = 0;
-  Client* c = *rt.Session();
-  Status st = c->Call(*dev, [&](wire::Request::Builder& r) { r.initMemAlloc().setSize(size); },
-                      [&](wire::Reply::Reader& r) -> Status {
-                        ptr = r.getPointer();
-                        return Status::Ok();
-                      });
-  if (!st.ok()) return Finish(st, "cudaMalloc");
-  if (rt.server_count() > 1 && (rt.FindDevice(ptr) || rt.FindDevice(ptr + size - 1))) {
-    // Two servers handed out overlapping addresses (a GPU server's own allocator; the host
-    // backend places each server's in its window): refused rather than confused.
-    (void)c->Call(*dev, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(ptr); },
-                  [](wire::Reply::Reader&) { return Status::Ok(); });
-    return Finish(Error(Err::kMemoryAllocation, "device {}'s server allocated 0x{:x}, which another Remora server's "
-                        "memory already occupies in this application", *dev, ptr), "cudaMalloc");
-  }
-  rt.AddDeviceAllocation(ptr, size, *dev);
-  *devPtr = reinterpret_cast<void*>(ptr);
-  return cudaSuccess;
+  return Finish(AllocateDevice(size, devPtr), "cudaMalloc");
 }
 
-REMORA_API cudaError_t cudaFree(void* devPtr) {
-  Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), "cudaFree");
-  if (devPtr == nullptr) return cudaSuccess;
-  if (rt.FindHost(devPtr))  // device-visible pinned memory is device memory too (HostAlloc)
-    return Finish(Error(Err::kInvalidValue, "{} is pinned host memory: free it with cudaFreeHost", devPtr), "cudaFree");
-  if (Status st; FreeManaged(*c, devPtr, &st)) return FinishSync(*c, st, "cudaFree");
-  auto a = rt.FindDevice(U(devPtr));
-  // Inside a graph's memory the worker tells a node's address from an interior one: the
-  // nodes of one graph may share an entry (runtime.cc, AddDeviceAllocation).
-  if (!a || (a->base != U(devPtr) && a->kind != AllocKind::kGraphMemory) || a->kind == AllocKind::kModule)
-    return Finish(Error(Err::kInvalidValue, "{} is not a device allocation of this process", devPtr), "cudaFree");
-  if (a->kind == AllocKind::kIpcImported)
-    return Finish(Error(Err::kInvalidValue, "{} was opened by IPC: close it with cudaIpcCloseMemHandle", devPtr), "cudaFree");
-  Status st = (*c)->Call(a->device, [&](wire::Request::Builder& r) { r.initMemFree().setPtr(U(devPtr)); },
-                         [](wire::Reply::Reader&) { return Status::Ok(); });
-  // A graph's memory keeps its address (the graph allocates it again at its next launch).
-  if ((st.ok() || st.code() == Err::kInvalidValue) && a->kind != AllocKind::kGraphMemory)
-    (void)rt.RemoveDeviceAllocation(U(devPtr));
-  return FinishSync(*c, st, "cudaFree");
-}
+REMORA_API cudaError_t cudaFree(void* devPtr) { return Finish(FreeDevice(devPtr), "cudaFree"); }
 
 
 REMORA_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {

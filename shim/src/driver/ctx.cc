@@ -7,6 +7,7 @@
 #include "driver/driver.h"
 #include "driver/export_tables.h"
 #include "export.h"
+#include "memory_core.h"
 #include "process.h"
 #include "runtime.h"
 
@@ -84,12 +85,12 @@ REMORA_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   exports::ContextStorageEnded(*c);
   // What it made goes with it, newest kind first, on its device.
   Owned owned = Ctxs().TakeOwned(*c);
-  (void)OnDevice((*c)->device, [&] {
+  (void)CallOnDevice((*c)->device, "cuCtxDestroy", [&] {
     for (uint64_t m : owned.modules) (void)cuModuleUnload(reinterpret_cast<CUmodule>(m));
     for (uint64_t s : owned.streams) (void)gen::cuda::cuStreamDestroy_v2(CallCtx{false, "cuCtxDestroy"}, reinterpret_cast<CUstream>(s));
     for (uint64_t e : owned.events) (void)gen::cuda::cuEventDestroy_v2(CallCtx{false, "cuCtxDestroy"}, reinterpret_cast<CUevent>(e));
-    for (uint64_t a : owned.allocations) (void)cudaFree(reinterpret_cast<void*>(a));
-    return cudaSuccess;
+    for (uint64_t a : owned.allocations) (void)FreeDevice(reinterpret_cast<void*>(a));
+    return Status::Ok();
   });
   Status st = Ctxs().Destroy(*c);
   // It stops being current wherever it is this thread's top.

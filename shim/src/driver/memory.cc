@@ -12,6 +12,7 @@
 #include "driver/driver.h"
 #include "export.h"
 #include "memops.h"
+#include "memory_core.h"
 #include "pinned_core.h"
 #include "process.h"
 #include "runtime.h"
@@ -135,7 +136,7 @@ REMORA_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   if (dptr == nullptr) return Invalid("cuMemAlloc", "dptr is NULL");
   if (bytes == 0) return Invalid("cuMemAlloc", "bytesize is 0");
   void* p = nullptr;
-  CUresult r = InContext("cuMemAlloc", [&] { return cudaMalloc(&p, bytes); });
+  CUresult r = CallInContext("cuMemAlloc", [&] { return AllocateDevice(bytes, &p); });
   if (r == CUDA_SUCCESS) {
     *dptr = reinterpret_cast<CUdeviceptr>(p);
     Own(*dptr);
@@ -143,9 +144,7 @@ REMORA_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   return r;
 }
 
-REMORA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  return ViaRuntime([&] { return cudaFree(P(dptr)); });
-}
+REMORA_API CUresult cuMemFree_v2(CUdeviceptr dptr) { return Done(FreeDevice(P(dptr)), "cuMemFree"); }
 
 REMORA_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element) {
   if (dptr == nullptr || pitch == nullptr) return Invalid("cuMemAllocPitch", "NULL argument");
@@ -159,7 +158,7 @@ REMORA_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t 
 
 REMORA_API CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return Invalid("cuMemGetInfo", "NULL argument");
-  return InContext("cuMemGetInfo", [&] { return cudaMemGetInfo(free, total); });  // the tenant's view
+  return CallInContext("cuMemGetInfo", [&] { return DeviceMemoryInfo(free, total); });  // the tenant's view
 }
 
 REMORA_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
