@@ -12,25 +12,23 @@
 
 #include "cuda_client.h"
 #include "export.h"
+#include "memory_core.h"
 #include "remote_call.h"
 #include "runtime.h"
 #include "shareable_handle.h"
 #include "wire_args.h"
 
 namespace remora::shim {
-namespace {
 
-cudaError_t MallocAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream, bool per_thread, const char* call) {
-  if (ptr == nullptr) return Finish(Error(Err::kInvalidValue, "devPtr is NULL"), call);
+Status AllocateAsync(size_t size, cudaMemPool_t pool, cudaStream_t stream, bool per_thread, void** ptr) {
+  if (ptr == nullptr) return Error(Err::kInvalidValue, "the pointer's out-pointer is NULL");
   Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
+  ASSIGN_OR_RETURN(Client * c, rt.Session());
   int device = 0;
-  Status st = rt.CheckStream(stream, &device);
-  if (!st.ok()) return Finish(st, call);
+  RETURN_IF_ERROR(rt.CheckStream(stream, &device));
   uint64_t p = 0;
   AllocKind kind = AllocKind::kDeviceAsync;
-  st = (*c)->Call(device, [&](wire::Request::Builder& r) {
+  RETURN_IF_ERROR(c->Call(device, [&](wire::Request::Builder& r) {
     auto m = r.initMallocAsync();
     m.setSize(size);
     SetStream(m.initStream(), stream, per_thread);
@@ -45,34 +43,32 @@ cudaError_t MallocAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_
       p = r.getPointer();
     }
     return Status::Ok();
-  });
-  if (!st.ok()) return Finish(st, call);
+  }));
   if (p != 0) rt.AddDeviceAllocation(p, size, device, kind);
   *ptr = reinterpret_cast<void*>(p);
-  return cudaSuccess;
+  return Status::Ok();
 }
 
-cudaError_t FreeAsync(void* ptr, cudaStream_t stream, bool per_thread, const char* call) {
+Status FreeAsync(void* ptr, cudaStream_t stream, bool per_thread) {
   Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
+  ASSIGN_OR_RETURN(Client * c, rt.Session());
   int device = 0;
-  Status st = rt.CheckStream(stream, &device);
-  if (!st.ok()) return Finish(st, call);
-  if (ptr == nullptr) return cudaSuccess;
+  RETURN_IF_ERROR(rt.CheckStream(stream, &device));
+  if (ptr == nullptr) return Status::Ok();
   auto a = rt.FindDevice(U(ptr));
   // Inside a graph's memory the worker tells a node's address from an interior one.
   if (!a || (a->base != U(ptr) && a->kind != AllocKind::kGraphMemory) || a->kind == AllocKind::kModule)
-    return Finish(Error(Err::kInvalidValue, "{} is not a device allocation of this process", ptr), call);
+    return Error(Err::kInvalidValue, "{} is not a device allocation of this process", ptr);
   // A graph's memory keeps its address (the graph allocates it again at its next launch).
   if (a->kind != AllocKind::kGraphMemory) (void)rt.RemoveDeviceAllocation(U(ptr));
-  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
+  return c->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initFreeAsync();
     m.setPtr(U(ptr));
     SetStream(m.initStream(), stream, per_thread);
   });
-  return Finish(st, call);
 }
+
+namespace {
 
 // A pool request answered with a handle (creation) or nothing.
 template <typename Build>
@@ -92,22 +88,26 @@ using namespace remora;
 using namespace remora::shim;
 
 REMORA_API cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
-  return MallocAsync(devPtr, size, nullptr, hStream, false, "cudaMallocAsync");
+  if (devPtr == nullptr) return Finish(Error(Err::kInvalidValue, "devPtr is NULL"), "cudaMallocAsync");
+  return Finish(AllocateAsync(size, nullptr, hStream, false, devPtr), "cudaMallocAsync");
 }
 REMORA_API cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t hStream) {
-  return MallocAsync(devPtr, size, nullptr, hStream, true, "cudaMallocAsync");
+  if (devPtr == nullptr) return Finish(Error(Err::kInvalidValue, "devPtr is NULL"), "cudaMallocAsync");
+  return Finish(AllocateAsync(size, nullptr, hStream, true, devPtr), "cudaMallocAsync");
 }
 REMORA_API cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
   if (memPool == nullptr) return Finish(Error(Err::kInvalidValue, "memPool is NULL"), "cudaMallocFromPoolAsync");
-  return MallocAsync(ptr, size, memPool, stream, false, "cudaMallocFromPoolAsync");
+  return Finish(AllocateAsync(size, memPool, stream, false, ptr), "cudaMallocFromPoolAsync");
 }
 REMORA_API cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
   if (memPool == nullptr) return Finish(Error(Err::kInvalidValue, "memPool is NULL"), "cudaMallocFromPoolAsync");
-  return MallocAsync(ptr, size, memPool, stream, true, "cudaMallocFromPoolAsync");
+  return Finish(AllocateAsync(size, memPool, stream, true, ptr), "cudaMallocFromPoolAsync");
 }
-REMORA_API cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) { return FreeAsync(devPtr, hStream, false, "cudaFreeAsync"); }
+REMORA_API cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  return Finish(FreeAsync(devPtr, hStream, false), "cudaFreeAsync");
+}
 REMORA_API cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
-  return FreeAsync(devPtr, hStream, true, "cudaFreeAsync");
+  return Finish(FreeAsync(devPtr, hStream, true), "cudaFreeAsync");
 }
 
 REMORA_API cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* props) {

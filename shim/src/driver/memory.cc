@@ -200,40 +200,34 @@ REMORA_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* dptr, void* p, uns
   return r;
 }
 
-REMORA_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  if (dptr == nullptr) return Invalid("cuMemAllocAsync", "dptr is NULL");
+// Stream-ordered allocation (memory_core.h, shared with the runtime).
+static CUresult AllocAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream, bool per_thread, const char* call) {
+  if (dptr == nullptr) return Invalid(call, "dptr is NULL");
   void* p = nullptr;
-  CUresult r = ViaRuntime([&] { return cudaMallocAsync(&p, bytes, stream); });
-  if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(p);
-  return r;
+  Status st = AllocateAsync(bytes, reinterpret_cast<cudaMemPool_t>(pool), reinterpret_cast<cudaStream_t>(stream), per_thread, &p);
+  if (st.ok()) *dptr = reinterpret_cast<CUdeviceptr>(p);
+  return Done(st, call);
+}
+
+REMORA_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  return AllocAsync(dptr, bytes, nullptr, stream, false, "cuMemAllocAsync");
 }
 REMORA_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  if (dptr == nullptr) return Invalid("cuMemAllocAsync", "dptr is NULL");
-  void* p = nullptr;
-  CUresult r = ViaRuntime([&] { return cudaMallocAsync_ptsz(&p, bytes, stream); });
-  if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(p);
-  return r;
+  return AllocAsync(dptr, bytes, nullptr, stream, true, "cuMemAllocAsync");
 }
 REMORA_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
-  return ViaRuntime([&] { return cudaFreeAsync(P(dptr), stream); });
+  return Done(FreeAsync(P(dptr), reinterpret_cast<cudaStream_t>(stream), false), "cuMemFreeAsync");
 }
 REMORA_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
-  return ViaRuntime([&] { return cudaFreeAsync_ptsz(P(dptr), stream); });
+  return Done(FreeAsync(P(dptr), reinterpret_cast<cudaStream_t>(stream), true), "cuMemFreeAsync");
 }
 REMORA_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
-  if (dptr == nullptr) return Invalid("cuMemAllocFromPoolAsync", "dptr is NULL");
-  void* p = nullptr;
-  CUresult r = ViaRuntime([&] { return cudaMallocFromPoolAsync(&p, bytes, reinterpret_cast<cudaMemPool_t>(pool), stream); });
-  if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(p);
-  return r;
+  if (pool == nullptr) return Invalid("cuMemAllocFromPoolAsync", "pool is NULL");
+  return AllocAsync(dptr, bytes, pool, stream, false, "cuMemAllocFromPoolAsync");
 }
 REMORA_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
-  if (dptr == nullptr) return Invalid("cuMemAllocFromPoolAsync", "dptr is NULL");
-  void* p = nullptr;
-  CUresult r =
-      ViaRuntime([&] { return cudaMallocFromPoolAsync_ptsz(&p, bytes, reinterpret_cast<cudaMemPool_t>(pool), stream); });
-  if (r == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(p);
-  return r;
+  if (pool == nullptr) return Invalid("cuMemAllocFromPoolAsync", "pool is NULL");
+  return AllocAsync(dptr, bytes, pool, stream, true, "cuMemAllocFromPoolAsync");
 }
 
 REMORA_API CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
