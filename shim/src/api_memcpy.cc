@@ -12,26 +12,27 @@
 #include <cstring>
 
 #include "callbacks.h"
+#include "device_core.h"
 #include "export.h"
 #include "memops.h"
 #include "multi_server.h"
 #include "remora/base/log.h"
 #include "remora/base/util.h"
 #include "runtime.h"
+#include "stream_core.h"
 #include "wire_args.h"
 
 namespace remora::shim {
 
-cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread, const char* call) {
+Status SetMemory(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread) {
   Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
+  ASSIGN_OR_RETURN(Client * c, rt.Session());
   int device = 0;
   Status st = rt.CheckStream(stream, &device);
   if (st.ok() && n > 0) st = rt.CheckDeviceRange(U(dst), n);
   if (st.ok()) st = rt.managed().BeforeDeviceWork();
-  if (!st.ok()) return Finish(st, call);
-  if (n == 0) return cudaSuccess;
+  if (!st.ok()) return st;
+  if (n == 0) return Status::Ok();
   // Several servers: on the default stream, memory of another server than the current
   // device's is set on its own device's stream.
   if (auto a = rt.server_count() > 1 ? rt.FindDevice(U(dst)) : std::nullopt) {
@@ -39,7 +40,7 @@ cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per
       device = a->device;
   }
   // Asynchronous with respect to the host (for device memory), as in CUDA.
-  st = (*c)->Post(device, [&](wire::Request::Builder& r) {
+  return c->Post(device, [&](wire::Request::Builder& r) {
     auto m = r.initMemset();
     m.setDst(U(dst));
     m.setValue(static_cast<uint8_t>(value));
@@ -47,7 +48,10 @@ cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per
     SetStream(m.initStream(), stream, per_thread);
     m.setAsync(true);
   });
-  return Finish(st, call);
+}
+
+cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread, const char* call) {
+  return Finish(SetMemory(dst, value, n, stream, per_thread), call);
 }
 
 Side Classify(const void* p) { return Runtime::Get().FindDevice(U(p)) ? Side::kDevice : Side::kHost; }
@@ -86,18 +90,17 @@ bool BounceReady(Client* cl, Client::SharedBounce& b) {
 
 }  // namespace
 
-cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread,
-                   bool async, const char* call) {
+Status CopyMemory(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread,
+                  bool async) {
   Runtime& rt = Runtime::Get();
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
-    return Finish(Error(Err::kInvalidMemcpyDirection, "invalid cudaMemcpyKind {}", static_cast<int>(kind)), call);
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
+    return Error(Err::kInvalidMemcpyDirection, "invalid cudaMemcpyKind {}", static_cast<int>(kind));
+  ASSIGN_OR_RETURN(Client * const session, rt.Session());
   int device = 0;
   Status st = rt.CheckStream(stream, &device);
-  if (!st.ok()) return Finish(st, call);
-  if (n == 0) return cudaSuccess;
-  if (dst == nullptr || src == nullptr) return Finish(Error(Err::kInvalidValue, "NULL pointer"), call);
+  if (!st.ok()) return st;
+  if (n == 0) return Status::Ok();
+  if (dst == nullptr || src == nullptr) return Error(Err::kInvalidValue, "NULL pointer");
 
   // An explicit kind is trusted for the host side (a remote device address may equal a
   // local host address); cudaMemcpyDefault infers both sides from this process's tables.
@@ -141,8 +144,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   if (from == Side::kDevice) st = device_side(src, &from);
   if (st.ok() && to == Side::kDevice) st = device_side(dst, &to);
   if (st.ok() && (from == Side::kDevice || to == Side::kDevice)) st = managed.BeforeDeviceWork();
-  if (!st.ok()) return Finish(st, call);
-  Client* cl = *c;
+  if (!st.ok()) return st;
+  Client* cl = session;
   if (rt.server_count() > 1) {
     // Several servers: the copy goes to the server of the device memory it names; between
     // two servers' devices it is staged through this process (multi_server.h).
@@ -151,27 +154,27 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     if (auto a = to == Side::kDevice ? rt.FindDevice(U(dst)) : std::nullopt) dst_dev = a->device;
     if (src_dev >= 0 && dst_dev >= 0 && !rt.SameServer(src_dev, dst_dev)) {
       st = CrossServerCopy(U(dst), dst_dev, U(src), src_dev, n, stream, per_thread);
-      return async ? Finish(st, call) : FinishSync(cl, st, call);
+      return async ? st : AfterSync(cl, st);
     }
     int target = dst_dev >= 0 ? dst_dev : src_dev >= 0 ? src_dev : device;
     if (IsDefaultStream(stream)) {
       if (!rt.SameServer(device, target)) device = target;  // else the current device's stream
     } else if (!rt.SameServer(device, target))
-      return Finish(Error(Err::kInvalidValue, "a stream of device {} cannot copy memory of device {}: they are on two "
-                          "Remora servers", device, target), call);
+      return Error(Err::kInvalidValue, "a stream of device {} cannot copy memory of device {}: they are on two "
+                   "Remora servers", device, target);
     cl = cl->LinkFor(device);
   }
-  // Pinned memory shared with a worker is the first server's (HostAlloc).
-  const bool regions = cl == *c;
+  // Pinned memory shared with a worker is the first server's (AllocatePinned).
+  const bool regions = cl == session;
 
   if (from == Side::kHost && to == Side::kHost) {
     // Between pinned buffers an asynchronous copy is stream work, as the GPU's DMA is (a copy
     // into one may be queued before it): it runs in this process when the stream gets there.
     if (async && (rt.FindHost(src) || rt.FindHost(dst))) {
-      return EnqueueHostWork(stream, [dst, src, n] { std::memmove(dst, src, n); }, per_thread, call);
+      return QueueHostFunction(stream, [dst, src, n] { std::memmove(dst, src, n); }, per_thread);
     }
     std::memmove(dst, src, n);
-    return cudaSuccess;
+    return Status::Ok();
   }
   if (from == Side::kHost) {
     auto host = rt.FindHost(src);
@@ -188,8 +191,8 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
         m.setHostRegion(region);
         m.setHostOffset(offset);
       };
-      if (async) return Finish(cl->Post(device, build), call);
-      return FinishSync(cl, cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }), call);
+      if (async) return cl->Post(device, build);
+      return AfterSync(cl, cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }));
     }
     // The source is shipped before this returns: the application may reuse it at once. From
     // pageable memory CUDA returns once the data is staged, before the DMA: so do we (the
@@ -212,11 +215,11 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       m.setClientAddr(U(src));  // a capture binds it (the bytes are read again at each launch)
     };
     if (async || pageable) {
-      if (Status sticky = cl->sticky(); !sticky.ok()) return Finish(sticky, call);
-      return Finish(cl->Post(device, build, AsBytes(src, n)), call);
+      if (Status sticky = cl->sticky(); !sticky.ok()) return sticky;
+      return cl->Post(device, build, AsBytes(src, n));
     }
     st = cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, AsBytes(src, n));
-    return FinishSync(cl, st, call);
+    return AfterSync(cl, st);
   }
   if (to == Side::kHost) {
     // A DMA straight into memory shared with the worker, posted or answered once done.
@@ -254,7 +257,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     if (regions && InSharedRegion(pinned, dst, n, &region, &offset)) {
       // Zero copy into the pinned buffer; asynchronous really is asynchronous.
       st = into_region(region, offset, async);
-      return async ? Finish(st, call) : FinishSync(cl, st, call);
+      return async ? st : AfterSync(cl, st);
     }
     if (n <= kSmallDtoH && !pinned) {
       // Into pageable memory: DMA into the client's shared bounce buffer and copy out, which
@@ -265,7 +268,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       if (lock.owns_lock() && BounceReady(cl, b)) {
         st = into_region(b.region, 0, false, true);
         if (st.ok() && !captured) std::memcpy(dst, b.base, n);
-        return async ? Finish(st, call) : FinishSync(cl, st, call);
+        return async ? st : AfterSync(cl, st);
       }
     }
     auto build = [&](wire::Request::Builder& r) {
@@ -281,11 +284,11 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     // once it is there.
     if (async && pinned && U(dst) + n <= pinned->base + pinned->size) {
       const StreamKey key = StreamKeyOf(stream, per_thread, device);
-      return Finish(cl->PostExpectingBulk(device, build, AsWritableBytes(dst, n), &key), call);
+      return cl->PostExpectingBulk(device, build, AsWritableBytes(dst, n), &key);
     }
     seq = cl->work_sequence();
     st = drained(cl->Call(device, build, [](wire::Reply::Reader&) { return Status::Ok(); }, {}, AsWritableBytes(dst, n)));
-    return async ? Finish(st, call) : FinishSync(cl, st, call);
+    return async ? st : AfterSync(cl, st);
   }
   // Device to device: asynchronous with respect to the host in both forms.
   st = cl->Post(device, [&](wire::Request::Builder& r) {
@@ -296,7 +299,12 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
     SetStream(m.initStream(), stream, per_thread);
     m.setAsync(true);
   });
-  return Finish(st, call);
+  return st;
+}
+
+cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread,
+                   bool async, const char* call) {
+  return Finish(CopyMemory(dst, src, n, kind, stream, per_thread, async), call);
 }
 
 }  // namespace remora::shim

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "remora/base/status.h"
+
 namespace remora {
 struct Allocation;
 }
@@ -19,8 +21,15 @@ enum class Side { kHost, kDevice };
 // allocations (unified addressing, as cudaMemcpyDefault assumes), the host otherwise.
 Side Classify(const void* p);
 
-// cudaMemcpy[Async] with its CUDA semantics (see api_memcpy.cc); `call` names the entry
-// point for errors and logs.
+// A copy with cudaMemcpy[Async]'s CUDA semantics (see api_memcpy.cc), for both ABIs: the
+// driver's cuMemcpy* take the kind their name says. A synchronous copy (`async` false) ends
+// with AfterSync's steps when it waited for the device.
+Status CopyMemory(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread,
+                  bool async);
+// A memset in stream order (cudaMemset[Async], cuMemsetD8[Async]); asynchronous with respect
+// to the host for device memory.
+Status SetMemory(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread);
+// The runtime's conversions of the two: `call` names the entry point for errors and logs.
 cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread,
                    bool async, const char* call);
 cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread, const char* call);

@@ -278,54 +278,64 @@ REMORA_API CUresult cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool po
 
 // ---- copies ----------------------------------------------------------------------------------
 
+// Copies (memops.h, shared with the runtime): a synchronous one on the current context's
+// device, an asynchronous one on its stream's.
+static CUresult CopySync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, bool per_thread, const char* call) {
+  return CallInContext(call, [&] { return CopyMemory(dst, src, n, kind, nullptr, per_thread, false); });
+}
+static CUresult CopyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, CUstream s, bool per_thread,
+                          const char* call) {
+  return Done(CopyMemory(dst, src, n, kind, reinterpret_cast<cudaStream_t>(s), per_thread, true), call);
+}
+
 REMORA_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return InContext("cuMemcpy", [&] { return cudaMemcpy(P(dst), P(src), n, cudaMemcpyDefault); });
+  return CopySync(P(dst), P(src), n, cudaMemcpyDefault, false, "cuMemcpy");
 }
 REMORA_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return InContext("cuMemcpy", [&] { return cudaMemcpy_ptds(P(dst), P(src), n, cudaMemcpyDefault); });
+  return CopySync(P(dst), P(src), n, cudaMemcpyDefault, true, "cuMemcpy");
 }
 REMORA_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return ViaRuntime([&] { return cudaMemcpyAsync(P(dst), P(src), n, cudaMemcpyDefault, s); });
+  return CopyAsync(P(dst), P(src), n, cudaMemcpyDefault, s, false, "cuMemcpyAsync");
 }
 REMORA_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return ViaRuntime([&] { return cudaMemcpyAsync_ptsz(P(dst), P(src), n, cudaMemcpyDefault, s); });
+  return CopyAsync(P(dst), P(src), n, cudaMemcpyDefault, s, true, "cuMemcpyAsync");
 }
 
 REMORA_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
-  return InContext("cuMemcpyHtoD", [&] { return cudaMemcpy(P(dst), src, n, cudaMemcpyHostToDevice); });
+  return CopySync(P(dst), src, n, cudaMemcpyHostToDevice, false, "cuMemcpyHtoD");
 }
 REMORA_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
-  return InContext("cuMemcpyHtoD", [&] { return cudaMemcpy_ptds(P(dst), src, n, cudaMemcpyHostToDevice); });
+  return CopySync(P(dst), src, n, cudaMemcpyHostToDevice, true, "cuMemcpyHtoD");
 }
 REMORA_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
-  return InContext("cuMemcpyDtoH", [&] { return cudaMemcpy(dst, P(src), n, cudaMemcpyDeviceToHost); });
+  return CopySync(dst, P(src), n, cudaMemcpyDeviceToHost, false, "cuMemcpyDtoH");
 }
 REMORA_API CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
-  return InContext("cuMemcpyDtoH", [&] { return cudaMemcpy_ptds(dst, P(src), n, cudaMemcpyDeviceToHost); });
+  return CopySync(dst, P(src), n, cudaMemcpyDeviceToHost, true, "cuMemcpyDtoH");
 }
 REMORA_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return InContext("cuMemcpyDtoD", [&] { return cudaMemcpy(P(dst), P(src), n, cudaMemcpyDeviceToDevice); });
+  return CopySync(P(dst), P(src), n, cudaMemcpyDeviceToDevice, false, "cuMemcpyDtoD");
 }
 REMORA_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return InContext("cuMemcpyDtoD", [&] { return cudaMemcpy_ptds(P(dst), P(src), n, cudaMemcpyDeviceToDevice); });
+  return CopySync(P(dst), P(src), n, cudaMemcpyDeviceToDevice, true, "cuMemcpyDtoD");
 }
 REMORA_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-  return ViaRuntime([&] { return cudaMemcpyAsync(P(dst), src, n, cudaMemcpyHostToDevice, s); });
+  return CopyAsync(P(dst), src, n, cudaMemcpyHostToDevice, s, false, "cuMemcpyHtoDAsync");
 }
 REMORA_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-  return ViaRuntime([&] { return cudaMemcpyAsync_ptsz(P(dst), src, n, cudaMemcpyHostToDevice, s); });
+  return CopyAsync(P(dst), src, n, cudaMemcpyHostToDevice, s, true, "cuMemcpyHtoDAsync");
 }
 REMORA_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-  return ViaRuntime([&] { return cudaMemcpyAsync(dst, P(src), n, cudaMemcpyDeviceToHost, s); });
+  return CopyAsync(dst, P(src), n, cudaMemcpyDeviceToHost, s, false, "cuMemcpyDtoHAsync");
 }
 REMORA_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-  return ViaRuntime([&] { return cudaMemcpyAsync_ptsz(dst, P(src), n, cudaMemcpyDeviceToHost, s); });
+  return CopyAsync(dst, P(src), n, cudaMemcpyDeviceToHost, s, true, "cuMemcpyDtoHAsync");
 }
 REMORA_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return ViaRuntime([&] { return cudaMemcpyAsync(P(dst), P(src), n, cudaMemcpyDeviceToDevice, s); });
+  return CopyAsync(P(dst), P(src), n, cudaMemcpyDeviceToDevice, s, false, "cuMemcpyDtoDAsync");
 }
 REMORA_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return ViaRuntime([&] { return cudaMemcpyAsync_ptsz(P(dst), P(src), n, cudaMemcpyDeviceToDevice, s); });
+  return CopyAsync(P(dst), P(src), n, cudaMemcpyDeviceToDevice, s, true, "cuMemcpyDtoDAsync");
 }
 
 REMORA_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
