@@ -193,40 +193,38 @@ Result<std::pair<uint64_t, uint64_t>> MallocPitch(size_t width, size_t height) {
 
 }  // namespace
 
-cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream,
-                       bool async, const char* call) {
+Status CopyPeerMemory(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream,
+                      const char* call) {
   Runtime& rt = Runtime::Get();
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
+  RETURN_IF_ERROR(rt.Session().status());
   int device = 0;
   Status st = rt.CheckStream(stream, &device);
-  if (!st.ok()) return Finish(st, call);
-  if (count == 0) return cudaSuccess;
+  if (!st.ok()) return st;
+  if (count == 0) return Status::Ok();
   auto d = rt.FindDevice(U(dst));
   auto s = rt.FindDevice(U(src));
   if (!d || d->device != dst_device || !s || s->device != src_device)
-    return Finish(Error(Err::kInvalidValue, "a pointer is not device memory of the device given with it"), call);
+    return Error(Err::kInvalidValue, "a pointer is not device memory of the device given with it");
   st = rt.CheckDeviceRange(U(dst), count);
   if (st.ok()) st = rt.CheckDeviceRange(U(src), count);
   if (st.ok()) st = rt.managed().BeforeDeviceWork();
-  if (!st.ok()) return Finish(st, call);
+  if (!st.ok()) return st;
   // Devices of two servers: staged through this process (multi_server.h).
   if (!rt.SameServer(src_device, dst_device))
-    return Finish(CrossServerCopy(U(dst), dst_device, U(src), src_device, count, stream, false), call);
+    return CrossServerCopy(U(dst), dst_device, U(src), src_device, count, stream, false);
   // A default stream is then the devices' server's (RemoteCall::Stream); another must be.
   if (rt.server_count() > 1 && !IsDefaultStream(stream) && !rt.SameServer(device, dst_device))
-    return Finish(Error(Err::kInvalidValue, "a stream of device {} cannot copy between devices {} and {} of another "
-                        "Remora server", device, src_device, dst_device), call);
-  (void)async;  // asynchronous with respect to the host either way, as in CUDA
-  return Finish(gen::cuda::remoraMemcpyPeerAsync(CallCtx{false, call}, reinterpret_cast<CUstream>(stream), U(dst), dst_device,
-                                                 U(src), src_device, count),
-                call);
+    return Error(Err::kInvalidValue, "a stream of device {} cannot copy between devices {} and {} of another "
+                 "Remora server", device, src_device, dst_device);
+  // Asynchronous with respect to the host, synchronous form or not, as in CUDA.
+  return gen::cuda::remoraMemcpyPeerAsync(CallCtx{false, call}, reinterpret_cast<CUstream>(stream), U(dst), dst_device, U(src),
+                                          src_device, count);
 }
 
-namespace {
-
-// Enables or disables `device`'s access to `peer`'s memory.
-}  // namespace
+cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream,
+                       bool, const char* call) {
+  return Finish(CopyPeerMemory(dst, dst_device, src, src_device, count, stream, call), call);
+}
 
 Status SetPeerAccess(int peer, bool enable, const char* call) {
   Runtime& rt = Runtime::Get();

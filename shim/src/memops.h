@@ -46,7 +46,11 @@ uint64_t ShareWithWorker(Client* c, void** p, size_t bytes);
 // Pinned allocations shared with the worker keep their region id in the upper half of the
 // table's cookie (the lower half holds the cudaHostAlloc flags); 0: not shared.
 uint64_t RegionOf(const Allocation& a);
-// cudaMemcpyPeer[Async]: asynchronous with respect to the host either way.
+// cudaMemcpyPeer[Async] and cuMemcpyPeer[Async]: asynchronous with respect to the host either
+// way; `call` names the entry point.
+Status CopyPeerMemory(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream,
+                      const char* call);
+// The runtime's conversion of it.
 cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream,
                        bool async, const char* call);
 

@@ -356,7 +356,7 @@ static void stream_queries_and_callbacks(void) {
 }
 
 /* Peer access between the primary contexts of two devices (skipped with one): enabled once,
- * twice refused, disabled once, twice refused. */
+ * twice refused, disabled once, twice refused; peer copies both ways. */
 static void peers(CUdevice dev) {
   int n = 0;
   CHECK(cuDeviceGetCount(&n));
@@ -372,6 +372,31 @@ static void peers(CUdevice dev) {
   CHECK(cuCtxDisablePeerAccess(peer));
   EXPECT_ERR(cuCtxDisablePeerAccess(peer), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
   if (g_remora) EXPECT_ERR(cuCtxEnablePeerAccess(peer, 1), CUDA_ERROR_INVALID_VALUE); /* natively undocumented */
+  /* A peer copy between the two contexts' memory (no access needed), synchronous and on a stream. */
+  CUcontext mine = NULL;
+  CUdeviceptr a = 0, b = 0;
+  unsigned char in[4096], out[4096];
+  for (int i = 0; i < 4096; i++) in[i] = (unsigned char)(i * 7 + 1);
+  CHECK(cuCtxGetCurrent(&mine));
+  CHECK(cuMemAlloc(&a, sizeof(in)));
+  CHECK(cuCtxPushCurrent(peer));
+  CHECK(cuMemAlloc(&b, sizeof(in)));
+  CHECK(cuCtxPopCurrent(NULL));
+  CHECK(cuMemcpyHtoD(a, in, sizeof(in)));
+  CHECK(cuMemcpyPeer(b, peer, a, mine, sizeof(in)));
+  memset(out, 0, sizeof(out));
+  CHECK(cuMemcpyDtoH(out, b, sizeof(out)));
+  EXPECT(memcmp(in, out, sizeof(in)) == 0);
+  CHECK(cuMemsetD8(a, 0, sizeof(in)));
+  CHECK(cuMemcpyPeerAsync(a, mine, b, peer, sizeof(in), NULL));
+  CHECK(cuCtxSynchronize());
+  memset(out, 0, sizeof(out));
+  CHECK(cuMemcpyDtoH(out, a, sizeof(out)));
+  EXPECT(memcmp(in, out, sizeof(in)) == 0);
+  CHECK(cuMemFree(a));
+  CHECK(cuCtxPushCurrent(peer));
+  CHECK(cuMemFree(b));
+  CHECK(cuCtxPopCurrent(NULL));
   CHECK(cuDevicePrimaryCtxRelease(other));
 }
 

@@ -16,6 +16,7 @@
 #include "pinned_core.h"
 #include "process.h"
 #include "runtime.h"
+#include "stream_core.h"
 
 // The runtime's per-thread-stream entry points (defined in the core, not declared by the
 // CUDA headers without --default-stream per-thread).
@@ -343,7 +344,7 @@ REMORA_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr sr
   auto s = Process::Get().contexts().Check(sctx);
   if (!d.ok() || !s.ok()) return FromStatus(!d.ok() ? d.status() : s.status(), "cuMemcpyPeer");
   int dd = (*d)->device, sd = (*s)->device;
-  return ViaRuntime([&] { return cudaMemcpyPeer(P(dst), dd, P(src), sd, n); });
+  return Done(CopyPeerMemory(P(dst), dd, P(src), sd, n, nullptr, "cuMemcpyPeer"), "cuMemcpyPeer");
 }
 REMORA_API CUresult cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
   return cuMemcpyPeer(dst, dctx, src, sctx, n);
@@ -354,7 +355,8 @@ REMORA_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdevicep
   auto s = Process::Get().contexts().Check(sctx);
   if (!d.ok() || !s.ok()) return FromStatus(!d.ok() ? d.status() : s.status(), "cuMemcpyPeerAsync");
   int dd = (*d)->device, sd = (*s)->device;
-  return ViaRuntime([&] { return cudaMemcpyPeerAsync(P(dst), dd, P(src), sd, n, stream); });
+  return Done(CopyPeerMemory(P(dst), dd, P(src), sd, n, reinterpret_cast<cudaStream_t>(stream), "cuMemcpyPeerAsync"),
+              "cuMemcpyPeerAsync");
 }
 REMORA_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
                                            CUstream stream) {
@@ -409,11 +411,9 @@ static CUresult Memset(CUdeviceptr d, T v, size_t n, CUstream s, bool per_thread
   MemsetTarget to = TargetOf(d, n * sizeof(T));
   if (to.host != nullptr && n != 0) {
     std::byte* at = to.host;
-    return ViaRuntime([&] {
-      return EnqueueHostWork(reinterpret_cast<cudaStream_t>(s), [at, v, n] {
-        for (size_t i = 0; i < n; i++) std::memcpy(at + i * sizeof(T), &v, sizeof(T));
-      }, per_thread, call);
-    });
+    return Done(QueueHostFunction(reinterpret_cast<cudaStream_t>(s), [at, v, n] {
+      for (size_t i = 0; i < n; i++) std::memcpy(at + i * sizeof(T), &v, sizeof(T));
+    }, per_thread), call);
   }
   return static_cast<CUresult>(FinishApi(Domain::kCuda, remote(CallCtx{per_thread, call}, to.device), call));
 }
