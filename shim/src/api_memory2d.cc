@@ -45,19 +45,18 @@ void Unpack(const char* in, size_t width, size_t height, size_t depth, const Reg
     for (size_t y = 0; y < height; y++, in += width) std::memcpy(r.Row(y, z), in, width);
 }
 
-cudaError_t Copy3D(Region dst, Region src, size_t width, size_t height, size_t depth, cudaMemcpyKind kind,
-                   cudaStream_t stream, bool per_thread, bool async, const char* call) {
+Status Copy3D(Region dst, Region src, size_t width, size_t height, size_t depth, cudaMemcpyKind kind, cudaStream_t stream,
+              bool per_thread, bool async) {
   Runtime& rt = Runtime::Get();
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
-    return Finish(Error(Err::kInvalidMemcpyDirection, "invalid cudaMemcpyKind {}", static_cast<int>(kind)), call);
-  auto c = rt.Session();
-  if (!c.ok()) return Finish(c.status(), call);
+    return Error(Err::kInvalidMemcpyDirection, "invalid cudaMemcpyKind {}", static_cast<int>(kind));
+  ASSIGN_OR_RETURN(Client * cl, rt.Session());
   int device = 0;
   Status st = rt.CheckStream(stream, &device);
-  if (!st.ok()) return Finish(st, call);
-  if (width == 0 || height == 0 || depth == 0) return cudaSuccess;
+  if (!st.ok()) return st;
+  if (width == 0 || height == 0 || depth == 0) return Status::Ok();
   if ((height > 1 || depth > 1) && (dst.pitch < width || src.pitch < width))
-    return Finish(Error(Err::kInvalidPitchValue, "a pitch is smaller than the width {}", width), call);
+    return Error(Err::kInvalidPitchValue, "a pitch is smaller than the width {}", width);
   Side from = Classify(src.base), to = Classify(dst.base);  // cudaMemcpyDefault; explicit kinds decide
   if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost) from = Side::kHost;
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) from = Side::kDevice;
@@ -68,14 +67,13 @@ cudaError_t Copy3D(Region dst, Region src, size_t width, size_t height, size_t d
   if (from == Side::kDevice) st = rt.CheckDeviceRange(U(src.base), Extent(src, width, height, depth));
   if (st.ok() && to == Side::kDevice) st = rt.CheckDeviceRange(U(dst.base), Extent(dst, width, height, depth));
   if (st.ok() && (from == Side::kDevice || to == Side::kDevice)) st = rt.managed().BeforeDeviceWork();
-  if (!st.ok()) return Finish(st, call);
-  Client* cl = *c;
+  if (!st.ok()) return st;
   size_t total = width * height * depth;
 
   if (from == Side::kHost && to == Side::kHost) {
     for (size_t z = 0; z < depth; z++)
       for (size_t y = 0; y < height; y++) std::memmove(dst.Row(y, z), src.Row(y, z), width);
-    return cudaSuccess;
+    return Status::Ok();
   }
   auto build = [&](wire::Copy3D::Kind k, bool is_async) {
     return [&, k, is_async](wire::Request::Builder& r) {
@@ -105,10 +103,10 @@ cudaError_t Copy3D(Region dst, Region src, size_t width, size_t height, size_t d
       Pack(src, width, height, depth, packed.data());
       data = packed.data();
     }
-    if (async) return Finish(cl->Post(device, build(wire::Copy3D::Kind::HOST_TO_DEVICE, true), AsBytes(data, total)), call);
+    if (async) return cl->Post(device, build(wire::Copy3D::Kind::HOST_TO_DEVICE, true), AsBytes(data, total));
     st = cl->Call(device, build(wire::Copy3D::Kind::HOST_TO_DEVICE, false), [](wire::Reply::Reader&) { return Status::Ok(); },
                   AsBytes(data, total));
-    return FinishSync(cl, st, call);
+    return AfterSync(cl, st);
   }
   if (to == Side::kHost) {
     // Returns when the data is in place (into pinned or pageable memory alike).
@@ -121,15 +119,17 @@ cudaError_t Copy3D(Region dst, Region src, size_t width, size_t height, size_t d
     st = cl->Call(device, build(wire::Copy3D::Kind::DEVICE_TO_HOST, false), [](wire::Reply::Reader&) { return Status::Ok(); },
                   {}, AsWritableBytes(out, total));
     if (st.ok() && !packed.empty()) Unpack(packed.data(), width, height, depth, dst);
-    return async ? Finish(st, call) : FinishSync(cl, st, call);
+    return async ? st : AfterSync(cl, st);
   }
-  return Finish(cl->Post(device, build(wire::Copy3D::Kind::DEVICE_TO_DEVICE, true)), call);
+  return cl->Post(device, build(wire::Copy3D::Kind::DEVICE_TO_DEVICE, true));
 }
 
 cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                    cudaMemcpyKind kind, cudaStream_t stream, bool per_thread, bool async, const char* call) {
-  return Copy3D(Region{static_cast<char*>(dst), dpitch, height}, Region{const_cast<char*>(static_cast<const char*>(src)), spitch, height},
-                width, height, 1, kind, stream, per_thread, async, call);
+  return Finish(Copy3D(Region{static_cast<char*>(dst), dpitch, height},
+                       Region{const_cast<char*>(static_cast<const char*>(src)), spitch, height}, width, height, 1, kind, stream,
+                       per_thread, async),
+                call);
 }
 
 cudaError_t Copy3DParms(const cudaMemcpy3DParms* p, cudaStream_t stream, bool per_thread, bool async, const char* call) {
@@ -139,17 +139,24 @@ cudaError_t Copy3DParms(const cudaMemcpy3DParms* p, cudaStream_t stream, bool pe
     char* base = static_cast<char*>(pp.ptr) + (pos.z * pp.ysize + pos.y) * pp.pitch + pos.x;
     return Region{base, pp.pitch, pp.ysize};
   };
-  return Copy3D(region(p->dstPtr, p->dstPos), region(p->srcPtr, p->srcPos), p->extent.width, p->extent.height,
-                p->extent.depth, p->kind, stream, per_thread, async, call);
+  return Finish(Copy3D(region(p->dstPtr, p->dstPos), region(p->srcPtr, p->srcPos), p->extent.width, p->extent.height,
+                       p->extent.depth, p->kind, stream, per_thread, async),
+                call);
 }
 
 }  // namespace
 
+Status CopyStridedMemory(void* dst, size_t dpitch, size_t drows, const void* src, size_t spitch, size_t srows, size_t width,
+                         size_t height, size_t depth, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread, bool async) {
+  return Copy3D(Region{static_cast<char*>(dst), dpitch, drows}, Region{const_cast<char*>(static_cast<const char*>(src)), spitch, srows},
+                width, height, depth, kind, stream, per_thread, async);
+}
+
 cudaError_t CopyStrided(void* dst, size_t dpitch, size_t drows, const void* src, size_t spitch, size_t srows,
                         size_t width, size_t height, size_t depth, cudaMemcpyKind kind, cudaStream_t stream,
                         bool per_thread, bool async, const char* call) {
-  return Copy3D(Region{static_cast<char*>(dst), dpitch, drows}, Region{const_cast<char*>(static_cast<const char*>(src)), spitch, srows},
-                width, height, depth, kind, stream, per_thread, async, call);
+  return Finish(CopyStridedMemory(dst, dpitch, drows, src, spitch, srows, width, height, depth, kind, stream, per_thread, async),
+                call);
 }
 
 namespace {

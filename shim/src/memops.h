@@ -34,7 +34,10 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
                    bool async, const char* call);
 cudaError_t Memset(void* dst, int value, size_t n, cudaStream_t stream, bool per_thread, const char* call);
 // A strided copy (api_memory2d.cc): `depth` slices of `height` rows of `width` bytes; rows
-// `pitch` apart, slices `rows` rows apart on each side.
+// `pitch` apart, slices `rows` rows apart on each side. For both ABIs (cudaMemcpy2D/3D,
+// cuMemcpy2D/3D without arrays); the runtime's conversion below.
+Status CopyStridedMemory(void* dst, size_t dpitch, size_t drows, const void* src, size_t spitch, size_t srows, size_t width,
+                         size_t height, size_t depth, cudaMemcpyKind kind, cudaStream_t stream, bool per_thread, bool async);
 cudaError_t CopyStrided(void* dst, size_t dpitch, size_t drows, const void* src, size_t spitch, size_t srows,
                         size_t width, size_t height, size_t depth, cudaMemcpyKind kind, cudaStream_t stream,
                         bool per_thread, bool async, const char* call);

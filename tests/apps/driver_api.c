@@ -355,6 +355,60 @@ static void stream_queries_and_callbacks(void) {
   CHECK(cuStreamDestroy(s));
 }
 
+/* Strided copies through the driver's structures: a 2D host-to-device copy into pitched
+ * memory and back, a 3D device-to-device copy of a sub-box, every byte checked. */
+static void strided_copies(void) {
+  enum { W = 48, H = 20, D = 3 };
+  static unsigned char host[D][H][W], back[D][H][W];
+  CUdeviceptr a = 0, b = 0;
+  size_t pitch = 0;
+  for (int z = 0; z < D; z++)
+    for (int y = 0; y < H; y++)
+      for (int x = 0; x < W; x++) host[z][y][x] = (unsigned char)(x + 3 * y + 11 * z);
+  CHECK(cuMemAllocPitch(&a, &pitch, W, H * D, 4));
+  EXPECT(pitch >= W);
+  CHECK(cuMemAlloc(&b, pitch * H * D));
+  CUDA_MEMCPY2D c2 = {0};
+  c2.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c2.srcHost = host;
+  c2.srcPitch = W;
+  c2.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c2.dstDevice = a;
+  c2.dstPitch = pitch;
+  c2.WidthInBytes = W;
+  c2.Height = H * D;
+  CHECK(cuMemcpy2D(&c2));
+  CUDA_MEMCPY3D c3 = {0};
+  c3.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c3.srcDevice = a;
+  c3.srcPitch = pitch;
+  c3.srcHeight = H;
+  c3.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c3.dstDevice = b;
+  c3.dstPitch = pitch;
+  c3.dstHeight = H;
+  c3.WidthInBytes = W;
+  c3.Height = H;
+  c3.Depth = D;
+  CHECK(cuMemcpy3D(&c3));
+  CUDA_MEMCPY2D back2 = {0};
+  back2.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  back2.srcDevice = b;
+  back2.srcPitch = pitch;
+  back2.dstMemoryType = CU_MEMORYTYPE_HOST;
+  back2.dstHost = back;
+  back2.dstPitch = W;
+  back2.WidthInBytes = W;
+  back2.Height = H * D;
+  memset(back, 0, sizeof(back));
+  CHECK(cuMemcpy2D(&back2));
+  EXPECT(memcmp(host, back, sizeof(host)) == 0);
+  c2.dstPitch = W - 1; /* a pitch below the width */
+  EXPECT(cuMemcpy2D(&c2) != CUDA_SUCCESS);
+  CHECK(cuMemFree(a));
+  CHECK(cuMemFree(b));
+}
+
 /* Peer access between the primary contexts of two devices (skipped with one): enabled once,
  * twice refused, disabled once, twice refused; peer copies both ways. */
 static void peers(CUdevice dev) {
@@ -931,6 +985,7 @@ int main(int argc, char** argv) {
   managed_variable();
   linker();
   contexts(dev, primary);
+  strided_copies();
   peers(dev);
   vmm(dev);
   large_arguments(dev);

@@ -101,13 +101,10 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async, bool per_th
       return ArrayCopy(dst, src, c->WidthInBytes, c->Height, 1, *kind, stream, per_thread, async, call);
     });
   }
-  return InContext(call, [&] {
-    size_t dp = c->dstPitch ? c->dstPitch : c->WidthInBytes, sp = c->srcPitch ? c->srcPitch : c->WidthInBytes;
-    if (async)
-      return per_thread ? cudaMemcpy2DAsync_ptsz(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind, stream)
-                        : cudaMemcpy2DAsync(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind, stream);
-    return per_thread ? cudaMemcpy2D_ptds(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind)
-                      : cudaMemcpy2D(Dst2D(c), dp, Src2D(c), sp, c->WidthInBytes, c->Height, *kind);
+  size_t dp = c->dstPitch ? c->dstPitch : c->WidthInBytes, sp = c->srcPitch ? c->srcPitch : c->WidthInBytes;
+  return CallInContext(call, [&] {
+    return CopyStridedMemory(Dst2D(c), dp, c->Height, Src2D(c), sp, c->Height, c->WidthInBytes, c->Height, 1, *kind,
+                             reinterpret_cast<cudaStream_t>(stream), per_thread, async);
   });
 }
 
@@ -123,9 +120,9 @@ CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream stream, bool async, bool per_th
     return InContext(call, [&] {
       return ArrayCopy(dst, src, c->WidthInBytes, c->Height, c->Depth, *kind, stream, per_thread, async, call);
     });
-  return InContext(call, [&] {
-    return CopyStrided(dst.ptr, dp, dh, src.ptr, sp, sh, c->WidthInBytes, c->Height, c->Depth, *kind, stream, per_thread,
-                       async, call);
+  return CallInContext(call, [&] {
+    return CopyStridedMemory(dst.ptr, dp, dh, src.ptr, sp, sh, c->WidthInBytes, c->Height, c->Depth, *kind,
+                             reinterpret_cast<cudaStream_t>(stream), per_thread, async);
   });
 }
 
