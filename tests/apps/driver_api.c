@@ -357,6 +357,24 @@ static void stream_queries_and_callbacks(void) {
 
 /* Strided copies through the driver's structures: a 2D host-to-device copy into pitched
  * memory and back, a 3D device-to-device copy of a sub-box, every byte checked. */
+/* A 2D copy of `height` rows of `width` bytes from host memory (`src_host`) or device memory
+ * (`src_dev`) to host (`dst_host`) or device memory (`dst_dev`); the NULL/0 side is unused. */
+static CUDA_MEMCPY2D rows_between(const void* src_host, size_t src_pitch, CUdeviceptr src_dev, void* dst_host,
+                                  CUdeviceptr dst_dev, size_t dst_pitch, size_t width, size_t height) {
+  CUDA_MEMCPY2D c = {0};
+  c.srcMemoryType = src_host != NULL ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  c.srcHost = src_host;
+  c.srcDevice = src_dev;
+  c.srcPitch = src_pitch;
+  c.dstMemoryType = dst_host != NULL ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  c.dstHost = dst_host;
+  c.dstDevice = dst_dev;
+  c.dstPitch = dst_pitch;
+  c.WidthInBytes = width;
+  c.Height = height;
+  return c;
+}
+
 static void strided_copies(void) {
   enum { W = 48, H = 20, D = 3 };
   static unsigned char host[D][H][W], back[D][H][W];
@@ -368,15 +386,7 @@ static void strided_copies(void) {
   CHECK(cuMemAllocPitch(&a, &pitch, W, H * D, 4));
   EXPECT(pitch >= W);
   CHECK(cuMemAlloc(&b, pitch * H * D));
-  CUDA_MEMCPY2D c2 = {0};
-  c2.srcMemoryType = CU_MEMORYTYPE_HOST;
-  c2.srcHost = host;
-  c2.srcPitch = W;
-  c2.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  c2.dstDevice = a;
-  c2.dstPitch = pitch;
-  c2.WidthInBytes = W;
-  c2.Height = H * D;
+  CUDA_MEMCPY2D c2 = rows_between(host, W, 0, NULL, a, pitch, W, H * D);
   CHECK(cuMemcpy2D(&c2));
   CUDA_MEMCPY3D c3 = {0};
   c3.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -391,15 +401,7 @@ static void strided_copies(void) {
   c3.Height = H;
   c3.Depth = D;
   CHECK(cuMemcpy3D(&c3));
-  CUDA_MEMCPY2D back2 = {0};
-  back2.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  back2.srcDevice = b;
-  back2.srcPitch = pitch;
-  back2.dstMemoryType = CU_MEMORYTYPE_HOST;
-  back2.dstHost = back;
-  back2.dstPitch = W;
-  back2.WidthInBytes = W;
-  back2.Height = H * D;
+  CUDA_MEMCPY2D back2 = rows_between(NULL, pitch, b, back, 0, W, W, H * D);
   memset(back, 0, sizeof(back));
   CHECK(cuMemcpy2D(&back2));
   EXPECT(memcmp(host, back, sizeof(host)) == 0);
