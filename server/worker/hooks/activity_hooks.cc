@@ -79,7 +79,7 @@ CUresult ActivityFlush(OpContext& x, void* records, size_t capacity, size_t* use
     if (n + size > capacity) break;
     n += size;
   }
-  std::memcpy(records, pending.data(), n);
+  if (n > 0) std::memcpy(records, pending.data(), n);  // records may be NULL with a capacity of 0
   pending.erase(0, n);
   *used = n;
   *more = pending.empty() ? 0 : 1;
