@@ -335,8 +335,10 @@ void ComputeBoard::Charge(uint32_t gpu, uint32_t slot, uint64_t ns) {
   if (g.waiting.load(std::memory_order_relaxed) == 0) {
     Turn turn = Turn::Decode(g.turn.load(std::memory_order_acquire));
     uint32_t o = turn.idle ? kNoSession : ops.TenantOf(turn.owner);
-    if (o != kNoSession && o != t && Diff(ops.T(o).vt.load(std::memory_order_relaxed), vt) < 0)
-      vt = ops.T(o).vt.load(std::memory_order_relaxed);
+    if (o != kNoSession && o != t) {
+      uint64_t ov = ops.T(o).vt.load(std::memory_order_relaxed);
+      if (Diff(ov, vt) < 0) vt = ov;
+    }
     ops.AdvanceClock(vt);
   }
   if (r_->settings[t].quota_ns.load(std::memory_order_relaxed) != 0)

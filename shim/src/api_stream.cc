@@ -8,26 +8,23 @@
 #include "export.h"
 #include "ipc_client.h"
 #include "runtime.h"
+#include "stream_core.h"
 #include "streams.h"
 #include "wire_args.h"
 
 namespace remora::shim {
-namespace {
 
-cudaError_t StreamInfo(cudaStream_t s, unsigned* flags, int* priority, int* device, const char* call) {
-  auto c = Runtime::Get().Session();
-  if (!c.ok()) return Finish(c.status(), call);
+Status StreamProperties(cudaStream_t s, unsigned* flags, int* priority, int* device) {
+  RETURN_IF_ERROR(Runtime::Get().Session().status());
   unsigned f;
   int p, d;
-  Status st = Runtime::Get().StreamInfo(s, &f, &p, &d);
-  if (!st.ok()) return Finish(st, call);
+  RETURN_IF_ERROR(Runtime::Get().StreamInfo(s, &f, &p, &d));
   if (flags) *flags = f;
   if (priority) *priority = p;
   if (device) *device = d;
-  return cudaSuccess;
+  return Status::Ok();
 }
 
-}  // namespace
 }  // namespace remora::shim
 
 using namespace remora;
@@ -62,17 +59,17 @@ REMORA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 REMORA_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int* flags) {
   if (flags == nullptr) return Finish(Error(Err::kInvalidValue, "flags is NULL"), "cudaStreamGetFlags");
-  return StreamInfo(s, flags, nullptr, nullptr, "cudaStreamGetFlags");
+  return Finish(StreamProperties(s, flags, nullptr, nullptr), "cudaStreamGetFlags");
 }
 REMORA_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int* flags) { return cudaStreamGetFlags(s, flags); }
 REMORA_API cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {
   if (priority == nullptr) return Finish(Error(Err::kInvalidValue, "priority is NULL"), "cudaStreamGetPriority");
-  return StreamInfo(s, nullptr, priority, nullptr, "cudaStreamGetPriority");
+  return Finish(StreamProperties(s, nullptr, priority, nullptr), "cudaStreamGetPriority");
 }
 REMORA_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int* priority) { return cudaStreamGetPriority(s, priority); }
 REMORA_API cudaError_t cudaStreamGetDevice(cudaStream_t s, int* device) {
   if (device == nullptr) return Finish(Error(Err::kInvalidValue, "device is NULL"), "cudaStreamGetDevice");
-  return StreamInfo(s, nullptr, nullptr, device, "cudaStreamGetDevice");
+  return Finish(StreamProperties(s, nullptr, nullptr, device), "cudaStreamGetDevice");
 }
 REMORA_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int* device) { return cudaStreamGetDevice(s, device); }
 

@@ -1,5 +1,5 @@
 // Stream work and stream queries that both ABIs answer: the runtime's cuda* entry points
-// (api_callback.cc, api_capture.cc) and the driver facade's cu* ones (driver/stream.cc) call
+// (api_stream.cc, api_callback.cc, api_capture.cc) and the driver facade's cu* ones (driver/stream.cc) call
 // down to these and convert the Status at their own boundary (Finish, driver::Done), so the
 // driver never goes up to the runtime for them. Thread-safe; none touches the runtime's last
 // error. `call` names the entry point in errors and in the generated calls it makes.
@@ -13,6 +13,10 @@
 #include "remora/base/status.h"
 
 namespace remora::shim {
+
+// A stream's flags, priority and device from the process's stream table (null outputs are
+// not asked for).
+Status StreamProperties(cudaStream_t stream, unsigned* flags, int* priority, int* device);
 
 // Queues `fn` on `stream` (a host function): this process runs it when the stream gets there.
 // `raw`, `raw_data`: the application's own function and argument, which a stream capture

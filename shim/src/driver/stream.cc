@@ -46,20 +46,6 @@ Result<Context*> StreamContext(CUstream s) {
 
 cudaStream_t AsRuntime(CUstream s) { return reinterpret_cast<cudaStream_t>(s); }
 
-// The stream's properties, from the process's stream table (the core's Runtime); null outputs
-// are not asked for.
-CUresult StreamProperties(const char* call, CUstream s, unsigned* flags, int* priority, int* device) {
-  Runtime& rt = Runtime::Get();
-  if (auto c = rt.Session(); !c.ok()) return Done(c.status(), call);
-  unsigned f = 0;
-  int p = 0, d = 0;
-  if (Status st = rt.StreamInfo(AsRuntime(s), &f, &p, &d); !st.ok()) return Done(st, call);
-  if (flags != nullptr) *flags = f;
-  if (priority != nullptr) *priority = p;
-  if (device != nullptr) *device = d;
-  return CUDA_SUCCESS;
-}
-
 // Host functions (stream_core.h): a callback gets the stream and CUDA_SUCCESS, as CUDA calls it
 // once the work before it completed.
 CUresult AddCallback(CUstream s, CUstreamCallback cb, void* user, unsigned int flags, bool per_thread) {
@@ -93,20 +79,20 @@ REMORA_API CUresult cuStreamDestroy(CUstream s) { return cuStreamDestroy_v2(s); 
 
 REMORA_API CUresult cuStreamGetFlags(CUstream s, unsigned int* flags) {
   if (flags == nullptr) return Invalid("cuStreamGetFlags", "flags is NULL");
-  return StreamProperties("cuStreamGetFlags", s, flags, nullptr, nullptr);
+  return Done(StreamProperties(AsRuntime(s), flags, nullptr, nullptr), "cuStreamGetFlags");
 }
 REMORA_API CUresult cuStreamGetFlags_ptsz(CUstream s, unsigned int* flags) { return cuStreamGetFlags(s, flags); }
 
 REMORA_API CUresult cuStreamGetPriority(CUstream s, int* priority) {
   if (priority == nullptr) return Invalid("cuStreamGetPriority", "priority is NULL");
-  return StreamProperties("cuStreamGetPriority", s, nullptr, priority, nullptr);
+  return Done(StreamProperties(AsRuntime(s), nullptr, priority, nullptr), "cuStreamGetPriority");
 }
 REMORA_API CUresult cuStreamGetPriority_ptsz(CUstream s, int* priority) { return cuStreamGetPriority(s, priority); }
 
 REMORA_API CUresult cuStreamGetDevice(CUstream s, CUdevice* device) {
   if (device == nullptr) return Invalid("cuStreamGetDevice", "device is NULL");
   int d = 0;
-  CUresult r = StreamProperties("cuStreamGetDevice", s, nullptr, nullptr, &d);
+  CUresult r = Done(StreamProperties(AsRuntime(s), nullptr, nullptr, &d), "cuStreamGetDevice");
   if (r == CUDA_SUCCESS) *device = d;
   return r;
 }
